@@ -1,0 +1,23 @@
+// Small file helpers with honest error reporting.
+#ifndef TWEETSEARCH_COMMON_FILE_UTIL_H_
+#define TWEETSEARCH_COMMON_FILE_UTIL_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace tweetsearch {
+
+// Replaces `path` with `data` durably: writes `path`.tmp, fsyncs it, renames it over `path` and
+// fsyncs the directory. Readers see the old file or the new one, never a mix.
+// Returns Internal with the errno text on failure.
+absl::Status WriteFileAtomically(const std::string& path, std::string_view data);
+
+// The whole content of `path`. NotFound if it does not exist, Internal on other errors.
+absl::StatusOr<std::string> ReadFile(const std::string& path);
+
+}  // namespace tweetsearch
+
+#endif  // TWEETSEARCH_COMMON_FILE_UTIL_H_

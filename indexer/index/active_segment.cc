@@ -1,0 +1,238 @@
+#include "indexer/index/active_segment.h"
+
+#include <algorithm>
+#include <cassert>
+
+#include <xxhash.h>
+
+namespace tweetsearch::index {
+
+struct ActiveSegment::Block {
+  explicit Block(uint32_t cap) : capacity(cap), values(new uint32_t[cap]) {}
+  const uint32_t capacity;
+  std::unique_ptr<uint32_t[]> values;
+  std::atomic<Block*> next{nullptr};
+};
+
+// A posting list is a stream of records [doc, freq, position x freq] over a chain of blocks.
+// `size` counts the published values; it is stored (release) after each whole record.
+struct ActiveSegment::Term {
+  explicit Term(std::string_view t) : text(t) {}
+  const std::string text;
+  std::atomic<uint32_t> size{0};
+  std::atomic<uint32_t> doc_freq{0};
+  Block* head = nullptr;  // written once, before the term is published
+  // Writer only:
+  Block* tail = nullptr;
+  uint32_t tail_used = 0;
+  uint32_t pending_size = 0;
+};
+
+struct ActiveSegment::Table {
+  explicit Table(uint32_t cap) : capacity(cap), slots(new std::atomic<const Term*>[cap]()) {}
+  const uint32_t capacity;  // a power of two
+  std::unique_ptr<std::atomic<const Term*>[]> slots;
+};
+
+namespace {
+
+constexpr uint32_t kFirstBlockValues = 4;
+constexpr uint32_t kMaxBlockValues = 4096;
+constexpr uint32_t kFirstTableSlots = 1024;
+
+size_t HashTerm(std::string_view term) { return XXH3_64bits(term.data(), term.size()); }
+
+class ActiveCursor final : public PostingCursor {
+ public:
+  ActiveCursor(const ActiveSegment::Block* head, uint32_t limit, uint32_t doc_freq,
+               DocId visible)
+      : block_(head), limit_(limit), doc_freq_(doc_freq), visible_(visible) {
+    Next();
+  }
+
+  DocId doc() const override { return doc_; }
+  void Next() override {
+    if (read_ >= limit_) {
+      doc_ = kEndDoc;
+      return;
+    }
+    const DocId d = ReadValue();
+    if (d >= visible_) {
+      doc_ = kEndDoc;
+      read_ = limit_;
+      return;
+    }
+    doc_ = d;
+    const uint32_t freq = ReadValue();
+    positions_.resize(freq);
+    for (uint32_t i = 0; i < freq; ++i) positions_[i] = ReadValue();
+  }
+  void Advance(DocId target) override {
+    while (doc_ < target) Next();
+  }
+  uint32_t freq() const override { return static_cast<uint32_t>(positions_.size()); }
+  std::span<const uint32_t> positions() override { return positions_; }
+  uint32_t size() const override { return doc_freq_; }
+  DocId block_last_doc() const override { return kEndDoc - 1; }
+  PostingBound block_bound() const override { return PostingBound{}; }
+  PostingBound list_bound() const override { return PostingBound{}; }
+
+ private:
+  uint32_t ReadValue() {
+    if (offset_ == block_->capacity) {
+      block_ = block_->next.load(std::memory_order_acquire);
+      offset_ = 0;
+    }
+    ++read_;
+    return block_->values[offset_++];
+  }
+
+  const ActiveSegment::Block* block_;
+  uint32_t offset_ = 0;
+  uint32_t read_ = 0;
+  const uint32_t limit_;
+  const uint32_t doc_freq_;
+  const DocId visible_;
+  DocId doc_ = kEndDoc;
+  std::vector<uint32_t> positions_;
+};
+
+}  // namespace
+
+ActiveSegment::ActiveSegment(uint32_t capacity) : Segment(capacity) {
+  assert(capacity > 0 && capacity < kEndDoc);
+  tables_.push_back(std::make_unique<Table>(kFirstTableSlots));
+  table_.store(tables_.back().get(), std::memory_order_release);
+}
+
+ActiveSegment::~ActiveSegment() = default;
+
+const ActiveSegment::Term* ActiveSegment::Lookup(std::string_view term) const {
+  const Table* table = table_.load(std::memory_order_acquire);
+  const uint32_t mask = table->capacity - 1;
+  for (size_t i = HashTerm(term) & mask;; i = (i + 1) & mask) {
+    const Term* t = table->slots[i].load(std::memory_order_acquire);
+    if (t == nullptr) return nullptr;
+    if (t->text == term) return t;
+  }
+}
+
+ActiveSegment::Term* ActiveSegment::FindOrInsertForWriter(std::string_view term) {
+  if (const Term* found = Lookup(term)) return const_cast<Term*>(found);
+  const Table* table = table_.load(std::memory_order_relaxed);
+  if ((terms_.size() + 1) * 2 > table->capacity) {  // keep the load factor at most 1/2
+    auto bigger = std::make_unique<Table>(table->capacity * 2);
+    const uint32_t mask = bigger->capacity - 1;
+    for (const auto& t : terms_) {
+      size_t i = HashTerm(t->text) & mask;
+      while (bigger->slots[i].load(std::memory_order_relaxed) != nullptr) i = (i + 1) & mask;
+      bigger->slots[i].store(t.get(), std::memory_order_relaxed);
+    }
+    table = bigger.get();
+    tables_.push_back(std::move(bigger));  // the old table stays alive for readers probing it
+    table_.store(table, std::memory_order_release);
+  }
+  auto owned = std::make_unique<Term>(term);
+  Term* t = owned.get();
+  blocks_.push_back(std::make_unique<Block>(kFirstBlockValues));
+  posting_bytes_ += kFirstBlockValues * sizeof(uint32_t);
+  t->head = t->tail = blocks_.back().get();
+  terms_.push_back(std::move(owned));
+  const uint32_t mask = table->capacity - 1;
+  size_t i = HashTerm(term) & mask;
+  while (table->slots[i].load(std::memory_order_relaxed) != nullptr) i = (i + 1) & mask;
+  table->slots[i].store(t, std::memory_order_release);
+  return t;
+}
+
+void ActiveSegment::AppendValue(Term& term, uint32_t value) {
+  if (term.tail_used == term.tail->capacity) {
+    const uint32_t next_capacity = std::min(term.tail->capacity * 2, kMaxBlockValues);
+    blocks_.push_back(std::make_unique<Block>(next_capacity));
+    posting_bytes_ += next_capacity * sizeof(uint32_t);
+    Block* next = blocks_.back().get();
+    term.tail->next.store(next, std::memory_order_release);
+    term.tail = next;
+    term.tail_used = 0;
+  }
+  term.tail->values[term.tail_used++] = value;
+  ++term.pending_size;
+}
+
+DocId ActiveSegment::Append(const IndexDoc& doc, const std::vector<TermOccurrences>& terms,
+                            uint16_t length) {
+  assert(!full());
+  const DocId d = next_doc_++;
+  mutable_columns().SetRow(d, doc.id, doc.created_at_ms, doc.user_id, PackLang(doc.lang),
+                           length, doc.likes);
+  for (const TermOccurrences& occurrences : terms) {
+    Term* term = FindOrInsertForWriter(occurrences.term);
+    AppendValue(*term, d);
+    AppendValue(*term, static_cast<uint32_t>(occurrences.positions.size()));
+    for (uint32_t p : occurrences.positions) AppendValue(*term, p);
+    term->doc_freq.store(term->doc_freq.load(std::memory_order_relaxed) + 1,
+                         std::memory_order_release);
+    term->size.store(term->pending_size, std::memory_order_release);
+  }
+  doc_of_id_[doc.id] = d;
+  total_length_.store(total_length_.load(std::memory_order_relaxed) + length,
+                      std::memory_order_release);
+  if (doc.id > max_tweet_id_.load(std::memory_order_relaxed)) {
+    max_tweet_id_.store(doc.id, std::memory_order_release);
+  }
+  published_.store(d + 1, std::memory_order_release);
+  return d;
+}
+
+std::optional<DocId> ActiveSegment::FindForWriter(TweetId id) const {
+  auto it = doc_of_id_.find(id);
+  if (it == doc_of_id_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::unique_ptr<PostingCursor> ActiveSegment::OpenTerm(std::string_view term,
+                                                       DocId visible) const {
+  const Term* t = Lookup(term);
+  if (t == nullptr) return nullptr;
+  // Load the size before reading any value: the release store that wrote it follows them.
+  const uint32_t size = t->size.load(std::memory_order_acquire);
+  return std::make_unique<ActiveCursor>(t->head, size,
+                                        t->doc_freq.load(std::memory_order_acquire), visible);
+}
+
+uint32_t ActiveSegment::DocFreq(std::string_view term) const {
+  const Term* t = Lookup(term);
+  return t == nullptr ? 0 : t->doc_freq.load(std::memory_order_acquire);
+}
+
+void ActiveSegment::ForEachTerm(
+    const std::function<void(std::string_view, PostingCursor&)>& fn) const {
+  const DocId visible = VisibleDocs();
+  const Table* table = table_.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < table->capacity; ++i) {
+    const Term* t = table->slots[i].load(std::memory_order_acquire);
+    if (t == nullptr) continue;
+    std::unique_ptr<PostingCursor> cursor = OpenTerm(t->text, visible);
+    if (cursor != nullptr && cursor->doc() != kEndDoc) fn(t->text, *cursor);
+  }
+}
+
+size_t ActiveSegment::NumTerms() const {
+  const Table* table = table_.load(std::memory_order_acquire);
+  size_t n = 0;
+  for (uint32_t i = 0; i < table->capacity; ++i) {
+    n += table->slots[i].load(std::memory_order_acquire) != nullptr;
+  }
+  return n;
+}
+
+size_t ActiveSegment::MemoryBytes() const {
+  // Approximate, and only meaningful from the writer thread (the vectors are writer-owned).
+  size_t bytes = posting_bytes_ + blocks_.size() * sizeof(Block);
+  for (const auto& t : terms_) bytes += sizeof(Term) + t->text.capacity();
+  for (const auto& t : tables_) bytes += t->capacity * sizeof(void*);
+  bytes += static_cast<size_t>(columns().capacity()) * 38;
+  return bytes;
+}
+
+}  // namespace tweetsearch::index

@@ -1,0 +1,45 @@
+#include "indexer/index/bitpack.h"
+
+#include <cstring>
+
+namespace tweetsearch::index {
+
+void PackBits(std::span<const uint32_t> values, uint8_t bits, std::string* out) {
+  if (bits == 0) return;
+  uint64_t buffer = 0;
+  int filled = 0;
+  for (uint32_t v : values) {
+    buffer |= static_cast<uint64_t>(v) << filled;
+    filled += bits;
+    while (filled >= 8) {
+      out->push_back(static_cast<char>(buffer & 0xFF));
+      buffer >>= 8;
+      filled -= 8;
+    }
+  }
+  if (filled > 0) out->push_back(static_cast<char>(buffer & 0xFF));
+}
+
+size_t UnpackBits(const uint8_t* in, size_t n, uint8_t bits, uint32_t* out) {
+  if (bits == 0) {
+    std::memset(out, 0, n * sizeof(uint32_t));
+    return 0;
+  }
+  const size_t bytes = PackedBytes(n, bits);
+  const uint64_t mask = (uint64_t{1} << bits) - 1;
+  uint64_t buffer = 0;
+  int filled = 0;
+  size_t pos = 0;
+  for (size_t i = 0; i < n; ++i) {
+    while (filled < bits) {
+      buffer |= static_cast<uint64_t>(in[pos++]) << filled;
+      filled += 8;
+    }
+    out[i] = static_cast<uint32_t>(buffer & mask);
+    buffer >>= bits;
+    filled -= bits;
+  }
+  return bytes;
+}
+
+}  // namespace tweetsearch::index

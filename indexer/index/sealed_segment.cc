@@ -1,0 +1,551 @@
+#include "indexer/index/sealed_segment.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+
+#include "common/strings.h"
+#include "common/file_util.h"
+#include "indexer/index/bitpack.h"
+
+namespace tweetsearch::index {
+namespace {
+
+// Skip table entry of a multi-block list; a single-block list stores only the part after
+// `offset` as its header.
+struct SkipEntry {
+  uint32_t last_doc;
+  uint32_t offset;  // of the block's data, from the start of the term's postings
+  uint8_t doc_bits;
+  uint8_t freq_bits;
+  uint8_t pos_bits;
+  uint8_t unused;
+  uint16_t max_tf;
+  uint16_t min_length;
+};
+static_assert(sizeof(SkipEntry) == 16);
+constexpr size_t kSingleHeaderBytes = 7;  // doc_bits, freq_bits, pos_bits, max_tf, min_length
+
+uint32_t NumBlocks(uint32_t doc_freq) { return (doc_freq + kBlockSize - 1) / kBlockSize; }
+
+SkipEntry ReadSkip(const uint8_t* term_base, uint32_t doc_freq, uint32_t block) {
+  SkipEntry e{};
+  if (NumBlocks(doc_freq) == 1) {
+    e.last_doc = kEndDoc;  // unknown until decoded
+    e.offset = kSingleHeaderBytes;
+    e.doc_bits = term_base[0];
+    e.freq_bits = term_base[1];
+    e.pos_bits = term_base[2];
+    std::memcpy(&e.max_tf, term_base + 3, 2);
+    std::memcpy(&e.min_length, term_base + 5, 2);
+  } else {
+    std::memcpy(&e, term_base + block * sizeof(SkipEntry), sizeof(SkipEntry));
+  }
+  return e;
+}
+
+class SealedCursor final : public PostingCursor {
+ public:
+  SealedCursor(const uint8_t* base, uint32_t doc_freq)
+      : base_(base), doc_freq_(doc_freq), num_blocks_(NumBlocks(doc_freq)) {
+    for (uint32_t b = 0; b < num_blocks_; ++b) {
+      const SkipEntry e = ReadSkip(base_, doc_freq_, b);
+      list_bound_.max_tf = b == 0 ? e.max_tf : std::max<uint32_t>(list_bound_.max_tf, e.max_tf);
+      list_bound_.min_length =
+          b == 0 ? e.min_length : std::min<uint32_t>(list_bound_.min_length, e.min_length);
+    }
+    if (num_blocks_ > 0) DecodeBlock(0);
+  }
+
+  DocId doc() const override { return doc_; }
+  void Next() override {
+    if (++i_ < block_n_) {
+      doc_ = docs_[i_];
+    } else if (block_ + 1 < num_blocks_) {
+      DecodeBlock(block_ + 1);
+    } else {
+      doc_ = kEndDoc;
+    }
+  }
+  void Advance(DocId target) override {
+    if (doc_ >= target) return;
+    if (docs_[block_n_ - 1] < target) {
+      uint32_t b = block_ + 1;
+      while (b < num_blocks_ && ReadSkip(base_, doc_freq_, b).last_doc < target) ++b;
+      if (b >= num_blocks_) {
+        doc_ = kEndDoc;
+        return;
+      }
+      DecodeBlock(b);
+    }
+    while (docs_[i_] < target) ++i_;
+    doc_ = docs_[i_];
+  }
+  uint32_t freq() const override { return freqs_[i_]; }
+  std::span<const uint32_t> positions() override {
+    if (!positions_decoded_) {
+      pos_start_[0] = 0;
+      for (uint32_t j = 0; j < block_n_; ++j) pos_start_[j + 1] = pos_start_[j] + freqs_[j];
+      positions_.resize(pos_start_[block_n_]);
+      UnpackBits(pos_data_, positions_.size(), entry_.pos_bits, positions_.data());
+      positions_decoded_ = true;
+    }
+    return std::span<const uint32_t>(positions_.data() + pos_start_[i_], freqs_[i_]);
+  }
+  uint32_t size() const override { return doc_freq_; }
+  DocId block_last_doc() const override { return docs_[block_n_ - 1]; }
+  PostingBound block_bound() const override {
+    return PostingBound{entry_.max_tf, entry_.min_length};
+  }
+  PostingBound list_bound() const override { return list_bound_; }
+
+ private:
+  void DecodeBlock(uint32_t b) {
+    // Gaps are stored minus one; the first gap of the list counts from DocId -1.
+    const uint32_t start = b == 0 ? 0 : ReadSkip(base_, doc_freq_, b - 1).last_doc + 1;
+    entry_ = ReadSkip(base_, doc_freq_, b);
+    block_ = b;
+    block_n_ = std::min(kBlockSize, doc_freq_ - b * kBlockSize);
+    const uint8_t* p = base_ + entry_.offset;
+    p += UnpackBits(p, block_n_, entry_.doc_bits, docs_);
+    p += UnpackBits(p, block_n_, entry_.freq_bits, freqs_);
+    pos_data_ = p;
+    uint32_t next = start;
+    for (uint32_t j = 0; j < block_n_; ++j) {
+      docs_[j] += next;
+      next = docs_[j] + 1;
+      ++freqs_[j];
+    }
+    i_ = 0;
+    doc_ = docs_[0];
+    positions_decoded_ = false;
+  }
+
+  const uint8_t* const base_;
+  const uint32_t doc_freq_;
+  const uint32_t num_blocks_;
+  PostingBound list_bound_;
+  SkipEntry entry_{};       // header of the decoded block
+  uint32_t block_ = 0;      // number of the decoded block
+  uint32_t block_n_ = 0;    // postings in it
+  uint32_t i_ = 0;          // index of doc_ in it
+  DocId doc_ = kEndDoc;
+  uint32_t docs_[kBlockSize];
+  uint32_t freqs_[kBlockSize];
+  const uint8_t* pos_data_ = nullptr;
+  bool positions_decoded_ = false;
+  uint32_t pos_start_[kBlockSize + 1];
+  std::vector<uint32_t> positions_;
+};
+
+// Appends the encoded list of `entries` (DocId ascending) to `*out`.
+struct Entry {
+  DocId doc;
+  const uint32_t* positions;
+  uint32_t freq;
+};
+
+void EncodeList(const std::vector<Entry>& entries, const Columns& columns, std::string* out,
+                SealedStats* stats) {
+  const size_t start = out->size();
+  const uint32_t n = static_cast<uint32_t>(entries.size());
+  const uint32_t blocks = NumBlocks(n);
+  if (blocks > 1) out->resize(start + blocks * sizeof(SkipEntry));
+  std::vector<uint32_t> gaps, freqs, positions;
+  uint32_t next = 0;
+  for (uint32_t b = 0; b < blocks; ++b) {
+    const uint32_t first = b * kBlockSize;
+    const uint32_t count = std::min(kBlockSize, n - first);
+    gaps.clear();
+    freqs.clear();
+    positions.clear();
+    uint32_t max_tf = 0;
+    uint32_t min_length = UINT16_MAX;
+    for (uint32_t j = first; j < first + count; ++j) {
+      const Entry& e = entries[j];
+      gaps.push_back(e.doc - next);
+      next = e.doc + 1;
+      freqs.push_back(e.freq - 1);
+      positions.insert(positions.end(), e.positions, e.positions + e.freq);
+      max_tf = std::max(max_tf, e.freq);
+      min_length = std::min<uint32_t>(min_length, columns.length(e.doc));
+    }
+    SkipEntry entry{};
+    entry.last_doc = entries[first + count - 1].doc;
+    entry.offset = static_cast<uint32_t>(out->size() - start);
+    entry.doc_bits = BitsNeeded(gaps);
+    entry.freq_bits = BitsNeeded(freqs);
+    entry.pos_bits = BitsNeeded(positions);
+    entry.max_tf = static_cast<uint16_t>(std::min<uint32_t>(max_tf, UINT16_MAX));
+    entry.min_length = static_cast<uint16_t>(min_length);
+    if (blocks == 1) {
+      char header[kSingleHeaderBytes];
+      header[0] = static_cast<char>(entry.doc_bits);
+      header[1] = static_cast<char>(entry.freq_bits);
+      header[2] = static_cast<char>(entry.pos_bits);
+      std::memcpy(header + 3, &entry.max_tf, 2);
+      std::memcpy(header + 5, &entry.min_length, 2);
+      out->append(header, kSingleHeaderBytes);
+    } else {
+      std::memcpy(out->data() + start + b * sizeof(SkipEntry), &entry, sizeof(SkipEntry));
+    }
+    PackBits(gaps, entry.doc_bits, out);
+    PackBits(freqs, entry.freq_bits, out);
+    PackBits(positions, entry.pos_bits, out);
+    stats->positions += positions.size();
+  }
+  stats->postings += n;
+}
+
+// Checks that a list decodes inside [base, end) into valid DocIds. Returns a message or "".
+std::string CheckList(const uint8_t* base, const uint8_t* end, uint32_t doc_freq,
+                      uint32_t num_docs) {
+  const uint32_t blocks = NumBlocks(doc_freq);
+  if (doc_freq == 0) return "empty posting list";
+  const size_t header = blocks == 1 ? kSingleHeaderBytes : blocks * sizeof(SkipEntry);
+  if (static_cast<size_t>(end - base) < header) return "posting list header out of bounds";
+  uint32_t docs[kBlockSize], freqs[kBlockSize];
+  int64_t previous = -1;
+  for (uint32_t b = 0; b < blocks; ++b) {
+    const SkipEntry e = ReadSkip(base, doc_freq, b);
+    if (e.doc_bits > 32 || e.freq_bits > 32 || e.pos_bits > 32) return "bad bit width";
+    const uint32_t n = std::min(kBlockSize, doc_freq - b * kBlockSize);
+    const uint8_t* p = base + e.offset;
+    if (e.offset < header || p > end) return "block offset out of bounds";
+    const size_t fixed = PackedBytes(n, e.doc_bits) + PackedBytes(n, e.freq_bits);
+    if (static_cast<size_t>(end - p) < fixed) return "block out of bounds";
+    p += UnpackBits(p, n, e.doc_bits, docs);
+    p += UnpackBits(p, n, e.freq_bits, freqs);
+    uint64_t total_positions = 0;
+    for (uint32_t j = 0; j < n; ++j) {
+      previous += static_cast<int64_t>(docs[j]) + 1;
+      total_positions += uint64_t{freqs[j]} + 1;
+      if (previous >= num_docs) return "DocId out of range";
+    }
+    if (blocks > 1 && e.last_doc != previous) return "skip entry disagrees with its block";
+    if (static_cast<uint64_t>(end - p) < PackedBytes(total_positions, e.pos_bits)) {
+      return "positions out of bounds";
+    }
+  }
+  return "";
+}
+
+// Segment file layout: "TSSEG001", u32 section count, then sections
+// [u32 tag][u64 length][u64 xxh64][bytes], then u64 xxh64 of all preceding bytes and "TSSEGEND".
+constexpr std::string_view kMagic = "TSSEG001";
+constexpr std::string_view kEndMagic = "TSSEGEND";
+enum SectionTag : uint32_t {
+  kMeta = 1, kTweetIds, kCreatedAt, kUserIds, kLangs, kLengths, kLikes, kDeleted,
+  kTermOffsets, kTermBlob, kTermInfo, kPostings, kNumSections = kPostings
+};
+
+template <typename T>
+void PutRaw(std::string* out, const T& value) {
+  out->append(reinterpret_cast<const char*>(&value), sizeof(T));
+}
+
+void PutSection(std::string* out, uint32_t tag, std::string_view bytes) {
+  PutRaw(out, tag);
+  PutRaw(out, static_cast<uint64_t>(bytes.size()));
+  PutRaw(out, static_cast<uint64_t>(XXH64(bytes.data(), bytes.size(), 0)));
+  out->append(bytes);
+}
+
+template <typename T>
+std::string_view AsBytes(const std::vector<T>& v) {
+  return std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+template <typename T>
+bool FromBytes(std::string_view bytes, std::vector<T>* out) {
+  if (bytes.size() % sizeof(T) != 0) return false;
+  out->resize(bytes.size() / sizeof(T));
+  std::memcpy(out->data(), bytes.data(), bytes.size());
+  return true;
+}
+
+}  // namespace
+
+std::optional<uint32_t> SealedSegment::FindTerm(std::string_view term) const {
+  uint32_t lo = 0, hi = static_cast<uint32_t>(term_info_.size());
+  while (lo < hi) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    if (TermAt(mid) < term) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  if (lo < term_info_.size() && TermAt(lo) == term) return lo;
+  return std::nullopt;
+}
+
+std::string_view SealedSegment::TermAt(uint32_t i) const {
+  return std::string_view(term_blob_).substr(term_offsets_[i],
+                                             term_offsets_[i + 1] - term_offsets_[i]);
+}
+
+std::unique_ptr<PostingCursor> SealedSegment::OpenTerm(std::string_view term, DocId) const {
+  const std::optional<uint32_t> i = FindTerm(term);
+  if (!i) return nullptr;
+  const TermInfo& info = term_info_[*i];
+  return std::make_unique<SealedCursor>(
+      reinterpret_cast<const uint8_t*>(postings_.data()) + info.offset, info.doc_freq);
+}
+
+uint32_t SealedSegment::DocFreq(std::string_view term) const {
+  const std::optional<uint32_t> i = FindTerm(term);
+  return i ? term_info_[*i].doc_freq : 0;
+}
+
+std::optional<DocId> SealedSegment::Find(TweetId id) const {
+  // The TweetId column is descending.
+  uint32_t lo = 0, hi = num_docs_;
+  while (lo < hi) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    if (columns().tweet_id(mid) > id) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  if (lo < num_docs_ && columns().tweet_id(lo) == id) return lo;
+  return std::nullopt;
+}
+
+uint32_t SealedSegment::num_live_docs() const {
+  uint32_t live = 0;
+  for (DocId d = 0; d < num_docs_; ++d) live += !columns().deleted(d);
+  return live;
+}
+
+std::vector<std::string_view> SealedSegment::Terms() const {
+  std::vector<std::string_view> terms;
+  terms.reserve(term_info_.size());
+  for (uint32_t i = 0; i < term_info_.size(); ++i) terms.push_back(TermAt(i));
+  return terms;
+}
+
+size_t SealedSegment::MemoryBytes() const {
+  return stats_.posting_bytes + stats_.dictionary_bytes + stats_.column_bytes;
+}
+
+uint32_t SealedSegmentBuilder::AddDoc(const Row& row) {
+  rows_.push_back(row);
+  return static_cast<uint32_t>(rows_.size() - 1);
+}
+
+void SealedSegmentBuilder::AddPosting(std::string_view term, uint32_t doc,
+                                      std::span<const uint32_t> positions) {
+  std::vector<uint32_t>& records = postings_[AsAbsl(term)];
+  records.push_back(doc);
+  records.push_back(static_cast<uint32_t>(positions.size()));
+  records.insert(records.end(), positions.begin(), positions.end());
+}
+
+std::unique_ptr<SealedSegment> SealedSegmentBuilder::Build() {
+  const uint32_t num_docs = static_cast<uint32_t>(rows_.size());
+  // Newest first: DocId 0 is the largest TweetId.
+  std::vector<uint32_t> order(num_docs);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(),
+            [&](uint32_t a, uint32_t b) { return rows_[a].id > rows_[b].id; });
+  std::vector<DocId> new_id(num_docs);
+  for (uint32_t rank = 0; rank < num_docs; ++rank) new_id[order[rank]] = rank;
+
+  std::unique_ptr<SealedSegment> segment(new SealedSegment(num_docs));
+  Columns& columns = segment->mutable_columns();
+  for (uint32_t rank = 0; rank < num_docs; ++rank) {
+    const Row& r = rows_[order[rank]];
+    columns.SetRow(rank, r.id, r.created_at_ms, r.user_id, r.lang, r.length, r.likes);
+    segment->total_length_ += r.length;
+  }
+
+  std::vector<const std::string*> terms;
+  terms.reserve(postings_.size());
+  for (const auto& [term, records] : postings_) terms.push_back(&term);
+  std::sort(terms.begin(), terms.end(),
+            [](const std::string* a, const std::string* b) { return *a < *b; });
+
+  segment->term_offsets_.reserve(terms.size() + 1);
+  segment->term_info_.reserve(terms.size());
+  std::vector<Entry> entries;
+  for (const std::string* term : terms) {
+    const std::vector<uint32_t>& records = postings_[*term];
+    entries.clear();
+    for (size_t i = 0; i < records.size(); i += 2 + records[i + 1]) {
+      entries.push_back(Entry{new_id[records[i]], &records[i + 2], records[i + 1]});
+    }
+    std::sort(entries.begin(), entries.end(),
+              [](const Entry& a, const Entry& b) { return a.doc < b.doc; });
+    segment->term_offsets_.push_back(static_cast<uint32_t>(segment->term_blob_.size()));
+    segment->term_blob_.append(*term);
+    segment->term_info_.push_back(SealedSegment::TermInfo{
+        static_cast<uint32_t>(entries.size()), static_cast<uint32_t>(segment->postings_.size())});
+    EncodeList(entries, columns, &segment->postings_, &segment->stats_);
+  }
+  segment->term_offsets_.push_back(static_cast<uint32_t>(segment->term_blob_.size()));
+  segment->postings_.shrink_to_fit();
+  segment->term_blob_.shrink_to_fit();
+  segment->stats_.posting_bytes = segment->postings_.size();
+  segment->stats_.dictionary_bytes = segment->term_blob_.size() +
+                                     segment->term_offsets_.size() * sizeof(uint32_t) +
+                                     segment->term_info_.size() * sizeof(SealedSegment::TermInfo);
+  segment->stats_.column_bytes = static_cast<uint64_t>(num_docs) * 38;
+  rows_.clear();
+  postings_.clear();
+  return segment;
+}
+
+absl::Status SealedSegment::Save(const std::string& path) const {
+  std::string out(kMagic);
+  PutRaw(&out, static_cast<uint32_t>(kNumSections));
+  std::vector<uint64_t> meta = {num_docs_, total_length_, term_info_.size()};
+  PutSection(&out, kMeta, AsBytes(meta));
+  std::vector<TweetId> ids(num_docs_);
+  std::vector<int64_t> created(num_docs_);
+  std::vector<UserId> users(num_docs_);
+  std::vector<uint32_t> langs(num_docs_), likes(num_docs_);
+  std::vector<uint16_t> lengths(num_docs_);
+  std::vector<uint64_t> deleted((num_docs_ + 63) / 64);
+  for (DocId d = 0; d < num_docs_; ++d) {
+    ids[d] = columns().tweet_id(d);
+    created[d] = columns().created_at_ms(d);
+    users[d] = columns().user_id(d);
+    langs[d] = columns().lang(d);
+    lengths[d] = columns().length(d);
+    likes[d] = columns().likes(d);
+    if (columns().deleted(d)) deleted[d / 64] |= uint64_t{1} << (d % 64);
+  }
+  PutSection(&out, kTweetIds, AsBytes(ids));
+  PutSection(&out, kCreatedAt, AsBytes(created));
+  PutSection(&out, kUserIds, AsBytes(users));
+  PutSection(&out, kLangs, AsBytes(langs));
+  PutSection(&out, kLengths, AsBytes(lengths));
+  PutSection(&out, kLikes, AsBytes(likes));
+  PutSection(&out, kDeleted, AsBytes(deleted));
+  PutSection(&out, kTermOffsets, AsBytes(term_offsets_));
+  PutSection(&out, kTermBlob, term_blob_);
+  PutSection(&out, kTermInfo, AsBytes(term_info_));
+  PutSection(&out, kPostings, postings_);
+  PutRaw(&out, static_cast<uint64_t>(XXH64(out.data(), out.size(), 0)));
+  out.append(kEndMagic);
+  return WriteFileAtomically(path, out);
+}
+
+absl::StatusOr<std::unique_ptr<SealedSegment>> SealedSegment::Load(const std::string& path) {
+  absl::StatusOr<std::string> file = ReadFile(path);
+  if (!file.ok()) return file.status();
+  std::string_view data = *file;
+  auto corrupt = [&](std::string_view why) {
+    return absl::DataLossError(StrCat("segment file ", path, " is corrupt: ", why));
+  };
+  const size_t trailer = sizeof(uint64_t) + kEndMagic.size();
+  if (data.size() < kMagic.size() + sizeof(uint32_t) + trailer ||
+      data.substr(0, kMagic.size()) != kMagic) {
+    return corrupt("bad header (not a segment file, or truncated)");
+  }
+  if (data.substr(data.size() - kEndMagic.size()) != kEndMagic) return corrupt("truncated");
+  uint64_t whole = 0;
+  std::memcpy(&whole, data.data() + data.size() - trailer, sizeof(whole));
+  if (XXH64(data.data(), data.size() - trailer, 0) != whole) return corrupt("checksum mismatch");
+
+  std::string_view sections[kNumSections + 1];
+  size_t pos = kMagic.size();
+  uint32_t count = 0;
+  std::memcpy(&count, data.data() + pos, sizeof(count));
+  pos += sizeof(count);
+  if (count != kNumSections) return corrupt("unexpected section count");
+  const size_t body_end = data.size() - trailer;
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t tag = 0;
+    uint64_t length = 0, checksum = 0;
+    if (body_end - pos < 20) return corrupt("section header truncated");
+    std::memcpy(&tag, data.data() + pos, 4);
+    std::memcpy(&length, data.data() + pos + 4, 8);
+    std::memcpy(&checksum, data.data() + pos + 12, 8);
+    pos += 20;
+    if (tag != i + 1 || length > body_end - pos) return corrupt("bad section header");
+    sections[tag] = data.substr(pos, length);
+    if (XXH64(sections[tag].data(), length, 0) != checksum) {
+      return corrupt(StrCat("checksum mismatch in section ", tag));
+    }
+    pos += length;
+  }
+  if (pos != body_end) return corrupt("trailing bytes");
+
+  std::vector<uint64_t> meta;
+  if (!FromBytes(sections[kMeta], &meta) || meta.size() != 3 || meta[0] >= kEndDoc) {
+    return corrupt("bad metadata");
+  }
+  const uint32_t num_docs = static_cast<uint32_t>(meta[0]);
+  std::unique_ptr<SealedSegment> segment(new SealedSegment(num_docs));
+  segment->total_length_ = meta[1];
+  std::vector<TweetId> ids;
+  std::vector<int64_t> created;
+  std::vector<UserId> users;
+  std::vector<uint32_t> langs, likes;
+  std::vector<uint16_t> lengths;
+  std::vector<uint64_t> deleted;
+  if (!FromBytes(sections[kTweetIds], &ids) || !FromBytes(sections[kCreatedAt], &created) ||
+      !FromBytes(sections[kUserIds], &users) || !FromBytes(sections[kLangs], &langs) ||
+      !FromBytes(sections[kLengths], &lengths) || !FromBytes(sections[kLikes], &likes) ||
+      !FromBytes(sections[kDeleted], &deleted) || ids.size() != num_docs ||
+      created.size() != num_docs || users.size() != num_docs || langs.size() != num_docs ||
+      lengths.size() != num_docs || likes.size() != num_docs ||
+      deleted.size() != (num_docs + 63) / 64) {
+    return corrupt("column sizes disagree");
+  }
+  Columns& columns = segment->mutable_columns();
+  for (DocId d = 0; d < num_docs; ++d) {
+    if (d > 0 && ids[d] >= ids[d - 1]) return corrupt("tweet ids not in descending order");
+    columns.SetRow(d, ids[d], created[d], users[d], langs[d], lengths[d], likes[d]);
+    if ((deleted[d / 64] >> (d % 64)) & 1) columns.MarkDeleted(d);
+  }
+  segment->term_blob_ = std::string(sections[kTermBlob]);
+  segment->postings_ = std::string(sections[kPostings]);
+  if (!FromBytes(sections[kTermOffsets], &segment->term_offsets_) ||
+      !FromBytes(sections[kTermInfo], &segment->term_info_) ||
+      segment->term_info_.size() != meta[2] ||
+      segment->term_offsets_.size() != segment->term_info_.size() + 1) {
+    return corrupt("dictionary sizes disagree");
+  }
+  if (absl::Status valid = segment->Validate(); !valid.ok()) return corrupt(AsStd(valid.message()));
+  segment->stats_.posting_bytes = segment->postings_.size();
+  segment->stats_.dictionary_bytes = segment->term_blob_.size() +
+                                     segment->term_offsets_.size() * sizeof(uint32_t) +
+                                     segment->term_info_.size() * sizeof(TermInfo);
+  segment->stats_.column_bytes = static_cast<uint64_t>(num_docs) * 38;
+  for (const TermInfo& info : segment->term_info_) segment->stats_.postings += info.doc_freq;
+  return segment;
+}
+
+absl::Status SealedSegment::Validate() const {
+  if (term_offsets_.front() != 0 || term_offsets_.back() != term_blob_.size()) {
+    return absl::DataLossError("term offsets do not cover the term blob");
+  }
+  for (size_t i = 0; i < term_info_.size(); ++i) {
+    if (term_offsets_[i] > term_offsets_[i + 1]) return absl::DataLossError("term offsets");
+    if (i > 0 && !(TermAt(static_cast<uint32_t>(i - 1)) < TermAt(static_cast<uint32_t>(i)))) {
+      return absl::DataLossError("terms not sorted");
+    }
+    const uint32_t begin = term_info_[i].offset;
+    const size_t end = i + 1 < term_info_.size() ? term_info_[i + 1].offset : postings_.size();
+    if (begin > end || end > postings_.size()) return absl::DataLossError("posting offsets");
+    const auto* base = reinterpret_cast<const uint8_t*>(postings_.data());
+    std::string problem = CheckList(base + begin, base + end, term_info_[i].doc_freq, num_docs_);
+    if (!problem.empty()) {
+      return absl::DataLossError(StrCat("term '", TermAt(static_cast<uint32_t>(i)),
+                                              "': ", problem));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tweetsearch::index

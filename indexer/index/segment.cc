@@ -1,0 +1,39 @@
+#include "indexer/index/segment.h"
+
+namespace tweetsearch::index {
+
+uint32_t PackLang(std::string_view lang) {
+  uint32_t code = 0;
+  for (size_t i = 0; i < lang.size() && i < 4; ++i) {
+    code |= static_cast<uint32_t>(static_cast<unsigned char>(lang[i])) << (8 * i);
+  }
+  return code;
+}
+
+std::string UnpackLang(uint32_t code) {
+  std::string lang;
+  for (; code != 0; code >>= 8) lang.push_back(static_cast<char>(code & 0xFF));
+  return lang;
+}
+
+Columns::Columns(uint32_t capacity)
+    : capacity_(capacity),
+      tweet_id_(new TweetId[capacity]()),
+      created_at_ms_(new int64_t[capacity]()),
+      user_id_(new UserId[capacity]()),
+      lang_(new uint32_t[capacity]()),
+      length_(new uint16_t[capacity]()),
+      likes_(new std::atomic<uint32_t>[capacity]()),
+      deleted_(new std::atomic<uint64_t>[(capacity + 63) / 64]()) {}
+
+void Columns::SetRow(DocId d, TweetId id, int64_t created_at_ms, UserId user, uint32_t lang,
+                     uint16_t length, uint32_t likes) {
+  tweet_id_[d] = id;
+  created_at_ms_[d] = created_at_ms;
+  user_id_[d] = user;
+  lang_[d] = lang;
+  length_[d] = length;
+  likes_[d].store(likes, std::memory_order_relaxed);
+}
+
+}  // namespace tweetsearch::index

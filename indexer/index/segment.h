@@ -1,0 +1,146 @@
+// Segment: the unit of the index. A segment holds a run of tweets with segment-local DocIds
+// (0, 1, 2, ...), their per-tweet columns, and a posting list per term.
+//
+// Two kinds implement it: the ActiveSegment, which takes writes, and the SealedSegment, a
+// compressed read-only form. Query evaluation sees only this interface.
+//
+// Thread-safety: every const method may be called from any thread at any time, also while the
+// single writer appends to an active segment. Likes and the deleted flag are the only mutable
+// per-tweet state of a sealed segment; they are atomics, written by the index's writer.
+#ifndef TWEETSEARCH_INDEXER_INDEX_SEGMENT_H_
+#define TWEETSEARCH_INDEXER_INDEX_SEGMENT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/ids.h"
+
+namespace tweetsearch::index {
+
+using DocId = uint32_t;  // segment-local
+inline constexpr DocId kEndDoc = std::numeric_limits<DocId>::max();
+
+// A tweet as the index receives it.
+struct IndexDoc {
+  TweetId id = 0;
+  UserId user_id = 0;
+  std::string user_name;   // indexed as the term "from:<name>", case-folded
+  std::string text;        // UTF-8
+  int64_t created_at_ms = 0;  // Unix milliseconds
+  std::string lang;        // BCP 47 code such as "en"; indexed as "lang:<code>"; may be empty
+  uint32_t likes = 0;
+};
+
+// What is known about the postings of one block (or a whole list) for score upper bounds:
+// no posting in it has a term frequency above max_tf or a document shorter than min_length.
+struct PostingBound {
+  uint32_t max_tf = std::numeric_limits<uint32_t>::max();
+  uint32_t min_length = 0;
+};
+
+// Iterates one term's postings in increasing DocId order. A new cursor sits on its first
+// posting (or at kEndDoc when empty).
+class PostingCursor {
+ public:
+  virtual ~PostingCursor() = default;
+  virtual DocId doc() const = 0;
+  virtual void Next() = 0;
+  // Moves to the first posting with DocId >= target. Requires: target >= doc().
+  virtual void Advance(DocId target) = 0;
+  // Term frequency in doc(). Requires: doc() != kEndDoc.
+  virtual uint32_t freq() const = 0;
+  // Positions of the term in doc(), ascending. Valid until the cursor moves.
+  virtual std::span<const uint32_t> positions() = 0;
+  // Number of postings in the list (documents containing the term).
+  virtual uint32_t size() const = 0;
+  // Last DocId of the block holding doc(), and the bound over that block. Lists without
+  // blocks report the whole list as one block.
+  virtual DocId block_last_doc() const = 0;
+  virtual PostingBound block_bound() const = 0;
+  virtual PostingBound list_bound() const = 0;
+};
+
+// Packs a language code of up to four ASCII bytes into an integer column value.
+uint32_t PackLang(std::string_view lang);
+std::string UnpackLang(uint32_t code);
+
+// Per-tweet columns, kept beside the postings (never inside them), of fixed capacity.
+class Columns {
+ public:
+  explicit Columns(uint32_t capacity);
+  Columns(const Columns&) = delete;
+  Columns& operator=(const Columns&) = delete;
+
+  uint32_t capacity() const { return capacity_; }
+  TweetId tweet_id(DocId d) const { return tweet_id_[d]; }
+  int64_t created_at_ms(DocId d) const { return created_at_ms_[d]; }
+  UserId user_id(DocId d) const { return user_id_[d]; }
+  uint32_t lang(DocId d) const { return lang_[d]; }
+  uint16_t length(DocId d) const { return length_[d]; }
+  uint32_t likes(DocId d) const { return likes_[d].load(std::memory_order_acquire); }
+  bool deleted(DocId d) const {
+    return (deleted_[d / 64].load(std::memory_order_acquire) >> (d % 64)) & 1;
+  }
+
+  // Mutators for the index's writer. Likes and deletes may change after the row is
+  // published; the other fields are written once, before publication.
+  void SetRow(DocId d, TweetId id, int64_t created_at_ms, UserId user, uint32_t lang,
+              uint16_t length, uint32_t likes);
+  void SetLikes(DocId d, uint32_t likes) const {
+    likes_[d].store(likes, std::memory_order_release);
+  }
+  void MarkDeleted(DocId d) const {
+    deleted_[d / 64].fetch_or(uint64_t{1} << (d % 64), std::memory_order_acq_rel);
+  }
+
+ private:
+  const uint32_t capacity_;
+  std::unique_ptr<TweetId[]> tweet_id_;
+  std::unique_ptr<int64_t[]> created_at_ms_;
+  std::unique_ptr<UserId[]> user_id_;
+  std::unique_ptr<uint32_t[]> lang_;
+  std::unique_ptr<uint16_t[]> length_;
+  std::unique_ptr<std::atomic<uint32_t>[]> likes_;
+  std::unique_ptr<std::atomic<uint64_t>[]> deleted_;
+};
+
+class Segment {
+ public:
+  virtual ~Segment() = default;
+
+  // Documents a reader may look at now: DocIds [0, VisibleDocs()). For an active segment
+  // this grows as the writer publishes; call it once per query and keep the value.
+  virtual DocId VisibleDocs() const = 0;
+  // True if DocId order is TweetId descending (a sealed segment); false for arrival order.
+  virtual bool newest_first() const = 0;
+  // A cursor over `term` restricted to DocIds below `visible`; nullptr if the term is absent.
+  virtual std::unique_ptr<PostingCursor> OpenTerm(std::string_view term, DocId visible) const = 0;
+  // Documents containing `term` (including deleted ones not yet compacted away).
+  virtual uint32_t DocFreq(std::string_view term) const = 0;
+  // Sum of document lengths (tokens) over the segment, for BM25's average length.
+  virtual uint64_t TotalLength() const = 0;
+  // An upper bound of every TweetId in the segment.
+  virtual TweetId MaxTweetId() const = 0;
+  // Number of distinct terms.
+  virtual size_t NumTerms() const = 0;
+  // Bytes of memory held (postings, dictionary, columns).
+  virtual size_t MemoryBytes() const = 0;
+
+  const Columns& columns() const { return *columns_; }
+
+ protected:
+  explicit Segment(uint32_t capacity) : columns_(std::make_unique<Columns>(capacity)) {}
+  Columns& mutable_columns() { return *columns_; }
+
+ private:
+  std::unique_ptr<Columns> columns_;
+};
+
+}  // namespace tweetsearch::index
+
+#endif  // TWEETSEARCH_INDEXER_INDEX_SEGMENT_H_
