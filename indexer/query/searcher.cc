@@ -1,0 +1,679 @@
+#include "indexer/query/searcher.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "common/strings.h"
+
+namespace tweetsearch::query {
+namespace {
+
+using index::Columns;
+using index::DocId;
+using index::kEndDoc;
+using index::PostingCursor;
+using index::Segment;
+
+// What every matcher of one segment shares.
+struct Context {
+  const Columns* columns;
+  const ScoringParams* params;
+  double avg_length;
+};
+
+// A doc-at-a-time iterator over the documents of one segment that match a plan node.
+class Matcher {
+ public:
+  virtual ~Matcher() = default;
+  DocId doc() const { return doc_; }
+  virtual void Next() = 0;
+  // Moves to the first match at or after target. Requires: target >= doc().
+  virtual void Advance(DocId target) = 0;
+  // The text score of doc(), summed in plan order. Requires: doc() is a match.
+  virtual double Score() = 0;
+  // An upper bound of Score() over the whole segment.
+  virtual double MaxScore() const = 0;
+  // Postings this matcher may visit, to order conjunctions cheapest first.
+  virtual uint64_t Cost() const = 0;
+
+ protected:
+  DocId doc_ = kEndDoc;
+};
+
+class EmptyMatcher final : public Matcher {
+ public:
+  void Next() override {}
+  void Advance(DocId) override {}
+  double Score() override { return 0; }
+  double MaxScore() const override { return 0; }
+  uint64_t Cost() const override { return 0; }
+};
+
+class TermMatcher final : public Matcher {
+ public:
+  TermMatcher(std::unique_ptr<PostingCursor> cursor, double idf, bool scored, const Context& ctx)
+      : cursor_(std::move(cursor)), idf_(scored ? idf : 0), ctx_(ctx) {
+    doc_ = cursor_->doc();
+    max_score_ = Bound(cursor_->list_bound());
+  }
+  void Next() override {
+    cursor_->Next();
+    doc_ = cursor_->doc();
+  }
+  void Advance(DocId target) override {
+    cursor_->Advance(target);
+    doc_ = cursor_->doc();
+  }
+  double Score() override {
+    if (idf_ == 0) return 0;
+    return idf_ * TfPart(*ctx_.params, cursor_->freq(), ctx_.columns->length(doc_),
+                         ctx_.avg_length);
+  }
+  double MaxScore() const override { return max_score_; }
+  uint64_t Cost() const override { return cursor_->size(); }
+
+  double BlockMaxScore() const { return Bound(cursor_->block_bound()); }
+  DocId BlockLastDoc() const { return cursor_->block_last_doc(); }
+  PostingCursor& cursor() { return *cursor_; }
+
+ private:
+  double Bound(const index::PostingBound& b) const {
+    if (idf_ == 0) return 0;
+    return idf_ * TfPart(*ctx_.params, b.max_tf, b.min_length, ctx_.avg_length);
+  }
+
+  std::unique_ptr<PostingCursor> cursor_;
+  const double idf_;
+  const Context& ctx_;
+  double max_score_ = 0;
+};
+
+// Moves every matcher to the first DocId >= target that all of them contain.
+// `order` lists the matchers cheapest first. Returns kEndDoc when they have no common doc.
+template <typename M>
+DocId Align(const std::vector<M*>& order, DocId target) {
+  while (target != kEndDoc) {
+    bool agreed = true;
+    for (M* m : order) {
+      if (m->doc() < target) m->Advance(target);
+      if (m->doc() != target) {
+        target = m->doc();  // kEndDoc ends the loop
+        agreed = false;
+        break;
+      }
+    }
+    if (agreed) return target;
+  }
+  return kEndDoc;
+}
+
+class PhraseMatcher final : public Matcher {
+ public:
+  PhraseMatcher(std::vector<std::unique_ptr<TermMatcher>> terms, std::vector<uint32_t> offsets)
+      : terms_(std::move(terms)), offsets_(std::move(offsets)) {
+    for (auto& t : terms_) order_.push_back(t.get());
+    std::stable_sort(order_.begin(), order_.end(),
+                     [](TermMatcher* a, TermMatcher* b) { return a->Cost() < b->Cost(); });
+    Find(0);
+  }
+  void Next() override {
+    if (doc_ != kEndDoc) Find(doc_ + 1);
+  }
+  void Advance(DocId target) override {
+    if (doc_ != kEndDoc && target > doc_) Find(target);
+  }
+  double Score() override {
+    double s = 0;
+    for (auto& t : terms_) s += t->Score();
+    return s;
+  }
+  double MaxScore() const override {
+    double s = 0;
+    for (const auto& t : terms_) s += t->MaxScore();
+    return s;
+  }
+  uint64_t Cost() const override { return order_[0]->Cost(); }
+
+ private:
+  void Find(DocId target) {
+    for (DocId d = Align(order_, target); d != kEndDoc; d = Align(order_, d + 1)) {
+      if (PositionsMatch()) {
+        doc_ = d;
+        return;
+      }
+    }
+    doc_ = kEndDoc;
+  }
+  bool PositionsMatch() {
+    std::span<const uint32_t> first = terms_[0]->cursor().positions();
+    for (uint32_t start : first) {
+      bool all = true;
+      for (size_t i = 1; i < terms_.size() && all; ++i) {
+        std::span<const uint32_t> p = terms_[i]->cursor().positions();
+        all = std::binary_search(p.begin(), p.end(), start + offsets_[i]);
+      }
+      if (all) return true;
+    }
+    return false;
+  }
+
+  std::vector<std::unique_ptr<TermMatcher>> terms_;  // plan order
+  std::vector<uint32_t> offsets_;
+  std::vector<TermMatcher*> order_;                  // cheapest first
+};
+
+class AndMatcher final : public Matcher {
+ public:
+  AndMatcher(std::vector<std::unique_ptr<Matcher>> children,
+             std::vector<std::unique_ptr<Matcher>> excluded)
+      : children_(std::move(children)), excluded_(std::move(excluded)) {
+    for (auto& c : children_) order_.push_back(c.get());
+    std::stable_sort(order_.begin(), order_.end(),
+                     [](Matcher* a, Matcher* b) { return a->Cost() < b->Cost(); });
+    Find(0);
+  }
+  void Next() override {
+    if (doc_ != kEndDoc) Find(doc_ + 1);
+  }
+  void Advance(DocId target) override {
+    if (doc_ != kEndDoc && target > doc_) Find(target);
+  }
+  double Score() override {
+    double s = 0;
+    for (auto& c : children_) s += c->Score();
+    return s;
+  }
+  double MaxScore() const override {
+    double s = 0;
+    for (const auto& c : children_) s += c->MaxScore();
+    return s;
+  }
+  uint64_t Cost() const override { return order_[0]->Cost(); }
+
+ private:
+  void Find(DocId target) {
+    for (DocId d = Align(order_, target); d != kEndDoc; d = Align(order_, d + 1)) {
+      if (!Excluded(d)) {
+        doc_ = d;
+        return;
+      }
+    }
+    doc_ = kEndDoc;
+  }
+  bool Excluded(DocId d) {
+    for (auto& e : excluded_) {
+      if (e->doc() < d) e->Advance(d);
+      if (e->doc() == d) return true;
+    }
+    return false;
+  }
+
+  std::vector<std::unique_ptr<Matcher>> children_;  // plan order
+  std::vector<std::unique_ptr<Matcher>> excluded_;
+  std::vector<Matcher*> order_;
+};
+
+class OrMatcher final : public Matcher {
+ public:
+  explicit OrMatcher(std::vector<std::unique_ptr<Matcher>> children)
+      : children_(std::move(children)) {
+    Settle();
+  }
+  void Next() override {
+    const DocId current = doc_;
+    for (auto& c : children_) {
+      if (c->doc() == current) c->Next();
+    }
+    Settle();
+  }
+  void Advance(DocId target) override {
+    for (auto& c : children_) {
+      if (c->doc() < target) c->Advance(target);
+    }
+    Settle();
+  }
+  double Score() override {
+    double s = 0;
+    for (auto& c : children_) {
+      if (c->doc() == doc_) s += c->Score();
+    }
+    return s;
+  }
+  double MaxScore() const override {
+    double s = 0;
+    for (const auto& c : children_) s += c->MaxScore();
+    return s;
+  }
+  uint64_t Cost() const override {
+    uint64_t cost = 0;
+    for (const auto& c : children_) cost += c->Cost();
+    return cost;
+  }
+
+ private:
+  void Settle() {
+    doc_ = kEndDoc;
+    for (const auto& c : children_) doc_ = std::min(doc_, c->doc());
+  }
+  std::vector<std::unique_ptr<Matcher>> children_;
+};
+
+class MatcherBuilder {
+ public:
+  MatcherBuilder(const Segment& segment, DocId visible, const CollectionStats& stats,
+                 const Context& ctx)
+      : segment_(segment), visible_(visible), stats_(stats), ctx_(ctx) {}
+
+  std::unique_ptr<TermMatcher> Term(const std::string& term, bool scored) {
+    std::unique_ptr<PostingCursor> cursor = segment_.OpenTerm(term, visible_);
+    if (cursor == nullptr) return nullptr;
+    auto df = stats_.doc_freq.find(AsAbsl(term));
+    const uint64_t doc_freq = df == stats_.doc_freq.end() ? 0 : df->second;
+    return std::make_unique<TermMatcher>(std::move(cursor), Idf(stats_.num_docs, doc_freq),
+                                         scored, ctx_);
+  }
+
+  std::unique_ptr<Matcher> Build(const PlanNode& node) {
+    switch (node.kind) {
+      case PlanNode::Kind::kTerm: {
+        std::unique_ptr<TermMatcher> t = Term(node.term, node.scored);
+        if (t == nullptr) return std::make_unique<EmptyMatcher>();
+        return t;
+      }
+      case PlanNode::Kind::kPhrase: {
+        std::vector<std::unique_ptr<TermMatcher>> terms;
+        for (const std::string& term : node.phrase_terms) {
+          std::unique_ptr<TermMatcher> t = Term(term, true);
+          if (t == nullptr) return std::make_unique<EmptyMatcher>();
+          terms.push_back(std::move(t));
+        }
+        return std::make_unique<PhraseMatcher>(std::move(terms), node.phrase_offsets);
+      }
+      case PlanNode::Kind::kAnd: {
+        std::vector<std::unique_ptr<Matcher>> children, excluded;
+        for (const PlanNode& c : node.children) {
+          std::unique_ptr<Matcher> m = Build(c);
+          if (m->doc() == kEndDoc) return std::make_unique<EmptyMatcher>();
+          children.push_back(std::move(m));
+        }
+        for (const PlanNode& e : node.excluded) {
+          std::unique_ptr<Matcher> m = Build(e);
+          if (m->doc() != kEndDoc) excluded.push_back(std::move(m));
+        }
+        return std::make_unique<AndMatcher>(std::move(children), std::move(excluded));
+      }
+      case PlanNode::Kind::kOr: {
+        std::vector<std::unique_ptr<Matcher>> children;
+        for (const PlanNode& c : node.children) children.push_back(Build(c));
+        return std::make_unique<OrMatcher>(std::move(children));
+      }
+    }
+    return std::make_unique<EmptyMatcher>();
+  }
+
+ private:
+  const Segment& segment_;
+  const DocId visible_;
+  const CollectionStats& stats_;
+  const Context& ctx_;
+};
+
+// Keeps the k best hits seen so far.
+class TopK {
+ public:
+  explicit TopK(uint32_t k) : k_(k) { heap_.reserve(k); }
+  bool full() const { return heap_.size() == k_; }
+  // The worst kept key. Requires: full().
+  const SortKey& worst() const { return heap_.front().key; }
+  // True if a hit with `key` would be kept.
+  bool Wants(const SortKey& key) const { return !full() || Before(key, worst()); }
+  void Push(const Hit& hit) {
+    if (!Wants(hit.key)) return;
+    if (full()) {
+      std::pop_heap(heap_.begin(), heap_.end(), Worse);
+      heap_.pop_back();
+    }
+    heap_.push_back(hit);
+    std::push_heap(heap_.begin(), heap_.end(), Worse);
+  }
+  std::vector<Hit> Take() {
+    std::sort(heap_.begin(), heap_.end(),
+              [](const Hit& a, const Hit& b) { return Before(a.key, b.key); });
+    return std::move(heap_);
+  }
+
+ private:
+  // Heap order: the worst hit at the front.
+  static bool Worse(const Hit& a, const Hit& b) { return Before(a.key, b.key); }
+  const uint32_t k_;
+  std::vector<Hit> heap_;
+};
+
+// Bounds computed from sums in another order may fall short of the canonical sum by a rounding
+// error; pruning compares against a slightly inflated bound so it never drops a real hit.
+double Inflate(double bound) { return bound * (1 + 1e-12) + 1e-12; }
+
+class Evaluation {
+ public:
+  Evaluation(const index::IndexSnapshot& snapshot, const Plan& plan, const SearchOptions& options)
+      : snapshot_(snapshot), plan_(plan), options_(options), top_(options.limit),
+        stats_(ComputeStats(snapshot, plan)) {}
+
+  SearchResult Run() {
+    std::vector<const Segment*> segments;
+    for (const auto& s : snapshot_.segments) segments.push_back(s.get());
+    if (options_.sort == SortMode::kNewest) {
+      std::stable_sort(segments.begin(), segments.end(), [](const Segment* a, const Segment* b) {
+        return a->MaxTweetId() > b->MaxTweetId();
+      });
+    }
+    for (const Segment* segment : segments) {
+      const DocId visible = segment->VisibleDocs();
+      if (visible == 0) continue;
+      if (options_.sort == SortMode::kNewest && !options_.exact_total && top_.full() &&
+          segment->MaxTweetId() < top_.worst().id) {
+        exact_ = false;  // this and every later segment only hold older tweets
+        break;
+      }
+      Context ctx{&segment->columns(), &options_.scoring, stats_.avg_length};
+      MatcherBuilder builder(*segment, visible, stats_, ctx);
+      switch (options_.sort) {
+        case SortMode::kNewest:
+          RunNewest(*segment, builder);
+          break;
+        case SortMode::kMostLiked:
+          RunExhaustive(*segment, builder.Build(plan_.root));
+          break;
+        case SortMode::kBestMatch:
+          RunBestMatch(*segment, builder);
+          break;
+      }
+    }
+    SearchResult result;
+    result.hits = top_.Take();
+    result.total_hits = total_;
+    result.total_is_exact = exact_;
+    return result;
+  }
+
+ private:
+  // Applies the column filters, the watermark and the search-after key. Returns the sort key,
+  // or nullopt if `d` is not a result.
+  std::optional<SortKey> Accept(const Columns& c, DocId d) const {
+    if (c.deleted(d)) return std::nullopt;
+    const TweetId id = c.tweet_id(d);
+    if (id > options_.watermark) return std::nullopt;
+    const int64_t created = c.created_at_ms(d);
+    if (created < plan_.since_ms || created >= plan_.until_ms) return std::nullopt;
+    const uint32_t likes = c.likes(d);
+    if (likes < plan_.min_likes) return std::nullopt;
+    SortKey key{0, id};
+    if (options_.sort == SortMode::kMostLiked) key.primary = likes;
+    if (options_.after && options_.sort != SortMode::kBestMatch &&
+        !Before(*options_.after, key)) {
+      return std::nullopt;
+    }
+    return key;
+  }
+
+  double FullScore(const Columns& c, DocId d, double text_score) const {
+    return text_score +
+           StaticScore(options_.scoring, c.likes(d), c.created_at_ms(d), options_.now_ms);
+  }
+
+  // Counts and offers one accepted document whose matcher state gives its text score.
+  void Offer(const Columns& c, DocId d, SortKey key, Matcher& matcher) {
+    if (options_.sort == SortMode::kBestMatch) {
+      key.primary = FullScore(c, d, matcher.Score());
+      if (options_.after && !Before(*options_.after, key)) return;
+    }
+    ++total_;
+    if (!top_.Wants(key)) return;
+    const double score =
+        options_.sort == SortMode::kBestMatch ? key.primary : FullScore(c, d, matcher.Score());
+    top_.Push(Hit{key.id, score, c.likes(d), c.created_at_ms(d), key});
+  }
+
+  void RunNewest(const Segment& segment, MatcherBuilder& builder) {
+    std::unique_ptr<Matcher> m = builder.Build(plan_.root);
+    const Columns& c = segment.columns();
+    if (segment.newest_first() && options_.after) {
+      // DocIds are TweetId descending: start at the first tweet older than the key.
+      DocId lo = 0, hi = segment.VisibleDocs();
+      while (lo < hi) {
+        const DocId mid = lo + (hi - lo) / 2;
+        if (c.tweet_id(mid) >= options_.after->id) {
+          lo = mid + 1;
+        } else {
+          hi = mid;
+        }
+      }
+      if (lo >= segment.VisibleDocs()) return;
+      m->Advance(lo);
+    }
+    for (DocId d = m->doc(); d != kEndDoc; m->Next(), d = m->doc()) {
+      std::optional<SortKey> key = Accept(c, d);
+      if (!key) continue;
+      if (segment.newest_first() && !options_.exact_total && !top_.Wants(*key)) {
+        exact_ = false;  // every later posting of this segment is older still
+        return;
+      }
+      Offer(c, d, *key, *m);
+    }
+  }
+
+  void RunExhaustive(const Segment& segment, std::unique_ptr<Matcher> m) {
+    const Columns& c = segment.columns();
+    for (DocId d = m->doc(); d != kEndDoc; m->Next(), d = m->doc()) {
+      if (std::optional<SortKey> key = Accept(c, d)) Offer(c, d, *key, *m);
+    }
+  }
+
+  // The plan's root as a flat list of terms, if it is one term, an AND of terms (with any
+  // exclusions) or an OR of terms; else empty.
+  static bool FlatTerms(const PlanNode& root, std::vector<const PlanNode*>* terms) {
+    if (root.kind == PlanNode::Kind::kTerm) {
+      terms->push_back(&root);
+      return true;
+    }
+    if (root.kind != PlanNode::Kind::kAnd && root.kind != PlanNode::Kind::kOr) return false;
+    if (root.kind == PlanNode::Kind::kOr && !root.excluded.empty()) return false;
+    for (const PlanNode& child : root.children) {
+      if (child.kind != PlanNode::Kind::kTerm) return false;
+      terms->push_back(&child);
+    }
+    return true;
+  }
+
+  void RunBestMatch(const Segment& segment, MatcherBuilder& builder) {
+    std::vector<const PlanNode*> nodes;
+    if (options_.exact_total || !FlatTerms(plan_.root, &nodes)) {
+      RunExhaustive(segment, builder.Build(plan_.root));
+      return;
+    }
+    const bool conjunctive = plan_.root.kind != PlanNode::Kind::kOr;
+    std::vector<std::unique_ptr<TermMatcher>> terms;  // plan order
+    for (const PlanNode* node : nodes) {
+      std::unique_ptr<TermMatcher> t = builder.Term(node->term, node->scored);
+      if (t == nullptr) {
+        if (conjunctive) return;  // a missing term: no match in this segment
+        continue;
+      }
+      terms.push_back(std::move(t));
+    }
+    if (terms.empty()) return;
+    std::vector<std::unique_ptr<Matcher>> excluded;
+    if (conjunctive) {
+      for (const PlanNode& e : plan_.root.excluded) {
+        std::unique_ptr<Matcher> m = builder.Build(e);
+        if (m->doc() != kEndDoc) excluded.push_back(std::move(m));
+      }
+      BlockMaxAnd(segment, terms, excluded);
+    } else {
+      MaxScore(segment, terms);
+    }
+  }
+
+  bool IsExcluded(std::vector<std::unique_ptr<Matcher>>& excluded, DocId d) {
+    for (auto& e : excluded) {
+      if (e->doc() < d) e->Advance(d);
+      if (e->doc() == d) return true;
+    }
+    return false;
+  }
+
+  double CanonicalScore(std::vector<std::unique_ptr<TermMatcher>>& terms, DocId d) {
+    double s = 0;
+    for (auto& t : terms) {
+      if (t->doc() == d) s += t->Score();
+    }
+    return s;
+  }
+
+  // Conjunction with block-max skipping. Invariant: a candidate is skipped only when the sum
+  // of its terms' block maxima plus the largest static score is below the k-th best score, so
+  // no skipped document could have entered the top k. Skipping jumps past the end of the
+  // shortest of the current blocks, where the bound may change.
+  void BlockMaxAnd(const Segment& segment, std::vector<std::unique_ptr<TermMatcher>>& terms,
+                   std::vector<std::unique_ptr<Matcher>>& excluded) {
+    const Columns& c = segment.columns();
+    std::vector<TermMatcher*> order;
+    for (auto& t : terms) order.push_back(t.get());
+    std::stable_sort(order.begin(), order.end(),
+                     [](TermMatcher* a, TermMatcher* b) { return a->Cost() < b->Cost(); });
+    const double max_static = MaxStaticScore(options_.scoring);
+    for (DocId d = Align(order, order[0]->doc()); d != kEndDoc;) {
+      if (top_.full()) {
+        double bound = max_static;
+        DocId block_end = kEndDoc;
+        for (TermMatcher* t : order) {
+          bound += t->BlockMaxScore();
+          block_end = std::min(block_end, t->BlockLastDoc());
+        }
+        if (Inflate(bound) < top_.worst().primary) {
+          exact_ = false;
+          if (block_end >= kEndDoc - 1) break;
+          d = Align(order, block_end + 1);
+          continue;
+        }
+      }
+      if (!IsExcluded(excluded, d)) {
+        if (std::optional<SortKey> key = Accept(c, d)) {
+          key->primary = FullScore(c, d, CanonicalScore(terms, d));
+          if (!options_.after || Before(*options_.after, *key)) {
+            ++total_;
+            top_.Push(Hit{key->id, key->primary, c.likes(d), c.created_at_ms(d), *key});
+          }
+        }
+      }
+      d = Align(order, d + 1);
+    }
+  }
+
+  // Disjunction with MaxScore. Terms are ordered by their maximum score; the shortest prefix
+  // whose bounds (plus the largest static score) sum below the k-th best score is
+  // "non-essential": a document that only they contain cannot enter the top k, so candidates
+  // come from the essential terms alone, and non-essential terms are only probed while the
+  // candidate can still make it.
+  void MaxScore(const Segment& segment, std::vector<std::unique_ptr<TermMatcher>>& terms) {
+    const Columns& c = segment.columns();
+    std::vector<TermMatcher*> by_max;
+    for (auto& t : terms) by_max.push_back(t.get());
+    std::stable_sort(by_max.begin(), by_max.end(), [](TermMatcher* a, TermMatcher* b) {
+      return a->MaxScore() < b->MaxScore();
+    });
+    const size_t n = by_max.size();
+    const double max_static = MaxStaticScore(options_.scoring);
+    std::vector<double> prefix(n);  // prefix[i] = bound of by_max[0..i]
+    for (size_t i = 0; i < n; ++i) prefix[i] = (i ? prefix[i - 1] : 0) + by_max[i]->MaxScore();
+    size_t first_essential = 0;
+    while (true) {
+      if (top_.full()) {
+        while (first_essential < n &&
+               Inflate(prefix[first_essential] + max_static) < top_.worst().primary) {
+          ++first_essential;
+          exact_ = false;
+        }
+        if (first_essential == n) break;
+      }
+      DocId d = kEndDoc;
+      for (size_t i = first_essential; i < n; ++i) d = std::min(d, by_max[i]->doc());
+      if (d == kEndDoc) break;
+      double partial = max_static;
+      for (size_t i = first_essential; i < n; ++i) {
+        if (by_max[i]->doc() == d) partial += by_max[i]->Score();
+      }
+      bool possible = true;
+      for (size_t i = first_essential; i-- > 0;) {
+        if (top_.full() && Inflate(partial + prefix[i]) < top_.worst().primary) {
+          possible = false;
+          exact_ = false;
+          break;
+        }
+        if (by_max[i]->doc() < d) by_max[i]->Advance(d);
+        if (by_max[i]->doc() == d) partial += by_max[i]->Score();
+      }
+      if (possible) {
+        if (std::optional<SortKey> key = Accept(c, d)) {
+          key->primary = FullScore(c, d, CanonicalScore(terms, d));
+          if (!options_.after || Before(*options_.after, *key)) {
+            ++total_;
+            top_.Push(Hit{key->id, key->primary, c.likes(d), c.created_at_ms(d), *key});
+          }
+        }
+      }
+      for (size_t i = first_essential; i < n; ++i) {
+        if (by_max[i]->doc() == d) by_max[i]->Next();
+      }
+    }
+  }
+
+  const index::IndexSnapshot& snapshot_;
+  const Plan& plan_;
+  const SearchOptions& options_;
+  TopK top_;
+  CollectionStats stats_;
+  uint64_t total_ = 0;
+  bool exact_ = true;
+};
+
+void CollectTerms(const PlanNode& node, std::vector<const std::string*>* terms) {
+  if (node.kind == PlanNode::Kind::kTerm) terms->push_back(&node.term);
+  for (const std::string& t : node.phrase_terms) terms->push_back(&t);
+  for (const PlanNode& c : node.children) CollectTerms(c, terms);
+  for (const PlanNode& e : node.excluded) CollectTerms(e, terms);
+}
+
+}  // namespace
+
+CollectionStats ComputeStats(const index::IndexSnapshot& snapshot, const Plan& plan) {
+  CollectionStats stats;
+  uint64_t total_length = 0;
+  for (const auto& s : snapshot.segments) {
+    stats.num_docs += s->VisibleDocs();
+    total_length += s->TotalLength();
+  }
+  stats.avg_length =
+      stats.num_docs == 0 ? 1.0
+                          : std::max(1.0, static_cast<double>(total_length) /
+                                              static_cast<double>(stats.num_docs));
+  std::vector<const std::string*> terms;
+  CollectTerms(plan.root, &terms);
+  for (const std::string* term : terms) {
+    auto [it, inserted] = stats.doc_freq.try_emplace(AsAbsl(*term), 0);
+    if (!inserted) continue;
+    for (const auto& s : snapshot.segments) it->second += s->DocFreq(*term);
+  }
+  return stats;
+}
+
+absl::StatusOr<SearchResult> Search(const index::IndexSnapshot& snapshot, const Plan& plan,
+                                    const SearchOptions& options) {
+  if (options.limit == 0 || options.limit > kMaxLimit) {
+    return absl::InvalidArgumentError(
+        StrCat("limit must be between 1 and ", kMaxLimit, ", not ", options.limit));
+  }
+  return Evaluation(snapshot, plan, options).Run();
+}
+
+}  // namespace tweetsearch::query

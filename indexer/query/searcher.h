@@ -1,0 +1,84 @@
+// Searcher: evaluates a plan over an index snapshot in one of three sort modes.
+//
+//   kNewest    TweetId descending. Segments are visited newest first; inside a sealed segment
+//              DocIds run newest to oldest, so the walk stops once k hits are found and no
+//              later posting can be newer (Earlybird's early termination).
+//   kBestMatch score descending, then TweetId descending. A conjunction of terms is evaluated
+//              with block-max skipping (blocks whose score bound cannot reach the current k-th
+//              score are skipped, Ding & Suel 2011); a disjunction of terms with MaxScore
+//              (Turtle & Flood 1995); other shapes exhaustively.
+//   kMostLiked likes descending, then TweetId descending, over all matches.
+//
+// Paging is search-after: pass the sort key of the last hit of a page as `after`, and the same
+// `watermark`, to get the next page; no hit repeats or goes missing while tweets are added.
+//
+// Thread-safety: Search() is reentrant; the snapshot must outlive the call.
+#ifndef TWEETSEARCH_INDEXER_QUERY_SEARCHER_H_
+#define TWEETSEARCH_INDEXER_QUERY_SEARCHER_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "indexer/index/index.h"
+#include "indexer/query/plan.h"
+#include "indexer/query/scoring.h"
+
+namespace tweetsearch::query {
+
+enum class SortMode : int { kNewest = 0, kBestMatch = 1, kMostLiked = 2 };
+
+// A hit's place in its sort order: (primary, id), larger first. primary is 0 for kNewest, the
+// score for kBestMatch, the likes for kMostLiked.
+struct SortKey {
+  double primary = 0;
+  TweetId id = 0;
+  bool operator==(const SortKey&) const = default;
+};
+// True if `a` comes before `b` in results.
+inline bool Before(const SortKey& a, const SortKey& b) {
+  return a.primary > b.primary || (a.primary == b.primary && a.id > b.id);
+}
+
+struct SearchOptions {
+  SortMode sort = SortMode::kNewest;
+  uint32_t limit = 20;                // hits per page, 1 to kMaxLimit
+  std::optional<SortKey> after;       // only hits after this key (the last of the previous page)
+  TweetId watermark = kMaxTweetId;    // tweets with a larger id are invisible
+  bool exact_total = false;           // count every match (turns early termination off)
+  int64_t now_ms = 0;                 // "now" for the recency part of the score
+  ScoringParams scoring;
+};
+inline constexpr uint32_t kMaxLimit = 1000;
+
+struct Hit {
+  TweetId id = 0;
+  double score = 0;  // the best-match score, in every sort mode
+  uint32_t likes = 0;
+  int64_t created_at_ms = 0;
+  SortKey key;
+};
+
+struct SearchResult {
+  std::vector<Hit> hits;
+  uint64_t total_hits = 0;      // matches after `after`; a lower bound unless total_is_exact
+  bool total_is_exact = true;
+};
+
+// Collection statistics the best-match score uses, over a whole snapshot.
+struct CollectionStats {
+  uint64_t num_docs = 0;
+  double avg_length = 1;
+  absl::flat_hash_map<std::string, uint64_t> doc_freq;  // for the plan's terms
+};
+CollectionStats ComputeStats(const index::IndexSnapshot& snapshot, const Plan& plan);
+
+// InvalidArgument for a limit outside [1, kMaxLimit].
+absl::StatusOr<SearchResult> Search(const index::IndexSnapshot& snapshot, const Plan& plan,
+                                    const SearchOptions& options);
+
+}  // namespace tweetsearch::query
+
+#endif  // TWEETSEARCH_INDEXER_QUERY_SEARCHER_H_
