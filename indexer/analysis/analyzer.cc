@@ -235,6 +235,11 @@ absl::Status BreakWords(std::string_view text, size_t begin, size_t end, ThreadS
       continue;
     }
     char sigil = 0;
+    if (segment.size() > 1 && segment[0] == '@') {
+      // ICU 72 keeps '@' inside words (for addresses), so a mention arrives whole.
+      sink.AddWord(segment.substr(1), '@');
+      continue;
+    }
     if (ws > 0 && std::strchr("#@$", text[ws - 1]) != nullptr &&
         (ws == 1 || !IsAsciiWordChar(text[ws - 2]))) {
       sigil = text[ws - 1];

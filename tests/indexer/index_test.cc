@@ -1,0 +1,108 @@
+#include "indexer/index/index.h"
+
+#include <gtest/gtest.h>
+
+#include "indexer/query/searcher.h"
+#include "tests/testing/corpus.h"
+
+namespace tweetsearch::index {
+namespace {
+
+IndexDoc Doc(TweetId id, std::string text, uint32_t likes = 0, std::string user = "alice") {
+  return IndexDoc{id, 1, std::move(user), std::move(text), static_cast<int64_t>(id) * 1000, "en",
+                  likes};
+}
+
+std::vector<TweetId> Newest(const Index& index, std::string_view q, uint32_t limit = 100) {
+  absl::StatusOr<query::Plan> plan = query::PlanQuery(q, index.analyzer());
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  query::SearchOptions options;
+  options.limit = limit;
+  absl::StatusOr<query::SearchResult> r = query::Search(*index.Snapshot(), *plan, options);
+  EXPECT_TRUE(r.ok()) << r.status();
+  std::vector<TweetId> ids;
+  for (const query::Hit& h : r->hits) ids.push_back(h.id);
+  return ids;
+}
+
+std::unique_ptr<Index> MakeIndex(uint32_t segment_docs) {
+  IndexOptions options;
+  options.segment_max_docs = segment_docs;
+  return *Index::Create(options);
+}
+
+TEST(IndexTest, AddDeleteLikesAcrossSealing) {
+  auto index = MakeIndex(4);
+  for (TweetId id = 1; id <= 10; ++id) {
+    ASSERT_TRUE(index->Add(Doc(id, id % 2 ? "odd cat" : "even cat")).ok());
+  }
+  EXPECT_EQ(index->Snapshot()->segments.size(), 3u);  // two sealed of 4, one active with 2
+  EXPECT_EQ(index->Add(Doc(3, "dup")).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(Newest(*index, "cat"), (std::vector<TweetId>{10, 9, 8, 7, 6, 5, 4, 3, 2, 1}));
+  ASSERT_TRUE(index->Delete(9).ok());   // active segment
+  ASSERT_TRUE(index->Delete(2).ok());   // sealed segment
+  EXPECT_EQ(index->Delete(2).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(index->Delete(77).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(Newest(*index, "odd"), (std::vector<TweetId>{7, 5, 3, 1}));
+  EXPECT_EQ(*index->AddLikes(3, 5), 5u);
+  EXPECT_EQ(*index->AddLikes(3, -50), 0u);
+  EXPECT_EQ(*index->SetLikes(3, 42), 42u);
+  EXPECT_EQ(index->SetLikes(2, 1).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(Newest(*index, "cat min_faves:40"), (std::vector<TweetId>{3}));
+  EXPECT_EQ(Newest(*index, "from:ALICE odd", 2), (std::vector<TweetId>{7, 5}));
+}
+
+TEST(IndexTest, CompactionReclaimsDeletedTweets) {
+  auto index = MakeIndex(8);
+  for (TweetId id = 1; id <= 40; ++id) ASSERT_TRUE(index->Add(Doc(id, "word")).ok());
+  for (TweetId id = 1; id <= 40; id += 2) ASSERT_TRUE(index->Delete(id).ok());
+  ASSERT_TRUE(index->Seal().ok());
+  EXPECT_EQ(index->Stats().sealed_segments, 5u);
+  ASSERT_TRUE(index->Compact().ok());
+  IndexStats stats = index->Stats();
+  EXPECT_EQ(stats.sealed_segments, 1u);
+  EXPECT_EQ(stats.documents, 20u);
+  EXPECT_EQ(stats.sealed.postings, 60u);  // "word", "from:alice" and "lang:en" per tweet
+  EXPECT_EQ(Newest(*index, "word", 3), (std::vector<TweetId>{40, 38, 36}));
+  EXPECT_EQ(index->Delete(3).code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(index->Delete(40).ok());
+  EXPECT_EQ(Newest(*index, "word", 1), (std::vector<TweetId>{38}));
+}
+
+TEST(IndexTest, SaveAndOpenRestoresSealedSegments) {
+  testing::TempDir dir;
+  auto index = MakeIndex(5);
+  for (TweetId id = 1; id <= 12; ++id) ASSERT_TRUE(index->Add(Doc(id, "hello world")).ok());
+  ASSERT_TRUE(index->Delete(4).ok());
+  ASSERT_TRUE(index->SetLikes(7, 99).ok());
+  ASSERT_TRUE(index->Save(dir.path()).ok());  // two sealed segments; 11 and 12 stay unsaved
+  IndexOptions options;
+  options.segment_max_docs = 5;
+  absl::StatusOr<std::unique_ptr<Index>> opened = Index::Open(options, dir.path());
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ(Newest(**opened, "hello"), (std::vector<TweetId>{10, 9, 8, 7, 6, 5, 3, 2, 1}));
+  EXPECT_EQ(Newest(**opened, "hello min_faves:99"), (std::vector<TweetId>{7}));
+  ASSERT_TRUE((*opened)->Add(Doc(11, "hello again")).ok());
+  EXPECT_EQ(Newest(**opened, "hello", 1), (std::vector<TweetId>{11}));
+  // A compacted index saved again drops the old files.
+  ASSERT_TRUE((*opened)->Seal().ok());
+  ASSERT_TRUE((*opened)->Compact().ok());
+  ASSERT_TRUE((*opened)->Save(dir.path()).ok());
+  absl::StatusOr<std::unique_ptr<Index>> again = Index::Open(options, dir.path());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->Stats().sealed_segments, 1u);
+  EXPECT_EQ(Newest(**again, "hello", 2), (std::vector<TweetId>{11, 10}));
+  EXPECT_EQ(Index::Open(options, dir.path() + "/none").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(IndexTest, RejectsInvalidUtf8WithoutLosingOtherTweets) {
+  auto index = MakeIndex(100);
+  ASSERT_TRUE(index->Add(Doc(1, "fine")).ok());
+  EXPECT_EQ(index->Add(Doc(2, "bad \xFF")).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(index->Add(Doc(3, "fine too")).ok());
+  EXPECT_EQ(Newest(*index, "fine"), (std::vector<TweetId>{3, 1}));
+}
+
+}  // namespace
+}  // namespace tweetsearch::index
