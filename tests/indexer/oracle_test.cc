@@ -1,1 +1,346 @@
+// Property test: the searcher against a brute-force scan.
+//
+// Random corpora (Zipf-like vocabulary, tags, mentions, repeated words, out-of-order ids) are
+// indexed with small segments; random queries from the whole language run in every sort mode
+// and are paged to the end. Every page, order, score and total is compared with a scan over the
+// same analyzed tokens, at each stage of an index's life: mixed active and sealed segments,
+// after deletes and likes changes, after sealing and compaction, and after save and reload.
+#include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+
+#include "common/strings.h"
+#include "indexer/index/index.h"
+#include "indexer/query/searcher.h"
+#include "tests/testing/corpus.h"
+
+namespace tweetsearch::query {
+namespace {
+
+constexpr int64_t kBaseMillis = 1238976000000;  // 2009-04-06
+constexpr int64_t kStepMillis = 10 * 60 * 1000;  // ten minutes between tweets
+
+const std::vector<std::string> kVocabulary = {
+    "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
+    "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango",
+    "#news", "#fun", "@ann", "@bob", "the", "to", "be", "or", "not", "cats"};
+const std::vector<std::string> kUsers = {"ann", "bob", "cyd", "dee", "eve"};
+
+struct OracleDoc {
+  index::IndexDoc doc;
+  std::vector<analysis::Token> tokens;  // text tokens, as indexed
+  bool deleted = false;
+};
+
+class Oracle {
+ public:
+  explicit Oracle(const analysis::Analyzer& analyzer) : analyzer_(analyzer) {}
+
+  void Add(const index::IndexDoc& doc) {
+    OracleDoc d{doc, *analyzer_.Analyze(doc.text), false};
+    docs_[doc.id] = std::move(d);
+  }
+  OracleDoc& at(TweetId id) { return docs_.at(id); }
+  const std::map<TweetId, OracleDoc>& docs() const { return docs_; }
+
+  // Every result of `plan`, in the order of `sort`, with scores.
+  std::vector<Hit> Run(const Plan& plan, SortMode sort, const CollectionStats& stats,
+                       const SearchOptions& options) const {
+    std::vector<Hit> hits;
+    for (const auto& [id, d] : docs_) {
+      if (d.deleted || id > options.watermark) continue;
+      if (d.doc.created_at_ms < plan.since_ms || d.doc.created_at_ms >= plan.until_ms) continue;
+      if (d.doc.likes < plan.min_likes) continue;
+      if (!Matches(plan.root, d)) continue;
+      Hit h;
+      h.id = id;
+      h.likes = d.doc.likes;
+      h.created_at_ms = d.doc.created_at_ms;
+      h.score = Score(plan.root, d, stats, options.scoring) +
+                StaticScore(options.scoring, d.doc.likes, d.doc.created_at_ms, options.now_ms);
+      h.key = SortKey{sort == SortMode::kNewest     ? 0.0
+                      : sort == SortMode::kBestMatch ? h.score
+                                                     : static_cast<double>(h.likes),
+                      id};
+      hits.push_back(h);
+    }
+    std::sort(hits.begin(), hits.end(), [](const Hit& a, const Hit& b) { return Before(a.key, b.key); });
+    return hits;
+  }
+
+ private:
+  static std::vector<uint32_t> Positions(const OracleDoc& d, const std::string& term) {
+    std::vector<uint32_t> p;
+    for (const analysis::Token& t : d.tokens) {
+      if (t.text == term) p.push_back(t.position);
+    }
+    if (term == index::FromTerm(d.doc.user_name) || term == index::LangTerm(d.doc.lang)) {
+      p.push_back(0);
+    }
+    return p;
+  }
+
+  static bool Matches(const PlanNode& node, const OracleDoc& d) {
+    switch (node.kind) {
+      case PlanNode::Kind::kTerm:
+        return !Positions(d, node.term).empty();
+      case PlanNode::Kind::kPhrase: {
+        for (uint32_t start : Positions(d, node.phrase_terms[0])) {
+          bool all = true;
+          for (size_t i = 1; i < node.phrase_terms.size() && all; ++i) {
+            std::vector<uint32_t> p = Positions(d, node.phrase_terms[i]);
+            all = std::find(p.begin(), p.end(), start + node.phrase_offsets[i]) != p.end();
+          }
+          if (all) return true;
+        }
+        return false;
+      }
+      case PlanNode::Kind::kAnd:
+        for (const PlanNode& c : node.children) {
+          if (!Matches(c, d)) return false;
+        }
+        for (const PlanNode& e : node.excluded) {
+          if (Matches(e, d)) return false;
+        }
+        return true;
+      case PlanNode::Kind::kOr:
+        for (const PlanNode& c : node.children) {
+          if (Matches(c, d)) return true;
+        }
+        return false;
+    }
+    return false;
+  }
+
+  // The text score, summed in plan order, as the searcher promises.
+  static double TermScore(const std::string& term, const OracleDoc& d,
+                          const CollectionStats& stats, const ScoringParams& p) {
+    const double tf = static_cast<double>(Positions(d, term).size());
+    const uint64_t df = stats.doc_freq.at(tweetsearch::AsAbsl(term));
+    return Idf(stats.num_docs, df) *
+           TfPart(p, tf, static_cast<double>(d.tokens.size()), stats.avg_length);
+  }
+
+  static double Score(const PlanNode& node, const OracleDoc& d, const CollectionStats& stats,
+                      const ScoringParams& p) {
+    double s = 0;
+    switch (node.kind) {
+      case PlanNode::Kind::kTerm:
+        return node.scored ? TermScore(node.term, d, stats, p) : 0;
+      case PlanNode::Kind::kPhrase:
+        for (const std::string& t : node.phrase_terms) s += TermScore(t, d, stats, p);
+        return s;
+      case PlanNode::Kind::kAnd:
+        for (const PlanNode& c : node.children) s += Score(c, d, stats, p);
+        return s;
+      case PlanNode::Kind::kOr:
+        for (const PlanNode& c : node.children) {
+          if (Matches(c, d)) s += Score(c, d, stats, p);
+        }
+        return s;
+    }
+    return 0;
+  }
+
+  const analysis::Analyzer& analyzer_;
+  std::map<TweetId, OracleDoc> docs_;
+};
+
+class QueryGenerator {
+ public:
+  explicit QueryGenerator(std::mt19937_64& rng) : rng_(rng) {}
+
+  std::string Query() {
+    std::string q = Expr(0);
+    if (Chance(0.15)) q += " min_faves:" + std::to_string(Pick(6));
+    if (Chance(0.15)) q += " since:2009-04-0" + std::to_string(6 + Pick(4));
+    if (Chance(0.1)) q += " until:2009-04-1" + std::to_string(Pick(4));
+    return q;
+  }
+
+ private:
+  bool Chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+  size_t Pick(size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng_); }
+  std::string Word() { return kVocabulary[Zipf()]; }
+  size_t Zipf() {
+    const double u = std::uniform_real_distribution<double>(0, 1)(rng_);
+    return std::min(kVocabulary.size() - 1,
+                    static_cast<size_t>(std::pow(u, 2.0) * kVocabulary.size()));
+  }
+  std::string Expr(int depth) {
+    const size_t choice = depth > 2 ? Pick(4) : Pick(9);
+    switch (choice) {
+      case 0:
+      case 1:
+      case 2:
+        return Word();
+      case 3:
+        return Chance(0.5) ? "from:" + kUsers[Pick(kUsers.size())]
+                           : "\"" + Word() + " " + Word() + "\"";
+      case 4:
+      case 5:
+        return Expr(depth + 1) + " " + Expr(depth + 1);
+      case 6:
+        return "(" + Expr(depth + 1) + " OR " + Expr(depth + 1) + ")";
+      case 7:
+        return Expr(depth + 1) + " -" + Word();
+      default:
+        return Word() + " OR " + Word() + (Chance(0.5) ? " OR " + Word() : "");
+    }
+  }
+  std::mt19937_64& rng_;
+};
+
+struct Corpus {
+  std::vector<index::IndexDoc> docs;
+};
+
+Corpus MakeCorpus(std::mt19937_64& rng, size_t n) {
+  std::vector<TweetId> ids;
+  TweetId id = 1000;
+  for (size_t i = 0; i < n; ++i) ids.push_back(id += 1 + rng() % 5);
+  for (size_t i = 0; i + 1 < n; ++i) {
+    if (rng() % 10 == 0) std::swap(ids[i], ids[i + 1]);  // some tweets arrive out of order
+  }
+  Corpus corpus;
+  for (size_t i = 0; i < n; ++i) {
+    std::string text;
+    const size_t words = 1 + rng() % 12;
+    for (size_t w = 0; w < words; ++w) {
+      const double u = std::uniform_real_distribution<double>(0, 1)(rng);
+      text += kVocabulary[std::min(kVocabulary.size() - 1,
+                                   static_cast<size_t>(std::pow(u, 2.0) * kVocabulary.size()))];
+      text += rng() % 7 == 0 ? ", " : " ";
+    }
+    const uint32_t likes = static_cast<uint32_t>(std::pow(2.0, static_cast<double>(rng() % 12))) - 1;
+    corpus.docs.push_back(index::IndexDoc{
+        ids[i], rng() % 5, kUsers[rng() % kUsers.size()], text,
+        kBaseMillis + static_cast<int64_t>(ids[i] - 1000) * kStepMillis / 3, rng() % 4 ? "en" : "es",
+        likes});
+  }
+  return corpus;
+}
+
+void ExpectSameHits(const std::vector<Hit>& got, const std::vector<Hit>& want,
+                    const std::string& context) {
+  ASSERT_EQ(got.size(), want.size()) << context;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].id, want[i].id) << context << " rank " << i;
+    ASSERT_NEAR(got[i].score, want[i].score, 1e-9) << context << " rank " << i;
+    ASSERT_EQ(got[i].likes, want[i].likes) << context;
+  }
+}
+
+// How often a page came back with a lower-bound total, by sort mode: proof that early
+// termination (kNewest) and pruning (kBestMatch) really ran while the results stayed exact.
+int g_pruned_pages[3] = {0, 0, 0};
+
+// Runs `count` random queries in all sort modes, paging to the end, against the oracle.
+void CheckQueries(const index::Index& index, const Oracle& oracle, std::mt19937_64& rng,
+                  int count, const std::string& stage) {
+  QueryGenerator gen(rng);
+  const auto snapshot = index.Snapshot();
+  int answered = 0;
+  for (int i = 0; i < count; ++i) {
+    const std::string q = gen.Query();
+    absl::StatusOr<Plan> plan = PlanQuery(q, index.analyzer());
+    if (!plan.ok()) continue;
+    ++answered;
+    for (SortMode sort : {SortMode::kNewest, SortMode::kBestMatch, SortMode::kMostLiked}) {
+      SearchOptions options;
+      options.sort = sort;
+      options.limit = static_cast<uint32_t>(1 + rng() % 25);
+      options.now_ms = kBaseMillis + 3 * 24 * 3600 * 1000LL;
+      const CollectionStats stats = ComputeStats(*snapshot, *plan);
+      const std::vector<Hit> want = oracle.Run(*plan, sort, stats, options);
+      std::vector<Hit> got;
+      for (int page = 0; page < 30; ++page) {  // pages beyond 30 add run time, not coverage
+        absl::StatusOr<SearchResult> r = Search(*snapshot, *plan, options);
+        ASSERT_TRUE(r.ok()) << r.status();
+        const size_t remaining = want.size() - std::min(want.size(), got.size());
+        const std::string context = stage + " q=[" + q + "] sort=" +
+                                    std::to_string(static_cast<int>(sort)) + " page " +
+                                    std::to_string(page);
+        if (r->total_is_exact) {
+          ASSERT_EQ(r->total_hits, remaining) << context;
+        } else {
+          ++g_pruned_pages[static_cast<int>(sort)];
+          ASSERT_LE(r->total_hits, remaining) << context;
+          ASSERT_GE(r->total_hits, r->hits.size()) << context;
+        }
+        ASSERT_EQ(r->hits.size(), std::min<size_t>(options.limit, remaining)) << context;
+        got.insert(got.end(), r->hits.begin(), r->hits.end());
+        if (r->hits.empty() || got.size() >= want.size()) break;
+        options.after = r->hits.back().key;
+      }
+      const std::vector<Hit> want_prefix(want.begin(),
+                                         want.begin() + std::min(want.size(), got.size()));
+      if (got.size() < want.size()) {
+        ASSERT_EQ(got.size(), 30u * options.limit);
+      }
+      ExpectSameHits(got, want_prefix, stage + " q=[" + q + "] sort=" +
+                                    std::to_string(static_cast<int>(sort)));
+    }
+  }
+  EXPECT_GT(answered, count / 2) << "too many generated queries were rejected";
+}
+
+class OracleTest : public ::testing::TestWithParam<uint32_t> {};
+
+TEST_P(OracleTest, SearchEqualsBruteForceThroughTheIndexLifecycle) {
+  std::mt19937_64 rng(GetParam());
+  std::fill(std::begin(g_pruned_pages), std::end(g_pruned_pages), 0);
+  index::IndexOptions options;
+  options.segment_max_docs = std::vector<uint32_t>{40, 300, 1000}[GetParam() % 3];
+  std::unique_ptr<index::Index> index = *index::Index::Create(options);
+  Oracle oracle(index->analyzer());
+  Corpus corpus = MakeCorpus(rng, 1400);
+  for (const index::IndexDoc& d : corpus.docs) {
+    ASSERT_TRUE(index->Add(d).ok());
+    oracle.Add(d);
+  }
+  CheckQueries(*index, oracle, rng, 40, "fresh");
+
+  // Deletes and likes changes, visible at once.
+  for (const index::IndexDoc& d : corpus.docs) {
+    if (rng() % 8 == 0) {
+      ASSERT_TRUE(index->Delete(d.id).ok());
+      oracle.at(d.id).deleted = true;
+    } else if (rng() % 5 == 0) {
+      const uint32_t likes = static_cast<uint32_t>(rng() % 3000);
+      ASSERT_TRUE(index->SetLikes(d.id, likes).ok());
+      oracle.at(d.id).doc.likes = likes;
+    }
+  }
+  CheckQueries(*index, oracle, rng, 40, "after deletes");
+
+  ASSERT_TRUE(index->Seal().ok());
+  ASSERT_TRUE(index->Compact().ok());
+  CheckQueries(*index, oracle, rng, 40, "compacted");
+
+  // More tweets on top of the compacted segment, then save and reload.
+  Corpus more = MakeCorpus(rng, 300);
+  for (index::IndexDoc& d : more.docs) {
+    d.id += 100000;
+    ASSERT_TRUE(index->Add(d).ok());
+    oracle.Add(d);
+  }
+  testing::TempDir dir;
+  ASSERT_TRUE(index->Seal().ok());
+  ASSERT_TRUE(index->Save(dir.path()).ok());
+  absl::StatusOr<std::unique_ptr<index::Index>> loaded = index::Index::Open(options, dir.path());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  CheckQueries(**loaded, oracle, rng, 40, "reloaded");
+
+  // The comparisons above prove something only if pruning really ran.
+  EXPECT_GT(g_pruned_pages[static_cast<int>(SortMode::kNewest)], 0);
+  EXPECT_GT(g_pruned_pages[static_cast<int>(SortMode::kBestMatch)], 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, OracleTest, ::testing::Range(1u, 7u));
+
+}  // namespace
+}  // namespace tweetsearch::query
