@@ -6,7 +6,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
-  libabsl-dev libicu-dev libstemmer-dev libxxhash-dev libcli11-dev libfmt-dev
+  libabsl-dev libicu-dev libstemmer-dev libxxhash-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 
