@@ -17,8 +17,9 @@ struct ActiveSegment::Block {
 // A posting list is a stream of records [doc, freq, position x freq] over a chain of blocks.
 // `size` counts the published values; it is stored (release) after each whole record.
 struct ActiveSegment::Term {
-  explicit Term(std::string_view t) : text(t) {}
+  Term(std::string_view t, uint64_t h) : text(t), hash(h) {}
   const std::string text;
+  const uint64_t hash;
   std::atomic<uint32_t> size{0};
   std::atomic<uint32_t> doc_freq{0};
   Block* head = nullptr;  // written once, before the term is published
@@ -28,10 +29,16 @@ struct ActiveSegment::Term {
   uint32_t pending_size = 0;
 };
 
+// Open addressing with linear probing. Each slot keeps 32 bits of its term's hash beside the
+// pointer, so a probe that meets another term is settled without touching that term. The tag
+// is stored before the pointer is published (release), so a reader that sees the pointer sees
+// the tag.
 struct ActiveSegment::Table {
-  explicit Table(uint32_t cap) : capacity(cap), slots(new std::atomic<const Term*>[cap]()) {}
+  explicit Table(uint32_t cap)
+      : capacity(cap), slots(new std::atomic<const Term*>[cap]()), tags(new uint32_t[cap]()) {}
   const uint32_t capacity;  // a power of two
   std::unique_ptr<std::atomic<const Term*>[]> slots;
+  std::unique_ptr<uint32_t[]> tags;
 };
 
 namespace {
@@ -107,43 +114,55 @@ ActiveSegment::ActiveSegment(uint32_t capacity) : Segment(capacity) {
 
 ActiveSegment::~ActiveSegment() = default;
 
-const ActiveSegment::Term* ActiveSegment::Lookup(std::string_view term) const {
+const ActiveSegment::Term* ActiveSegment::Lookup(std::string_view term, uint64_t hash) const {
   const Table* table = table_.load(std::memory_order_acquire);
   const uint32_t mask = table->capacity - 1;
-  for (size_t i = HashTerm(term) & mask;; i = (i + 1) & mask) {
+  const uint32_t tag = static_cast<uint32_t>(hash >> 32);
+  for (size_t i = hash & mask;; i = (i + 1) & mask) {
     const Term* t = table->slots[i].load(std::memory_order_acquire);
     if (t == nullptr) return nullptr;
-    if (t->text == term) return t;
+    if (table->tags[i] == tag && t->text == term) return t;
   }
 }
 
+namespace {
+
+void InsertInto(ActiveSegment::Table& table, const ActiveSegment::Term* t, uint64_t hash);
+
+}  // namespace
+
 ActiveSegment::Term* ActiveSegment::FindOrInsertForWriter(std::string_view term) {
-  if (const Term* found = Lookup(term)) return const_cast<Term*>(found);
+  const uint64_t hash = HashTerm(term);
+  if (const Term* found = Lookup(term, hash)) return const_cast<Term*>(found);
   const Table* table = table_.load(std::memory_order_relaxed);
   if ((terms_.size() + 1) * 2 > table->capacity) {  // keep the load factor at most 1/2
     auto bigger = std::make_unique<Table>(table->capacity * 2);
-    const uint32_t mask = bigger->capacity - 1;
-    for (const auto& t : terms_) {
-      size_t i = HashTerm(t->text) & mask;
-      while (bigger->slots[i].load(std::memory_order_relaxed) != nullptr) i = (i + 1) & mask;
-      bigger->slots[i].store(t.get(), std::memory_order_relaxed);
-    }
+    for (const auto& t : terms_) InsertInto(*bigger, t.get(), t->hash);
     table = bigger.get();
     tables_.push_back(std::move(bigger));  // the old table stays alive for readers probing it
     table_.store(table, std::memory_order_release);
   }
-  auto owned = std::make_unique<Term>(term);
+  auto owned = std::make_unique<Term>(term, hash);
   Term* t = owned.get();
   blocks_.push_back(std::make_unique<Block>(kFirstBlockValues));
   posting_bytes_ += kFirstBlockValues * sizeof(uint32_t);
   t->head = t->tail = blocks_.back().get();
   terms_.push_back(std::move(owned));
-  const uint32_t mask = table->capacity - 1;
-  size_t i = HashTerm(term) & mask;
-  while (table->slots[i].load(std::memory_order_relaxed) != nullptr) i = (i + 1) & mask;
-  table->slots[i].store(t, std::memory_order_release);
+  InsertInto(*tables_.back(), t, hash);
   return t;
 }
+
+namespace {
+
+void InsertInto(ActiveSegment::Table& table, const ActiveSegment::Term* t, uint64_t hash) {
+  const uint32_t mask = table.capacity - 1;
+  size_t i = hash & mask;
+  while (table.slots[i].load(std::memory_order_relaxed) != nullptr) i = (i + 1) & mask;
+  table.tags[i] = static_cast<uint32_t>(hash >> 32);
+  table.slots[i].store(t, std::memory_order_release);
+}
+
+}  // namespace
 
 void ActiveSegment::AppendValue(Term& term, uint32_t value) {
   if (term.tail_used == term.tail->capacity) {
@@ -192,7 +211,7 @@ std::optional<DocId> ActiveSegment::FindForWriter(TweetId id) const {
 
 std::unique_ptr<PostingCursor> ActiveSegment::OpenTerm(std::string_view term,
                                                        DocId visible) const {
-  const Term* t = Lookup(term);
+  const Term* t = Lookup(term, HashTerm(term));
   if (t == nullptr) return nullptr;
   // Load the size before reading any value: the release store that wrote it follows them.
   const uint32_t size = t->size.load(std::memory_order_acquire);
@@ -201,7 +220,7 @@ std::unique_ptr<PostingCursor> ActiveSegment::OpenTerm(std::string_view term,
 }
 
 uint32_t ActiveSegment::DocFreq(std::string_view term) const {
-  const Term* t = Lookup(term);
+  const Term* t = Lookup(term, HashTerm(term));
   return t == nullptr ? 0 : t->doc_freq.load(std::memory_order_acquire);
 }
 

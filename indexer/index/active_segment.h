@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -28,10 +29,11 @@
 
 namespace tweetsearch::index {
 
-// One term of a document and where it occurs, positions ascending.
+// One term of a document and where it occurs, positions ascending. Views into the caller's
+// buffers, valid for the Append() call.
 struct TermOccurrences {
-  std::string term;
-  std::vector<uint32_t> positions;
+  std::string_view term;
+  std::span<const uint32_t> positions;
 };
 
 class ActiveSegment final : public Segment {
@@ -66,7 +68,7 @@ class ActiveSegment final : public Segment {
   struct Table;
 
  private:
-  const Term* Lookup(std::string_view term) const;
+  const Term* Lookup(std::string_view term, uint64_t hash) const;
   Term* FindOrInsertForWriter(std::string_view term);
   void AppendValue(Term& term, uint32_t value);
 

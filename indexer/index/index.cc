@@ -104,14 +104,24 @@ absl::Status Index::Add(const IndexDoc& doc) {
   if (!doc.lang.empty()) {
     tokens_.push_back({LangTerm(doc.lang), next_position, analysis::TokenKind::kWord});
   }
-  std::stable_sort(tokens_.begin(), tokens_.end(),
-                   [](const analysis::Token& a, const analysis::Token& b) { return a.text < b.text; });
-  std::vector<TermOccurrences> terms;
-  for (const analysis::Token& token : tokens_) {
-    if (terms.empty() || terms.back().term != token.text) terms.push_back({token.text, {}});
-    terms.back().positions.push_back(token.position);
+  // Group the tokens by term, positions ascending (tokens come in position order, and the
+  // sort is stable), without copying any term.
+  order_.resize(tokens_.size());
+  for (uint32_t i = 0; i < order_.size(); ++i) order_[i] = i;
+  std::stable_sort(order_.begin(), order_.end(),
+                   [&](uint32_t a, uint32_t b) { return tokens_[a].text < tokens_[b].text; });
+  positions_.resize(order_.size());
+  terms_.clear();
+  for (size_t i = 0; i < order_.size(); ++i) {
+    const analysis::Token& token = tokens_[order_[i]];
+    positions_[i] = token.position;
+    if (terms_.empty() || terms_.back().term != token.text) {
+      terms_.push_back({token.text, std::span<const uint32_t>(&positions_[i], 0)});
+    }
+    TermOccurrences& last = terms_.back();
+    last.positions = std::span<const uint32_t>(last.positions.data(), last.positions.size() + 1);
   }
-  active_->Append(doc, terms, length);
+  active_->Append(doc, terms_, length);
   if (active_->full()) return SealLocked();
   return absl::OkStatus();
 }

@@ -103,7 +103,11 @@ class Index {
   std::vector<uint64_t> sealed_sequence_ ABSL_GUARDED_BY(mu_);  // file number of each
   uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;
   std::shared_ptr<ActiveSegment> active_ ABSL_GUARDED_BY(mu_);
-  std::vector<analysis::Token> tokens_ ABSL_GUARDED_BY(mu_);  // reused by Add
+  // Buffers reused by Add.
+  std::vector<analysis::Token> tokens_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint32_t> order_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint32_t> positions_ ABSL_GUARDED_BY(mu_);
+  std::vector<TermOccurrences> terms_ ABSL_GUARDED_BY(mu_);
   std::atomic<std::shared_ptr<const IndexSnapshot>> snapshot_;
 };
 

@@ -343,7 +343,11 @@ uint32_t SealedSegmentBuilder::AddDoc(const Row& row) {
 
 void SealedSegmentBuilder::AddPosting(std::string_view term, uint32_t doc,
                                       std::span<const uint32_t> positions) {
-  std::vector<uint32_t>& records = postings_[AsAbsl(term)];
+  if (last_records_ == nullptr || term != last_term_) {
+    last_records_ = &postings_[AsAbsl(term)];
+    last_term_.assign(term);
+  }
+  std::vector<uint32_t>& records = *last_records_;
   records.push_back(doc);
   records.push_back(static_cast<uint32_t>(positions.size()));
   records.insert(records.end(), positions.begin(), positions.end());
@@ -400,6 +404,7 @@ std::unique_ptr<SealedSegment> SealedSegmentBuilder::Build() {
   segment->stats_.column_bytes = static_cast<uint64_t>(num_docs) * 38;
   rows_.clear();
   postings_.clear();
+  last_records_ = nullptr;
   return segment;
 }
 

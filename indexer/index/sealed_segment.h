@@ -117,6 +117,10 @@ class SealedSegmentBuilder {
   std::vector<Row> rows_;
   // term -> records [doc, freq, positions...]
   absl::flat_hash_map<std::string, std::vector<uint32_t>> postings_;
+  // Postings arrive term by term: the last term's records, to skip the hash lookup. Reset
+  // whenever a new term is inserted (which may move the map's values).
+  std::string last_term_;
+  std::vector<uint32_t>* last_records_ = nullptr;
 };
 
 }  // namespace tweetsearch::index

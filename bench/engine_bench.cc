@@ -1,0 +1,260 @@
+// engine_bench: indexing throughput, query latency percentiles and memory of the search engine,
+// on synthetic tweets (tweetgen's generator) or the real Sentiment140 tweets.
+//
+//   engine_bench --tweets 1000000            # the numbers docs/benchmarks.md records
+//   engine_bench --sentiment140 ../shared/data/sentiment140-20k.csv
+//
+// Single-threaded throughout: indexing runs on one core, and each query runs alone.
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <random>
+
+#include <CLI/CLI.hpp>
+
+#include "common/sentiment140.h"
+#include "common/synthetic.h"
+#include "indexer/index/index.h"
+#include "indexer/query/searcher.h"
+
+namespace ts = tweetsearch;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+long RssKiB() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  long value = 0;
+  while (status >> key) {
+    if (key == "VmRSS:") {
+      status >> value;
+      return value;
+    }
+    status.ignore(1 << 10, '\n');
+  }
+  return 0;
+}
+
+struct QueryKind {
+  std::string name;
+  std::vector<std::string> queries;
+};
+
+// Query mixes drawn from the vocabulary's frequency ranks, as users would type them: mostly
+// words of middling frequency, some very common ones.
+std::vector<QueryKind> MakeQueries(const std::vector<std::string>& words_by_rank, size_t count,
+                                   uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  auto word = [&] {
+    // Log-uniform over ranks 1..2000: common and middling words alike.
+    const double r = std::exp(std::uniform_real_distribution<double>(0, std::log(2000.0))(rng));
+    return words_by_rank[std::min(words_by_rank.size() - 1, static_cast<size_t>(r))];
+  };
+  std::vector<QueryKind> kinds = {{"1 word", {}}, {"2-word AND", {}}, {"3-word AND", {}},
+                                  {"2-word OR", {}}, {"mixed", {}}};
+  for (size_t i = 0; i < count; ++i) {
+    kinds[0].queries.push_back(word());
+    kinds[1].queries.push_back(word() + " " + word());
+    kinds[2].queries.push_back(word() + " " + word() + " " + word());
+    kinds[3].queries.push_back(word() + " OR " + word());
+    kinds[4].queries.push_back("(" + word() + " OR " + word() + ") " + word() + " -" + word());
+  }
+  return kinds;
+}
+
+struct Latency {
+  double p50_us, p99_us, mean_us;
+  double avg_hits;
+};
+
+Latency Measure(const ts::index::Index& index, const std::vector<std::string>& queries,
+                ts::query::SortMode sort, int64_t now_ms) {
+  std::vector<double> micros;
+  double hits = 0;
+  for (const std::string& q : queries) {
+    absl::StatusOr<ts::query::Plan> plan = ts::query::PlanQuery(q, index.analyzer());
+    if (!plan.ok()) continue;
+    ts::query::SearchOptions options;
+    options.sort = sort;
+    options.limit = 20;
+    options.now_ms = now_ms;
+    const auto start = Clock::now();
+    absl::StatusOr<ts::query::SearchResult> r =
+        ts::query::Search(*index.Snapshot(), *plan, options);
+    micros.push_back(Seconds(start) * 1e6);
+    if (r.ok()) hits += static_cast<double>(r->hits.size());
+  }
+  std::sort(micros.begin(), micros.end());
+  Latency l{};
+  if (micros.empty()) return l;
+  l.p50_us = micros[micros.size() / 2];
+  l.p99_us = micros[std::min(micros.size() - 1, micros.size() * 99 / 100)];
+  double sum = 0;
+  for (double m : micros) sum += m;
+  l.mean_us = sum / static_cast<double>(micros.size());
+  l.avg_hits = hits / static_cast<double>(micros.size());
+  return l;
+}
+
+void PrintMemory(const char* label, const ts::index::IndexStats& s) {
+  const double postings = static_cast<double>(s.sealed.postings);
+  std::cout << "| " << label << " | " << s.sealed.postings << " | " << std::setprecision(3)
+            << static_cast<double>(s.sealed.posting_bytes) / postings << " | "
+            << static_cast<double>(s.sealed.posting_bytes + s.sealed.dictionary_bytes) / postings
+            << " | " << s.sealed.posting_bytes / (1 << 20) << " | "
+            << s.sealed.dictionary_bytes / (1 << 20) << " | " << s.sealed.column_bytes / (1 << 20)
+            << " |\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Benchmarks the tweetsearch engine"};
+  uint64_t tweets = 1000000;
+  size_t queries = 1000;
+  std::string sentiment140;
+  bool stop_words = true;
+  app.add_option("--tweets", tweets, "Synthetic tweets to index")->capture_default_str();
+  app.add_option("--queries", queries, "Queries per kind and sort mode")->capture_default_str();
+  app.add_option("--sentiment140", sentiment140, "Index this Sentiment140 CSV instead");
+  app.add_option("--stop-word-comparison", stop_words,
+                 "Also index without stop words and compare memory")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  // Build the corpus first, so that indexing is timed alone.
+  std::vector<ts::index::IndexDoc> docs;
+  std::vector<std::string> words_by_rank;
+  if (!sentiment140.empty()) {
+    absl::StatusOr<std::vector<ts::ImportedTweet>> real = ts::ReadSentiment140(sentiment140);
+    if (!real.ok()) {
+      std::cerr << real.status() << "\n";
+      return 1;
+    }
+    for (ts::ImportedTweet& t : *real) {
+      docs.push_back({t.id, t.user_id, t.user_name, t.text, t.created_at_ms, "en", t.likes});
+    }
+  } else {
+    ts::SyntheticTweetGenerator gen;
+    docs.reserve(tweets);
+    for (uint64_t i = 0; i < tweets; ++i) {
+      ts::SyntheticTweet t = gen.Next();
+      docs.push_back({t.id, t.user_id, std::move(t.user_name), std::move(t.text),
+                      t.created_at_ms, std::move(t.lang), t.likes});
+    }
+  }
+  const long rss_corpus = RssKiB();
+
+  ts::index::IndexOptions options;
+  std::unique_ptr<ts::index::Index> index = *ts::index::Index::Create(options);
+  auto start = Clock::now();
+  uint64_t added = 0;
+  for (const ts::index::IndexDoc& d : docs) added += index->Add(d).ok();
+  const double index_seconds = Seconds(start);
+  start = Clock::now();
+  (void)index->Seal();
+  const double seal_seconds = Seconds(start);
+  const long rss_indexed = RssKiB();
+
+  // Analysis alone, to see what share of indexing it is.
+  start = Clock::now();
+  std::vector<ts::analysis::Token> tokens;
+  size_t token_count = 0;
+  for (const ts::index::IndexDoc& d : docs) {
+    tokens.clear();
+    (void)index->analyzer().Analyze(d.text, &tokens);
+    token_count += tokens.size();
+  }
+  const double analyze_seconds = Seconds(start);
+
+  // Vocabulary by frequency, from the index itself.
+  {
+    std::vector<std::pair<uint64_t, std::string>> by_df;
+    auto snapshot = index->Snapshot();
+    std::mt19937_64 rng(3);
+    std::vector<std::string> candidates;
+    for (size_t i = 0; i < 20000 && i < docs.size(); ++i) {
+      tokens.clear();
+      (void)index->analyzer().Analyze(docs[rng() % docs.size()].text, &tokens);
+      for (const auto& t : tokens) candidates.push_back(t.text);
+    }
+    std::sort(candidates.begin(), candidates.end());
+    candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+    for (const std::string& c : candidates) {
+      uint64_t df = 0;
+      for (const auto& s : snapshot->segments) df += s->DocFreq(c);
+      by_df.emplace_back(df, c);
+    }
+    std::sort(by_df.rbegin(), by_df.rend());
+    for (auto& [df, w] : by_df) words_by_rank.push_back(w);
+  }
+
+  std::cout << std::fixed << std::setprecision(0);
+  std::cout << "## Indexing (" << added << " tweets, one core)\n\n";
+  std::cout << "| what | value |\n|---|---|\n";
+  std::cout << "| index into memory | " << added / index_seconds << " tweets/s ("
+            << std::setprecision(2) << index_seconds << " s) |\n";
+  std::cout << "| of which analysis alone | " << std::setprecision(0)
+            << static_cast<double>(docs.size()) / analyze_seconds << " tweets/s |\n";
+  std::cout << "| seal the last segment | " << std::setprecision(3) << seal_seconds << " s |\n";
+  std::cout << "| tokens per tweet | " << std::setprecision(1)
+            << static_cast<double>(token_count) / static_cast<double>(docs.size()) << " |\n";
+  std::cout << "| RSS: corpus in memory / with index | " << rss_corpus / 1024 << " MiB / "
+            << rss_indexed / 1024 << " MiB |\n\n";
+
+  const ts::index::IndexStats segmented = index->Stats();
+  start = Clock::now();
+  (void)index->Compact();
+  const double compact_seconds = Seconds(start);
+  const ts::index::IndexStats compacted = index->Stats();
+  std::cout << "## Memory (sealed segments)\n\n";
+  std::cout << "| layout | postings | bytes/posting (lists) | bytes/posting (+dictionary) | "
+               "lists MiB | dictionary MiB | columns MiB |\n|---|---|---|---|---|---|---|\n";
+  std::string label = std::to_string(segmented.sealed_segments) + " segments of 65,536";
+  PrintMemory(label.c_str(), segmented);
+  PrintMemory("compacted into 1 segment", compacted);
+  std::cout << "\nCompaction took " << std::setprecision(2) << compact_seconds << " s.\n\n";
+
+  if (stop_words && sentiment140.empty()) {
+    ts::index::IndexOptions dropping = options;
+    dropping.analyzer.drop_stop_words = true;
+    std::unique_ptr<ts::index::Index> lean = *ts::index::Index::Create(dropping);
+    for (const ts::index::IndexDoc& d : docs) (void)lean->Add(d);
+    (void)lean->Seal();
+    (void)lean->Compact();
+    const ts::index::IndexStats s = lean->Stats();
+    std::cout << "Dropping stop words: " << s.sealed.postings << " postings instead of "
+              << compacted.sealed.postings << ", lists " << s.sealed.posting_bytes / (1 << 20)
+              << " MiB instead of " << compacted.sealed.posting_bytes / (1 << 20) << " MiB ("
+              << std::setprecision(1)
+              << 100.0 * (1.0 - static_cast<double>(s.sealed.posting_bytes) /
+                                    static_cast<double>(compacted.sealed.posting_bytes))
+              << "% smaller).\n\n";
+  }
+
+  const int64_t now_ms = docs.empty() ? 0 : docs.back().created_at_ms;
+  const std::vector<QueryKind> kinds = MakeQueries(words_by_rank, queries, 7);
+  for (const char* layout : {"compacted (1 segment)"}) {
+    std::cout << "## Query latency, top 20, single thread, " << layout << "\n\n";
+    std::cout << "| query | sort | p50 µs | p99 µs | mean µs | hits |\n|---|---|---|---|---|---|\n";
+    for (const QueryKind& kind : kinds) {
+      for (auto [sort, name] : {std::pair{ts::query::SortMode::kNewest, "0 newest"},
+                                std::pair{ts::query::SortMode::kBestMatch, "1 best match"},
+                                std::pair{ts::query::SortMode::kMostLiked, "2 most liked"}}) {
+        const Latency l = Measure(*index, kind.queries, sort, now_ms);
+        std::cout << "| " << kind.name << " | " << name << " | " << std::setprecision(1)
+                  << l.p50_us << " | " << l.p99_us << " | " << l.mean_us << " | "
+                  << std::setprecision(1) << l.avg_hits << " |\n";
+      }
+    }
+    std::cout << "\n";
+  }
+  return 0;
+}

@@ -1,0 +1,70 @@
+// Micro-benchmarks of the engine's hot paths (Google Benchmark).
+#include <benchmark/benchmark.h>
+
+#include <random>
+
+#include "common/synthetic.h"
+#include "indexer/analysis/analyzer.h"
+#include "indexer/index/bitpack.h"
+#include "indexer/index/index.h"
+#include "indexer/query/searcher.h"
+
+namespace ts = tweetsearch;
+
+namespace {
+
+std::vector<ts::SyntheticTweet> Tweets(size_t n) {
+  ts::SyntheticTweetGenerator gen;
+  std::vector<ts::SyntheticTweet> tweets;
+  for (size_t i = 0; i < n; ++i) tweets.push_back(gen.Next());
+  return tweets;
+}
+
+void BM_Analyze(benchmark::State& state) {
+  auto analyzer = *ts::analysis::Analyzer::Create({});
+  const auto tweets = Tweets(10000);
+  std::vector<ts::analysis::Token> tokens;
+  size_t i = 0;
+  for (auto _ : state) {
+    tokens.clear();
+    benchmark::DoNotOptimize(analyzer->Analyze(tweets[i++ % tweets.size()].text, &tokens));
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Analyze);
+
+void BM_IndexAdd(benchmark::State& state) {
+  const auto tweets = Tweets(200000);
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto index = *ts::index::Index::Create({});
+    state.ResumeTiming();
+    for (const auto& t : tweets) {
+      benchmark::DoNotOptimize(index->Add(
+          {t.id, t.user_id, t.user_name, t.text, t.created_at_ms, t.lang, t.likes}));
+    }
+    state.PauseTiming();
+    index.reset();
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(tweets.size()));
+}
+BENCHMARK(BM_IndexAdd)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+void BM_Unpack(benchmark::State& state) {
+  const uint8_t bits = static_cast<uint8_t>(state.range(0));
+  std::vector<uint32_t> values(128);
+  std::mt19937 rng(1);
+  for (uint32_t& v : values) v = rng() & ((1u << bits) - 1);
+  std::string packed;
+  ts::index::PackBits(values, bits, &packed);
+  uint32_t out[128];
+  for (auto _ : state) {
+    ts::index::UnpackBits(reinterpret_cast<const uint8_t*>(packed.data()), 128, bits, out);
+    benchmark::DoNotOptimize(out);
+  }
+  state.SetItemsProcessed(state.iterations() * 128);
+}
+BENCHMARK(BM_Unpack)->Arg(3)->Arg(7)->Arg(13);
+
+}  // namespace
