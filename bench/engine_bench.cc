@@ -111,6 +111,10 @@ void PrintMemory(const char* label, const ts::index::IndexStats& s) {
             << " | " << s.sealed.posting_bytes / (1 << 20) << " | "
             << s.sealed.dictionary_bytes / (1 << 20) << " | " << s.sealed.column_bytes / (1 << 20)
             << " |\n";
+  std::cout << "|   split, bytes/posting | doc gaps " << static_cast<double>(s.sealed.doc_bytes) / postings
+            << " | freqs " << static_cast<double>(s.sealed.freq_bytes) / postings << " | positions "
+            << static_cast<double>(s.sealed.position_bytes) / postings << " | skips+headers "
+            << static_cast<double>(s.sealed.skip_bytes) / postings << " | | |\n";
 }
 
 }  // namespace

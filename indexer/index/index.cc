@@ -273,6 +273,10 @@ IndexStats Index::Stats() const {
     stats.sealed.postings += s->stats().postings;
     stats.sealed.positions += s->stats().positions;
     stats.sealed.posting_bytes += s->stats().posting_bytes;
+    stats.sealed.doc_bytes += s->stats().doc_bytes;
+    stats.sealed.freq_bytes += s->stats().freq_bytes;
+    stats.sealed.position_bytes += s->stats().position_bytes;
+    stats.sealed.skip_bytes += s->stats().skip_bytes;
     stats.sealed.dictionary_bytes += s->stats().dictionary_bytes;
     stats.sealed.column_bytes += s->stats().column_bytes;
   }

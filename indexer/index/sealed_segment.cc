@@ -76,8 +76,7 @@ class SealedCursor final : public PostingCursor {
   void Advance(DocId target) override {
     if (doc_ >= target) return;
     if (docs_[block_n_ - 1] < target) {
-      uint32_t b = block_ + 1;
-      while (b < num_blocks_ && ReadSkip(base_, doc_freq_, b).last_doc < target) ++b;
+      const uint32_t b = FindBlock(target);
       if (b >= num_blocks_) {
         doc_ = kEndDoc;
         return;
@@ -87,8 +86,12 @@ class SealedCursor final : public PostingCursor {
     while (docs_[i_] < target) ++i_;
     doc_ = docs_[i_];
   }
-  uint32_t freq() const override { return freqs_[i_]; }
+  uint32_t freq() const override {
+    DecodeFreqs();
+    return freqs_[i_];
+  }
   std::span<const uint32_t> positions() override {
+    DecodeFreqs();
     if (!positions_decoded_) {
       pos_start_[0] = 0;
       for (uint32_t j = 0; j < block_n_; ++j) pos_start_[j + 1] = pos_start_[j] + freqs_[j];
@@ -114,17 +117,48 @@ class SealedCursor final : public PostingCursor {
     block_n_ = std::min(kBlockSize, doc_freq_ - b * kBlockSize);
     const uint8_t* p = base_ + entry_.offset;
     p += UnpackBits(p, block_n_, entry_.doc_bits, docs_);
-    p += UnpackBits(p, block_n_, entry_.freq_bits, freqs_);
-    pos_data_ = p;
+    freq_data_ = p;
+    pos_data_ = p + PackedBytes(block_n_, entry_.freq_bits);
     uint32_t next = start;
     for (uint32_t j = 0; j < block_n_; ++j) {
       docs_[j] += next;
       next = docs_[j] + 1;
-      ++freqs_[j];
     }
     i_ = 0;
     doc_ = docs_[0];
+    freqs_decoded_ = false;
     positions_decoded_ = false;
+  }
+
+  // Frequencies are decoded only for blocks where a caller asks for them: a conjunction
+  // skips through most blocks looking at DocIds alone.
+  void DecodeFreqs() const {
+    if (freqs_decoded_) return;
+    UnpackBits(freq_data_, block_n_, entry_.freq_bits, freqs_);
+    for (uint32_t j = 0; j < block_n_; ++j) ++freqs_[j];
+    freqs_decoded_ = true;
+  }
+
+  // The first block after the current one whose last DocId is >= target (num_blocks_ if
+  // none): gallops forward, then bisects, so long jumps cost O(log blocks).
+  uint32_t FindBlock(DocId target) const {
+    uint32_t lo = block_ + 1, step = 1;
+    uint32_t hi = lo;
+    while (hi < num_blocks_ && ReadSkip(base_, doc_freq_, hi).last_doc < target) {
+      lo = hi + 1;
+      hi += step;
+      step *= 2;
+    }
+    hi = std::min(hi, num_blocks_);
+    while (lo < hi) {
+      const uint32_t mid = lo + (hi - lo) / 2;
+      if (ReadSkip(base_, doc_freq_, mid).last_doc < target) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    return lo;
   }
 
   const uint8_t* const base_;
@@ -137,7 +171,9 @@ class SealedCursor final : public PostingCursor {
   uint32_t i_ = 0;          // index of doc_ in it
   DocId doc_ = kEndDoc;
   uint32_t docs_[kBlockSize];
-  uint32_t freqs_[kBlockSize];
+  mutable uint32_t freqs_[kBlockSize];
+  mutable bool freqs_decoded_ = false;
+  const uint8_t* freq_data_ = nullptr;
   const uint8_t* pos_data_ = nullptr;
   bool positions_decoded_ = false;
   uint32_t pos_start_[kBlockSize + 1];
@@ -195,6 +231,10 @@ void EncodeList(const std::vector<Entry>& entries, const Columns& columns, std::
     } else {
       std::memcpy(out->data() + start + b * sizeof(SkipEntry), &entry, sizeof(SkipEntry));
     }
+    stats->doc_bytes += PackedBytes(gaps.size(), entry.doc_bits);
+    stats->freq_bytes += PackedBytes(freqs.size(), entry.freq_bits);
+    stats->position_bytes += PackedBytes(positions.size(), entry.pos_bits);
+    stats->skip_bytes += blocks == 1 ? kSingleHeaderBytes : sizeof(SkipEntry);
     PackBits(gaps, entry.doc_bits, out);
     PackBits(freqs, entry.freq_bits, out);
     PackBits(positions, entry.pos_bits, out);

@@ -36,7 +36,11 @@ inline constexpr uint32_t kBlockSize = 128;
 struct SealedStats {
   uint64_t postings = 0;          // (term, document) pairs
   uint64_t positions = 0;         // term occurrences
-  uint64_t posting_bytes = 0;     // the encoded lists, skip tables included
+  uint64_t posting_bytes = 0;     // the encoded lists, skip tables included, made of:
+  uint64_t doc_bytes = 0;         //   DocId gaps
+  uint64_t freq_bytes = 0;        //   term frequencies
+  uint64_t position_bytes = 0;    //   positions
+  uint64_t skip_bytes = 0;        //   skip tables and block headers
   uint64_t dictionary_bytes = 0;  // term strings, offsets and per-term headers
   uint64_t column_bytes = 0;
 };

@@ -24,7 +24,13 @@ Columns::Columns(uint32_t capacity)
       lang_(new uint32_t[capacity]()),
       length_(new uint16_t[capacity]()),
       likes_(new std::atomic<uint32_t>[capacity]()),
-      deleted_(new std::atomic<uint64_t>[(capacity + 63) / 64]()) {}
+      deleted_(new std::atomic<uint64_t>[(capacity + 63) / 64]()),
+      range_max_likes_(new std::atomic<uint32_t>[(capacity >> kRangeShift) + 1]()),
+      range_max_created_(new std::atomic<int64_t>[(capacity >> kRangeShift) + 1]()) {
+  for (DocId r = 0; r <= (capacity >> kRangeShift); ++r) {
+    range_max_created_[r].store(std::numeric_limits<int64_t>::min(), std::memory_order_relaxed);
+  }
+}
 
 void Columns::SetRow(DocId d, TweetId id, int64_t created_at_ms, UserId user, uint32_t lang,
                      uint16_t length, uint32_t likes) {
@@ -34,6 +40,11 @@ void Columns::SetRow(DocId d, TweetId id, int64_t created_at_ms, UserId user, ui
   lang_[d] = lang;
   length_[d] = length;
   likes_[d].store(likes, std::memory_order_relaxed);
+  RaiseRangeMaxLikes(d, likes);
+  std::atomic<int64_t>& created = range_max_created_[d >> kRangeShift];
+  if (created.load(std::memory_order_relaxed) < created_at_ms) {
+    created.store(created_at_ms, std::memory_order_release);
+  }
 }
 
 }  // namespace tweetsearch::index

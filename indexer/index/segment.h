@@ -87,12 +87,27 @@ class Columns {
     return (deleted_[d / 64].load(std::memory_order_acquire) >> (d % 64)) & 1;
   }
 
+  // DocIds come in ranges of kRangeSize. For each range the columns keep upper bounds of likes
+  // and created_at, so that sort modes ranking by them can skip whole ranges. The likes bound
+  // only ever rises (a like count that drops leaves it high, which is still a bound).
+  static constexpr int kRangeShift = 8;
+  static constexpr DocId kRangeSize = DocId{1} << kRangeShift;
+  // The first DocId of the range after the one holding `d`.
+  static DocId RangeEnd(DocId d) { return ((d >> kRangeShift) + 1) << kRangeShift; }
+  uint32_t range_max_likes(DocId d) const {
+    return range_max_likes_[d >> kRangeShift].load(std::memory_order_acquire);
+  }
+  int64_t range_max_created_at_ms(DocId d) const {
+    return range_max_created_[d >> kRangeShift].load(std::memory_order_acquire);
+  }
+
   // Mutators for the index's writer. Likes and deletes may change after the row is
   // published; the other fields are written once, before publication.
   void SetRow(DocId d, TweetId id, int64_t created_at_ms, UserId user, uint32_t lang,
               uint16_t length, uint32_t likes);
   void SetLikes(DocId d, uint32_t likes) const {
     likes_[d].store(likes, std::memory_order_release);
+    RaiseRangeMaxLikes(d, likes);
   }
   void MarkDeleted(DocId d) const {
     deleted_[d / 64].fetch_or(uint64_t{1} << (d % 64), std::memory_order_acq_rel);
@@ -107,6 +122,16 @@ class Columns {
   std::unique_ptr<uint16_t[]> length_;
   std::unique_ptr<std::atomic<uint32_t>[]> likes_;
   std::unique_ptr<std::atomic<uint64_t>[]> deleted_;
+  std::unique_ptr<std::atomic<uint32_t>[]> range_max_likes_;
+  std::unique_ptr<std::atomic<int64_t>[]> range_max_created_;
+
+  // Writer only (so a load then a store cannot lose a raise).
+  void RaiseRangeMaxLikes(DocId d, uint32_t likes) const {
+    std::atomic<uint32_t>& bound = range_max_likes_[d >> kRangeShift];
+    if (bound.load(std::memory_order_relaxed) < likes) {
+      bound.store(likes, std::memory_order_release);
+    }
+  }
 };
 
 class Segment {

@@ -464,9 +464,25 @@ class Evaluation {
 
   void RunExhaustive(const Segment& segment, std::unique_ptr<Matcher> m) {
     const Columns& c = segment.columns();
-    for (DocId d = m->doc(); d != kEndDoc; m->Next(), d = m->doc()) {
+    const bool by_likes = options_.sort == SortMode::kMostLiked;
+    for (DocId d = m->doc(); d != kEndDoc;) {
+      if (by_likes && top_.full() && c.range_max_likes(d) < top_.worst().primary) {
+        // No tweet in this range has enough likes to enter the top k.
+        exact_ = false;
+        m->Advance(Columns::RangeEnd(d));
+        d = m->doc();
+        continue;
+      }
       if (std::optional<SortKey> key = Accept(c, d)) Offer(c, d, *key, *m);
+      m->Next();
+      d = m->doc();
     }
+  }
+
+  // An upper bound of the static score of every tweet in the range holding `d`.
+  double StaticBound(const Columns& c, DocId d) const {
+    return StaticScore(options_.scoring, c.range_max_likes(d), c.range_max_created_at_ms(d),
+                       options_.now_ms);
   }
 
   // The plan's root as a flat list of terms, if it is one term, an AND of terms (with any
@@ -531,9 +547,9 @@ class Evaluation {
   }
 
   // Conjunction with block-max skipping. Invariant: a candidate is skipped only when the sum
-  // of its terms' block maxima plus the largest static score is below the k-th best score, so
-  // no skipped document could have entered the top k. Skipping jumps past the end of the
-  // shortest of the current blocks, where the bound may change.
+  // of its terms' block maxima plus the static-score bound of its DocId range is below the
+  // k-th best score, so no skipped document could have entered the top k. Skipping jumps past
+  // the end of the shortest of the current blocks and the range, where the bound may change.
   void BlockMaxAnd(const Segment& segment, std::vector<std::unique_ptr<TermMatcher>>& terms,
                    std::vector<std::unique_ptr<Matcher>>& excluded) {
     const Columns& c = segment.columns();
@@ -541,11 +557,10 @@ class Evaluation {
     for (auto& t : terms) order.push_back(t.get());
     std::stable_sort(order.begin(), order.end(),
                      [](TermMatcher* a, TermMatcher* b) { return a->Cost() < b->Cost(); });
-    const double max_static = MaxStaticScore(options_.scoring);
     for (DocId d = Align(order, order[0]->doc()); d != kEndDoc;) {
       if (top_.full()) {
-        double bound = max_static;
-        DocId block_end = kEndDoc;
+        double bound = StaticBound(c, d);
+        DocId block_end = Columns::RangeEnd(d) - 1;
         for (TermMatcher* t : order) {
           bound += t->BlockMaxScore();
           block_end = std::min(block_end, t->BlockLastDoc());
@@ -574,7 +589,9 @@ class Evaluation {
   // whose bounds (plus the largest static score) sum below the k-th best score is
   // "non-essential": a document that only they contain cannot enter the top k, so candidates
   // come from the essential terms alone, and non-essential terms are only probed while the
-  // candidate can still make it.
+  // candidate can still make it (its partial score plus the static bound of its DocId range
+  // plus the remaining terms' bounds). A whole DocId range is skipped when even all terms
+  // together could not lift its best static score into the top k.
   void MaxScore(const Segment& segment, std::vector<std::unique_ptr<TermMatcher>>& terms) {
     const Columns& c = segment.columns();
     std::vector<TermMatcher*> by_max;
@@ -599,7 +616,17 @@ class Evaluation {
       DocId d = kEndDoc;
       for (size_t i = first_essential; i < n; ++i) d = std::min(d, by_max[i]->doc());
       if (d == kEndDoc) break;
-      double partial = max_static;
+      const double static_bound = StaticBound(c, d);
+      if (top_.full() && Inflate(prefix[n - 1] + static_bound) < top_.worst().primary) {
+        // Nothing in this DocId range can enter the top k, whatever terms it holds.
+        exact_ = false;
+        const DocId next = Columns::RangeEnd(d);
+        for (size_t i = first_essential; i < n; ++i) {
+          if (by_max[i]->doc() < next) by_max[i]->Advance(next);
+        }
+        continue;
+      }
+      double partial = static_bound;
       for (size_t i = first_essential; i < n; ++i) {
         if (by_max[i]->doc() == d) partial += by_max[i]->Score();
       }
