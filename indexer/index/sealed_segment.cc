@@ -17,20 +17,21 @@
 namespace tweetsearch::index {
 namespace {
 
-// Skip table entry of a multi-block list; a single-block list stores only the part after
-// `offset` as its header.
+// Skip table entry of a multi-block list. A list of one block has only the three bit widths
+// as its header: its bounds are left unknown (a short list is cheap to read whole).
 struct SkipEntry {
   uint32_t last_doc;
   uint32_t offset;  // of the block's data, from the start of the term's postings
   uint8_t doc_bits;
   uint8_t freq_bits;
   uint8_t pos_bits;
-  uint8_t unused;
-  uint16_t max_tf;
+  uint8_t max_tf;  // kManyTf means "kManyTf or more"
   uint16_t min_length;
+  uint16_t min_length_repeated;  // among postings with a term frequency above one
 };
 static_assert(sizeof(SkipEntry) == 16);
-constexpr size_t kSingleHeaderBytes = 7;  // doc_bits, freq_bits, pos_bits, max_tf, min_length
+constexpr size_t kSingleHeaderBytes = 3;  // doc_bits, freq_bits, pos_bits
+constexpr uint8_t kManyTf = 255;
 
 uint32_t NumBlocks(uint32_t doc_freq) { return (doc_freq + kBlockSize - 1) / kBlockSize; }
 
@@ -42,12 +43,16 @@ SkipEntry ReadSkip(const uint8_t* term_base, uint32_t doc_freq, uint32_t block) 
     e.doc_bits = term_base[0];
     e.freq_bits = term_base[1];
     e.pos_bits = term_base[2];
-    std::memcpy(&e.max_tf, term_base + 3, 2);
-    std::memcpy(&e.min_length, term_base + 5, 2);
   } else {
     std::memcpy(&e, term_base + block * sizeof(SkipEntry), sizeof(SkipEntry));
   }
   return e;
+}
+
+PostingBound BoundOf(const SkipEntry& e, bool single_block) {
+  if (single_block) return PostingBound{};
+  return PostingBound{e.max_tf == kManyTf ? std::numeric_limits<uint32_t>::max() : e.max_tf,
+                      e.min_length, e.min_length_repeated};
 }
 
 class SealedCursor final : public PostingCursor {
@@ -55,10 +60,12 @@ class SealedCursor final : public PostingCursor {
   SealedCursor(const uint8_t* base, uint32_t doc_freq)
       : base_(base), doc_freq_(doc_freq), num_blocks_(NumBlocks(doc_freq)) {
     for (uint32_t b = 0; b < num_blocks_; ++b) {
-      const SkipEntry e = ReadSkip(base_, doc_freq_, b);
-      list_bound_.max_tf = b == 0 ? e.max_tf : std::max<uint32_t>(list_bound_.max_tf, e.max_tf);
-      list_bound_.min_length =
-          b == 0 ? e.min_length : std::min<uint32_t>(list_bound_.min_length, e.min_length);
+      const PostingBound bb = BoundOf(ReadSkip(base_, doc_freq_, b), num_blocks_ == 1);
+      list_bound_.max_tf = b == 0 ? bb.max_tf : std::max(list_bound_.max_tf, bb.max_tf);
+      list_bound_.min_length = b == 0 ? bb.min_length : std::min(list_bound_.min_length, bb.min_length);
+      list_bound_.min_length_repeated =
+          b == 0 ? bb.min_length_repeated
+                 : std::min(list_bound_.min_length_repeated, bb.min_length_repeated);
     }
     if (num_blocks_ > 0) DecodeBlock(0);
   }
@@ -103,9 +110,7 @@ class SealedCursor final : public PostingCursor {
   }
   uint32_t size() const override { return doc_freq_; }
   DocId block_last_doc() const override { return docs_[block_n_ - 1]; }
-  PostingBound block_bound() const override {
-    return PostingBound{entry_.max_tf, entry_.min_length};
-  }
+  PostingBound block_bound() const override { return BoundOf(entry_, num_blocks_ == 1); }
   PostingBound list_bound() const override { return list_bound_; }
 
  private:
@@ -203,6 +208,7 @@ void EncodeList(const std::vector<Entry>& entries, const Columns& columns, std::
     positions.clear();
     uint32_t max_tf = 0;
     uint32_t min_length = UINT16_MAX;
+    uint32_t min_length_repeated = UINT16_MAX;
     for (uint32_t j = first; j < first + count; ++j) {
       const Entry& e = entries[j];
       gaps.push_back(e.doc - next);
@@ -211,6 +217,9 @@ void EncodeList(const std::vector<Entry>& entries, const Columns& columns, std::
       positions.insert(positions.end(), e.positions, e.positions + e.freq);
       max_tf = std::max(max_tf, e.freq);
       min_length = std::min<uint32_t>(min_length, columns.length(e.doc));
+      if (e.freq > 1) {
+        min_length_repeated = std::min<uint32_t>(min_length_repeated, columns.length(e.doc));
+      }
     }
     SkipEntry entry{};
     entry.last_doc = entries[first + count - 1].doc;
@@ -218,15 +227,13 @@ void EncodeList(const std::vector<Entry>& entries, const Columns& columns, std::
     entry.doc_bits = BitsNeeded(gaps);
     entry.freq_bits = BitsNeeded(freqs);
     entry.pos_bits = BitsNeeded(positions);
-    entry.max_tf = static_cast<uint16_t>(std::min<uint32_t>(max_tf, UINT16_MAX));
+    entry.max_tf = static_cast<uint8_t>(std::min<uint32_t>(max_tf, kManyTf));
     entry.min_length = static_cast<uint16_t>(min_length);
+    entry.min_length_repeated = static_cast<uint16_t>(min_length_repeated);
     if (blocks == 1) {
-      char header[kSingleHeaderBytes];
-      header[0] = static_cast<char>(entry.doc_bits);
-      header[1] = static_cast<char>(entry.freq_bits);
-      header[2] = static_cast<char>(entry.pos_bits);
-      std::memcpy(header + 3, &entry.max_tf, 2);
-      std::memcpy(header + 5, &entry.min_length, 2);
+      const char header[kSingleHeaderBytes] = {static_cast<char>(entry.doc_bits),
+                                               static_cast<char>(entry.freq_bits),
+                                               static_cast<char>(entry.pos_bits)};
       out->append(header, kSingleHeaderBytes);
     } else {
       std::memcpy(out->data() + start + b * sizeof(SkipEntry), &entry, sizeof(SkipEntry));

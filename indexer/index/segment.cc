@@ -45,6 +45,9 @@ void Columns::SetRow(DocId d, TweetId id, int64_t created_at_ms, UserId user, ui
   if (created.load(std::memory_order_relaxed) < created_at_ms) {
     created.store(created_at_ms, std::memory_order_release);
   }
+  if (max_created_.load(std::memory_order_relaxed) < created_at_ms) {
+    max_created_.store(created_at_ms, std::memory_order_release);
+  }
 }
 
 }  // namespace tweetsearch::index

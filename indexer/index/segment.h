@@ -10,6 +10,7 @@
 #ifndef TWEETSEARCH_INDEXER_INDEX_SEGMENT_H_
 #define TWEETSEARCH_INDEXER_INDEX_SEGMENT_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <limits>
@@ -37,10 +38,14 @@ struct IndexDoc {
 };
 
 // What is known about the postings of one block (or a whole list) for score upper bounds:
-// no posting in it has a term frequency above max_tf or a document shorter than min_length.
+// every posting has a term frequency of at most max_tf and a document at least min_length
+// long, and those with a term frequency above one have documents at least
+// min_length_repeated long. (Separating the two keeps the bound tight: in tweets the longest
+// documents tend to repeat words, and the shortest do not.) The defaults promise nothing.
 struct PostingBound {
   uint32_t max_tf = std::numeric_limits<uint32_t>::max();
   uint32_t min_length = 0;
+  uint32_t min_length_repeated = 0;
 };
 
 // Iterates one term's postings in increasing DocId order. A new cursor sits on its first
@@ -90,7 +95,7 @@ class Columns {
   // DocIds come in ranges of kRangeSize. For each range the columns keep upper bounds of likes
   // and created_at, so that sort modes ranking by them can skip whole ranges. The likes bound
   // only ever rises (a like count that drops leaves it high, which is still a bound).
-  static constexpr int kRangeShift = 8;
+  static constexpr int kRangeShift = 6;
   static constexpr DocId kRangeSize = DocId{1} << kRangeShift;
   // The first DocId of the range after the one holding `d`.
   static DocId RangeEnd(DocId d) { return ((d >> kRangeShift) + 1) << kRangeShift; }
@@ -99,6 +104,18 @@ class Columns {
   }
   int64_t range_max_created_at_ms(DocId d) const {
     return range_max_created_[d >> kRangeShift].load(std::memory_order_acquire);
+  }
+  // The largest created_at_ms of any row (the minimum int64 while empty).
+  int64_t max_created_at_ms() const { return max_created_.load(std::memory_order_acquire); }
+  // The first DocId at or after `from` (and below `end`) whose range may hold a tweet with at
+  // least `likes` likes, or kEndDoc.
+  DocId NextRangeWithLikes(DocId from, DocId end, uint64_t likes) const {
+    for (DocId r = from >> kRangeShift; (r << kRangeShift) < end; ++r) {
+      if (range_max_likes_[r].load(std::memory_order_acquire) >= likes) {
+        return std::max(from, r << kRangeShift);
+      }
+    }
+    return kEndDoc;
   }
 
   // Mutators for the index's writer. Likes and deletes may change after the row is
@@ -124,6 +141,7 @@ class Columns {
   std::unique_ptr<std::atomic<uint64_t>[]> deleted_;
   std::unique_ptr<std::atomic<uint32_t>[]> range_max_likes_;
   std::unique_ptr<std::atomic<int64_t>[]> range_max_created_;
+  std::atomic<int64_t> max_created_{std::numeric_limits<int64_t>::min()};
 
   // Writer only (so a load then a store cannot lose a raise).
   void RaiseRangeMaxLikes(DocId d, uint32_t likes) const {

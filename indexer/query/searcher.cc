@@ -79,7 +79,12 @@ class TermMatcher final : public Matcher {
  private:
   double Bound(const index::PostingBound& b) const {
     if (idf_ == 0) return 0;
-    return idf_ * TfPart(*ctx_.params, b.max_tf, b.min_length, ctx_.avg_length);
+    // TfPart grows with tf and falls with length: the larger of the bounds for single and for
+    // repeated occurrences.
+    const double single = TfPart(*ctx_.params, 1, b.min_length, ctx_.avg_length);
+    if (b.max_tf <= 1) return idf_ * single;
+    return idf_ * std::max(single, TfPart(*ctx_.params, b.max_tf, b.min_length_repeated,
+                                          ctx_.avg_length));
   }
 
   std::unique_ptr<PostingCursor> cursor_;
@@ -422,16 +427,12 @@ class Evaluation {
   }
 
   // Counts and offers one accepted document whose matcher state gives its text score.
+  // Counts and offers one accepted document in newest or most-liked order; its best-match
+  // score, reported with the hit, is computed only if it is kept.
   void Offer(const Columns& c, DocId d, SortKey key, Matcher& matcher) {
-    if (options_.sort == SortMode::kBestMatch) {
-      key.primary = FullScore(c, d, matcher.Score());
-      if (options_.after && !Before(*options_.after, key)) return;
-    }
     ++total_;
     if (!top_.Wants(key)) return;
-    const double score =
-        options_.sort == SortMode::kBestMatch ? key.primary : FullScore(c, d, matcher.Score());
-    top_.Push(Hit{key.id, score, c.likes(d), c.created_at_ms(d), key});
+    top_.Push(Hit{key.id, FullScore(c, d, matcher.Score()), c.likes(d), c.created_at_ms(d), key});
   }
 
   void RunNewest(const Segment& segment, MatcherBuilder& builder) {
@@ -464,14 +465,36 @@ class Evaluation {
 
   void RunExhaustive(const Segment& segment, std::unique_ptr<Matcher> m) {
     const Columns& c = segment.columns();
+    const DocId visible = segment.VisibleDocs();
+    if (options_.sort == SortMode::kBestMatch) {
+      const double text_bound = m->MaxScore();
+      for (DocId d = m->doc(); d != kEndDoc;) {
+        DocId target = d;
+        if (!SkipToLikes(c, visible, LikesNeeded(c, text_bound), &target)) return;
+        if (target != d) {
+          m->Advance(target);
+          d = m->doc();
+          continue;
+        }
+        OfferBestMatch(c, d, m->Score());
+        m->Next();
+        d = m->doc();
+      }
+      return;
+    }
     const bool by_likes = options_.sort == SortMode::kMostLiked;
     for (DocId d = m->doc(); d != kEndDoc;) {
-      if (by_likes && top_.full() && c.range_max_likes(d) < top_.worst().primary) {
-        // No tweet in this range has enough likes to enter the top k.
-        exact_ = false;
-        m->Advance(Columns::RangeEnd(d));
-        d = m->doc();
-        continue;
+      if (by_likes && top_.full()) {
+        // Skip the ranges where no tweet has enough likes to enter the top k.
+        DocId target = d;
+        if (!SkipToLikes(c, visible, static_cast<uint64_t>(top_.worst().primary), &target)) {
+          return;
+        }
+        if (target != d) {
+          m->Advance(target);
+          d = m->doc();
+          continue;
+        }
       }
       if (std::optional<SortKey> key = Accept(c, d)) Offer(c, d, *key, *m);
       m->Next();
@@ -479,10 +502,95 @@ class Evaluation {
     }
   }
 
-  // An upper bound of the static score of every tweet in the range holding `d`.
-  double StaticBound(const Columns& c, DocId d) const {
-    return StaticScore(options_.scoring, c.range_max_likes(d), c.range_max_created_at_ms(d),
-                       options_.now_ms);
+  // An upper bound of the static score of every tweet in the range holding `d`, computed once
+  // per range (it costs a logarithm and an exponential).
+  double StaticBound(const Columns& c, DocId d) {
+    const DocId range = d >> Columns::kRangeShift;
+    if (&c != bound_columns_ || range != bound_range_) {
+      bound_columns_ = &c;
+      bound_range_ = range;
+      bound_ = StaticScore(options_.scoring, c.range_max_likes(d), c.range_max_created_at_ms(d),
+                           options_.now_ms);
+    }
+    return bound_;
+  }
+
+  // The fewest likes a tweet of `c` needs to enter the current top k when its text score is at
+  // most `text_bound`: the inverse of the popularity part, given the largest recency part any
+  // tweet of the segment can have.
+  // Returns 0 when the top k is not full or likes alone cannot exclude anything, and more than
+  // any uint32 when no tweet can enter. Rounded down, so it never excludes a real hit.
+  uint64_t LikesNeeded(const Columns& c, double text_bound) {
+    if (!top_.full()) return 0;
+    // Windows in a row often share their bound, and the k-th score changes rarely.
+    if (&c == likes_cache_columns_ && text_bound == likes_cache_bound_ &&
+        top_.worst().primary == likes_cache_threshold_) {
+      return likes_cache_;
+    }
+    likes_cache_columns_ = &c;
+    likes_cache_bound_ = text_bound;
+    likes_cache_threshold_ = top_.worst().primary;
+    likes_cache_ = ComputeLikesNeeded(c, text_bound);
+    return likes_cache_;
+  }
+  uint64_t ComputeLikesNeeded(const Columns& c, double text_bound) const {
+    const ScoringParams& p = options_.scoring;
+    const double recency_bound = StaticScore(p, 0, c.max_created_at_ms(), options_.now_ms);
+    const double static_needed = top_.worst().primary - Inflate(text_bound) - Inflate(recency_bound);
+    if (static_needed <= 0) return 0;
+    if (p.popularity_weight <= 0 || static_needed > p.popularity_weight * (1 + 1e-9)) {
+      return uint64_t{1} << 33;
+    }
+    const double popularity = static_needed / p.popularity_weight;
+    const double likes = std::expm1(popularity * std::log1p(p.likes_reference));
+    if (!(likes > 1)) return 0;
+    return static_cast<uint64_t>(std::floor(likes * (1 - 1e-9))) - 1;
+  }
+
+  // Moves `d` past the ranges that cannot hold a tweet with `likes` likes. Returns false when
+  // no such range is left in the segment.
+  bool SkipToLikes(const Columns& c, DocId visible, uint64_t likes, DocId* d) {
+    if (likes == 0 || c.range_max_likes(*d) >= likes) return true;
+    exact_ = false;
+    *d = c.NextRangeWithLikes(*d, visible, likes);
+    return *d != kEndDoc;
+  }
+
+  // Given that no document in [d, window_end] scores more than `text_bound` on text, skips
+  // what cannot enter the top k: ranges whose likes bound is too low (scanning the range
+  // bounds only), or the current range if its static bound is too low. Returns where to go
+  // on: `d` itself if it may enter, kEndDoc if nothing in the segment can. Requires: top k full.
+  DocId PruneWindow(const Columns& c, DocId visible, DocId d, DocId window_end,
+                    double text_bound) {
+    const DocId window_stop = std::min<DocId>(window_end + 1, visible);  // exclusive
+    const uint64_t likes = LikesNeeded(c, text_bound);
+    if (likes > 0 && c.range_max_likes(d) < likes) {
+      exact_ = false;
+      const DocId next = c.NextRangeWithLikes(d, window_stop, likes);
+      if (next != kEndDoc) return next;
+      return window_stop >= visible ? kEndDoc : window_stop;
+    }
+    if (Inflate(text_bound + StaticBound(c, d)) < top_.worst().primary) {
+      exact_ = false;
+      const DocId next = std::min(window_stop, Columns::RangeEnd(d));
+      return next >= visible ? kEndDoc : next;
+    }
+    return d;
+  }
+
+  // Offers a best-match candidate whose text score is known. When even the static bound of
+  // its range cannot lift it into the top k, its exact static score is never computed.
+  void OfferBestMatch(const Columns& c, DocId d, double text) {
+    if (top_.full() && Inflate(text + StaticBound(c, d)) < top_.worst().primary) {
+      exact_ = false;
+      return;
+    }
+    std::optional<SortKey> key = Accept(c, d);
+    if (!key) return;
+    key->primary = FullScore(c, d, text);
+    if (options_.after && !Before(*options_.after, *key)) return;
+    ++total_;
+    top_.Push(Hit{key->id, key->primary, c.likes(d), c.created_at_ms(d), *key});
   }
 
   // The plan's root as a flat list of terms, if it is one term, an AND of terms (with any
@@ -557,30 +665,23 @@ class Evaluation {
     for (auto& t : terms) order.push_back(t.get());
     std::stable_sort(order.begin(), order.end(),
                      [](TermMatcher* a, TermMatcher* b) { return a->Cost() < b->Cost(); });
+    const DocId visible = segment.VisibleDocs();
     for (DocId d = Align(order, order[0]->doc()); d != kEndDoc;) {
       if (top_.full()) {
-        double bound = StaticBound(c, d);
-        DocId block_end = Columns::RangeEnd(d) - 1;
+        double bound = 0;
+        DocId window_end = kEndDoc - 1;
         for (TermMatcher* t : order) {
           bound += t->BlockMaxScore();
-          block_end = std::min(block_end, t->BlockLastDoc());
+          window_end = std::min(window_end, t->BlockLastDoc());
         }
-        if (Inflate(bound) < top_.worst().primary) {
-          exact_ = false;
-          if (block_end >= kEndDoc - 1) break;
-          d = Align(order, block_end + 1);
+        const DocId next = PruneWindow(c, visible, d, window_end, bound);
+        if (next != d) {
+          if (next == kEndDoc) break;
+          d = Align(order, next);
           continue;
         }
       }
-      if (!IsExcluded(excluded, d)) {
-        if (std::optional<SortKey> key = Accept(c, d)) {
-          key->primary = FullScore(c, d, CanonicalScore(terms, d));
-          if (!options_.after || Before(*options_.after, *key)) {
-            ++total_;
-            top_.Push(Hit{key->id, key->primary, c.likes(d), c.created_at_ms(d), *key});
-          }
-        }
-      }
+      if (!IsExcluded(excluded, d)) OfferBestMatch(c, d, CanonicalScore(terms, d));
       d = Align(order, d + 1);
     }
   }
@@ -616,16 +717,33 @@ class Evaluation {
       DocId d = kEndDoc;
       for (size_t i = first_essential; i < n; ++i) d = std::min(d, by_max[i]->doc());
       if (d == kEndDoc) break;
-      const double static_bound = StaticBound(c, d);
-      if (top_.full() && Inflate(prefix[n - 1] + static_bound) < top_.worst().primary) {
-        // Nothing in this DocId range can enter the top k, whatever terms it holds.
-        exact_ = false;
-        const DocId next = Columns::RangeEnd(d);
-        for (size_t i = first_essential; i < n; ++i) {
-          if (by_max[i]->doc() < next) by_max[i]->Advance(next);
+      if (top_.full()) {
+        // A text bound for [d, window_end]: block maxima of the lists positioned at d, nothing
+        // for lists that have no posting before window_end, list maxima for lists behind.
+        double bound = 0;
+        DocId window_end = kEndDoc - 1;
+        for (TermMatcher* t : by_max) {
+          const DocId td = t->doc();
+          if (td == kEndDoc) continue;
+          if (td > d) {
+            window_end = std::min(window_end, td - 1);
+          } else if (td == d) {
+            bound += t->BlockMaxScore();
+            window_end = std::min(window_end, t->BlockLastDoc());
+          } else {
+            bound += t->MaxScore();
+          }
         }
-        continue;
+        const DocId next = PruneWindow(c, segment.VisibleDocs(), d, window_end, bound);
+        if (next != d) {
+          if (next == kEndDoc) break;
+          for (size_t i = first_essential; i < n; ++i) {
+            if (by_max[i]->doc() < next) by_max[i]->Advance(next);
+          }
+          continue;
+        }
       }
+      const double static_bound = StaticBound(c, d);
       double partial = static_bound;
       for (size_t i = first_essential; i < n; ++i) {
         if (by_max[i]->doc() == d) partial += by_max[i]->Score();
@@ -640,15 +758,7 @@ class Evaluation {
         if (by_max[i]->doc() < d) by_max[i]->Advance(d);
         if (by_max[i]->doc() == d) partial += by_max[i]->Score();
       }
-      if (possible) {
-        if (std::optional<SortKey> key = Accept(c, d)) {
-          key->primary = FullScore(c, d, CanonicalScore(terms, d));
-          if (!options_.after || Before(*options_.after, *key)) {
-            ++total_;
-            top_.Push(Hit{key->id, key->primary, c.likes(d), c.created_at_ms(d), *key});
-          }
-        }
-      }
+      if (possible) OfferBestMatch(c, d, CanonicalScore(terms, d));
       for (size_t i = first_essential; i < n; ++i) {
         if (by_max[i]->doc() == d) by_max[i]->Next();
       }
@@ -662,6 +772,15 @@ class Evaluation {
   CollectionStats stats_;
   uint64_t total_ = 0;
   bool exact_ = true;
+  // LikesNeeded's cache.
+  const Columns* likes_cache_columns_ = nullptr;
+  double likes_cache_bound_ = -1;
+  double likes_cache_threshold_ = -1;
+  uint64_t likes_cache_ = 0;
+  // StaticBound's cache.
+  const Columns* bound_columns_ = nullptr;
+  DocId bound_range_ = 0;
+  double bound_ = 0;
 };
 
 void CollectTerms(const PlanNode& node, std::vector<const std::string*>* terms) {
