@@ -72,12 +72,15 @@ std::vector<QueryKind> MakeQueries(const std::vector<std::string>& words_by_rank
 struct Latency {
   double p50_us, p99_us, mean_us;
   double avg_hits;
+  std::string slowest;  // the slowest query and its time
 };
 
 Latency Measure(const ts::index::Index& index, const std::vector<std::string>& queries,
                 ts::query::SortMode sort, int64_t now_ms) {
   std::vector<double> micros;
   double hits = 0;
+  double slowest = -1;
+  std::string slowest_query;
   for (const std::string& q : queries) {
     absl::StatusOr<ts::query::Plan> plan = ts::query::PlanQuery(q, index.analyzer());
     if (!plan.ok()) continue;
@@ -89,6 +92,10 @@ Latency Measure(const ts::index::Index& index, const std::vector<std::string>& q
     absl::StatusOr<ts::query::SearchResult> r =
         ts::query::Search(*index.Snapshot(), *plan, options);
     micros.push_back(Seconds(start) * 1e6);
+    if (micros.back() > slowest) {
+      slowest = micros.back();
+      slowest_query = q;
+    }
     if (r.ok()) hits += static_cast<double>(r->hits.size());
   }
   std::sort(micros.begin(), micros.end());
@@ -100,6 +107,7 @@ Latency Measure(const ts::index::Index& index, const std::vector<std::string>& q
   for (double m : micros) sum += m;
   l.mean_us = sum / static_cast<double>(micros.size());
   l.avg_hits = hits / static_cast<double>(micros.size());
+  l.slowest = "[" + slowest_query + "] " + std::to_string(static_cast<int>(slowest)) + " µs";
   return l;
 }
 
@@ -247,7 +255,8 @@ int main(int argc, char** argv) {
   const std::vector<QueryKind> kinds = MakeQueries(words_by_rank, queries, 7);
   for (const char* layout : {"compacted (1 segment)"}) {
     std::cout << "## Query latency, top 20, single thread, " << layout << "\n\n";
-    std::cout << "| query | sort | p50 µs | p99 µs | mean µs | hits |\n|---|---|---|---|---|---|\n";
+    std::cout << "| query | sort | p50 µs | p99 µs | mean µs | hits | slowest |\n"
+                 "|---|---|---|---|---|---|---|\n";
     for (const QueryKind& kind : kinds) {
       for (auto [sort, name] : {std::pair{ts::query::SortMode::kNewest, "0 newest"},
                                 std::pair{ts::query::SortMode::kBestMatch, "1 best match"},
@@ -255,7 +264,7 @@ int main(int argc, char** argv) {
         const Latency l = Measure(*index, kind.queries, sort, now_ms);
         std::cout << "| " << kind.name << " | " << name << " | " << std::setprecision(1)
                   << l.p50_us << " | " << l.p99_us << " | " << l.mean_us << " | "
-                  << std::setprecision(1) << l.avg_hits << " |\n";
+                  << std::setprecision(1) << l.avg_hits << " | " << l.slowest << " |\n";
       }
     }
     std::cout << "\n";

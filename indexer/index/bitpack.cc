@@ -1,6 +1,8 @@
 #include "indexer/index/bitpack.h"
 
+#include <array>
 #include <cstring>
+#include <utility>
 
 namespace tweetsearch::index {
 
@@ -40,6 +42,39 @@ size_t UnpackBits(const uint8_t* in, size_t n, uint8_t bits, uint32_t* out) {
     filled -= bits;
   }
   return bytes;
+}
+
+namespace {
+
+template <int kBits>
+void UnpackFixed(const uint8_t* in, size_t n, uint32_t* out) {
+  constexpr uint64_t kMask = (uint64_t{1} << kBits) - 1;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t bit = i * kBits;
+    uint64_t word;
+    std::memcpy(&word, in + bit / 8, sizeof(word));
+    out[i] = static_cast<uint32_t>((word >> (bit % 8)) & kMask);
+  }
+}
+
+template <int... kBits>
+constexpr auto MakeTable(std::integer_sequence<int, kBits...>) {
+  return std::array<void (*)(const uint8_t*, size_t, uint32_t*), sizeof...(kBits)>{
+      &UnpackFixed<kBits + 1>...};
+}
+
+// UnpackFixed<1> ... UnpackFixed<32>.
+constexpr auto kUnpackers = MakeTable(std::make_integer_sequence<int, 32>{});
+
+}  // namespace
+
+size_t UnpackBitsFast(const uint8_t* in, size_t n, uint8_t bits, uint32_t* out) {
+  if (bits == 0) {
+    std::memset(out, 0, n * sizeof(uint32_t));
+    return 0;
+  }
+  kUnpackers[bits - 1](in, n, out);
+  return PackedBytes(n, bits);
 }
 
 }  // namespace tweetsearch::index

@@ -31,6 +31,14 @@ void PackBits(std::span<const uint32_t> values, uint8_t bits, std::string* out);
 // Requires: `in` holds at least PackedBytes(n, bits) bytes.
 size_t UnpackBits(const uint8_t* in, size_t n, uint8_t bits, uint32_t* out);
 
+// Bytes a buffer must hold past its last packed value for UnpackBitsFast.
+inline constexpr size_t kUnpackPadding = 8;
+
+// Same result as UnpackBits, several times faster: one unaligned 64-bit load per value, with
+// the width fixed at compile time. Requires: `in` holds PackedBytes(n, bits) + kUnpackPadding
+// readable bytes (the padding is read, never used), bits <= 32.
+size_t UnpackBitsFast(const uint8_t* in, size_t n, uint8_t bits, uint32_t* out);
+
 }  // namespace tweetsearch::index
 
 #endif  // TWEETSEARCH_INDEXER_INDEX_BITPACK_H_

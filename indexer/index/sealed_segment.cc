@@ -103,7 +103,7 @@ class SealedCursor final : public PostingCursor {
       pos_start_[0] = 0;
       for (uint32_t j = 0; j < block_n_; ++j) pos_start_[j + 1] = pos_start_[j] + freqs_[j];
       positions_.resize(pos_start_[block_n_]);
-      UnpackBits(pos_data_, positions_.size(), entry_.pos_bits, positions_.data());
+      UnpackBitsFast(pos_data_, positions_.size(), entry_.pos_bits, positions_.data());
       positions_decoded_ = true;
     }
     return std::span<const uint32_t>(positions_.data() + pos_start_[i_], freqs_[i_]);
@@ -121,7 +121,7 @@ class SealedCursor final : public PostingCursor {
     block_ = b;
     block_n_ = std::min(kBlockSize, doc_freq_ - b * kBlockSize);
     const uint8_t* p = base_ + entry_.offset;
-    p += UnpackBits(p, block_n_, entry_.doc_bits, docs_);
+    p += UnpackBitsFast(p, block_n_, entry_.doc_bits, docs_);
     freq_data_ = p;
     pos_data_ = p + PackedBytes(block_n_, entry_.freq_bits);
     uint32_t next = start;
@@ -139,7 +139,7 @@ class SealedCursor final : public PostingCursor {
   // skips through most blocks looking at DocIds alone.
   void DecodeFreqs() const {
     if (freqs_decoded_) return;
-    UnpackBits(freq_data_, block_n_, entry_.freq_bits, freqs_);
+    UnpackBitsFast(freq_data_, block_n_, entry_.freq_bits, freqs_);
     for (uint32_t j = 0; j < block_n_; ++j) ++freqs_[j];
     freqs_decoded_ = true;
   }
@@ -442,9 +442,10 @@ std::unique_ptr<SealedSegment> SealedSegmentBuilder::Build() {
     EncodeList(entries, columns, &segment->postings_, &segment->stats_);
   }
   segment->term_offsets_.push_back(static_cast<uint32_t>(segment->term_blob_.size()));
+  segment->stats_.posting_bytes = segment->postings_.size();
+  segment->postings_.append(kUnpackPadding, '\0');  // see UnpackBitsFast
   segment->postings_.shrink_to_fit();
   segment->term_blob_.shrink_to_fit();
-  segment->stats_.posting_bytes = segment->postings_.size();
   segment->stats_.dictionary_bytes = segment->term_blob_.size() +
                                      segment->term_offsets_.size() * sizeof(uint32_t) +
                                      segment->term_info_.size() * sizeof(SealedSegment::TermInfo);
@@ -485,7 +486,8 @@ absl::Status SealedSegment::Save(const std::string& path) const {
   PutSection(&out, kTermOffsets, AsBytes(term_offsets_));
   PutSection(&out, kTermBlob, term_blob_);
   PutSection(&out, kTermInfo, AsBytes(term_info_));
-  PutSection(&out, kPostings, postings_);
+  PutSection(&out, kPostings,
+             std::string_view(postings_).substr(0, postings_.size() - kUnpackPadding));
   PutRaw(&out, static_cast<uint64_t>(XXH64(out.data(), out.size(), 0)));
   out.append(kEndMagic);
   return WriteFileAtomically(path, out);
@@ -562,6 +564,7 @@ absl::StatusOr<std::unique_ptr<SealedSegment>> SealedSegment::Load(const std::st
   }
   segment->term_blob_ = std::string(sections[kTermBlob]);
   segment->postings_ = std::string(sections[kPostings]);
+  segment->postings_.append(kUnpackPadding, '\0');  // see UnpackBitsFast
   if (!FromBytes(sections[kTermOffsets], &segment->term_offsets_) ||
       !FromBytes(sections[kTermInfo], &segment->term_info_) ||
       segment->term_info_.size() != meta[2] ||
@@ -569,7 +572,7 @@ absl::StatusOr<std::unique_ptr<SealedSegment>> SealedSegment::Load(const std::st
     return corrupt("dictionary sizes disagree");
   }
   if (absl::Status valid = segment->Validate(); !valid.ok()) return corrupt(AsStd(valid.message()));
-  segment->stats_.posting_bytes = segment->postings_.size();
+  segment->stats_.posting_bytes = segment->postings_.size() - kUnpackPadding;
   segment->stats_.dictionary_bytes = segment->term_blob_.size() +
                                      segment->term_offsets_.size() * sizeof(uint32_t) +
                                      segment->term_info_.size() * sizeof(TermInfo);
@@ -588,7 +591,8 @@ absl::Status SealedSegment::Validate() const {
       return absl::DataLossError("terms not sorted");
     }
     const uint32_t begin = term_info_[i].offset;
-    const size_t end = i + 1 < term_info_.size() ? term_info_[i + 1].offset : postings_.size();
+    const size_t end = i + 1 < term_info_.size() ? term_info_[i + 1].offset
+                                                  : postings_.size() - kUnpackPadding;
     if (begin > end || end > postings_.size()) return absl::DataLossError("posting offsets");
     const auto* base = reinterpret_cast<const uint8_t*>(postings_.data());
     std::string problem = CheckList(base + begin, base + end, term_info_[i].doc_freq, num_docs_);

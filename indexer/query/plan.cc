@@ -9,6 +9,12 @@
 namespace tweetsearch::query {
 namespace {
 
+PlanNode NothingNode() {
+  PlanNode node;
+  node.kind = PlanNode::Kind::kNothing;
+  return node;
+}
+
 absl::Status Error(std::string_view what, size_t offset) {
   return absl::InvalidArgumentError(StrCat(what, " at byte ", offset));
 }
@@ -47,6 +53,7 @@ class Planner {
                      node.offset);
       case Kind::kOr: {
         PlanNode out{PlanNode::Kind::kOr, "", true, {}, {}, {}, {}};
+        bool saw_nothing = false;  // an alternative that can match nothing was dropped
         for (const QueryNode& child : node.children) {
           if (child.kind == Kind::kNot) {
             return Error("NOT cannot be an alternative of OR; put it beside an AND",
@@ -55,13 +62,20 @@ class Planner {
           absl::StatusOr<std::optional<PlanNode>> planned = Visit(child, false);
           if (!planned.ok()) return planned.status();
           if (!*planned) continue;
+          if ((*planned)->kind == PlanNode::Kind::kNothing) {
+            saw_nothing = true;
+            continue;
+          }
           if ((*planned)->kind == PlanNode::Kind::kOr) {
             for (PlanNode& grandchild : (*planned)->children) out.children.push_back(std::move(grandchild));
           } else {
             out.children.push_back(**std::move(planned));
           }
         }
-        if (out.children.empty()) return std::optional<PlanNode>();
+        if (out.children.empty()) {
+          if (saw_nothing) return NothingNode();
+          return std::optional<PlanNode>();
+        }
         if (out.children.size() == 1) return std::move(out.children[0]);
         return out;
       }
@@ -91,6 +105,18 @@ class Planner {
           }
           return std::optional<PlanNode>();
         }
+        for (const PlanNode& c : out.children) {
+          if (c.kind == PlanNode::Kind::kNothing) return NothingNode();
+          // "a -a": a term both required and excluded.
+          for (const PlanNode& e : out.excluded) {
+            if (c.kind == PlanNode::Kind::kTerm && e.kind == PlanNode::Kind::kTerm &&
+                c.term == e.term) {
+              return NothingNode();
+            }
+          }
+        }
+        std::erase_if(out.excluded,
+                      [](const PlanNode& e) { return e.kind == PlanNode::Kind::kNothing; });
         if (out.children.size() == 1 && out.excluded.empty()) return std::move(out.children[0]);
         return out;
       }
@@ -154,6 +180,8 @@ std::string ToString(const PlanNode& node) {
       }
       return out + "\"";
     }
+    case PlanNode::Kind::kNothing:
+      return "NOTHING";
     case PlanNode::Kind::kAnd:
     case PlanNode::Kind::kOr: {
       std::string out = node.kind == PlanNode::Kind::kAnd ? "(AND" : "(OR";

@@ -27,6 +27,7 @@ struct PlanNode {
     kPhrase,  // phrase: terms at the given offsets from the first
     kAnd,     // all children, none of `excluded`
     kOr,      // any child
+    kNothing, // matches no tweet (as "a -a")
   };
   Kind kind = Kind::kTerm;
   std::string term;

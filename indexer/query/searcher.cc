@@ -312,6 +312,8 @@ class MatcherBuilder {
         for (const PlanNode& c : node.children) children.push_back(Build(c));
         return std::make_unique<OrMatcher>(std::move(children));
       }
+      case PlanNode::Kind::kNothing:
+        return std::make_unique<EmptyMatcher>();
     }
     return std::make_unique<EmptyMatcher>();
   }

@@ -23,6 +23,12 @@ TEST(BitpackTest, RoundTripsEveryWidth) {
       ASSERT_EQ(UnpackBits(reinterpret_cast<const uint8_t*>(packed.data()), n, bits, out.data()),
                 packed.size());
       ASSERT_EQ(out, values) << "bits=" << int(bits) << " n=" << n;
+      packed.append(kUnpackPadding, '\xFF');  // padding content must not leak into values
+      std::vector<uint32_t> fast(n, 99);
+      ASSERT_EQ(UnpackBitsFast(reinterpret_cast<const uint8_t*>(packed.data()), n, bits,
+                               fast.data()),
+                PackedBytes(n, bits));
+      ASSERT_EQ(fast, values) << "fast, bits=" << int(bits) << " n=" << n;
     }
   }
 }

@@ -111,6 +111,8 @@ class Oracle {
           if (Matches(c, d)) return true;
         }
         return false;
+      case PlanNode::Kind::kNothing:
+        return false;
     }
     return false;
   }
@@ -141,6 +143,8 @@ class Oracle {
           if (Matches(c, d)) s += Score(c, d, stats, p);
         }
         return s;
+      case PlanNode::Kind::kNothing:
+        return 0;
     }
     return 0;
   }

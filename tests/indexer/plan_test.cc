@@ -28,6 +28,14 @@ TEST_F(PlanTest, WordsAreAnalyzedLikeTweets) {
   EXPECT_EQ(P("http://www.example.com/page"), "example.com");
 }
 
+TEST_F(PlanTest, ContradictionsMatchNothing) {
+  EXPECT_EQ(P("cats -cats"), "NOTHING");
+  EXPECT_EQ(P("(a OR i) to -to"), "NOTHING");
+  EXPECT_EQ(P("x OR (cats -Cats)"), "x");
+  EXPECT_EQ(P("x (cats -cats OR dogs -dogs)"), "NOTHING");
+  EXPECT_EQ(P("x -(cats -cats)"), "x");
+}
+
 TEST_F(PlanTest, FiltersGoToThePlan) {
   absl::StatusOr<Plan> plan = PlanQuery("x since:2009-04-06 until:2009-04-07 min_faves:3",
                                         *analyzer_);
