@@ -1,5 +1,9 @@
 #include "indexer/index/bitpack.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <array>
 #include <cstring>
 #include <utility>
@@ -42,6 +46,31 @@ size_t UnpackBits(const uint8_t* in, size_t n, uint8_t bits, uint32_t* out) {
     filled -= bits;
   }
   return bytes;
+}
+
+void GapsToValues(uint32_t* values, size_t n, uint32_t start) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  // values[j] = (start - 1) + Σ_{i<=j} (gap_i + 1): an inclusive prefix sum of gap + 1,
+  // four lanes at a time, carrying the last lane into the next group.
+  __m128i carry = _mm_set1_epi32(static_cast<int>(start - 1));
+  const __m128i ones = _mm_set1_epi32(1);
+  for (; i + 4 <= n; i += 4) {
+    __m128i x = _mm_add_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values + i)), ones);
+    x = _mm_add_epi32(x, _mm_slli_si128(x, 4));
+    x = _mm_add_epi32(x, _mm_slli_si128(x, 8));
+    x = _mm_add_epi32(x, carry);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(values + i), x);
+    carry = _mm_shuffle_epi32(x, 0xFF);
+  }
+  uint32_t next = i == 0 ? start : values[i - 1] + 1;
+#else
+  uint32_t next = start;
+#endif
+  for (; i < n; ++i) {
+    values[i] += next;
+    next = values[i] + 1;
+  }
 }
 
 namespace {

@@ -39,6 +39,11 @@ inline constexpr size_t kUnpackPadding = 8;
 // readable bytes (the padding is read, never used), bits <= 32.
 size_t UnpackBitsFast(const uint8_t* in, size_t n, uint8_t bits, uint32_t* out);
 
+// Turns stored gaps into values in place: out[j] = start + Σ_{i<=j} (gaps[i] + 1) - 1, that is,
+// each value is one more than the previous plus its gap, and the first is start + gaps[0].
+// Uses SSE2 where the machine has it.
+void GapsToValues(uint32_t* values, size_t n, uint32_t start);
+
 }  // namespace tweetsearch::index
 
 #endif  // TWEETSEARCH_INDEXER_INDEX_BITPACK_H_

@@ -124,11 +124,7 @@ class SealedCursor final : public PostingCursor {
     p += UnpackBitsFast(p, block_n_, entry_.doc_bits, docs_);
     freq_data_ = p;
     pos_data_ = p + PackedBytes(block_n_, entry_.freq_bits);
-    uint32_t next = start;
-    for (uint32_t j = 0; j < block_n_; ++j) {
-      docs_[j] += next;
-      next = docs_[j] + 1;
-    }
+    GapsToValues(docs_, block_n_, start);
     i_ = 0;
     doc_ = docs_[0];
     freqs_decoded_ = false;

@@ -33,5 +33,23 @@ TEST(BitpackTest, RoundTripsEveryWidth) {
   }
 }
 
+TEST(BitpackTest, GapsToValuesMatchesTheScalarDefinition) {
+  std::mt19937 rng(2);
+  for (size_t n : {0u, 1u, 3u, 4u, 5u, 127u, 128u}) {
+    for (uint32_t start : {0u, 1u, 1000u}) {
+      std::vector<uint32_t> gaps(n);
+      for (uint32_t& g : gaps) g = rng() % 50;
+      std::vector<uint32_t> expected(n);
+      uint32_t next = start;
+      for (size_t i = 0; i < n; ++i) {
+        expected[i] = next + gaps[i];
+        next = expected[i] + 1;
+      }
+      GapsToValues(gaps.data(), n, start);
+      EXPECT_EQ(gaps, expected) << "n=" << n << " start=" << start;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tweetsearch::index
