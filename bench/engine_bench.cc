@@ -168,7 +168,11 @@ int main(int argc, char** argv) {
   std::unique_ptr<ts::index::Index> index = *ts::index::Index::Create(options);
   auto start = Clock::now();
   uint64_t added = 0;
-  for (const ts::index::IndexDoc& d : docs) added += index->Add(d).ok();
+  constexpr size_t kBatch = 1000;  // as a bulk ingest call would hand them over
+  for (size_t i = 0; i < docs.size(); i += kBatch) {
+    const size_t n = std::min(kBatch, docs.size() - i);
+    for (const absl::Status& s : index->AddBatch({docs.data() + i, n})) added += s.ok();
+  }
   const double index_seconds = Seconds(start);
   start = Clock::now();
   (void)index->Seal();
@@ -238,7 +242,9 @@ int main(int argc, char** argv) {
     ts::index::IndexOptions dropping = options;
     dropping.analyzer.drop_stop_words = true;
     std::unique_ptr<ts::index::Index> lean = *ts::index::Index::Create(dropping);
-    for (const ts::index::IndexDoc& d : docs) (void)lean->Add(d);
+    for (size_t i = 0; i < docs.size(); i += 1000) {
+      (void)lean->AddBatch({docs.data() + i, std::min<size_t>(1000, docs.size() - i)});
+    }
     (void)lean->Seal();
     (void)lean->Compact();
     const ts::index::IndexStats s = lean->Stats();

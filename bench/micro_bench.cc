@@ -33,23 +33,28 @@ void BM_Analyze(benchmark::State& state) {
 }
 BENCHMARK(BM_Analyze);
 
+// Indexes 200,000 tweets in batches of state.range(0) (1 = one Add per tweet).
 void BM_IndexAdd(benchmark::State& state) {
-  const auto tweets = Tweets(200000);
+  std::vector<ts::index::IndexDoc> docs;
+  for (auto& t : Tweets(200000)) {
+    docs.push_back({t.id, t.user_id, t.user_name, t.text, t.created_at_ms, t.lang, t.likes});
+  }
+  const size_t batch = static_cast<size_t>(state.range(0));
   for (auto _ : state) {
     state.PauseTiming();
     auto index = *ts::index::Index::Create({});
     state.ResumeTiming();
-    for (const auto& t : tweets) {
-      benchmark::DoNotOptimize(index->Add(
-          {t.id, t.user_id, t.user_name, t.text, t.created_at_ms, t.lang, t.likes}));
+    for (size_t i = 0; i < docs.size(); i += batch) {
+      benchmark::DoNotOptimize(
+          index->AddBatch({docs.data() + i, std::min(batch, docs.size() - i)}));
     }
     state.PauseTiming();
     index.reset();
     state.ResumeTiming();
   }
-  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(tweets.size()));
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(docs.size()));
 }
-BENCHMARK(BM_IndexAdd)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_IndexAdd)->Arg(1)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond)->Iterations(3);
 
 void BM_Unpack(benchmark::State& state) {
   const uint8_t bits = static_cast<uint8_t>(state.range(0));

@@ -18,6 +18,7 @@
 #define TWEETSEARCH_INDEXER_ANALYSIS_ANALYZER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -86,6 +87,12 @@ class Analyzer {
 
   const AnalyzerOptions options_;
 };
+
+// Word boundaries of ASCII `text`, exactly as ICU's root word break iterator finds them:
+// calls on_word(begin, end) for each segment ICU would give a word status. Exposed for the test
+// that compares it with ICU.
+void AsciiWordBreak(std::string_view text,
+                    const std::function<void(size_t begin, size_t end)>& on_word);
 
 // Decodes the HTML entities tweets carry: named ones (&amp; &lt; &gt; &quot; &apos; &nbsp;) and
 // numeric ones (&#39; &#x27;). Unknown or malformed entities are left as they are.

@@ -30,15 +30,17 @@ struct ActiveSegment::Term {
 };
 
 // Open addressing with linear probing. Each slot keeps 32 bits of its term's hash beside the
-// pointer, so a probe that meets another term is settled without touching that term. The tag
-// is stored before the pointer is published (release), so a reader that sees the pointer sees
-// the tag.
+// pointer (in the same cache line), so a probe that meets another term is settled without
+// touching that term. The tag is stored before the pointer is published (release), so a
+// reader that sees the pointer sees the tag.
 struct ActiveSegment::Table {
-  explicit Table(uint32_t cap)
-      : capacity(cap), slots(new std::atomic<const Term*>[cap]()), tags(new uint32_t[cap]()) {}
+  struct Slot {
+    std::atomic<const Term*> term{nullptr};
+    uint32_t tag = 0;
+  };
+  explicit Table(uint32_t cap) : capacity(cap), slots(new Slot[cap]) {}
   const uint32_t capacity;  // a power of two
-  std::unique_ptr<std::atomic<const Term*>[]> slots;
-  std::unique_ptr<uint32_t[]> tags;
+  std::unique_ptr<Slot[]> slots;
 };
 
 namespace {
@@ -119,9 +121,9 @@ const ActiveSegment::Term* ActiveSegment::Lookup(std::string_view term, uint64_t
   const uint32_t mask = table->capacity - 1;
   const uint32_t tag = static_cast<uint32_t>(hash >> 32);
   for (size_t i = hash & mask;; i = (i + 1) & mask) {
-    const Term* t = table->slots[i].load(std::memory_order_acquire);
+    const Term* t = table->slots[i].term.load(std::memory_order_acquire);
     if (t == nullptr) return nullptr;
-    if (table->tags[i] == tag && t->text == term) return t;
+    if (table->slots[i].tag == tag && t->text == term) return t;
   }
 }
 
@@ -131,8 +133,23 @@ void InsertInto(ActiveSegment::Table& table, const ActiveSegment::Term* t, uint6
 
 }  // namespace
 
-ActiveSegment::Term* ActiveSegment::FindOrInsertForWriter(std::string_view term) {
-  const uint64_t hash = HashTerm(term);
+uint64_t ActiveSegment::HashForWriter(std::string_view term) const { return HashTerm(term); }
+
+void ActiveSegment::PrefetchForWriter(uint64_t hash, int stage) const {
+  const Table* table = table_.load(std::memory_order_relaxed);
+  const Table::Slot& slot = table->slots[hash & (table->capacity - 1)];
+  if (stage == 0) {
+    __builtin_prefetch(&slot);
+    return;
+  }
+  // The slot is (likely) cached by now: fetch the term it points to, and that term's tail.
+  if (const Term* t = slot.term.load(std::memory_order_relaxed)) {
+    __builtin_prefetch(t);
+    if (t->tail != nullptr) __builtin_prefetch(t->tail->values.get() + t->tail_used);
+  }
+}
+
+ActiveSegment::Term* ActiveSegment::FindOrInsertForWriter(std::string_view term, uint64_t hash) {
   if (const Term* found = Lookup(term, hash)) return const_cast<Term*>(found);
   const Table* table = table_.load(std::memory_order_relaxed);
   if ((terms_.size() + 1) * 2 > table->capacity) {  // keep the load factor at most 1/2
@@ -157,9 +174,9 @@ namespace {
 void InsertInto(ActiveSegment::Table& table, const ActiveSegment::Term* t, uint64_t hash) {
   const uint32_t mask = table.capacity - 1;
   size_t i = hash & mask;
-  while (table.slots[i].load(std::memory_order_relaxed) != nullptr) i = (i + 1) & mask;
-  table.tags[i] = static_cast<uint32_t>(hash >> 32);
-  table.slots[i].store(t, std::memory_order_release);
+  while (table.slots[i].term.load(std::memory_order_relaxed) != nullptr) i = (i + 1) & mask;
+  table.slots[i].tag = static_cast<uint32_t>(hash >> 32);
+  table.slots[i].term.store(t, std::memory_order_release);
 }
 
 }  // namespace
@@ -178,29 +195,33 @@ void ActiveSegment::AppendValue(Term& term, uint32_t value) {
   ++term.pending_size;
 }
 
-DocId ActiveSegment::Append(const IndexDoc& doc, const std::vector<TermOccurrences>& terms,
-                            uint16_t length) {
+DocId ActiveSegment::AddRow(const IndexDoc& doc, uint16_t length) {
   assert(!full());
   const DocId d = next_doc_++;
   mutable_columns().SetRow(d, doc.id, doc.created_at_ms, doc.user_id, PackLang(doc.lang),
                            length, doc.likes);
-  for (const TermOccurrences& occurrences : terms) {
-    Term* term = FindOrInsertForWriter(occurrences.term);
-    AppendValue(*term, d);
-    AppendValue(*term, static_cast<uint32_t>(occurrences.positions.size()));
-    for (uint32_t p : occurrences.positions) AppendValue(*term, p);
-    term->doc_freq.store(term->doc_freq.load(std::memory_order_relaxed) + 1,
-                         std::memory_order_release);
-    term->size.store(term->pending_size, std::memory_order_release);
-  }
   doc_of_id_[doc.id] = d;
   total_length_.store(total_length_.load(std::memory_order_relaxed) + length,
                       std::memory_order_release);
   if (doc.id > max_tweet_id_.load(std::memory_order_relaxed)) {
     max_tweet_id_.store(doc.id, std::memory_order_release);
   }
-  published_.store(d + 1, std::memory_order_release);
   return d;
+}
+
+void ActiveSegment::AppendPostings(std::string_view text, uint64_t hash,
+                                   std::span<const NewPosting> postings) {
+  Term* term = FindOrInsertForWriter(text, hash);
+  for (const NewPosting& p : postings) {
+    AppendValue(*term, p.doc);
+    AppendValue(*term, static_cast<uint32_t>(p.positions.size()));
+    for (uint32_t position : p.positions) AppendValue(*term, position);
+  }
+  term->doc_freq.store(term->doc_freq.load(std::memory_order_relaxed) +
+                           static_cast<uint32_t>(postings.size()),
+                       std::memory_order_release);
+  // Publishes the values written above: a reader that loads `size` sees them.
+  term->size.store(term->pending_size, std::memory_order_release);
 }
 
 std::optional<DocId> ActiveSegment::FindForWriter(TweetId id) const {
@@ -229,7 +250,7 @@ void ActiveSegment::ForEachTerm(
   const DocId visible = VisibleDocs();
   const Table* table = table_.load(std::memory_order_acquire);
   for (uint32_t i = 0; i < table->capacity; ++i) {
-    const Term* t = table->slots[i].load(std::memory_order_acquire);
+    const Term* t = table->slots[i].term.load(std::memory_order_acquire);
     if (t == nullptr) continue;
     std::unique_ptr<PostingCursor> cursor = OpenTerm(t->text, visible);
     if (cursor != nullptr && cursor->doc() != kEndDoc) fn(t->text, *cursor);
@@ -240,7 +261,7 @@ size_t ActiveSegment::NumTerms() const {
   const Table* table = table_.load(std::memory_order_acquire);
   size_t n = 0;
   for (uint32_t i = 0; i < table->capacity; ++i) {
-    n += table->slots[i].load(std::memory_order_acquire) != nullptr;
+    n += table->slots[i].term.load(std::memory_order_acquire) != nullptr;
   }
   return n;
 }
@@ -249,7 +270,7 @@ size_t ActiveSegment::MemoryBytes() const {
   // Approximate, and only meaningful from the writer thread (the vectors are writer-owned).
   size_t bytes = posting_bytes_ + blocks_.size() * sizeof(Block);
   for (const auto& t : terms_) bytes += sizeof(Term) + t->text.capacity();
-  for (const auto& t : tables_) bytes += t->capacity * sizeof(void*);
+  for (const auto& t : tables_) bytes += t->capacity * sizeof(Table::Slot);
   bytes += static_cast<size_t>(columns().capacity()) * 38;
   return bytes;
 }

@@ -29,10 +29,10 @@
 
 namespace tweetsearch::index {
 
-// One term of a document and where it occurs, positions ascending. Views into the caller's
-// buffers, valid for the Append() call.
-struct TermOccurrences {
-  std::string_view term;
+// One posting to append: a document and the positions of the term in it (ascending). A view
+// into the caller's buffer, valid for the call.
+struct NewPosting {
+  DocId doc;
   std::span<const uint32_t> positions;
 };
 
@@ -43,10 +43,23 @@ class ActiveSegment final : public Segment {
   ~ActiveSegment() override;
 
   bool full() const { return next_doc_ == columns().capacity(); }
+  // Documents that can still be added.
+  uint32_t room() const { return columns().capacity() - next_doc_; }
 
-  // Writer only. Appends one document and publishes it; returns its DocId.
-  // Requires: !full(); `terms` has distinct terms, each with at least one position.
-  DocId Append(const IndexDoc& doc, const std::vector<TermOccurrences>& terms, uint16_t length);
+  // Writer only. Adds a document's columns and returns its DocId; the document stays
+  // invisible to readers until Publish(). Requires: !full().
+  DocId AddRow(const IndexDoc& doc, uint16_t length);
+  // Writer only. Appends postings of `term`, whose HashForWriter() is `hash`. Requires:
+  // DocIds ascending, each added by AddRow and above every earlier posting of the term; each
+  // with at least one position.
+  void AppendPostings(std::string_view term, uint64_t hash, std::span<const NewPosting> postings);
+  // Writer only. The hash AppendPostings wants, and a hint to fetch its slot into the cache
+  // ahead of the call (batch writers hash a few terms ahead).
+  uint64_t HashForWriter(std::string_view term) const;
+  // Stage 0 fetches the table slot; stage 1, later, the term in it.
+  void PrefetchForWriter(uint64_t hash, int stage) const;
+  // Writer only. Makes every added document visible to queries that start afterwards.
+  void Publish() { published_.store(next_doc_, std::memory_order_release); }
 
   // Writer only. The DocId of `id` in this segment, if present.
   std::optional<DocId> FindForWriter(TweetId id) const;
@@ -69,7 +82,7 @@ class ActiveSegment final : public Segment {
 
  private:
   const Term* Lookup(std::string_view term, uint64_t hash) const;
-  Term* FindOrInsertForWriter(std::string_view term);
+  Term* FindOrInsertForWriter(std::string_view term, uint64_t hash);
   void AppendValue(Term& term, uint32_t value);
 
   std::atomic<DocId> published_{0};

@@ -86,44 +86,107 @@ Index::Location Index::LocateLocked(TweetId id) const {
 }
 
 absl::Status Index::Add(const IndexDoc& doc) {
+  return AddBatch(std::span<const IndexDoc>(&doc, 1))[0];
+}
+
+std::vector<absl::Status> Index::AddBatch(std::span<const IndexDoc> docs) {
+  std::vector<absl::Status> results(docs.size());
   absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < docs.size(); ++i) {
+    results[i] = StageLocked(docs[i]);
+    if (active_->full()) {
+      FlushStagedLocked();
+      if (absl::Status s = SealLocked(); !s.ok() && results[i].ok()) results[i] = s;
+    }
+  }
+  FlushStagedLocked();
+  return results;
+}
+
+absl::Status Index::StageLocked(const IndexDoc& doc) {
   if (const Location at = LocateLocked(doc.id); at.segment != nullptr) {
     return absl::AlreadyExistsError(StrCat("tweet ", doc.id, " is already indexed"));
   }
-  tokens_.clear();
-  if (absl::Status s = analyzer_->Analyze(doc.text, &tokens_); !s.ok()) return s;
-  if (tokens_.size() > UINT16_MAX) {
+  std::vector<analysis::Token>& tokens = batch_.tokens;
+  const size_t first = tokens.size();
+  if (absl::Status s = analyzer_->Analyze(doc.text, &tokens); !s.ok()) return s;
+  const size_t count = tokens.size() - first;
+  if (count > UINT16_MAX) {
+    tokens.resize(first);
     return absl::InvalidArgumentError(
-        StrCat("tweet ", doc.id, " has ", tokens_.size(), " tokens; at most 65535"));
+        StrCat("tweet ", doc.id, " has ", count, " tokens; at most 65535"));
   }
-  const uint16_t length = static_cast<uint16_t>(tokens_.size());
-  const uint32_t next_position = tokens_.empty() ? 0 : tokens_.back().position + 1;
+  const uint32_t next_position = count == 0 ? 0 : tokens.back().position + 1;
   if (!doc.user_name.empty()) {
-    tokens_.push_back({FromTerm(doc.user_name), next_position, analysis::TokenKind::kWord});
+    tokens.push_back({FromTerm(doc.user_name), next_position, analysis::TokenKind::kWord});
   }
   if (!doc.lang.empty()) {
-    tokens_.push_back({LangTerm(doc.lang), next_position, analysis::TokenKind::kWord});
+    tokens.push_back({LangTerm(doc.lang), next_position, analysis::TokenKind::kWord});
   }
-  // Group the tokens by term, positions ascending (tokens come in position order, and the
-  // sort is stable), without copying any term.
-  order_.resize(tokens_.size());
-  for (uint32_t i = 0; i < order_.size(); ++i) order_[i] = i;
-  std::stable_sort(order_.begin(), order_.end(),
-                   [&](uint32_t a, uint32_t b) { return tokens_[a].text < tokens_[b].text; });
-  positions_.resize(order_.size());
-  terms_.clear();
-  for (size_t i = 0; i < order_.size(); ++i) {
-    const analysis::Token& token = tokens_[order_[i]];
-    positions_[i] = token.position;
-    if (terms_.empty() || terms_.back().term != token.text) {
-      terms_.push_back({token.text, std::span<const uint32_t>(&positions_[i], 0)});
-    }
-    TermOccurrences& last = terms_.back();
-    last.positions = std::span<const uint32_t>(last.positions.data(), last.positions.size() + 1);
-  }
-  active_->Append(doc, terms_, length);
-  if (active_->full()) return SealLocked();
+  const DocId d = active_->AddRow(doc, static_cast<uint16_t>(count));
+  batch_.token_doc.resize(tokens.size(), d);
   return absl::OkStatus();
+}
+
+void Index::FlushStagedLocked() {
+  Batch& b = batch_;
+  const size_t n = b.tokens.size();
+  if (n == 0) {
+    active_->Publish();  // rows of tweets without tokens
+    return;
+  }
+  // Group the tokens by term with a linked list per term; tokens are in (doc, position)
+  // order, so each list is too.
+  b.next.assign(n, UINT32_MAX);
+  b.group_head.clear();
+  b.group_tail.clear();
+  b.group_of_term.clear();
+  for (uint32_t t = 0; t < n; ++t) {
+    auto [it, inserted] = b.group_of_term.try_emplace(AsAbsl(b.tokens[t].text),
+                                                      static_cast<uint32_t>(b.group_head.size()));
+    if (inserted) {
+      b.group_head.push_back(t);
+      b.group_tail.push_back(t);
+    } else {
+      b.next[b.group_tail[it->second]] = t;
+      b.group_tail[it->second] = t;
+    }
+  }
+  // Hash every term first, so that each term's table slot can be fetched a few terms ahead.
+  const uint32_t groups = static_cast<uint32_t>(b.group_head.size());
+  b.hashes.resize(groups);
+  for (uint32_t g = 0; g < groups; ++g) {
+    b.hashes[g] = active_->HashForWriter(b.tokens[b.group_head[g]].text);
+  }
+  constexpr uint32_t kSlotDistance = 16, kTermDistance = 8;
+  for (uint32_t g = 0; g < std::min(groups, kSlotDistance); ++g) {
+    active_->PrefetchForWriter(b.hashes[g], 0);
+  }
+  for (uint32_t g = 0; g < groups; ++g) {
+    if (g + kSlotDistance < groups) active_->PrefetchForWriter(b.hashes[g + kSlotDistance], 0);
+    if (g + kTermDistance < groups) active_->PrefetchForWriter(b.hashes[g + kTermDistance], 1);
+    b.positions.clear();
+    b.postings.clear();
+    std::vector<uint32_t>& starts = b.starts;
+    starts.clear();
+    for (uint32_t t = b.group_head[g]; t != UINT32_MAX; t = b.next[t]) {
+      if (b.postings.empty() || b.postings.back().doc != b.token_doc[t]) {
+        b.postings.push_back({b.token_doc[t], {}});
+        starts.push_back(static_cast<uint32_t>(b.positions.size()));
+      }
+      b.positions.push_back(b.tokens[t].position);
+    }
+    // Point the postings at their positions now that the buffer no longer grows.
+    starts.push_back(static_cast<uint32_t>(b.positions.size()));
+    for (size_t i = 0; i < b.postings.size(); ++i) {
+      b.postings[i].positions =
+          std::span<const uint32_t>(b.positions.data() + starts[i], starts[i + 1] - starts[i]);
+    }
+    active_->AppendPostings(b.tokens[b.group_head[g]].text, b.hashes[g], b.postings);
+  }
+  active_->Publish();
+  b.tokens.clear();
+  b.token_doc.clear();
 }
 
 absl::Status Index::Delete(TweetId id) {

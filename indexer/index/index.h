@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,11 @@ class Index {
   // AlreadyExists if the id is indexed, InvalidArgument for text that is not UTF-8 or has more
   // than 65,535 tokens.
   absl::Status Add(const IndexDoc& doc);
+  // Indexes many tweets at once, with one status per tweet (in order), as Add() would return
+  // it; a rejected tweet does not affect the others. Faster than Add() in a loop: each
+  // distinct term of the batch is looked up once. All accepted tweets become visible together
+  // (per active segment they fill).
+  std::vector<absl::Status> AddBatch(std::span<const IndexDoc> docs);
   // Removes the tweet from every later query. NotFound if it is not indexed (or deleted).
   absl::Status Delete(TweetId id);
   // Sets, or adds to (clamped to [0, 2^32-1]), the likes of a tweet; returns the new value.
@@ -103,11 +109,24 @@ class Index {
   std::vector<uint64_t> sealed_sequence_ ABSL_GUARDED_BY(mu_);  // file number of each
   uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;
   std::shared_ptr<ActiveSegment> active_ ABSL_GUARDED_BY(mu_);
-  // Buffers reused by Add.
-  std::vector<analysis::Token> tokens_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint32_t> order_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint32_t> positions_ ABSL_GUARDED_BY(mu_);
-  std::vector<TermOccurrences> terms_ ABSL_GUARDED_BY(mu_);
+  // Analyzes `doc` into batch_ and adds its row to the active segment. Requires room.
+  absl::Status StageLocked(const IndexDoc& doc) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends the staged postings to the active segment and publishes the staged rows.
+  void FlushStagedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Tokens of the tweets staged for the active segment, and the DocId of each; reused.
+  struct Batch {
+    std::vector<analysis::Token> tokens;
+    std::vector<DocId> token_doc;
+    std::vector<uint32_t> next;  // next token of the same term, or UINT32_MAX
+    std::vector<uint32_t> group_head, group_tail;
+    std::vector<uint64_t> hashes;  // of each group's term
+    absl::flat_hash_map<absl::string_view, uint32_t> group_of_term;
+    std::vector<uint32_t> positions;
+    std::vector<uint32_t> starts;  // of each posting's positions
+    std::vector<NewPosting> postings;
+  };
+  Batch batch_ ABSL_GUARDED_BY(mu_);
   std::atomic<std::shared_ptr<const IndexSnapshot>> snapshot_;
 };
 

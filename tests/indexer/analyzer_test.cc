@@ -3,6 +3,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unicode/brkiter.h>
+#include <unicode/utext.h>
+
+#include <random>
+
 #include "common/sentiment140.h"
 #include "tests/testing/corpus.h"
 
@@ -172,6 +177,53 @@ TEST(AnalyzerTest, ArbitraryBytesNeverCrash) {
     } else {
       EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
     }
+  }
+}
+
+// The ASCII fast path must cut words exactly where ICU does, or a query analyzed one way would
+// miss tweets analyzed the other way.
+std::vector<std::pair<size_t, size_t>> IcuWords(std::string_view text) {
+  UErrorCode status = U_ZERO_ERROR;
+  std::unique_ptr<icu::BreakIterator> words(
+      icu::BreakIterator::createWordInstance(icu::Locale::getRoot(), status));
+  UText ut = UTEXT_INITIALIZER;
+  utext_openUTF8(&ut, text.data(), static_cast<int64_t>(text.size()), &status);
+  words->setText(&ut, status);
+  std::vector<std::pair<size_t, size_t>> out;
+  int32_t start = words->first();
+  for (int32_t end = words->next(); end != icu::BreakIterator::DONE;
+       start = end, end = words->next()) {
+    if (words->getRuleStatus() >= UBRK_WORD_NONE_LIMIT) out.emplace_back(start, end);
+  }
+  utext_close(&ut);
+  return out;
+}
+
+TEST(AnalyzerTest, WordBreakMatchesIcuOnAscii) {
+  const std::string wide = "ab1 2_@.',;:#$-!?/\n\t\"()&";
+  const std::string narrow = "a1_@.',;";  // only the characters with joining rules
+  std::mt19937 rng(29);
+  for (int i = 0; i < 60000; ++i) {
+    const std::string& alphabet = i % 2 ? wide : narrow;
+    std::string text;
+    const size_t n = rng() % 24;
+    for (size_t j = 0; j < n; ++j) text.push_back(alphabet[rng() % alphabet.size()]);
+    std::vector<std::pair<size_t, size_t>> fast;
+    AsciiWordBreak(text, [&](size_t b, size_t e) { fast.emplace_back(b, e); });
+    ASSERT_EQ(fast, IcuWords(text)) << "[" << text << "]";
+  }
+  // And on real tweets.
+  std::optional<std::string> path = testing::Sentiment140Path();
+  if (!path) return;
+  absl::StatusOr<std::vector<ImportedTweet>> tweets = ReadSentiment140(*path);
+  ASSERT_TRUE(tweets.ok());
+  for (const ImportedTweet& t : *tweets) {
+    if (!std::all_of(t.text.begin(), t.text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
+      continue;
+    }
+    std::vector<std::pair<size_t, size_t>> fast;
+    AsciiWordBreak(t.text, [&](size_t b, size_t e) { fast.emplace_back(b, e); });
+    ASSERT_EQ(fast, IcuWords(t.text)) << "[" << t.text << "]";
   }
 }
 

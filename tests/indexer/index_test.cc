@@ -96,6 +96,26 @@ TEST(IndexTest, SaveAndOpenRestoresSealedSegments) {
             absl::StatusCode::kNotFound);
 }
 
+TEST(IndexTest, AddBatchReportsEachTweetAndCrossesSegments) {
+  auto index = MakeIndex(4);
+  std::vector<IndexDoc> docs;
+  for (TweetId id = 1; id <= 11; ++id) docs.push_back(Doc(id, "batch word " + std::to_string(id)));
+  docs.push_back(Doc(3, "duplicate of three"));
+  docs.push_back(Doc(20, "bad \xC0 utf8"));
+  docs.push_back(Doc(21, ""));  // no words: stored, findable by from:
+  std::vector<absl::Status> results = index->AddBatch(docs);
+  ASSERT_EQ(results.size(), docs.size());
+  for (size_t i = 0; i < 11; ++i) EXPECT_TRUE(results[i].ok()) << i << results[i];
+  EXPECT_EQ(results[11].code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(results[12].code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(results[13].ok());
+  EXPECT_EQ(Newest(*index, "batch", 3), (std::vector<TweetId>{11, 10, 9}));
+  EXPECT_EQ(Newest(*index, "\"word 7\""), (std::vector<TweetId>{7}));
+  EXPECT_EQ(Newest(*index, "from:alice -batch"), (std::vector<TweetId>{21}));
+  EXPECT_EQ(index->Stats().documents, 12u);
+  EXPECT_EQ(index->Stats().sealed_segments, 3u);
+}
+
 TEST(IndexTest, RejectsInvalidUtf8WithoutLosingOtherTweets) {
   auto index = MakeIndex(100);
   ASSERT_TRUE(index->Add(Doc(1, "fine")).ok());

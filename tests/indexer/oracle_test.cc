@@ -302,9 +302,13 @@ TEST_P(OracleTest, SearchEqualsBruteForceThroughTheIndexLifecycle) {
   std::unique_ptr<index::Index> index = *index::Index::Create(options);
   Oracle oracle(index->analyzer());
   Corpus corpus = MakeCorpus(rng, 1400);
-  for (const index::IndexDoc& d : corpus.docs) {
-    ASSERT_TRUE(index->Add(d).ok());
-    oracle.Add(d);
+  // Half one by one, half in batches of random sizes.
+  for (size_t i = 0; i < corpus.docs.size();) {
+    const size_t n = i < 700 ? 1 : std::min<size_t>(1 + rng() % 300, corpus.docs.size() - i);
+    std::span<const index::IndexDoc> batch(corpus.docs.data() + i, n);
+    for (const absl::Status& s : index->AddBatch(batch)) ASSERT_TRUE(s.ok()) << s;
+    for (const index::IndexDoc& d : batch) oracle.Add(d);
+    i += n;
   }
   CheckQueries(*index, oracle, rng, 40, "fresh");
 
