@@ -7,6 +7,7 @@
 #include <array>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 namespace tweetsearch::index {
 
@@ -46,6 +47,104 @@ size_t UnpackBits(const uint8_t* in, size_t n, uint8_t bits, uint32_t* out) {
     filled -= bits;
   }
   return bytes;
+}
+
+uint8_t PackPFor(std::span<const uint32_t> values, std::string* out) {
+  const size_t n = values.size();
+  const uint8_t max_bits = BitsNeeded(values);
+  if (n > 256) {  // exception positions are one byte each
+    PackBits(values, max_bits, out);
+    return max_bits;
+  }
+  // Count, for each width, how many values need more.
+  size_t need_more[33] = {};
+  for (uint32_t v : values) {
+    const int w = std::bit_width(v);
+    for (int b = 0; b < w; ++b) ++need_more[b];
+  }
+  uint8_t best = max_bits;
+  size_t best_bits = n * max_bits;
+  for (uint8_t b = 0; b < max_bits; ++b) {
+    const size_t exceptions = need_more[b];
+    if (exceptions > 255) continue;
+    const size_t bits = n * b + 16 + exceptions * (8 + (max_bits - b));
+    if (bits < best_bits) {
+      best = b;
+      best_bits = bits;
+    }
+  }
+  if (best == max_bits) {
+    PackBits(values, best, out);
+    return best;
+  }
+  std::vector<uint32_t> lows(values.begin(), values.end());
+  std::vector<uint32_t> highs;
+  std::string indices;
+  const uint32_t mask = best == 0 ? 0 : (best == 32 ? ~0u : (1u << best) - 1);
+  for (size_t i = 0; i < n; ++i) {
+    if (std::bit_width(values[i]) > best) {
+      indices.push_back(static_cast<char>(i));
+      highs.push_back(values[i] >> best);
+      lows[i] &= mask;
+    }
+  }
+  const uint8_t high_bits = BitsNeeded(highs);
+  PackBits(lows, best, out);
+  out->push_back(static_cast<char>(highs.size()));
+  out->push_back(static_cast<char>(high_bits));
+  out->append(indices);
+  PackBits(highs, high_bits, out);
+  return best | kPForExceptions;
+}
+
+size_t UnpackPFor(const uint8_t* in, size_t n, uint8_t descriptor, uint32_t* out) {
+  const uint8_t b = descriptor & kPForWidthMask;
+  size_t pos = UnpackBitsFast(in, n, b, out);
+  if ((descriptor & kPForExceptions) == 0) return pos;
+  const size_t count = in[pos];
+  const uint8_t high_bits = in[pos + 1];
+  const uint8_t* indices = in + pos + 2;
+  pos += 2 + count;
+  uint32_t highs[256];
+  pos += UnpackBitsFast(in + pos, count, high_bits, highs);
+  for (size_t e = 0; e < count; ++e) out[indices[e]] |= highs[e] << b;
+  return pos;
+}
+
+size_t PForBytes(const uint8_t* in, size_t n, uint8_t descriptor) {
+  size_t pos = PackedBytes(n, descriptor & kPForWidthMask);
+  if ((descriptor & kPForExceptions) == 0) return pos;
+  const size_t count = in[pos];
+  return pos + 2 + count + PackedBytes(count, in[pos + 1]);
+}
+
+bool UnpackPForChecked(const uint8_t* in, const uint8_t* end, size_t n, uint8_t descriptor,
+                       uint32_t* out, size_t* consumed) {
+  const uint8_t b = descriptor & kPForWidthMask;
+  if (b > 32 || (descriptor & ~(kPForWidthMask | kPForExceptions)) != 0 || in > end) {
+    return false;
+  }
+  const size_t available = static_cast<size_t>(end - in);
+  size_t pos = PackedBytes(n, b);
+  if (pos > available) return false;
+  UnpackBits(in, n, b, out);
+  if ((descriptor & kPForExceptions) != 0) {
+    if (available - pos < 2) return false;
+    const size_t count = in[pos];
+    const uint8_t high_bits = in[pos + 1];
+    if (b >= 32 || high_bits > 32 || b + high_bits > 32 || count == 0) return false;
+    const uint8_t* indices = in + pos + 2;
+    pos += 2 + count;
+    if (pos > available || PackedBytes(count, high_bits) > available - pos) return false;
+    uint32_t highs[256];
+    pos += UnpackBits(in + pos, count, high_bits, highs);
+    for (size_t e = 0; e < count; ++e) {
+      if (indices[e] >= n) return false;
+      out[indices[e]] |= highs[e] << b;
+    }
+  }
+  *consumed = pos;
+  return true;
 }
 
 void GapsToValues(uint32_t* values, size_t n, uint32_t start) {

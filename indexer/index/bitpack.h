@@ -39,6 +39,27 @@ inline constexpr size_t kUnpackPadding = 8;
 // readable bytes (the padding is read, never used), bits <= 32.
 size_t UnpackBitsFast(const uint8_t* in, size_t n, uint8_t bits, uint32_t* out);
 
+// Patched frame of reference (PFor, after Zukowski et al., ICDE 2006): values are stored in a
+// width b chosen to minimize the total size, and the few values that do not fit ("exceptions")
+// keep their high bits apart: [n low parts, b bits each][count u8][high width u8]
+// [count positions u8][count high parts]. The returned descriptor is b, with
+// kPForExceptions set when there are exceptions; the reader needs it and n.
+inline constexpr uint8_t kPForExceptions = 0x80;
+inline constexpr uint8_t kPForWidthMask = 0x3F;
+
+// Appends `values` to `*out`; returns the descriptor. Only blocks of at most 256 values get
+// exceptions; longer ones are plain frame of reference.
+uint8_t PackPFor(std::span<const uint32_t> values, std::string* out);
+// Decodes n values written by PackPFor with `descriptor`; returns the bytes consumed.
+// Requires: a well-formed stream followed by kUnpackPadding readable bytes.
+size_t UnpackPFor(const uint8_t* in, size_t n, uint8_t descriptor, uint32_t* out);
+// The size of a PFor stream, from its descriptor and header, without decoding it.
+size_t PForBytes(const uint8_t* in, size_t n, uint8_t descriptor);
+// As UnpackPFor, for untrusted input in [in, end): returns false instead of reading past `end`
+// or accepting a malformed stream.
+bool UnpackPForChecked(const uint8_t* in, const uint8_t* end, size_t n, uint8_t descriptor,
+                       uint32_t* out, size_t* consumed);
+
 // Turns stored gaps into values in place: out[j] = start + Σ_{i<=j} (gaps[i] + 1) - 1, that is,
 // each value is one more than the previous plus its gap, and the first is start + gaps[0].
 // Uses SSE2 where the machine has it.

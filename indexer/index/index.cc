@@ -116,12 +116,13 @@ absl::Status Index::StageLocked(const IndexDoc& doc) {
     return absl::InvalidArgumentError(
         StrCat("tweet ", doc.id, " has ", count, " tokens; at most 65535"));
   }
-  const uint32_t next_position = count == 0 ? 0 : tokens.back().position + 1;
+  // from: and lang: terms are never part of a phrase; position 0 for all of them makes their
+  // position streams zero bits wide.
   if (!doc.user_name.empty()) {
-    tokens.push_back({FromTerm(doc.user_name), next_position, analysis::TokenKind::kWord});
+    tokens.push_back({FromTerm(doc.user_name), 0, analysis::TokenKind::kWord});
   }
   if (!doc.lang.empty()) {
-    tokens.push_back({LangTerm(doc.lang), next_position, analysis::TokenKind::kWord});
+    tokens.push_back({LangTerm(doc.lang), 0, analysis::TokenKind::kWord});
   }
   const DocId d = active_->AddRow(doc, static_cast<uint16_t>(count));
   batch_.token_doc.resize(tokens.size(), d);

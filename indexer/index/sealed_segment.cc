@@ -22,9 +22,9 @@ namespace {
 struct SkipEntry {
   uint32_t last_doc;
   uint32_t offset;  // of the block's data, from the start of the term's postings
-  uint8_t doc_bits;
-  uint8_t freq_bits;
-  uint8_t pos_bits;
+  uint8_t doc_bits;   // PFor descriptor of the DocId gaps
+  uint8_t freq_bits;  // PFor descriptor of the frequencies minus one
+  uint8_t pos_bits;   // PFor descriptor of the positions
   uint8_t max_tf;  // kManyTf means "kManyTf or more"
   uint16_t min_length;
   uint16_t min_length_repeated;  // among postings with a term frequency above one
@@ -103,7 +103,7 @@ class SealedCursor final : public PostingCursor {
       pos_start_[0] = 0;
       for (uint32_t j = 0; j < block_n_; ++j) pos_start_[j + 1] = pos_start_[j] + freqs_[j];
       positions_.resize(pos_start_[block_n_]);
-      UnpackBitsFast(pos_data_, positions_.size(), entry_.pos_bits, positions_.data());
+      UnpackPFor(pos_data_, positions_.size(), entry_.pos_bits, positions_.data());
       positions_decoded_ = true;
     }
     return std::span<const uint32_t>(positions_.data() + pos_start_[i_], freqs_[i_]);
@@ -121,9 +121,9 @@ class SealedCursor final : public PostingCursor {
     block_ = b;
     block_n_ = std::min(kBlockSize, doc_freq_ - b * kBlockSize);
     const uint8_t* p = base_ + entry_.offset;
-    p += UnpackBitsFast(p, block_n_, entry_.doc_bits, docs_);
+    p += UnpackPFor(p, block_n_, entry_.doc_bits, docs_);
     freq_data_ = p;
-    pos_data_ = p + PackedBytes(block_n_, entry_.freq_bits);
+    pos_data_ = p + PForBytes(p, block_n_, entry_.freq_bits);
     GapsToValues(docs_, block_n_, start);
     i_ = 0;
     doc_ = docs_[0];
@@ -135,7 +135,7 @@ class SealedCursor final : public PostingCursor {
   // skips through most blocks looking at DocIds alone.
   void DecodeFreqs() const {
     if (freqs_decoded_) return;
-    UnpackBitsFast(freq_data_, block_n_, entry_.freq_bits, freqs_);
+    UnpackPFor(freq_data_, block_n_, entry_.freq_bits, freqs_);
     for (uint32_t j = 0; j < block_n_; ++j) ++freqs_[j];
     freqs_decoded_ = true;
   }
@@ -220,27 +220,30 @@ void EncodeList(const std::vector<Entry>& entries, const Columns& columns, std::
     SkipEntry entry{};
     entry.last_doc = entries[first + count - 1].doc;
     entry.offset = static_cast<uint32_t>(out->size() - start);
-    entry.doc_bits = BitsNeeded(gaps);
-    entry.freq_bits = BitsNeeded(freqs);
-    entry.pos_bits = BitsNeeded(positions);
     entry.max_tf = static_cast<uint8_t>(std::min<uint32_t>(max_tf, kManyTf));
     entry.min_length = static_cast<uint16_t>(min_length);
     entry.min_length_repeated = static_cast<uint16_t>(min_length_repeated);
+    // The descriptors are known only after encoding: write the block, then its header.
+    std::string block;
+    entry.doc_bits = PackPFor(gaps, &block);
+    const size_t doc_bytes = block.size();
+    entry.freq_bits = PackPFor(freqs, &block);
+    const size_t freq_bytes = block.size() - doc_bytes;
+    entry.pos_bits = PackPFor(positions, &block);
     if (blocks == 1) {
       const char header[kSingleHeaderBytes] = {static_cast<char>(entry.doc_bits),
                                                static_cast<char>(entry.freq_bits),
                                                static_cast<char>(entry.pos_bits)};
       out->append(header, kSingleHeaderBytes);
+      entry.offset = kSingleHeaderBytes;
     } else {
       std::memcpy(out->data() + start + b * sizeof(SkipEntry), &entry, sizeof(SkipEntry));
     }
-    stats->doc_bytes += PackedBytes(gaps.size(), entry.doc_bits);
-    stats->freq_bytes += PackedBytes(freqs.size(), entry.freq_bits);
-    stats->position_bytes += PackedBytes(positions.size(), entry.pos_bits);
+    out->append(block);
+    stats->doc_bytes += doc_bytes;
+    stats->freq_bytes += freq_bytes;
+    stats->position_bytes += block.size() - doc_bytes - freq_bytes;
     stats->skip_bytes += blocks == 1 ? kSingleHeaderBytes : sizeof(SkipEntry);
-    PackBits(gaps, entry.doc_bits, out);
-    PackBits(freqs, entry.freq_bits, out);
-    PackBits(positions, entry.pos_bits, out);
     stats->positions += positions.size();
   }
   stats->postings += n;
@@ -254,26 +257,31 @@ std::string CheckList(const uint8_t* base, const uint8_t* end, uint32_t doc_freq
   const size_t header = blocks == 1 ? kSingleHeaderBytes : blocks * sizeof(SkipEntry);
   if (static_cast<size_t>(end - base) < header) return "posting list header out of bounds";
   uint32_t docs[kBlockSize], freqs[kBlockSize];
+  std::vector<uint32_t> positions;
   int64_t previous = -1;
   for (uint32_t b = 0; b < blocks; ++b) {
     const SkipEntry e = ReadSkip(base, doc_freq, b);
-    if (e.doc_bits > 32 || e.freq_bits > 32 || e.pos_bits > 32) return "bad bit width";
     const uint32_t n = std::min(kBlockSize, doc_freq - b * kBlockSize);
+    if (e.offset < header || e.offset > static_cast<size_t>(end - base)) {
+      return "block offset out of bounds";
+    }
     const uint8_t* p = base + e.offset;
-    if (e.offset < header || p > end) return "block offset out of bounds";
-    const size_t fixed = PackedBytes(n, e.doc_bits) + PackedBytes(n, e.freq_bits);
-    if (static_cast<size_t>(end - p) < fixed) return "block out of bounds";
-    p += UnpackBits(p, n, e.doc_bits, docs);
-    p += UnpackBits(p, n, e.freq_bits, freqs);
+    size_t used = 0;
+    if (!UnpackPForChecked(p, end, n, e.doc_bits, docs, &used)) return "bad DocId block";
+    p += used;
+    if (!UnpackPForChecked(p, end, n, e.freq_bits, freqs, &used)) return "bad frequency block";
+    p += used;
     uint64_t total_positions = 0;
     for (uint32_t j = 0; j < n; ++j) {
       previous += static_cast<int64_t>(docs[j]) + 1;
+      if (freqs[j] >= UINT16_MAX) return "term frequency out of range";  // tweets < 2^16 tokens
       total_positions += uint64_t{freqs[j]} + 1;
       if (previous >= num_docs) return "DocId out of range";
     }
     if (blocks > 1 && e.last_doc != previous) return "skip entry disagrees with its block";
-    if (static_cast<uint64_t>(end - p) < PackedBytes(total_positions, e.pos_bits)) {
-      return "positions out of bounds";
+    positions.resize(total_positions);
+    if (!UnpackPForChecked(p, end, total_positions, e.pos_bits, positions.data(), &used)) {
+      return "bad positions block";
     }
   }
   return "";

@@ -33,6 +33,43 @@ TEST(BitpackTest, RoundTripsEveryWidth) {
   }
 }
 
+TEST(BitpackTest, PForRoundTripsAndIsSmallerWithOutliers) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const size_t n = 1 + rng() % 300;
+    std::vector<uint32_t> values(n);
+    for (uint32_t& v : values) {
+      v = rng() % 8;                                   // mostly small
+      if (rng() % 20 == 0) v = rng() >> (rng() % 32);  // a few outliers of any size
+    }
+    std::string packed;
+    const uint8_t descriptor = PackPFor(values, &packed);
+    EXPECT_LE(packed.size(), PackedBytes(n, BitsNeeded(values)) + 2);
+    const size_t size = packed.size();
+    packed.append(kUnpackPadding, '\0');
+    std::vector<uint32_t> out(n), checked(n);
+    ASSERT_EQ(UnpackPFor(reinterpret_cast<const uint8_t*>(packed.data()), n, descriptor,
+                         out.data()),
+              size);
+    ASSERT_EQ(out, values);
+    size_t consumed = 0;
+    const auto* begin = reinterpret_cast<const uint8_t*>(packed.data());
+    ASSERT_TRUE(UnpackPForChecked(begin, begin + size, n, descriptor, checked.data(), &consumed));
+    ASSERT_EQ(consumed, size);
+    ASSERT_EQ(checked, values);
+    if (size > 0) {  // one byte short is caught, not read past
+      EXPECT_FALSE(
+          UnpackPForChecked(begin, begin + size - 1, n, descriptor, checked.data(), &consumed));
+    }
+  }
+  // One outlier among small gaps: exceptions beat widening every value.
+  std::vector<uint32_t> gaps(128, 1);
+  gaps[77] = 1 << 20;
+  std::string pfor;
+  EXPECT_NE(PackPFor(gaps, &pfor) & kPForExceptions, 0);
+  EXPECT_LT(pfor.size(), PackedBytes(128, 21) / 4);
+}
+
 TEST(BitpackTest, GapsToValuesMatchesTheScalarDefinition) {
   std::mt19937 rng(2);
   for (size_t n : {0u, 1u, 3u, 4u, 5u, 127u, 128u}) {
