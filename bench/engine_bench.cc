@@ -57,14 +57,24 @@ std::vector<QueryKind> MakeQueries(const std::vector<std::string>& words_by_rank
     const double r = std::exp(std::uniform_real_distribution<double>(0, std::log(2000.0))(rng));
     return words_by_rank[std::min(words_by_rank.size() - 1, static_cast<size_t>(r))];
   };
+  // n distinct words (a user does not type "i i").
+  auto words = [&](size_t n) {
+    std::vector<std::string> w;
+    while (w.size() < n) {
+      std::string candidate = word();
+      if (std::find(w.begin(), w.end(), candidate) == w.end()) w.push_back(candidate);
+    }
+    return w;
+  };
   std::vector<QueryKind> kinds = {{"1 word", {}}, {"2-word AND", {}}, {"3-word AND", {}},
                                   {"2-word OR", {}}, {"mixed", {}}};
   for (size_t i = 0; i < count; ++i) {
     kinds[0].queries.push_back(word());
-    kinds[1].queries.push_back(word() + " " + word());
-    kinds[2].queries.push_back(word() + " " + word() + " " + word());
-    kinds[3].queries.push_back(word() + " OR " + word());
-    kinds[4].queries.push_back("(" + word() + " OR " + word() + ") " + word() + " -" + word());
+    const auto two = words(2), three = words(3), four = words(4), pair = words(2);
+    kinds[1].queries.push_back(two[0] + " " + two[1]);
+    kinds[2].queries.push_back(three[0] + " " + three[1] + " " + three[2]);
+    kinds[3].queries.push_back(pair[0] + " OR " + pair[1]);
+    kinds[4].queries.push_back("(" + four[0] + " OR " + four[1] + ") " + four[2] + " -" + four[3]);
   }
   return kinds;
 }
@@ -225,41 +235,9 @@ int main(int argc, char** argv) {
   std::cout << "| RSS: corpus in memory / with index | " << rss_corpus / 1024 << " MiB / "
             << rss_indexed / 1024 << " MiB |\n\n";
 
-  const ts::index::IndexStats segmented = index->Stats();
-  start = Clock::now();
-  (void)index->Compact();
-  const double compact_seconds = Seconds(start);
-  const ts::index::IndexStats compacted = index->Stats();
-  std::cout << "## Memory (sealed segments)\n\n";
-  std::cout << "| layout | postings | bytes/posting (lists) | bytes/posting (+dictionary) | "
-               "lists MiB | dictionary MiB | columns MiB |\n|---|---|---|---|---|---|---|\n";
-  std::string label = std::to_string(segmented.sealed_segments) + " segments of 65,536";
-  PrintMemory(label.c_str(), segmented);
-  PrintMemory("compacted into 1 segment", compacted);
-  std::cout << "\nCompaction took " << std::setprecision(2) << compact_seconds << " s.\n\n";
-
-  if (stop_words && sentiment140.empty()) {
-    ts::index::IndexOptions dropping = options;
-    dropping.analyzer.drop_stop_words = true;
-    std::unique_ptr<ts::index::Index> lean = *ts::index::Index::Create(dropping);
-    for (size_t i = 0; i < docs.size(); i += 1000) {
-      (void)lean->AddBatch({docs.data() + i, std::min<size_t>(1000, docs.size() - i)});
-    }
-    (void)lean->Seal();
-    (void)lean->Compact();
-    const ts::index::IndexStats s = lean->Stats();
-    std::cout << "Dropping stop words: " << s.sealed.postings << " postings instead of "
-              << compacted.sealed.postings << ", lists " << s.sealed.posting_bytes / (1 << 20)
-              << " MiB instead of " << compacted.sealed.posting_bytes / (1 << 20) << " MiB ("
-              << std::setprecision(1)
-              << 100.0 * (1.0 - static_cast<double>(s.sealed.posting_bytes) /
-                                    static_cast<double>(compacted.sealed.posting_bytes))
-              << "% smaller).\n\n";
-  }
-
   const int64_t now_ms = docs.empty() ? 0 : docs.back().created_at_ms;
   const std::vector<QueryKind> kinds = MakeQueries(words_by_rank, queries, 7);
-  for (const char* layout : {"compacted (1 segment)"}) {
+  auto measure_queries = [&](const std::string& layout) {
     std::cout << "## Query latency, top 20, single thread, " << layout << "\n\n";
     std::cout << "| query | sort | p50 µs | p99 µs | mean µs | hits | slowest |\n"
                  "|---|---|---|---|---|---|---|\n";
@@ -274,6 +252,43 @@ int main(int argc, char** argv) {
       }
     }
     std::cout << "\n";
+  };
+
+  const ts::index::IndexStats segmented = index->Stats();
+  std::cout << std::fixed;
+  measure_queries(std::to_string(segmented.sealed_segments) + " sealed segment(s) as indexed");
+  start = Clock::now();
+  (void)index->Compact();
+  const double compact_seconds = Seconds(start);
+  const ts::index::IndexStats compacted = index->Stats();
+  std::cout << "## Memory (sealed segments)\n\n";
+  std::cout << "| layout | postings | bytes/posting (lists) | bytes/posting (+dictionary) | "
+               "lists MiB | dictionary MiB | columns MiB |\n|---|---|---|---|---|---|---|\n";
+  std::string label = std::to_string(segmented.sealed_segments) + " segment(s) of up to " +
+                      std::to_string(options.segment_max_docs);
+  PrintMemory(label.c_str(), segmented);
+  PrintMemory("compacted into 1 segment", compacted);
+  std::cout << "\nCompaction took " << std::setprecision(2) << compact_seconds << " s.\n\n";
+
+  if (stop_words && sentiment140.empty()) {
+    ts::index::IndexOptions dropping = options;
+    dropping.analyzer.drop_stop_words = true;
+    std::unique_ptr<ts::index::Index> lean = *ts::index::Index::Create(dropping);
+    for (size_t i = 0; i < docs.size(); i += 1000) {
+      (void)lean->AddBatch({docs.data() + i, std::min<size_t>(1000, docs.size() - i)});
+    }
+    (void)lean->Seal();
+    (void)lean->Compact();
+    const ts::index::IndexStats s = lean->Stats();
+    std::cout << std::setprecision(0) << "Dropping stop words: " << s.sealed.postings << " postings instead of "
+              << compacted.sealed.postings << ", lists " << s.sealed.posting_bytes / (1 << 20)
+              << " MiB instead of " << compacted.sealed.posting_bytes / (1 << 20) << " MiB ("
+              << std::setprecision(1)
+              << 100.0 * (1.0 - static_cast<double>(s.sealed.posting_bytes) /
+                                    static_cast<double>(compacted.sealed.posting_bytes))
+              << "% smaller).\n\n";
   }
+
+  measure_queries("compacted into 1 segment");
   return 0;
 }

@@ -27,4 +27,5 @@ cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_BENC
   -DTWEETSEARCH_SANITIZE=thread
 cmake --build build/tsan -j "$JOBS" --target concurrency_test
 TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
-  build/tsan/tests/concurrency_test
+  ctest --test-dir build/tsan --output-on-failure -R '^ConcurrencyTest\.'
+

@@ -90,7 +90,7 @@ class SealedCursor final : public PostingCursor {
       }
       DecodeBlock(b);
     }
-    while (docs_[i_] < target) ++i_;
+    while (docs_[i_] < target) ++i_;  // stops: the block's last DocId is >= target
     doc_ = docs_[i_];
   }
   uint32_t freq() const override {
