@@ -112,71 +112,11 @@ DocId Align(const std::vector<M*>& order, DocId target) {
   return kEndDoc;
 }
 
-class PhraseMatcher final : public Matcher {
+// The documents every child matches and Accept() approves, found by leapfrogging the children
+// cheapest first. Scores the children's sum, in plan order.
+template <typename Child>
+class Conjunction : public Matcher {
  public:
-  PhraseMatcher(std::vector<std::unique_ptr<TermMatcher>> terms, std::vector<uint32_t> offsets)
-      : terms_(std::move(terms)), offsets_(std::move(offsets)) {
-    for (auto& t : terms_) order_.push_back(t.get());
-    std::stable_sort(order_.begin(), order_.end(),
-                     [](TermMatcher* a, TermMatcher* b) { return a->Cost() < b->Cost(); });
-    Find(0);
-  }
-  void Next() override {
-    if (doc_ != kEndDoc) Find(doc_ + 1);
-  }
-  void Advance(DocId target) override {
-    if (doc_ != kEndDoc && target > doc_) Find(target);
-  }
-  double Score() override {
-    double s = 0;
-    for (auto& t : terms_) s += t->Score();
-    return s;
-  }
-  double MaxScore() const override {
-    double s = 0;
-    for (const auto& t : terms_) s += t->MaxScore();
-    return s;
-  }
-  uint64_t Cost() const override { return order_[0]->Cost(); }
-
- private:
-  void Find(DocId target) {
-    for (DocId d = Align(order_, target); d != kEndDoc; d = Align(order_, d + 1)) {
-      if (PositionsMatch()) {
-        doc_ = d;
-        return;
-      }
-    }
-    doc_ = kEndDoc;
-  }
-  bool PositionsMatch() {
-    std::span<const uint32_t> first = terms_[0]->cursor().positions();
-    for (uint32_t start : first) {
-      bool all = true;
-      for (size_t i = 1; i < terms_.size() && all; ++i) {
-        std::span<const uint32_t> p = terms_[i]->cursor().positions();
-        all = std::binary_search(p.begin(), p.end(), start + offsets_[i]);
-      }
-      if (all) return true;
-    }
-    return false;
-  }
-
-  std::vector<std::unique_ptr<TermMatcher>> terms_;  // plan order
-  std::vector<uint32_t> offsets_;
-  std::vector<TermMatcher*> order_;                  // cheapest first
-};
-
-class AndMatcher final : public Matcher {
- public:
-  AndMatcher(std::vector<std::unique_ptr<Matcher>> children,
-             std::vector<std::unique_ptr<Matcher>> excluded)
-      : children_(std::move(children)), excluded_(std::move(excluded)) {
-    for (auto& c : children_) order_.push_back(c.get());
-    std::stable_sort(order_.begin(), order_.end(),
-                     [](Matcher* a, Matcher* b) { return a->Cost() < b->Cost(); });
-    Find(0);
-  }
   void Next() override {
     if (doc_ != kEndDoc) Find(doc_ + 1);
   }
@@ -195,27 +135,78 @@ class AndMatcher final : public Matcher {
   }
   uint64_t Cost() const override { return order_[0]->Cost(); }
 
+ protected:
+  explicit Conjunction(std::vector<std::unique_ptr<Child>> children)
+      : children_(std::move(children)) {
+    for (auto& c : children_) order_.push_back(c.get());
+    std::stable_sort(order_.begin(), order_.end(),
+                     [](Child* a, Child* b) { return a->Cost() < b->Cost(); });
+  }
+  // Moves to the first match; the derived constructor calls it once its own state is set.
+  void Start() { Find(0); }
+  // Whether `d`, which every child contains, is a match.
+  virtual bool Accept(DocId d) = 0;
+
+  std::vector<std::unique_ptr<Child>> children_;  // plan order
+
  private:
   void Find(DocId target) {
     for (DocId d = Align(order_, target); d != kEndDoc; d = Align(order_, d + 1)) {
-      if (!Excluded(d)) {
+      if (Accept(d)) {
         doc_ = d;
         return;
       }
     }
     doc_ = kEndDoc;
   }
-  bool Excluded(DocId d) {
-    for (auto& e : excluded_) {
-      if (e->doc() < d) e->Advance(d);
-      if (e->doc() == d) return true;
+
+  std::vector<Child*> order_;  // cheapest first
+};
+
+// Terms at fixed offsets from the first one.
+class PhraseMatcher final : public Conjunction<TermMatcher> {
+ public:
+  PhraseMatcher(std::vector<std::unique_ptr<TermMatcher>> terms, std::vector<uint32_t> offsets)
+      : Conjunction(std::move(terms)), offsets_(std::move(offsets)) {
+    Start();
+  }
+
+ private:
+  bool Accept(DocId) override {
+    std::span<const uint32_t> first = children_[0]->cursor().positions();
+    for (uint32_t start : first) {
+      bool all = true;
+      for (size_t i = 1; i < children_.size() && all; ++i) {
+        std::span<const uint32_t> p = children_[i]->cursor().positions();
+        all = std::binary_search(p.begin(), p.end(), start + offsets_[i]);
+      }
+      if (all) return true;
     }
     return false;
   }
 
-  std::vector<std::unique_ptr<Matcher>> children_;  // plan order
+  std::vector<uint32_t> offsets_;
+};
+
+// All children and none of the excluded.
+class AndMatcher final : public Conjunction<Matcher> {
+ public:
+  AndMatcher(std::vector<std::unique_ptr<Matcher>> children,
+             std::vector<std::unique_ptr<Matcher>> excluded)
+      : Conjunction(std::move(children)), excluded_(std::move(excluded)) {
+    Start();
+  }
+
+ private:
+  bool Accept(DocId d) override {
+    for (auto& e : excluded_) {
+      if (e->doc() < d) e->Advance(d);
+      if (e->doc() == d) return false;
+    }
+    return true;
+  }
+
   std::vector<std::unique_ptr<Matcher>> excluded_;
-  std::vector<Matcher*> order_;
 };
 
 class OrMatcher final : public Matcher {
