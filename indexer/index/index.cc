@@ -14,6 +14,14 @@ namespace {
 
 constexpr std::string_view kManifestHeader = "tweetsearch-index-manifest v1";
 
+// What the analyzer options were when the index was written: terms made with other options
+// would not meet the saved ones, so Open() refuses a mismatch.
+std::string AnalyzerLine(const analysis::AnalyzerOptions& o) {
+  return StrCat("analyzer drop_stop_words=", o.drop_stop_words ? 1 : 0,
+                " stem_language=", o.stem_language, " fold_diacritics=",
+                o.fold_diacritics ? 1 : 0, " max_token_bytes=", o.max_token_bytes);
+}
+
 std::string SegmentFileName(uint64_t sequence) {
   return fmt::format("seg-{:06d}.tss", sequence);
 }
@@ -47,8 +55,10 @@ std::string LangTerm(std::string_view lang) {
 }
 
 absl::StatusOr<std::unique_ptr<Index>> Index::Create(const IndexOptions& options) {
-  if (options.segment_max_docs == 0 || options.segment_max_docs >= kEndDoc) {
-    return absl::InvalidArgumentError("segment_max_docs must be in [1, 2^32-2]");
+  if (options.segment_max_docs == 0 || options.segment_max_docs > kMaxSegmentDocs) {
+    return absl::InvalidArgumentError(
+        StrCat("segment_max_docs must be in [1, ", kMaxSegmentDocs, "], not ",
+               options.segment_max_docs));
   }
   absl::StatusOr<std::unique_ptr<analysis::Analyzer>> analyzer =
       analysis::Analyzer::Create(options.analyzer);
@@ -275,7 +285,7 @@ absl::Status Index::Save(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(StrCat("cannot create ", dir, ": ", ec.message()));
-  std::string manifest = StrCat(kManifestHeader, "\n");
+  std::string manifest = StrCat(kManifestHeader, "\n", AnalyzerLine(options_.analyzer), "\n");
   for (size_t i = 0; i < sealed_.size(); ++i) {
     const std::string name = SegmentFileName(sealed_sequence_[i]);
     if (absl::Status s = sealed_[i]->Save(dir + "/" + name); !s.ok()) return s;
@@ -297,14 +307,20 @@ absl::StatusOr<std::unique_ptr<Index>> Index::Open(const IndexOptions& options,
   absl::StatusOr<std::string> manifest = ReadFile(dir + "/MANIFEST");
   if (!manifest.ok()) return manifest.status();
   std::vector<std::string> lines = absl::StrSplit(*manifest, '\n', absl::SkipEmpty());
-  if (lines.empty() || lines[0] != kManifestHeader) {
+  if (lines.size() < 2 || lines[0] != kManifestHeader || !lines[1].starts_with("analyzer ")) {
     return absl::DataLossError(StrCat(dir, "/MANIFEST is not an index manifest"));
+  }
+  if (lines[1] != AnalyzerLine(options.analyzer)) {
+    return absl::FailedPreconditionError(
+        StrCat("the index in ", dir, " was written with '", lines[1],
+               "' but is opened with '", AnalyzerLine(options.analyzer),
+               "'; queries would not find its terms"));
   }
   absl::StatusOr<std::unique_ptr<Index>> index = Create(options);
   if (!index.ok()) return index.status();
   Index& ix = **index;
   absl::MutexLock lock(&ix.mu_);
-  for (size_t i = 1; i < lines.size(); ++i) {
+  for (size_t i = 2; i < lines.size(); ++i) {
     uint64_t sequence = 0;
     if (!lines[i].starts_with("seg-") || !lines[i].ends_with(".tss") ||
         !absl::SimpleAtoi(AsAbsl(lines[i]).substr(4, lines[i].size() - 8), &sequence)) {

@@ -31,10 +31,14 @@
 
 namespace tweetsearch::index {
 
+// The largest segment_max_docs: an active segment allocates its columns up front.
+inline constexpr uint32_t kMaxSegmentDocs = 1u << 24;
+
 struct IndexOptions {
   // How text is turned into terms. Queries against this index must use the same options.
   analysis::AnalyzerOptions analyzer;
-  // Documents an active segment holds before it is sealed. Default 65536 (2^16).
+  // Documents an active segment holds before it is sealed, 1 to kMaxSegmentDocs. Default
+  // 65536 (2^16). Compaction may build larger sealed segments.
   uint32_t segment_max_docs = 1 << 16;
 };
 
@@ -56,7 +60,8 @@ class Index {
   // Returns InvalidArgument for bad options.
   static absl::StatusOr<std::unique_ptr<Index>> Create(const IndexOptions& options);
   // Loads the sealed segments saved in `dir` by Save(). Returns NotFound if `dir` has no
-  // manifest, DataLoss if a segment file is corrupt or missing.
+  // manifest, DataLoss if a segment file is corrupt or missing, FailedPrecondition if the index
+  // was written with other analyzer options.
   static absl::StatusOr<std::unique_ptr<Index>> Open(const IndexOptions& options,
                                                      const std::string& dir);
 

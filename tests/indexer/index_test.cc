@@ -94,6 +94,19 @@ TEST(IndexTest, SaveAndOpenRestoresSealedSegments) {
   EXPECT_EQ(Newest(**again, "hello", 2), (std::vector<TweetId>{11, 10}));
   EXPECT_EQ(Index::Open(options, dir.path() + "/none").status().code(),
             absl::StatusCode::kNotFound);
+  // Opening with other analyzer options would make its terms unreachable: refused.
+  IndexOptions stemming = options;
+  stemming.analyzer.stem_language = "english";
+  EXPECT_EQ(Index::Open(stemming, dir.path()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(IndexTest, RejectsAbsurdSegmentSizes) {
+  IndexOptions options;
+  options.segment_max_docs = 0;
+  EXPECT_EQ(Index::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.segment_max_docs = kMaxSegmentDocs + 1;
+  EXPECT_EQ(Index::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(IndexTest, AddBatchReportsEachTweetAndCrossesSegments) {
