@@ -357,6 +357,7 @@ IndexStats Index::Stats() const {
     stats.sealed.freq_bytes += s->stats().freq_bytes;
     stats.sealed.position_bytes += s->stats().position_bytes;
     stats.sealed.skip_bytes += s->stats().skip_bytes;
+    stats.sealed.bitmap_blocks += s->stats().bitmap_blocks;
     stats.sealed.dictionary_bytes += s->stats().dictionary_bytes;
     stats.sealed.column_bytes += s->stats().column_bytes;
   }

@@ -5,6 +5,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -32,6 +33,45 @@ struct SkipEntry {
 static_assert(sizeof(SkipEntry) == 16);
 constexpr size_t kSingleHeaderBytes = 3;  // doc_bits, freq_bits, pos_bits
 constexpr uint8_t kManyTf = 255;
+// A doc_bits value meaning: the block's DocIds are a bitmap, one bit per DocId from the block's
+// start (the previous block's last DocId + 1) to its last DocId. Chosen for blocks of more-than-
+// one-block lists when smaller than the packed gaps; a dense term then answers "is DocId x in
+// this block, or which is the next one" from the bits alone, without decoding the block.
+constexpr uint8_t kBitmapDocs = 0x40;
+
+uint64_t LoadWord(const uint8_t* bits, uint32_t word) {
+  uint64_t x;
+  std::memcpy(&x, bits + 8 * static_cast<size_t>(word), sizeof(x));
+  return x;
+}
+
+// The first set bit at or after `from` in a bitmap of `span` bits, or `span` if none. Reads
+// whole 64-bit words, so up to 7 bytes past the bitmap must be readable (they are: the
+// postings buffer is padded); bits at or past `span` are ignored.
+uint32_t NextSetBit(const uint8_t* bits, uint32_t span, uint32_t from) {
+  if (from >= span) return span;
+  const uint32_t words = (span + 63) / 64;
+  uint32_t w = from / 64;
+  uint64_t word = LoadWord(bits, w) & (~uint64_t{0} << (from % 64));
+  while (word == 0) {
+    if (++w >= words) return span;
+    word = LoadWord(bits, w);
+  }
+  const uint32_t bit = w * 64 + static_cast<uint32_t>(std::countr_zero(word));
+  return std::min(bit, span);
+}
+
+// Set bits in [0, end) of a bitmap.
+uint32_t Rank(const uint8_t* bits, uint32_t end) {
+  uint32_t count = 0;
+  uint32_t w = 0;
+  for (; (w + 1) * 64 <= end; ++w) count += static_cast<uint32_t>(std::popcount(LoadWord(bits, w)));
+  if (end % 64 != 0) {
+    const uint64_t mask = (uint64_t{1} << (end % 64)) - 1;
+    count += static_cast<uint32_t>(std::popcount(LoadWord(bits, w) & mask));
+  }
+  return count;
+}
 
 uint32_t NumBlocks(uint32_t doc_freq) { return (doc_freq + kBlockSize - 1) / kBlockSize; }
 
@@ -72,9 +112,18 @@ class SealedCursor final : public PostingCursor {
 
   DocId doc() const override { return doc_; }
   void Next() override {
-    if (++i_ < block_n_) {
+    if (bitmap_) {
+      const uint32_t bit = NextSetBit(bits_, span_, doc_ - start_ + 1);
+      if (bit < span_) {
+        doc_ = start_ + bit;
+        ++i_;  // right when the rank was known; recomputed otherwise
+        return;
+      }
+    } else if (++i_ < block_n_) {
       doc_ = docs_[i_];
-    } else if (block_ + 1 < num_blocks_) {
+      return;
+    }
+    if (block_ + 1 < num_blocks_) {
       DecodeBlock(block_ + 1);
     } else {
       doc_ = kEndDoc;
@@ -82,22 +131,31 @@ class SealedCursor final : public PostingCursor {
   }
   void Advance(DocId target) override {
     if (doc_ >= target) return;
-    if (docs_[block_n_ - 1] < target) {
+    if (block_last_ < target) {
       const uint32_t b = FindBlock(target);
       if (b >= num_blocks_) {
         doc_ = kEndDoc;
         return;
       }
       DecodeBlock(b);
+      if (doc_ >= target) return;
+    }
+    if (bitmap_) {
+      // The block's last DocId is >= target, so a set bit is found.
+      doc_ = start_ + NextSetBit(bits_, span_, target - start_);
+      rank_known_ = false;
+      return;
     }
     while (docs_[i_] < target) ++i_;  // stops: the block's last DocId is >= target
     doc_ = docs_[i_];
   }
   uint32_t freq() const override {
+    EnsureRank();
     DecodeFreqs();
     return freqs_[i_];
   }
   std::span<const uint32_t> positions() override {
+    EnsureRank();
     DecodeFreqs();
     if (!positions_decoded_) {
       pos_start_[0] = 0;
@@ -109,7 +167,7 @@ class SealedCursor final : public PostingCursor {
     return std::span<const uint32_t>(positions_.data() + pos_start_[i_], freqs_[i_]);
   }
   uint32_t size() const override { return doc_freq_; }
-  DocId block_last_doc() const override { return docs_[block_n_ - 1]; }
+  DocId block_last_doc() const override { return block_last_; }
   PostingBound block_bound() const override { return BoundOf(entry_, num_blocks_ == 1); }
   PostingBound list_bound() const override { return list_bound_; }
 
@@ -121,14 +179,34 @@ class SealedCursor final : public PostingCursor {
     block_ = b;
     block_n_ = std::min(kBlockSize, doc_freq_ - b * kBlockSize);
     const uint8_t* p = base_ + entry_.offset;
-    p += UnpackPFor(p, block_n_, entry_.doc_bits, docs_);
+    i_ = 0;
+    rank_known_ = true;
+    bitmap_ = entry_.doc_bits == kBitmapDocs;
+    if (bitmap_) {
+      bits_ = p;
+      start_ = start;
+      span_ = entry_.last_doc - start + 1;
+      p += (span_ + 7) / 8;
+      doc_ = start_ + NextSetBit(bits_, span_, 0);
+      block_last_ = entry_.last_doc;
+    } else {
+      p += UnpackPFor(p, block_n_, entry_.doc_bits, docs_);
+      GapsToValues(docs_, block_n_, start);
+      doc_ = docs_[0];
+      block_last_ = docs_[block_n_ - 1];
+    }
     freq_data_ = p;
     pos_data_ = p + PForBytes(p, block_n_, entry_.freq_bits);
-    GapsToValues(docs_, block_n_, start);
-    i_ = 0;
-    doc_ = docs_[0];
     freqs_decoded_ = false;
     positions_decoded_ = false;
+  }
+
+  // In a bitmap block, the index of doc_ among the block's postings (for frequencies and
+  // positions) is counted only when asked for.
+  void EnsureRank() const {
+    if (rank_known_) return;
+    i_ = Rank(bits_, doc_ - start_);
+    rank_known_ = true;
   }
 
   // Frequencies are decoded only for blocks where a caller asks for them: a conjunction
@@ -169,8 +247,15 @@ class SealedCursor final : public PostingCursor {
   SkipEntry entry_{};       // header of the decoded block
   uint32_t block_ = 0;      // number of the decoded block
   uint32_t block_n_ = 0;    // postings in it
-  uint32_t i_ = 0;          // index of doc_ in it
+  mutable uint32_t i_ = 0;  // index of doc_ in it (see EnsureRank)
+  mutable bool rank_known_ = true;
   DocId doc_ = kEndDoc;
+  DocId block_last_ = kEndDoc;
+  // Bitmap blocks: the bits, the DocId of bit 0, and the number of bits.
+  bool bitmap_ = false;
+  const uint8_t* bits_ = nullptr;
+  uint32_t start_ = 0;
+  uint32_t span_ = 0;
   uint32_t docs_[kBlockSize];
   mutable uint32_t freqs_[kBlockSize];
   mutable bool freqs_decoded_ = false;
@@ -197,6 +282,7 @@ void EncodeList(const std::vector<Entry>& entries, const Columns& columns, std::
   std::vector<uint32_t> gaps, freqs, positions;
   uint32_t next = 0;
   for (uint32_t b = 0; b < blocks; ++b) {
+    const uint32_t block_start = next;
     const uint32_t first = b * kBlockSize;
     const uint32_t count = std::min(kBlockSize, n - first);
     gaps.clear();
@@ -226,6 +312,16 @@ void EncodeList(const std::vector<Entry>& entries, const Columns& columns, std::
     // The descriptors are known only after encoding: write the block, then its header.
     std::string block;
     entry.doc_bits = PackPFor(gaps, &block);
+    const uint32_t span = entry.last_doc - block_start + 1;
+    if (blocks > 1 && (span + 7) / 8 < block.size()) {
+      block.assign((span + 7) / 8, '\0');
+      for (uint32_t j = first; j < first + count; ++j) {
+        const uint32_t bit = entries[j].doc - block_start;
+        block[bit / 8] = static_cast<char>(block[bit / 8] | (1 << (bit % 8)));
+      }
+      entry.doc_bits = kBitmapDocs;
+      ++stats->bitmap_blocks;
+    }
     const size_t doc_bytes = block.size();
     entry.freq_bits = PackPFor(freqs, &block);
     const size_t freq_bytes = block.size() - doc_bytes;
@@ -267,6 +363,33 @@ std::string CheckList(const uint8_t* base, const uint8_t* end, uint32_t doc_freq
     }
     const uint8_t* p = base + e.offset;
     size_t used = 0;
+    if (e.doc_bits == kBitmapDocs) {
+      if (blocks == 1 || static_cast<int64_t>(e.last_doc) <= previous) return "bad bitmap block";
+      const uint32_t span = static_cast<uint32_t>(e.last_doc - previous);
+      const size_t bytes = (static_cast<size_t>(span) + 7) / 8;
+      if (bytes > static_cast<size_t>(end - p)) return "bitmap out of bounds";
+      uint32_t set = 0;
+      for (uint32_t bit = 0; bit < span; ++bit) set += (p[bit / 8] >> (bit % 8)) & 1;
+      if (set != n || ((p[(span - 1) / 8] >> ((span - 1) % 8)) & 1) == 0 ||
+          (span % 8 != 0 && (p[bytes - 1] >> (span % 8)) != 0)) {
+        return "bitmap disagrees with its block";
+      }
+      previous = e.last_doc;
+      if (previous >= num_docs) return "DocId out of range";
+      p += bytes;
+      if (!UnpackPForChecked(p, end, n, e.freq_bits, freqs, &used)) return "bad frequency block";
+      p += used;
+      uint64_t total_positions = 0;
+      for (uint32_t j = 0; j < n; ++j) {
+        if (freqs[j] >= UINT16_MAX) return "term frequency out of range";
+        total_positions += uint64_t{freqs[j]} + 1;
+      }
+      positions.resize(total_positions);
+      if (!UnpackPForChecked(p, end, total_positions, e.pos_bits, positions.data(), &used)) {
+        return "bad positions block";
+      }
+      continue;
+    }
     if (!UnpackPForChecked(p, end, n, e.doc_bits, docs, &used)) return "bad DocId block";
     p += used;
     if (!UnpackPForChecked(p, end, n, e.freq_bits, freqs, &used)) return "bad frequency block";

@@ -41,6 +41,7 @@ struct SealedStats {
   uint64_t freq_bytes = 0;        //   term frequencies
   uint64_t position_bytes = 0;    //   positions
   uint64_t skip_bytes = 0;        //   skip tables and block headers
+  uint64_t bitmap_blocks = 0;     // blocks whose DocIds are stored as a bitmap
   uint64_t dictionary_bytes = 0;  // term strings, offsets and per-term headers
   uint64_t column_bytes = 0;
 };

@@ -327,6 +327,7 @@ TEST_P(OracleTest, SearchEqualsBruteForceThroughTheIndexLifecycle) {
 
   ASSERT_TRUE(index->Seal().ok());
   ASSERT_TRUE(index->Compact().ok());
+  EXPECT_GT(index->Stats().sealed.bitmap_blocks, 0u);  // dense blocks are exercised too
   CheckQueries(*index, oracle, rng, 40, "compacted");
 
   // More tweets on top of the compacted segment, then save and reload.
