@@ -110,6 +110,7 @@ class ActiveCursor final : public PostingCursor {
 
 ActiveSegment::ActiveSegment(uint32_t capacity) : Segment(capacity) {
   assert(capacity > 0 && capacity < kEndDoc);
+  doc_of_id_.reserve(capacity);  // never rehashed while the segment fills
   tables_.push_back(std::make_unique<Table>(kFirstTableSlots));
   table_.store(tables_.back().get(), std::memory_order_release);
 }

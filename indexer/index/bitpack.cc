@@ -77,23 +77,23 @@ uint8_t PackPFor(std::span<const uint32_t> values, std::string* out) {
     PackBits(values, best, out);
     return best;
   }
-  std::vector<uint32_t> lows(values.begin(), values.end());
-  std::vector<uint32_t> highs;
-  std::string indices;
-  const uint32_t mask = best == 0 ? 0 : (best == 32 ? ~0u : (1u << best) - 1);
+  uint32_t lows[256], highs[256];
+  char indices[256];
+  size_t count = 0;
+  const uint32_t mask = best == 0 ? 0 : (1u << best) - 1;  // best < max_bits <= 32
   for (size_t i = 0; i < n; ++i) {
+    lows[i] = values[i] & mask;
     if (std::bit_width(values[i]) > best) {
-      indices.push_back(static_cast<char>(i));
-      highs.push_back(values[i] >> best);
-      lows[i] &= mask;
+      indices[count] = static_cast<char>(i);
+      highs[count++] = values[i] >> best;
     }
   }
-  const uint8_t high_bits = BitsNeeded(highs);
-  PackBits(lows, best, out);
-  out->push_back(static_cast<char>(highs.size()));
+  const uint8_t high_bits = BitsNeeded(std::span<const uint32_t>(highs, count));
+  PackBits(std::span<const uint32_t>(lows, n), best, out);
+  out->push_back(static_cast<char>(count));
   out->push_back(static_cast<char>(high_bits));
-  out->append(indices);
-  PackBits(highs, high_bits, out);
+  out->append(indices, count);
+  PackBits(std::span<const uint32_t>(highs, count), high_bits, out);
   return best | kPForExceptions;
 }
 

@@ -273,13 +273,21 @@ struct Entry {
   uint32_t freq;
 };
 
+// Buffers EncodeList reuses from list to list.
+struct EncodeScratch {
+  std::vector<uint32_t> gaps, freqs, positions;
+  std::string block;
+};
+
 void EncodeList(const std::vector<Entry>& entries, const Columns& columns, std::string* out,
-                SealedStats* stats) {
+                SealedStats* stats, EncodeScratch& scratch) {
   const size_t start = out->size();
   const uint32_t n = static_cast<uint32_t>(entries.size());
   const uint32_t blocks = NumBlocks(n);
   if (blocks > 1) out->resize(start + blocks * sizeof(SkipEntry));
-  std::vector<uint32_t> gaps, freqs, positions;
+  std::vector<uint32_t>& gaps = scratch.gaps;
+  std::vector<uint32_t>& freqs = scratch.freqs;
+  std::vector<uint32_t>& positions = scratch.positions;
   uint32_t next = 0;
   for (uint32_t b = 0; b < blocks; ++b) {
     const uint32_t block_start = next;
@@ -310,7 +318,8 @@ void EncodeList(const std::vector<Entry>& entries, const Columns& columns, std::
     entry.min_length = static_cast<uint16_t>(min_length);
     entry.min_length_repeated = static_cast<uint16_t>(min_length_repeated);
     // The descriptors are known only after encoding: write the block, then its header.
-    std::string block;
+    std::string& block = scratch.block;
+    block.clear();
     entry.doc_bits = PackPFor(gaps, &block);
     const uint32_t span = entry.last_doc - block_start + 1;
     if (blocks > 1 && (span + 7) / 8 < block.size()) {
@@ -545,17 +554,19 @@ std::unique_ptr<SealedSegment> SealedSegmentBuilder::Build() {
     segment->total_length_ += r.length;
   }
 
-  std::vector<const std::string*> terms;
+  using TermRecords = std::pair<const std::string*, const std::vector<uint32_t>*>;
+  std::vector<TermRecords> terms;
   terms.reserve(postings_.size());
-  for (const auto& [term, records] : postings_) terms.push_back(&term);
+  for (const auto& [term, records] : postings_) terms.emplace_back(&term, &records);
   std::sort(terms.begin(), terms.end(),
-            [](const std::string* a, const std::string* b) { return *a < *b; });
+            [](const TermRecords& a, const TermRecords& b) { return *a.first < *b.first; });
 
   segment->term_offsets_.reserve(terms.size() + 1);
   segment->term_info_.reserve(terms.size());
   std::vector<Entry> entries;
-  for (const std::string* term : terms) {
-    const std::vector<uint32_t>& records = postings_[*term];
+  EncodeScratch scratch;
+  for (const auto& [term, records_ptr] : terms) {
+    const std::vector<uint32_t>& records = *records_ptr;
     entries.clear();
     for (size_t i = 0; i < records.size(); i += 2 + records[i + 1]) {
       entries.push_back(Entry{new_id[records[i]], &records[i + 2], records[i + 1]});
@@ -566,7 +577,7 @@ std::unique_ptr<SealedSegment> SealedSegmentBuilder::Build() {
     segment->term_blob_.append(*term);
     segment->term_info_.push_back(SealedSegment::TermInfo{
         static_cast<uint32_t>(entries.size()), static_cast<uint32_t>(segment->postings_.size())});
-    EncodeList(entries, columns, &segment->postings_, &segment->stats_);
+    EncodeList(entries, columns, &segment->postings_, &segment->stats_, scratch);
   }
   segment->term_offsets_.push_back(static_cast<uint32_t>(segment->term_blob_.size()));
   segment->stats_.posting_bytes = segment->postings_.size();
