@@ -9,6 +9,7 @@
 #include <chrono>
 #include <iomanip>
 #include <iostream>
+#include <unordered_map>
 
 #include <CLI/CLI.hpp>
 
@@ -39,6 +40,9 @@ int main(int argc, char** argv) {
     std::cerr << "tweetquery: " << index.status() << "\n";
     return 1;
   }
+  // The index holds no tweet bodies (storage does, in the service); the shell keeps its own
+  // copy to show them.
+  std::unordered_map<ts::TweetId, std::pair<std::string, std::string>> bodies;
   const auto start = std::chrono::steady_clock::now();
   uint64_t loaded = 0;
   if (!sentiment140.empty()) {
@@ -50,15 +54,21 @@ int main(int argc, char** argv) {
       return 1;
     }
     for (const ts::ImportedTweet& t : *tweets) {
-      loaded += (*index)->Add({t.id, t.user_id, t.user_name, t.text, t.created_at_ms, "en",
-                               t.likes}).ok();
+      if ((*index)->Add({t.id, t.user_id, t.user_name, t.text, t.created_at_ms, "en", t.likes})
+              .ok()) {
+        ++loaded;
+        bodies[t.id] = {t.user_name, t.text};
+      }
     }
   } else {
     ts::SyntheticTweetGenerator generator;
     for (uint64_t i = 0; i < sample; ++i) {
       ts::SyntheticTweet t = generator.Next();
-      loaded += (*index)->Add({t.id, t.user_id, t.user_name, t.text, t.created_at_ms, t.lang,
-                               t.likes}).ok();
+      if ((*index)->Add({t.id, t.user_id, t.user_name, t.text, t.created_at_ms, t.lang, t.likes})
+              .ok()) {
+        ++loaded;
+        bodies[t.id] = {t.user_name, t.text};
+      }
     }
   }
   const double seconds =
@@ -92,8 +102,9 @@ int main(int argc, char** argv) {
     std::cout << std::fixed << (result->total_is_exact ? "" : ">=") << result->total_hits << " hits in "
               << std::setprecision(0) << micros << " us\n";
     for (const ts::query::Hit& h : result->hits) {
+      const auto& [user, text] = bodies[h.id];
       std::cout << "  " << h.id << "  likes=" << h.likes << "  score=" << std::setprecision(3)
-                << h.score << "\n";
+                << h.score << "  @" << user << ": " << text << "\n";
     }
   }
   return 0;
