@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
-cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OFF \
+cmake -S . -B build/run -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OFF \
   -DBUILD_BENCHMARKS=OFF > /dev/null
-cmake --build build/release -j "$(nproc)" --target tweetquery tweetgen
-exec build/release/tools/tweetquery "$@"
+cmake --build build/run -j "$(nproc)" --target tweetquery tweetgen
+exec build/run/tools/tweetquery "$@"
