@@ -84,13 +84,20 @@ void Index::PublishLocked() {
 }
 
 Index::Location Index::LocateLocked(TweetId id) const {
-  if (std::optional<DocId> d = active_->FindForWriter(id)) return {active_.get(), *d};
+  // A deleted tweet may be indexed again; its deleted copy stays (flagged) until sealing or
+  // compaction drops it, so only a live copy counts.
+  if (std::optional<DocId> d = active_->FindForWriter(id);
+      d && !active_->columns().deleted(*d)) {
+    return {active_.get(), *d};
+  }
   for (const auto& s : sealed_) {
     if (s->num_docs() == 0 || id > s->MaxTweetId() ||
         id < s->columns().tweet_id(s->num_docs() - 1)) {
       continue;
     }
-    if (std::optional<DocId> d = s->Find(id)) return {s.get(), *d};
+    if (std::optional<DocId> d = s->Find(id); d && !s->columns().deleted(*d)) {
+      return {s.get(), *d};
+    }
   }
   return {};
 }
@@ -203,9 +210,7 @@ void Index::FlushStagedLocked() {
 absl::Status Index::Delete(TweetId id) {
   absl::MutexLock lock(&mu_);
   const Location at = LocateLocked(id);
-  if (at.segment == nullptr || at.segment->columns().deleted(at.doc)) {
-    return absl::NotFoundError(StrCat("tweet ", id, " is not indexed"));
-  }
+  if (at.segment == nullptr) return absl::NotFoundError(StrCat("tweet ", id, " is not indexed"));
   at.segment->columns().MarkDeleted(at.doc);
   return absl::OkStatus();
 }

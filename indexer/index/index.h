@@ -70,8 +70,8 @@ class Index {
   ~Index();
 
   // Indexes `doc`; it is visible to queries that start after this returns. Returns
-  // AlreadyExists if the id is indexed, InvalidArgument for text that is not UTF-8 or has more
-  // than 65,535 tokens.
+  // AlreadyExists if the id is indexed (and not deleted: a deleted tweet may come back),
+  // InvalidArgument for text that is not UTF-8 or has more than 65,535 tokens.
   absl::Status Add(const IndexDoc& doc);
   // Indexes many tweets at once, with one status per tweet (in order), as Add() would return
   // it; a rejected tweet does not affect the others. Faster than Add() in a loop: each

@@ -52,6 +52,26 @@ TEST(IndexTest, AddDeleteLikesAcrossSealing) {
   EXPECT_EQ(Newest(*index, "from:ALICE odd", 2), (std::vector<TweetId>{7, 5}));
 }
 
+TEST(IndexTest, ADeletedTweetMayBeIndexedAgain) {
+  auto index = MakeIndex(3);
+  for (TweetId id = 1; id <= 4; ++id) ASSERT_TRUE(index->Add(Doc(id, "old text")).ok());
+  ASSERT_TRUE(index->Delete(2).ok());  // sealed
+  ASSERT_TRUE(index->Delete(4).ok());  // active
+  ASSERT_TRUE(index->Add(Doc(2, "new text")).ok());
+  ASSERT_TRUE(index->Add(Doc(4, "new text")).ok());
+  EXPECT_EQ(index->Add(Doc(4, "again")).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(Newest(*index, "new"), (std::vector<TweetId>{4, 2}));
+  EXPECT_EQ(Newest(*index, "old"), (std::vector<TweetId>{3, 1}));
+  ASSERT_TRUE(index->Seal().ok());  // the old copies of 2 and 4 are now in sealed segments
+  EXPECT_EQ(*index->SetLikes(2, 7), 7u);
+  EXPECT_EQ(*index->SetLikes(4, 9), 9u);
+  EXPECT_EQ(Newest(*index, "new min_faves:8"), (std::vector<TweetId>{4}));
+  ASSERT_TRUE(index->Compact().ok());
+  EXPECT_EQ(Newest(*index, "text"), (std::vector<TweetId>{4, 3, 2, 1}));
+  ASSERT_TRUE(index->Delete(2).ok());
+  EXPECT_EQ(Newest(*index, "text"), (std::vector<TweetId>{4, 3, 1}));
+}
+
 TEST(IndexTest, CompactionReclaimsDeletedTweets) {
   auto index = MakeIndex(8);
   for (TweetId id = 1; id <= 40; ++id) ASSERT_TRUE(index->Add(Doc(id, "word")).ok());
