@@ -43,8 +43,6 @@ class ActiveSegment final : public Segment {
   ~ActiveSegment() override;
 
   bool full() const { return next_doc_ == columns().capacity(); }
-  // Documents that can still be added.
-  uint32_t room() const { return columns().capacity() - next_doc_; }
 
   // Writer only. Adds a document's columns and returns its DocId; the document stays
   // invisible to readers until Publish(). Requires: !full().

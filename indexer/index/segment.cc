@@ -10,12 +10,6 @@ uint32_t PackLang(std::string_view lang) {
   return code;
 }
 
-std::string UnpackLang(uint32_t code) {
-  std::string lang;
-  for (; code != 0; code >>= 8) lang.push_back(static_cast<char>(code & 0xFF));
-  return lang;
-}
-
 Columns::Columns(uint32_t capacity)
     : capacity_(capacity),
       tweet_id_(new TweetId[capacity]()),

@@ -72,7 +72,6 @@ class PostingCursor {
 
 // Packs a language code of up to four ASCII bytes into an integer column value.
 uint32_t PackLang(std::string_view lang);
-std::string UnpackLang(uint32_t code);
 
 // Per-tweet columns, kept beside the postings (never inside them), of fixed capacity.
 class Columns {

@@ -112,6 +112,16 @@ DocId Align(const std::vector<M*>& order, DocId target) {
   return kEndDoc;
 }
 
+// True if any of `matchers` matches `d`; moves them forward to `d` on the way. Requires: d is
+// not below any position they were asked for before.
+bool AnyMatches(std::vector<std::unique_ptr<Matcher>>& matchers, DocId d) {
+  for (auto& m : matchers) {
+    if (m->doc() < d) m->Advance(d);
+    if (m->doc() == d) return true;
+  }
+  return false;
+}
+
 // The documents every child matches and Accept() approves, found by leapfrogging the children
 // cheapest first. Scores the children's sum, in plan order.
 template <typename Child>
@@ -198,13 +208,7 @@ class AndMatcher final : public Conjunction<Matcher> {
   }
 
  private:
-  bool Accept(DocId d) override {
-    for (auto& e : excluded_) {
-      if (e->doc() < d) e->Advance(d);
-      if (e->doc() == d) return false;
-    }
-    return true;
-  }
+  bool Accept(DocId d) override { return !AnyMatches(excluded_, d); }
 
   std::vector<std::unique_ptr<Matcher>> excluded_;
 };
@@ -328,11 +332,11 @@ class TopK {
   void Push(const Hit& hit) {
     if (!Wants(hit.key)) return;
     if (full()) {
-      std::pop_heap(heap_.begin(), heap_.end(), Worse);
+      std::pop_heap(heap_.begin(), heap_.end(), HeapLess);
       heap_.pop_back();
     }
     heap_.push_back(hit);
-    std::push_heap(heap_.begin(), heap_.end(), Worse);
+    std::push_heap(heap_.begin(), heap_.end(), HeapLess);
   }
   std::vector<Hit> Take() {
     std::sort(heap_.begin(), heap_.end(),
@@ -341,8 +345,9 @@ class TopK {
   }
 
  private:
-  // Heap order: the worst hit at the front.
-  static bool Worse(const Hit& a, const Hit& b) { return Before(a.key, b.key); }
+  // The heap's "less": ordered by Before, a max-heap keeps the hit that comes last (the worst)
+  // at the front.
+  static bool HeapLess(const Hit& a, const Hit& b) { return Before(a.key, b.key); }
   const uint32_t k_;
   std::vector<Hit> heap_;
 };
@@ -631,14 +636,6 @@ class Evaluation {
     }
   }
 
-  bool IsExcluded(std::vector<std::unique_ptr<Matcher>>& excluded, DocId d) {
-    for (auto& e : excluded) {
-      if (e->doc() < d) e->Advance(d);
-      if (e->doc() == d) return true;
-    }
-    return false;
-  }
-
   double CanonicalScore(std::vector<std::unique_ptr<TermMatcher>>& terms, DocId d) {
     double s = 0;
     for (auto& t : terms) {
@@ -674,7 +671,7 @@ class Evaluation {
           continue;
         }
       }
-      if (!IsExcluded(excluded, d)) OfferBestMatch(c, d, CanonicalScore(terms, d));
+      if (!AnyMatches(excluded, d)) OfferBestMatch(c, d, CanonicalScore(terms, d));
       d = Align(order, d + 1);
     }
   }
