@@ -41,8 +41,12 @@ struct PlanNode {
 struct Plan {
   PlanNode root;
   int64_t since_ms = std::numeric_limits<int64_t>::min();  // created_at >= since_ms
-  int64_t until_ms = std::numeric_limits<int64_t>::max();  // created_at < until_ms
+  int64_t until_ms = std::numeric_limits<int64_t>::max();  // created_at < until_ms, if set
   uint32_t min_likes = 0;
+
+  // The default until_ms means "no upper limit" (so a tweet stamped at the largest time still
+  // matches).
+  bool has_until() const { return until_ms != std::numeric_limits<int64_t>::max(); }
 };
 
 // InvalidArgument when the query has nothing to search for or misplaces NOT or a filter.

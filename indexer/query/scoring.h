@@ -42,7 +42,9 @@ inline double StaticScore(const ScoringParams& p, uint32_t likes, int64_t create
                           int64_t now_ms) {
   const double popularity =
       std::min(1.0, std::log1p(static_cast<double>(likes)) / std::log1p(p.likes_reference));
-  const double age = static_cast<double>(std::max<int64_t>(0, now_ms - created_at_ms));
+  // In double: any two int64 times subtract without overflow.
+  const double age =
+      std::max(0.0, static_cast<double>(now_ms) - static_cast<double>(created_at_ms));
   const double recency = std::exp2(-age / p.recency_half_life_ms);
   return p.popularity_weight * popularity + p.recency_weight * recency;
 }

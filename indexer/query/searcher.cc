@@ -407,7 +407,9 @@ class Evaluation {
     const TweetId id = c.tweet_id(d);
     if (id > options_.watermark) return std::nullopt;
     const int64_t created = c.created_at_ms(d);
-    if (created < plan_.since_ms || created >= plan_.until_ms) return std::nullopt;
+    if (created < plan_.since_ms || (plan_.has_until() && created >= plan_.until_ms)) {
+      return std::nullopt;
+    }
     const uint32_t likes = c.likes(d);
     if (likes < plan_.min_likes) return std::nullopt;
     SortKey key{0, id};

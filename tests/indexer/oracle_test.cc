@@ -52,7 +52,10 @@ class Oracle {
     std::vector<Hit> hits;
     for (const auto& [id, d] : docs_) {
       if (d.deleted || id > options.watermark) continue;
-      if (d.doc.created_at_ms < plan.since_ms || d.doc.created_at_ms >= plan.until_ms) continue;
+      if (d.doc.created_at_ms < plan.since_ms ||
+          (plan.has_until() && d.doc.created_at_ms >= plan.until_ms)) {
+        continue;
+      }
       if (d.doc.likes < plan.min_likes) continue;
       if (!Matches(plan.root, d)) continue;
       Hit h;

@@ -3,6 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 namespace tweetsearch::query {
 namespace {
 
@@ -97,6 +100,20 @@ TEST_F(SearcherTest, TotalsAreExactOrMarkedAsLowerBounds) {
   EXPECT_TRUE(exact.total_is_exact);
   EXPECT_EQ(exact.total_hits, 30u);
   EXPECT_EQ(Ids(exact), Ids(early));
+}
+
+TEST_F(SearcherTest, ExtremeTimesAndLikesScoreWithoutOverflow) {
+  Add(1, "edge", 0, std::numeric_limits<int64_t>::min());
+  Add(2, "edge", UINT32_MAX, std::numeric_limits<int64_t>::max());
+  SearchOptions o;
+  o.sort = SortMode::kBestMatch;
+  o.now_ms = std::numeric_limits<int64_t>::min();
+  SearchResult r = Run("edge", o);
+  ASSERT_EQ(r.hits.size(), 2u);
+  EXPECT_EQ(r.hits[0].id, 2u);  // most liked and newest
+  for (const Hit& h : r.hits) EXPECT_TRUE(std::isfinite(h.score));
+  o.now_ms = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(Run("edge", o).hits.size(), 2u);
 }
 
 TEST_F(SearcherTest, DateFiltersAndLimits) {
