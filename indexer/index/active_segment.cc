@@ -250,11 +250,19 @@ void ActiveSegment::ForEachTerm(
     const std::function<void(std::string_view, PostingCursor&)>& fn) const {
   const DocId visible = VisibleDocs();
   const Table* table = table_.load(std::memory_order_acquire);
+  constexpr uint32_t kAhead = 8;  // terms live all over memory: fetch a few slots ahead
   for (uint32_t i = 0; i < table->capacity; ++i) {
+    if (i + kAhead < table->capacity) {
+      if (const Term* ahead = table->slots[i + kAhead].term.load(std::memory_order_acquire)) {
+        __builtin_prefetch(ahead);
+      }
+    }
     const Term* t = table->slots[i].term.load(std::memory_order_acquire);
     if (t == nullptr) continue;
-    std::unique_ptr<PostingCursor> cursor = OpenTerm(t->text, visible);
-    if (cursor != nullptr && cursor->doc() != kEndDoc) fn(t->text, *cursor);
+    // The term is in hand: open its cursor directly rather than looking it up again.
+    ActiveCursor cursor(t->head, t->size.load(std::memory_order_acquire),
+                        t->doc_freq.load(std::memory_order_acquire), visible);
+    if (cursor.doc() != kEndDoc) fn(t->text, cursor);
   }
 }
 
