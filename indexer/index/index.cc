@@ -35,13 +35,13 @@ void CopyLive(const SealedSegment& segment, SealedSegmentBuilder& builder) {
     new_number[d] = builder.AddDoc(SealedSegmentBuilder::Row{
         c.tweet_id(d), c.created_at_ms(d), c.user_id(d), c.lang(d), c.length(d), c.likes(d)});
   }
-  for (std::string_view term : segment.Terms()) {
+  segment.ForEachTerm([&](std::string_view term) {
     std::unique_ptr<PostingCursor> cursor = segment.OpenTerm(term, segment.num_docs());
     for (; cursor->doc() != kEndDoc; cursor->Next()) {
       if (new_number[cursor->doc()] == kEndDoc) continue;
       builder.AddPosting(term, new_number[cursor->doc()], cursor->positions());
     }
-  }
+  });
 }
 
 }  // namespace

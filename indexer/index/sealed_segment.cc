@@ -421,11 +421,11 @@ std::string CheckList(const uint8_t* base, const uint8_t* end, uint32_t doc_freq
 
 // Segment file layout: "TSSEG001", u32 section count, then sections
 // [u32 tag][u64 length][u64 xxh64][bytes], then u64 xxh64 of all preceding bytes and "TSSEGEND".
-constexpr std::string_view kMagic = "TSSEG001";
+constexpr std::string_view kMagic = "TSSEG002";
 constexpr std::string_view kEndMagic = "TSSEGEND";
 enum SectionTag : uint32_t {
   kMeta = 1, kTweetIds, kCreatedAt, kUserIds, kLangs, kLengths, kLikes, kDeleted,
-  kTermOffsets, kTermBlob, kTermInfo, kPostings, kNumSections = kPostings
+  kTermBlocks, kTerms, kPostings, kNumSections = kPostings
 };
 
 template <typename T>
@@ -455,36 +455,16 @@ bool FromBytes(std::string_view bytes, std::vector<T>* out) {
 
 }  // namespace
 
-std::optional<uint32_t> SealedSegment::FindTerm(std::string_view term) const {
-  uint32_t lo = 0, hi = static_cast<uint32_t>(term_info_.size());
-  while (lo < hi) {
-    const uint32_t mid = lo + (hi - lo) / 2;
-    if (TermAt(mid) < term) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  if (lo < term_info_.size() && TermAt(lo) == term) return lo;
-  return std::nullopt;
-}
-
-std::string_view SealedSegment::TermAt(uint32_t i) const {
-  return std::string_view(term_blob_).substr(term_offsets_[i],
-                                             term_offsets_[i + 1] - term_offsets_[i]);
-}
-
 std::unique_ptr<PostingCursor> SealedSegment::OpenTerm(std::string_view term, DocId) const {
-  const std::optional<uint32_t> i = FindTerm(term);
-  if (!i) return nullptr;
-  const TermInfo& info = term_info_[*i];
+  const std::optional<TermDictionary::Entry> entry = dictionary_.Find(term);
+  if (!entry) return nullptr;
   return std::make_unique<SealedCursor>(
-      reinterpret_cast<const uint8_t*>(postings_.data()) + info.offset, info.doc_freq);
+      reinterpret_cast<const uint8_t*>(postings_.data()) + entry->offset, entry->doc_freq);
 }
 
 uint32_t SealedSegment::DocFreq(std::string_view term) const {
-  const std::optional<uint32_t> i = FindTerm(term);
-  return i ? term_info_[*i].doc_freq : 0;
+  const std::optional<TermDictionary::Entry> entry = dictionary_.Find(term);
+  return entry ? entry->doc_freq : 0;
 }
 
 std::optional<DocId> SealedSegment::Find(TweetId id) const {
@@ -508,11 +488,8 @@ uint32_t SealedSegment::num_live_docs() const {
   return live;
 }
 
-std::vector<std::string_view> SealedSegment::Terms() const {
-  std::vector<std::string_view> terms;
-  terms.reserve(term_info_.size());
-  for (uint32_t i = 0; i < term_info_.size(); ++i) terms.push_back(TermAt(i));
-  return terms;
+void SealedSegment::ForEachTerm(const std::function<void(std::string_view)>& fn) const {
+  dictionary_.ForEach([&](std::string_view term, TermDictionary::Entry) { fn(term); });
 }
 
 size_t SealedSegment::MemoryBytes() const {
@@ -561,8 +538,7 @@ std::unique_ptr<SealedSegment> SealedSegmentBuilder::Build() {
   std::sort(terms.begin(), terms.end(),
             [](const TermRecords& a, const TermRecords& b) { return *a.first < *b.first; });
 
-  segment->term_offsets_.reserve(terms.size() + 1);
-  segment->term_info_.reserve(terms.size());
+  TermDictionary::Builder dictionary;
   std::vector<Entry> entries;
   EncodeScratch scratch;
   for (size_t t = 0; t < terms.size(); ++t) {
@@ -577,20 +553,15 @@ std::unique_ptr<SealedSegment> SealedSegmentBuilder::Build() {
     }
     std::sort(entries.begin(), entries.end(),
               [](const Entry& a, const Entry& b) { return a.doc < b.doc; });
-    segment->term_offsets_.push_back(static_cast<uint32_t>(segment->term_blob_.size()));
-    segment->term_blob_.append(*term);
-    segment->term_info_.push_back(SealedSegment::TermInfo{
-        static_cast<uint32_t>(entries.size()), static_cast<uint32_t>(segment->postings_.size())});
+    dictionary.Add(*term, TermDictionary::Entry{static_cast<uint32_t>(entries.size()),
+                                                static_cast<uint32_t>(segment->postings_.size())});
     EncodeList(entries, columns, &segment->postings_, &segment->stats_, scratch);
   }
-  segment->term_offsets_.push_back(static_cast<uint32_t>(segment->term_blob_.size()));
+  segment->dictionary_ = dictionary.Finish();
   segment->stats_.posting_bytes = segment->postings_.size();
   segment->postings_.append(kUnpackPadding, '\0');  // see UnpackBitsFast
   segment->postings_.shrink_to_fit();
-  segment->term_blob_.shrink_to_fit();
-  segment->stats_.dictionary_bytes = segment->term_blob_.size() +
-                                     segment->term_offsets_.size() * sizeof(uint32_t) +
-                                     segment->term_info_.size() * sizeof(SealedSegment::TermInfo);
+  segment->stats_.dictionary_bytes = segment->dictionary_.bytes();
   segment->stats_.column_bytes = static_cast<uint64_t>(num_docs) * 38;
   rows_.clear();
   postings_.clear();
@@ -601,7 +572,7 @@ std::unique_ptr<SealedSegment> SealedSegmentBuilder::Build() {
 absl::Status SealedSegment::Save(const std::string& path) const {
   std::string out(kMagic);
   PutRaw(&out, static_cast<uint32_t>(kNumSections));
-  std::vector<uint64_t> meta = {num_docs_, total_length_, term_info_.size()};
+  std::vector<uint64_t> meta = {num_docs_, total_length_, dictionary_.size()};
   PutSection(&out, kMeta, AsBytes(meta));
   std::vector<TweetId> ids(num_docs_);
   std::vector<int64_t> created(num_docs_);
@@ -625,9 +596,8 @@ absl::Status SealedSegment::Save(const std::string& path) const {
   PutSection(&out, kLengths, AsBytes(lengths));
   PutSection(&out, kLikes, AsBytes(likes));
   PutSection(&out, kDeleted, AsBytes(deleted));
-  PutSection(&out, kTermOffsets, AsBytes(term_offsets_));
-  PutSection(&out, kTermBlob, term_blob_);
-  PutSection(&out, kTermInfo, AsBytes(term_info_));
+  PutSection(&out, kTermBlocks, AsBytes(dictionary_.block_offsets()));
+  PutSection(&out, kTerms, dictionary_.blob());
   PutSection(&out, kPostings,
              std::string_view(postings_).substr(0, postings_.size() - kUnpackPadding));
   PutRaw(&out, static_cast<uint64_t>(XXH64(out.data(), out.size(), 0)));
@@ -704,45 +674,53 @@ absl::StatusOr<std::unique_ptr<SealedSegment>> SealedSegment::Load(const std::st
     columns.SetRow(d, ids[d], created[d], users[d], langs[d], lengths[d], likes[d]);
     if ((deleted[d / 64] >> (d % 64)) & 1) columns.MarkDeleted(d);
   }
-  segment->term_blob_ = std::string(sections[kTermBlob]);
   segment->postings_ = std::string(sections[kPostings]);
   segment->postings_.append(kUnpackPadding, '\0');  // see UnpackBitsFast
-  if (!FromBytes(sections[kTermOffsets], &segment->term_offsets_) ||
-      !FromBytes(sections[kTermInfo], &segment->term_info_) ||
-      segment->term_info_.size() != meta[2] ||
-      segment->term_offsets_.size() != segment->term_info_.size() + 1) {
+  std::vector<uint32_t> blocks;
+  if (!FromBytes(sections[kTermBlocks], &blocks) || meta[2] > UINT32_MAX) {
     return corrupt("dictionary sizes disagree");
   }
+  absl::StatusOr<TermDictionary> dictionary = TermDictionary::FromParts(
+      std::string(sections[kTerms]), std::move(blocks), static_cast<uint32_t>(meta[2]));
+  if (!dictionary.ok()) return corrupt(AsStd(dictionary.status().message()));
+  segment->dictionary_ = *std::move(dictionary);
   if (absl::Status valid = segment->Validate(); !valid.ok()) return corrupt(AsStd(valid.message()));
   segment->stats_.posting_bytes = segment->postings_.size() - kUnpackPadding;
-  segment->stats_.dictionary_bytes = segment->term_blob_.size() +
-                                     segment->term_offsets_.size() * sizeof(uint32_t) +
-                                     segment->term_info_.size() * sizeof(TermInfo);
+  segment->stats_.dictionary_bytes = segment->dictionary_.bytes();
   segment->stats_.column_bytes = static_cast<uint64_t>(num_docs) * 38;
-  for (const TermInfo& info : segment->term_info_) segment->stats_.postings += info.doc_freq;
+  segment->dictionary_.ForEach([&](std::string_view, TermDictionary::Entry e) {
+    segment->stats_.postings += e.doc_freq;
+  });
   return segment;
 }
 
 absl::Status SealedSegment::Validate() const {
-  if (term_offsets_.front() != 0 || term_offsets_.back() != term_blob_.size()) {
-    return absl::DataLossError("term offsets do not cover the term blob");
-  }
-  for (size_t i = 0; i < term_info_.size(); ++i) {
-    if (term_offsets_[i] > term_offsets_[i + 1]) return absl::DataLossError("term offsets");
-    if (i > 0 && !(TermAt(static_cast<uint32_t>(i - 1)) < TermAt(static_cast<uint32_t>(i)))) {
-      return absl::DataLossError("terms not sorted");
+  // The dictionary's own structure was checked when it was read; here each term's list must
+  // lie between its offset and the next term's, and decode into valid DocIds.
+  const auto* base = reinterpret_cast<const uint8_t*>(postings_.data());
+  const size_t postings_end = postings_.size() - kUnpackPadding;
+  std::string previous_term;
+  TermDictionary::Entry previous{};
+  bool has_previous = false;
+  std::string problem;
+  auto check = [&](size_t end) {
+    if (!problem.empty() || !has_previous) return;
+    if (previous.offset > end || end > postings_end) {
+      problem = StrCat("term '", previous_term, "': posting offsets out of bounds");
+      return;
     }
-    const uint32_t begin = term_info_[i].offset;
-    const size_t end = i + 1 < term_info_.size() ? term_info_[i + 1].offset
-                                                  : postings_.size() - kUnpackPadding;
-    if (begin > end || end > postings_.size()) return absl::DataLossError("posting offsets");
-    const auto* base = reinterpret_cast<const uint8_t*>(postings_.data());
-    std::string problem = CheckList(base + begin, base + end, term_info_[i].doc_freq, num_docs_);
-    if (!problem.empty()) {
-      return absl::DataLossError(StrCat("term '", TermAt(static_cast<uint32_t>(i)),
-                                              "': ", problem));
-    }
-  }
+    const std::string why =
+        CheckList(base + previous.offset, base + end, previous.doc_freq, num_docs_);
+    if (!why.empty()) problem = StrCat("term '", previous_term, "': ", why);
+  };
+  dictionary_.ForEach([&](std::string_view term, TermDictionary::Entry entry) {
+    check(entry.offset);
+    previous_term.assign(term);
+    previous = entry;
+    has_previous = true;
+  });
+  check(postings_end);
+  if (!problem.empty()) return absl::DataLossError(problem);
   return absl::OkStatus();
 }
 

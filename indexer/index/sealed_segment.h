@@ -17,6 +17,7 @@
 #ifndef TWEETSEARCH_INDEXER_INDEX_SEALED_SEGMENT_H_
 #define TWEETSEARCH_INDEXER_INDEX_SEALED_SEGMENT_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "indexer/index/segment.h"
+#include "indexer/index/term_dictionary.h"
 
 namespace tweetsearch::index {
 
@@ -65,34 +67,25 @@ class SealedSegment final : public Segment {
   uint32_t DocFreq(std::string_view term) const override;
   uint64_t TotalLength() const override { return total_length_; }
   TweetId MaxTweetId() const override { return num_docs_ == 0 ? 0 : columns().tweet_id(0); }
-  size_t NumTerms() const override { return term_info_.size(); }
+  size_t NumTerms() const override { return dictionary_.size(); }
   size_t MemoryBytes() const override;
 
   uint32_t num_docs() const { return num_docs_; }
   uint32_t num_live_docs() const;
   const SealedStats& stats() const { return stats_; }
 
-  // All terms, in sorted order, for merging. The views live as long as the segment.
-  std::vector<std::string_view> Terms() const;
-
-  struct TermInfo {
-    uint32_t doc_freq;
-    uint32_t offset;  // into postings_
-  };
+  // Calls fn for every term in sorted order (for merging); the view lives until fn returns.
+  void ForEachTerm(const std::function<void(std::string_view term)>& fn) const;
 
  private:
   friend class SealedSegmentBuilder;
   explicit SealedSegment(uint32_t num_docs) : Segment(num_docs == 0 ? 1 : num_docs),
                                               num_docs_(num_docs) {}
-  std::optional<uint32_t> FindTerm(std::string_view term) const;
-  std::string_view TermAt(uint32_t i) const;
   absl::Status Validate() const;
 
   const uint32_t num_docs_;
   uint64_t total_length_ = 0;
-  std::string term_blob_;
-  std::vector<uint32_t> term_offsets_;  // term i is term_blob_[term_offsets_[i], [i+1])
-  std::vector<TermInfo> term_info_;
+  TermDictionary dictionary_;  // offsets point into postings_
   std::string postings_;
   SealedStats stats_;
 };
