@@ -278,7 +278,7 @@ size_t ActiveSegment::MemoryBytes() const {
   size_t bytes = posting_bytes_ + blocks_.size() * sizeof(Block);
   for (const auto& t : terms_) bytes += sizeof(Term) + t->text.capacity();
   for (const auto& t : tables_) bytes += t->capacity * sizeof(Table::Slot);
-  bytes += static_cast<size_t>(columns().capacity()) * 38;
+  bytes += columns().MemoryBytes();
   return bytes;
 }
 

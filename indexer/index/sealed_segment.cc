@@ -562,7 +562,7 @@ std::unique_ptr<SealedSegment> SealedSegmentBuilder::Build() {
   segment->postings_.append(kUnpackPadding, '\0');  // see UnpackBitsFast
   segment->postings_.shrink_to_fit();
   segment->stats_.dictionary_bytes = segment->dictionary_.bytes();
-  segment->stats_.column_bytes = static_cast<uint64_t>(num_docs) * 38;
+  segment->stats_.column_bytes = segment->columns().MemoryBytes();
   rows_.clear();
   postings_.clear();
   last_records_ = nullptr;
@@ -687,7 +687,7 @@ absl::StatusOr<std::unique_ptr<SealedSegment>> SealedSegment::Load(const std::st
   if (absl::Status valid = segment->Validate(); !valid.ok()) return corrupt(AsStd(valid.message()));
   segment->stats_.posting_bytes = segment->postings_.size() - kUnpackPadding;
   segment->stats_.dictionary_bytes = segment->dictionary_.bytes();
-  segment->stats_.column_bytes = static_cast<uint64_t>(num_docs) * 38;
+  segment->stats_.column_bytes = segment->columns().MemoryBytes();
   segment->dictionary_.ForEach([&](std::string_view, TermDictionary::Entry e) {
     segment->stats_.postings += e.doc_freq;
   });

@@ -26,6 +26,14 @@ Columns::Columns(uint32_t capacity)
   }
 }
 
+size_t Columns::MemoryBytes() const {
+  const size_t rows = capacity_;
+  const size_t ranges = (rows >> kRangeShift) + 1;
+  return rows * (sizeof(TweetId) + sizeof(int64_t) + sizeof(UserId) + sizeof(uint32_t) +
+                 sizeof(uint16_t) + sizeof(uint32_t)) +
+         (rows + 63) / 64 * sizeof(uint64_t) + ranges * (sizeof(uint32_t) + sizeof(int64_t));
+}
+
 void Columns::SetRow(DocId d, TweetId id, int64_t created_at_ms, UserId user, uint32_t lang,
                      uint16_t length, uint32_t likes) {
   tweet_id_[d] = id;

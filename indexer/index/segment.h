@@ -81,6 +81,8 @@ class Columns {
   Columns& operator=(const Columns&) = delete;
 
   uint32_t capacity() const { return capacity_; }
+  // Bytes the columns hold (allocated for the whole capacity).
+  size_t MemoryBytes() const;
   TweetId tweet_id(DocId d) const { return tweet_id_[d]; }
   int64_t created_at_ms(DocId d) const { return created_at_ms_[d]; }
   UserId user_id(DocId d) const { return user_id_[d]; }
