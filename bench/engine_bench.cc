@@ -14,7 +14,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "common/sentiment140.h"
+#include "common/tweet_csv.h"
 #include "common/synthetic.h"
 #include "indexer/index/index.h"
 #include "indexer/query/searcher.h"
@@ -160,17 +160,11 @@ int main(int argc, char** argv) {
       std::cerr << real.status() << "\n";
       return 1;
     }
-    for (ts::ImportedTweet& t : *real) {
-      docs.push_back({t.id, t.user_id, t.user_name, t.text, t.created_at_ms, "en", t.likes});
-    }
+    for (ts::ImportedTweet& t : *real) docs.push_back(ts::index::ToIndexDoc(std::move(t)));
   } else {
     ts::SyntheticTweetGenerator gen;
     docs.reserve(tweets);
-    for (uint64_t i = 0; i < tweets; ++i) {
-      ts::SyntheticTweet t = gen.Next();
-      docs.push_back({t.id, t.user_id, std::move(t.user_name), std::move(t.text),
-                      t.created_at_ms, std::move(t.lang), t.likes});
-    }
+    for (uint64_t i = 0; i < tweets; ++i) docs.push_back(ts::index::ToIndexDoc(gen.Next()));
   }
   const long rss_corpus = RssKiB();
 

@@ -36,9 +36,7 @@ BENCHMARK(BM_Analyze);
 // Indexes 200,000 tweets in batches of state.range(0) (1 = one Add per tweet).
 void BM_IndexAdd(benchmark::State& state) {
   std::vector<ts::index::IndexDoc> docs;
-  for (auto& t : Tweets(200000)) {
-    docs.push_back({t.id, t.user_id, t.user_name, t.text, t.created_at_ms, t.lang, t.likes});
-  }
+  for (auto& t : Tweets(200000)) docs.push_back(ts::index::ToIndexDoc(std::move(t)));
   const size_t batch = static_cast<size_t>(state.range(0));
   for (auto _ : state) {
     state.PauseTiming();

@@ -14,7 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/clock.h"
-#include "common/sentiment140.h"
+#include "common/tweet_csv.h"
 #include "common/synthetic.h"
 #include "indexer/index/index.h"
 #include "indexer/query/searcher.h"
@@ -45,6 +45,14 @@ int main(int argc, char** argv) {
   std::unordered_map<ts::TweetId, std::pair<std::string, std::string>> bodies;
   const auto start = std::chrono::steady_clock::now();
   uint64_t loaded = 0;
+  auto add = [&](ts::index::IndexDoc doc) {
+    const ts::TweetId id = doc.id;
+    std::pair<std::string, std::string> body{doc.user_name, doc.text};
+    if ((*index)->Add(doc).ok()) {
+      ++loaded;
+      bodies[id] = std::move(body);
+    }
+  };
   if (!sentiment140.empty()) {
     size_t rejected = 0;
     absl::StatusOr<std::vector<ts::ImportedTweet>> tweets =
@@ -53,23 +61,10 @@ int main(int argc, char** argv) {
       std::cerr << "tweetquery: " << tweets.status() << "\n";
       return 1;
     }
-    for (const ts::ImportedTweet& t : *tweets) {
-      if ((*index)->Add({t.id, t.user_id, t.user_name, t.text, t.created_at_ms, "en", t.likes})
-              .ok()) {
-        ++loaded;
-        bodies[t.id] = {t.user_name, t.text};
-      }
-    }
+    for (ts::ImportedTweet& t : *tweets) add(ts::index::ToIndexDoc(std::move(t)));
   } else {
     ts::SyntheticTweetGenerator generator;
-    for (uint64_t i = 0; i < sample; ++i) {
-      ts::SyntheticTweet t = generator.Next();
-      if ((*index)->Add({t.id, t.user_id, t.user_name, t.text, t.created_at_ms, t.lang, t.likes})
-              .ok()) {
-        ++loaded;
-        bodies[t.id] = {t.user_name, t.text};
-      }
-    }
+    for (uint64_t i = 0; i < sample; ++i) add(ts::index::ToIndexDoc(generator.Next()));
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -46,6 +46,16 @@ void CopyLive(const SealedSegment& segment, SealedSegmentBuilder& builder) {
 
 }  // namespace
 
+IndexDoc ToIndexDoc(SyntheticTweet t) {
+  return IndexDoc{t.id, t.user_id, std::move(t.user_name), std::move(t.text), t.created_at_ms,
+                  std::move(t.lang), t.likes};
+}
+
+IndexDoc ToIndexDoc(ImportedTweet t) {
+  return IndexDoc{t.id, t.user_id, std::move(t.user_name), std::move(t.text), t.created_at_ms,
+                  "en", t.likes};
+}
+
 std::string FromTerm(std::string_view user_name) {
   return StrCat("from:", absl::AsciiStrToLower(AsAbsl(user_name)));
 }

@@ -25,6 +25,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/synthetic.h"
+#include "common/tweet_csv.h"
 #include "indexer/analysis/analyzer.h"
 #include "indexer/index/active_segment.h"
 #include "indexer/index/sealed_segment.h"
@@ -134,6 +136,10 @@ class Index {
   Batch batch_ ABSL_GUARDED_BY(mu_);
   std::atomic<std::shared_ptr<const IndexSnapshot>> snapshot_;
 };
+
+// Index documents from the project's tweet sources (Sentiment140 tweets are English).
+IndexDoc ToIndexDoc(SyntheticTweet tweet);
+IndexDoc ToIndexDoc(ImportedTweet tweet);
 
 // Index terms that are not words of the text.
 std::string FromTerm(std::string_view user_name);  // "from:<name>", case-folded

@@ -99,14 +99,6 @@ class SealedCursor final : public PostingCursor {
  public:
   SealedCursor(const uint8_t* base, uint32_t doc_freq)
       : base_(base), doc_freq_(doc_freq), num_blocks_(NumBlocks(doc_freq)) {
-    for (uint32_t b = 0; b < num_blocks_; ++b) {
-      const PostingBound bb = BoundOf(ReadSkip(base_, doc_freq_, b), num_blocks_ == 1);
-      list_bound_.max_tf = b == 0 ? bb.max_tf : std::max(list_bound_.max_tf, bb.max_tf);
-      list_bound_.min_length = b == 0 ? bb.min_length : std::min(list_bound_.min_length, bb.min_length);
-      list_bound_.min_length_repeated =
-          b == 0 ? bb.min_length_repeated
-                 : std::min(list_bound_.min_length_repeated, bb.min_length_repeated);
-    }
     if (num_blocks_ > 0) DecodeBlock(0);
   }
 
@@ -169,7 +161,23 @@ class SealedCursor final : public PostingCursor {
   uint32_t size() const override { return doc_freq_; }
   DocId block_last_doc() const override { return block_last_; }
   PostingBound block_bound() const override { return BoundOf(entry_, num_blocks_ == 1); }
-  PostingBound list_bound() const override { return list_bound_; }
+  // Folded from every skip entry on first use: newest-first queries never ask, and a common
+  // term has thousands of blocks.
+  PostingBound list_bound() const override {
+    if (!list_bound_known_) {
+      for (uint32_t b = 0; b < num_blocks_; ++b) {
+        const PostingBound bb = BoundOf(ReadSkip(base_, doc_freq_, b), num_blocks_ == 1);
+        list_bound_.max_tf = b == 0 ? bb.max_tf : std::max(list_bound_.max_tf, bb.max_tf);
+        list_bound_.min_length =
+            b == 0 ? bb.min_length : std::min(list_bound_.min_length, bb.min_length);
+        list_bound_.min_length_repeated =
+            b == 0 ? bb.min_length_repeated
+                   : std::min(list_bound_.min_length_repeated, bb.min_length_repeated);
+      }
+      list_bound_known_ = true;
+    }
+    return list_bound_;
+  }
 
  private:
   void DecodeBlock(uint32_t b) {
@@ -243,7 +251,8 @@ class SealedCursor final : public PostingCursor {
   const uint8_t* const base_;
   const uint32_t doc_freq_;
   const uint32_t num_blocks_;
-  PostingBound list_bound_;
+  mutable PostingBound list_bound_;
+  mutable bool list_bound_known_ = false;
   SkipEntry entry_{};       // header of the decoded block
   uint32_t block_ = 0;      // number of the decoded block
   uint32_t block_n_ = 0;    // postings in it

@@ -54,7 +54,6 @@ class TermMatcher final : public Matcher {
   TermMatcher(std::unique_ptr<PostingCursor> cursor, double idf, bool scored, const Context& ctx)
       : cursor_(std::move(cursor)), idf_(scored ? idf : 0), ctx_(ctx) {
     doc_ = cursor_->doc();
-    max_score_ = Bound(cursor_->list_bound());
   }
   void Next() override {
     cursor_->Next();
@@ -69,7 +68,12 @@ class TermMatcher final : public Matcher {
     return idf_ * TfPart(*ctx_.params, cursor_->freq(), ctx_.columns->length(doc_),
                          ctx_.avg_length);
   }
-  double MaxScore() const override { return max_score_; }
+  // Computed on first use: only pruning needs it, and the list's bound costs a pass over its
+  // skip table.
+  double MaxScore() const override {
+    if (max_score_ < 0) max_score_ = Bound(cursor_->list_bound());
+    return max_score_;
+  }
   uint64_t Cost() const override { return cursor_->size(); }
 
   double BlockMaxScore() const { return Bound(cursor_->block_bound()); }
@@ -90,7 +94,7 @@ class TermMatcher final : public Matcher {
   std::unique_ptr<PostingCursor> cursor_;
   const double idf_;
   const Context& ctx_;
-  double max_score_ = 0;
+  mutable double max_score_ = -1;  // unknown until MaxScore()
 };
 
 // Moves every matcher to the first DocId >= target that all of them contain.

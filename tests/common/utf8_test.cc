@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/sentiment140.h"
+#include "common/tweet_csv.h"
 
 namespace tweetsearch {
 namespace {

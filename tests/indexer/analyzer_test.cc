@@ -8,7 +8,7 @@
 
 #include <random>
 
-#include "common/sentiment140.h"
+#include "common/tweet_csv.h"
 #include "tests/testing/corpus.h"
 
 namespace tweetsearch::analysis {

@@ -6,7 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "common/sentiment140.h"
+#include "common/tweet_csv.h"
+#include "indexer/index/index.h"
 
 namespace tweetsearch::testing {
 
@@ -20,10 +21,7 @@ std::vector<index::IndexDoc> LoadSentiment140(const std::string& path) {
   std::vector<index::IndexDoc> docs;
   absl::StatusOr<std::vector<ImportedTweet>> tweets = ReadSentiment140(path);
   if (!tweets.ok()) return docs;
-  for (ImportedTweet& t : *tweets) {
-    docs.push_back(index::IndexDoc{t.id, t.user_id, std::move(t.user_name), std::move(t.text),
-                                   t.created_at_ms, "en", t.likes});
-  }
+  for (ImportedTweet& t : *tweets) docs.push_back(index::ToIndexDoc(std::move(t)));
   return docs;
 }
 

@@ -1,4 +1,4 @@
-#include "common/sentiment140.h"
+#include "common/tweet_csv.h"
 
 #include <xxhash.h>
 

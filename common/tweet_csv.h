@@ -1,8 +1,8 @@
 // Reader for the Sentiment140 CSV format (Go, Bhayani and Huang, 2009): Latin-1, every field
 // double-quoted, no header; columns polarity, id, date ("Mon Apr 06 22:19:45 PDT 2009"),
 // query, user, text. Used by tests, benchmarks and importers.
-#ifndef TWEETSEARCH_COMMON_SENTIMENT140_H_
-#define TWEETSEARCH_COMMON_SENTIMENT140_H_
+#ifndef TWEETSEARCH_COMMON_TWEET_CSV_H_
+#define TWEETSEARCH_COMMON_TWEET_CSV_H_
 
 #include <cstdint>
 #include <string>
@@ -39,4 +39,4 @@ uint32_t DerivedLikes(TweetId id);
 
 }  // namespace tweetsearch
 
-#endif  // TWEETSEARCH_COMMON_SENTIMENT140_H_
+#endif  // TWEETSEARCH_COMMON_TWEET_CSV_H_
