@@ -14,6 +14,15 @@
 
 #include "absl/strings/string_view.h"
 
+// Lets StrCat and fmt take Abseil's string_view (status messages, for example).
+template <>
+struct fmt::formatter<absl::string_view> : fmt::formatter<std::string_view> {
+  template <typename FormatContext>
+  auto format(absl::string_view s, FormatContext& ctx) const {
+    return fmt::formatter<std::string_view>::format(std::string_view(s.data(), s.size()), ctx);
+  }
+};
+
 namespace tweetsearch {
 
 // Concatenates the fmt-formatted ("{}") forms of `args`.

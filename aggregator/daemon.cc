@@ -1,0 +1,244 @@
+#include "aggregator/daemon.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+#include <yaml-cpp/yaml.h>
+
+#include "aggregator/api_keys.h"
+#include "aggregator/front_door.h"
+#include "aggregator/grpc_service.h"
+#include "aggregator/metrics.h"
+#include "aggregator/page_token.h"
+#include "common/file_util.h"
+#include "common/strings.h"
+#include "common/synthetic.h"
+
+namespace tweetsearch::aggregator {
+namespace {
+
+// A secret file: read it, or create it with `make()` and mode 0600.
+absl::StatusOr<std::string> ReadOrCreateSecret(const std::string& path,
+                                               const std::function<absl::StatusOr<std::string>()>& make) {
+  if (std::filesystem::exists(path)) return ReadFile(path);
+  absl::StatusOr<std::string> value = make();
+  if (!value.ok()) return value.status();
+  if (absl::Status s = WriteFileAtomically(path, *value); !s.ok()) return s;
+  chmod(path.c_str(), 0600);
+  return value;
+}
+
+absl::Status LoadSample(Engine& engine, uint64_t count) {
+  SyntheticTweetGenerator generator;
+  const auto start = std::chrono::steady_clock::now();
+  uint64_t accepted = 0;
+  while (accepted < count) {
+    std::vector<NewTweet> batch;
+    const uint64_t n = std::min<uint64_t>(10'000, count - accepted);
+    for (uint64_t i = 0; i < n; ++i) {
+      SyntheticTweet s = generator.Next();
+      NewTweet t;
+      t.id = s.id;
+      t.user_id = s.user_id;
+      t.user_name = std::move(s.user_name);
+      t.text = std::move(s.text);
+      t.created_at_ms = s.created_at_ms;
+      t.lang = std::move(s.lang);
+      t.likes = s.likes;
+      batch.push_back(std::move(t));
+    }
+    for (const IngestOutcome& o : engine.Ingest(std::move(batch))) {
+      if (!o.status.ok()) return o.status;
+      ++accepted;
+    }
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  spdlog::info("loaded {} sample tweets in {:.1f} s ({:.0f} tweets/s)", accepted, seconds,
+               accepted / std::max(seconds, 1e-9));
+  return engine.Checkpoint();
+}
+
+class DaemonImpl final : public Daemon {
+ public:
+  uint16_t http_port() const override { return http_->port(); }
+  uint16_t grpc_port() const override { return grpc_ ? grpc_->port() : 0; }
+  const std::string& admin_key() const override { return admin_key_; }
+
+  absl::Status Stop() override {
+    if (stopped_) return absl::OkStatus();
+    stopped_ = true;
+    spdlog::info("shutting down: finishing requests in flight");
+    handler_->set_ready(false);
+    http_->Shutdown(std::chrono::seconds(20));
+    if (grpc_) grpc_->Shutdown(std::chrono::seconds(5));
+    absl::Status s = engine_->Checkpoint();
+    if (s.ok()) {
+      spdlog::info("index saved; stopped cleanly");
+    } else {
+      spdlog::error("saving the index failed ({}); the next start replays the change log",
+                    s.ToString());
+    }
+    return s;
+  }
+
+  ~DaemonImpl() override {
+    // Stop() logs what went wrong; a destructor has nobody to report to.
+    (void)Stop();
+  }
+
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<KeyRegistry> keys_;
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<FrontDoor> door_;
+  std::unique_ptr<ApiHandler> handler_;
+  std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<GrpcServer> grpc_;
+  std::string admin_key_;
+  bool stopped_ = false;
+};
+
+template <typename T>
+absl::Status Read(const YAML::Node& node, const char* key, T* out) {
+  try {
+    *out = node.as<T>();
+    return absl::OkStatus();
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(StrCat("config key '", key, "': ", e.what()));
+  }
+}
+
+}  // namespace
+
+absl::Status LoadDaemonConfigFile(const std::string& path, DaemonConfig* c) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(StrCat("config ", path, ": ", e.what()));
+  }
+  if (root.IsNull()) return absl::OkStatus();
+  if (!root.IsMap()) return absl::InvalidArgumentError(StrCat("config ", path, " is not a map"));
+  for (const auto& entry : root) {
+    const std::string key = entry.first.as<std::string>();
+    const YAML::Node& v = entry.second;
+    absl::Status s;
+    uint64_t block_cache_mb = 0;
+    int port = 0;
+    if (key == "data_dir") s = Read(v, "data_dir", &c->data_dir);
+    else if (key == "http_address") s = Read(v, "http_address", &c->http.address);
+    else if (key == "http_port") {
+      s = Read(v, "http_port", &port);
+      if (s.ok() && (port < 0 || port > 65535)) s = absl::InvalidArgumentError("http_port out of range");
+      c->http.port = static_cast<uint16_t>(port);
+    } else if (key == "grpc_port") {
+      s = Read(v, "grpc_port", &c->grpc_port);
+      if (s.ok() && (c->grpc_port < -1 || c->grpc_port > 65535)) {
+        s = absl::InvalidArgumentError("grpc_port out of range");
+      }
+    }
+    else if (key == "sample") s = Read(v, "sample", &c->sample);
+    else if (key == "demo_key") s = Read(v, "demo_key", &c->demo_key);
+    else if (key == "max_body_bytes") s = Read(v, "max_body_bytes", &c->http.max_body_bytes);
+    else if (key == "io_threads") s = Read(v, "io_threads", &c->http.io_threads);
+    else if (key == "worker_threads") s = Read(v, "worker_threads", &c->http.worker_threads);
+    else if (key == "max_text_bytes") s = Read(v, "max_text_bytes", &c->engine.max_text_bytes);
+    else if (key == "checkpoint_every") s = Read(v, "checkpoint_every", &c->engine.checkpoint_every);
+    else if (key == "node_id") s = Read(v, "node_id", &c->engine.node_id);
+    else if (key == "block_cache_mb") {
+      s = Read(v, "block_cache_mb", &block_cache_mb);
+      c->engine.store.block_cache_bytes = block_cache_mb << 20;
+    } else if (key == "sync_writes") s = Read(v, "sync_writes", &c->engine.store.sync_writes);
+    else if (key == "port_file") s = Read(v, "port_file", &c->port_file);
+    else if (key == "log_level") s = Read(v, "log_level", &c->log_level);
+    else s = absl::InvalidArgumentError(StrCat("config ", path, ": unknown key '", key, "'"));
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config) {
+  if (config.data_dir.empty()) return absl::InvalidArgumentError("data_dir is required");
+  auto d = std::make_unique<DaemonImpl>();
+  std::error_code ec;
+  std::filesystem::create_directories(config.data_dir, ec);
+  if (ec) return absl::UnavailableError(StrCat("cannot create ", config.data_dir, ": ", ec.message()));
+  const bool first_start = !std::filesystem::exists(config.data_dir + "/storage/CURRENT");
+
+  EngineOptions engine_options = config.engine;
+  engine_options.data_dir = config.data_dir;
+  const auto open_start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Open(engine_options, SystemClock());
+  if (!engine.ok()) return engine.status();
+  d->engine_ = *std::move(engine);
+  const EngineStats stats = d->engine_->Stats();
+  spdlog::info("opened {} in {:.2f} s: {} tweets indexed, change {} (index saved at {})",
+               config.data_dir,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - open_start).count(),
+               stats.indexed_documents, stats.last_change, stats.checkpoint_change);
+
+  absl::StatusOr<std::unique_ptr<KeyRegistry>> keys = KeyRegistry::Open(config.data_dir + "/keys");
+  if (!keys.ok()) return keys.status();
+  d->keys_ = *std::move(keys);
+  if (first_start && config.demo_key) {
+    absl::Status s = d->keys_->Register(kDemoKey, "demo", "demo",
+                                        uint8_t(Scope::kSearch) | uint8_t(Scope::kIngest));
+    if (!s.ok() && !absl::IsAlreadyExists(s)) return s;
+  }
+  absl::StatusOr<std::string> admin = ReadOrCreateSecret(config.data_dir + "/admin.key", [&] {
+    return d->keys_->Create("admin", "admin",
+                            uint8_t(Scope::kSearch) | uint8_t(Scope::kIngest) | uint8_t(Scope::kAdmin));
+  });
+  if (!admin.ok()) return admin.status();
+  d->admin_key_ = *admin;
+  absl::StatusOr<std::string> secret = ReadOrCreateSecret(
+      config.data_dir + "/page_token.secret", []() -> absl::StatusOr<std::string> { return NewSecret(); });
+  if (!secret.ok()) return secret.status();
+  if (secret->size() < 16) {
+    return absl::DataLossError(StrCat(config.data_dir, "/page_token.secret is under 16 bytes"));
+  }
+
+  if (first_start && config.sample > 0) {
+    if (absl::Status s = LoadSample(*d->engine_, config.sample); !s.ok()) return s;
+  }
+
+  d->metrics_ = std::make_unique<Metrics>();
+  d->door_ = std::make_unique<FrontDoor>(*d->engine_, *d->keys_, PageTokenCodec(*secret));
+  d->handler_ = std::make_unique<ApiHandler>(*d->door_, *d->metrics_);
+  absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(config.http, *d->handler_);
+  if (!http.ok()) return http.status();
+  d->http_ = *std::move(http);
+  if (config.grpc_port >= 0) {
+    absl::StatusOr<std::unique_ptr<GrpcServer>> grpc =
+        GrpcServer::Start(config.http.address, static_cast<uint16_t>(config.grpc_port), *d->door_,
+                          *d->metrics_);
+    if (!grpc.ok()) return grpc.status();
+    d->grpc_ = *std::move(grpc);
+  }
+  d->handler_->set_ready(true);
+
+  const std::string host = config.http.address == "0.0.0.0" || config.http.address == "::"
+                               ? "127.0.0.1"
+                               : config.http.address;
+  spdlog::info("HTTP on http://{}:{}  gRPC on {}", host, d->http_port(),
+               d->grpc_ ? StrCat(host, ":", d->grpc_port()) : std::string("(off)"));
+  if (config.demo_key) {
+    spdlog::info("try: curl 'http://{}:{}/v1/search?api_dev_key={}&search_terms=love'", host,
+                 d->http_port(), kDemoKey);
+  }
+  spdlog::info("admin key in {}/admin.key", config.data_dir);
+  if (!config.port_file.empty()) {
+    if (absl::Status s = WriteFileAtomically(
+            config.port_file, StrCat("{\"http_port\": ", d->http_port(), ", \"grpc_port\": ",
+                                     d->grpc_port(), "}\n"));
+        !s.ok()) {
+      return s;
+    }
+  }
+  return std::unique_ptr<Daemon>(std::move(d));
+}
+
+}  // namespace tweetsearch::aggregator

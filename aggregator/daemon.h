@@ -1,0 +1,68 @@
+// Daemon: every role of tweetsearchd in one process (the embedded shape): the Engine (storage
+// and index) on a data directory, the key registry, the front door over HTTP and gRPC.
+//
+// Data directory layout:
+//   storage/           RocksDB: tweets and the change log
+//   index/             saved index segments, MANIFEST, CHECKPOINT
+//   keys/              RocksDB: API key registry
+//   page_token.secret  HMAC key of page tokens (created on first start, mode 0600)
+//   admin.key          the first admin API key (created on first start, mode 0600)
+//
+// Thread-safety: Start/Stop from one controlling thread.
+#ifndef TWEETSEARCH_AGGREGATOR_DAEMON_H_
+#define TWEETSEARCH_AGGREGATOR_DAEMON_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "aggregator/engine.h"
+#include "aggregator/http/http_server.h"
+
+namespace tweetsearch::aggregator {
+
+struct DaemonConfig {
+  // Where everything lives. Required.
+  std::string data_dir;
+  // HTTP front door (address, port 8080; 0 picks a free port, body limit, threads).
+  HttpServerOptions http;
+  // gRPC front door port; 0 picks a free one; -1 turns gRPC off. Default 9090.
+  int grpc_port = 9090;
+  // Synthetic tweets loaded on the first start with an empty data directory. Default 200,000;
+  // 0 loads nothing.
+  uint64_t sample = 200'000;
+  // Register the documented demo key (kDemoKey: search and ingest) on first start. Default true.
+  bool demo_key = true;
+  // Engine settings (text limit, checkpoint interval, snowflake node id, store tuning).
+  EngineOptions engine;
+  // When set, a JSON file {"http_port": N, "grpc_port": N} is written here once serving (for
+  // scripts and tests that start the daemon on port 0).
+  std::string port_file;
+  // spdlog level: trace, debug, info, warn, error. Default info.
+  std::string log_level = "info";
+};
+
+// Reads a YAML config file into `config` (only the keys present change). Keys: data_dir,
+// http_address, http_port, grpc_port, sample, demo_key, max_body_bytes, io_threads,
+// worker_threads, max_text_bytes, checkpoint_every, node_id, block_cache_mb, sync_writes,
+// port_file, log_level. InvalidArgument naming the key for a bad value or an unknown key.
+absl::Status LoadDaemonConfigFile(const std::string& path, DaemonConfig* config);
+
+class Daemon {
+ public:
+  // Opens the data directory, loads the sample on first start, and starts serving.
+  static absl::StatusOr<std::unique_ptr<Daemon>> Start(const DaemonConfig& config);
+  virtual ~Daemon() = default;
+
+  virtual uint16_t http_port() const = 0;
+  virtual uint16_t grpc_port() const = 0;  // 0 when gRPC is off
+  // The admin key made on first start (read back from the data directory).
+  virtual const std::string& admin_key() const = 0;
+  // Graceful stop: not ready, stop accepting, finish requests in flight, checkpoint the index.
+  virtual absl::Status Stop() = 0;
+};
+
+}  // namespace tweetsearch::aggregator
+
+#endif  // TWEETSEARCH_AGGREGATOR_DAEMON_H_

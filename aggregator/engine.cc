@@ -1,0 +1,460 @@
+#include "aggregator/engine.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
+#include "common/file_util.h"
+#include "common/strings.h"
+#include "common/utf8.h"
+
+namespace tweetsearch::aggregator {
+namespace {
+
+// Ingest calls merged into one store write stop growing at this many tweets.
+constexpr size_t kMaxGroupTweets = 50'000;
+// Changes replayed or tweets re-indexed per batch on recovery.
+constexpr size_t kRecoveryBatch = 4096;
+constexpr size_t kMaxUserNameBytes = 64;
+constexpr size_t kMaxLangBytes = 16;
+
+std::string IndexDir(const EngineOptions& o) { return o.data_dir + "/index"; }
+std::string CheckpointFile(const EngineOptions& o) { return IndexDir(o) + "/CHECKPOINT"; }
+
+index::IndexDoc ToDoc(const storage::StoredTweet& t) {
+  index::IndexDoc doc;
+  doc.id = t.id;
+  doc.user_id = t.user_id;
+  doc.user_name = t.user_name;
+  doc.text = t.text;
+  doc.created_at_ms = t.created_at_ms;
+  doc.lang = t.lang;
+  doc.likes = t.likes;
+  return doc;
+}
+
+absl::Status ValidateFields(const NewTweet& t, size_t max_text_bytes) {
+  if (t.text.empty()) return absl::InvalidArgumentError("missing text");
+  if (t.text.size() > max_text_bytes) {
+    return absl::InvalidArgumentError(
+        StrCat("text has ", t.text.size(), " bytes, over the limit of ", max_text_bytes));
+  }
+  if (absl::Status s = ValidateUtf8(t.text); !s.ok()) {
+    return absl::InvalidArgumentError(StrCat("text: ", s.message()));
+  }
+  if (t.user_name.size() > kMaxUserNameBytes) {
+    return absl::InvalidArgumentError(StrCat("user_name over ", kMaxUserNameBytes, " bytes"));
+  }
+  if (absl::Status s = ValidateUtf8(t.user_name); !s.ok()) {
+    return absl::InvalidArgumentError(StrCat("user_name: ", s.message()));
+  }
+  if (t.lang.size() > kMaxLangBytes ||
+      !std::all_of(t.lang.begin(), t.lang.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '-';
+      })) {
+    return absl::InvalidArgumentError("lang must be a language code such as \"en\" or \"pt-BR\"");
+  }
+  if (t.id.has_value() && *t.id == 0) return absl::InvalidArgumentError("id 0 is reserved");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+struct Engine::Writer {
+  enum class Kind { kIngest, kDelete, kLikes };
+  Kind kind = Kind::kIngest;
+  std::vector<NewTweet>* tweets = nullptr;         // kIngest
+  std::vector<IngestOutcome>* outcomes = nullptr;  // kIngest
+  TweetId id = 0;                                  // kDelete, kLikes
+  int64_t value = 0;                               // kLikes
+  bool add = false;                                // kLikes
+  absl::Status status;                             // kDelete, kLikes
+  uint32_t likes = 0;                              // kLikes: the new value
+  bool done = false;
+  absl::CondVar cv;
+};
+
+Engine::Engine(const EngineOptions& options, const Clock& clock, SnowflakeGenerator ids,
+               std::unique_ptr<storage::TweetStore> store, std::unique_ptr<index::Index> index,
+               uint64_t checkpoint_change)
+    : options_(options), clock_(clock), ids_(std::move(ids)), store_(std::move(store)),
+      index_(std::move(index)), checkpoint_change_(checkpoint_change) {
+  checkpoint_change_seen_.store(checkpoint_change);
+}
+
+Engine::~Engine() {
+  // Best effort: a failed final checkpoint only means a longer replay on the next start.
+  (void)Checkpoint();
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options,
+                                                     const Clock& clock) {
+  if (options.data_dir.empty()) return absl::InvalidArgumentError("data_dir is empty");
+  std::error_code ec;
+  std::filesystem::create_directories(options.data_dir + "/storage", ec);
+  if (ec) return absl::UnavailableError(StrCat("cannot create ", options.data_dir, ": ", ec.message()));
+  absl::StatusOr<SnowflakeGenerator> ids = SnowflakeGenerator::Create(options.node_id, clock);
+  if (!ids.ok()) return ids.status();
+  absl::StatusOr<std::unique_ptr<storage::TweetStore>> store =
+      storage::TweetStore::Open(options.data_dir + "/storage", options.store);
+  if (!store.ok()) return store.status();
+
+  // The saved index and the change it reflects. No saved index means: rebuild from storage.
+  absl::StatusOr<std::unique_ptr<index::Index>> index = index::Index::Open(options.index, IndexDir(options));
+  uint64_t checkpoint = 0;
+  bool rebuild = false;
+  if (absl::IsNotFound(index.status())) {
+    index = index::Index::Create(options.index);
+    rebuild = true;
+  } else if (index.ok()) {
+    absl::StatusOr<std::string> text = ReadFile(CheckpointFile(options));
+    if (text.ok() && !absl::SimpleAtoi(AsAbsl(*text), &checkpoint)) {
+      return absl::DataLossError(StrCat(CheckpointFile(options), " is not a number"));
+    }
+  }
+  if (!index.ok()) return index.status();
+
+  std::unique_ptr<Engine> engine(new Engine(options, clock, *std::move(ids), *std::move(store),
+                                            *std::move(index), checkpoint));
+  absl::Status s;
+  if (rebuild) {
+    // Every stored tweet, in id order; then the change log is history.
+    std::vector<index::IndexDoc> docs;
+    auto flush = [&] {
+      for (const auto& doc : docs) engine->NoteId(doc.id);
+      engine->index_->AddBatch(docs);
+      docs.clear();
+    };
+    s = engine->store_->Scan(0, kMaxTweetId, [&](const storage::StoredTweet& t) {
+      docs.push_back(ToDoc(t));
+      if (docs.size() == kRecoveryBatch) flush();
+      return true;
+    });
+    flush();
+    absl::MutexLock lock(&engine->leader_mu_);
+    engine->checkpoint_change_ = engine->store_->LastSequence();
+  } else {
+    s = engine->Recover();
+  }
+  if (!s.ok()) return s;
+  return engine;
+}
+
+absl::Status Engine::Recover() {
+  uint64_t from = 0;
+  {
+    absl::MutexLock lock(&leader_mu_);
+    from = checkpoint_change_;
+  }
+  for (const auto& segment : index_->Snapshot()->segments) NoteId(segment->MaxTweetId());
+  std::vector<storage::Change> changes;
+  auto apply = [&] {
+    size_t i = 0;
+    while (i < changes.size()) {
+      if (changes[i].kind == storage::ChangeKind::kPut) {
+        std::vector<TweetId> ids;
+        while (i < changes.size() && changes[i].kind == storage::ChangeKind::kPut) {
+          ids.push_back(changes[i++].id);
+        }
+        std::vector<index::IndexDoc> docs;
+        for (auto& t : store_->MultiGet(ids)) {
+          if (t.ok()) docs.push_back(ToDoc(*t));  // NotFound: deleted later in the log
+        }
+        for (const auto& doc : docs) NoteId(doc.id);
+        index_->AddBatch(docs);  // AlreadyExists: indexed before the checkpoint was recorded
+      } else if (changes[i].kind == storage::ChangeKind::kDelete) {
+        (void)index_->Delete(changes[i++].id);  // NotFound: never indexed or deleted already
+      } else {
+        (void)index_->SetLikes(changes[i].id, changes[i].likes);  // NotFound: deleted later
+        ++i;
+      }
+    }
+    changes.clear();
+  };
+  absl::Status s = store_->ScanChanges(from, [&](const storage::Change& c) {
+    changes.push_back(c);
+    if (changes.size() == kRecoveryBatch) apply();
+    return true;
+  });
+  apply();
+  return s;
+}
+
+void Engine::NoteId(TweetId id) {
+  TweetId seen = max_id_.load(std::memory_order_relaxed);
+  while (id > seen && !max_id_.compare_exchange_weak(seen, id, std::memory_order_acq_rel)) {
+  }
+}
+
+std::vector<IngestOutcome> Engine::Ingest(std::vector<NewTweet> tweets) {
+  std::vector<IngestOutcome> outcomes(tweets.size());
+  if (tweets.empty()) return outcomes;
+  Writer w;
+  w.kind = Writer::Kind::kIngest;
+  w.tweets = &tweets;
+  w.outcomes = &outcomes;
+  Submit(&w);
+  return outcomes;
+}
+
+absl::Status Engine::Delete(TweetId id) {
+  Writer w;
+  w.kind = Writer::Kind::kDelete;
+  w.id = id;
+  Submit(&w);
+  return w.status;
+}
+
+absl::StatusOr<uint32_t> Engine::Likes(TweetId id, int64_t value, bool add) {
+  if (!add && (value < 0 || value > UINT32_MAX)) {
+    return absl::InvalidArgumentError("likes must be between 0 and 4294967295");
+  }
+  Writer w;
+  w.kind = Writer::Kind::kLikes;
+  w.id = id;
+  w.value = value;
+  w.add = add;
+  Submit(&w);
+  if (!w.status.ok()) return w.status;
+  return w.likes;
+}
+
+void Engine::Submit(Writer* w) {
+  absl::MutexLock lock(&queue_mu_);
+  queue_.push_back(w);
+  while (!w->done && queue_.front() != w) w->cv.Wait(&queue_mu_);
+  if (w->done) return;
+
+  // This writer leads: it takes the ingest calls queued behind it (or only itself, for a
+  // delete or likes change, whose order relative to ingests must stay as queued).
+  std::vector<Writer*> group = {w};
+  if (w->kind == Writer::Kind::kIngest) {
+    size_t tweets = w->tweets->size();
+    for (size_t i = 1; i < queue_.size(); ++i) {
+      Writer* next = queue_[i];
+      if (next->kind != Writer::Kind::kIngest || tweets + next->tweets->size() > kMaxGroupTweets) {
+        break;
+      }
+      tweets += next->tweets->size();
+      group.push_back(next);
+    }
+  }
+  queue_mu_.Unlock();
+  {
+    absl::MutexLock leader(&leader_mu_);
+    WriteGroup(group);
+    if (store_->LastSequence() - checkpoint_change_ >= options_.checkpoint_every) {
+      // A failed checkpoint leaves the previous one in force; the next group tries again.
+      (void)CheckpointLocked();
+    }
+  }
+  queue_mu_.Lock();
+  for (Writer* done : group) {
+    queue_.pop_front();
+    done->done = true;
+    if (done != w) done->cv.Signal();
+  }
+  if (!queue_.empty()) queue_.front()->cv.Signal();
+}
+
+void Engine::WriteGroup(std::vector<Writer*>& group) {
+  if (group[0]->kind == Writer::Kind::kIngest) {
+    WriteIngest(group);
+  } else {
+    WriteOne(group[0]);
+  }
+}
+
+void Engine::WriteIngest(std::vector<Writer*>& group) {
+  // Validate, assign ids, and gather the candidates of every call of the group.
+  struct Candidate {
+    IngestOutcome* outcome;
+    storage::StoredTweet tweet;
+  };
+  std::vector<Candidate> candidates;
+  absl::flat_hash_set<TweetId> seen;
+  uint64_t rejected = 0;
+  for (Writer* w : group) {
+    for (size_t i = 0; i < w->tweets->size(); ++i) {
+      NewTweet& t = (*w->tweets)[i];
+      IngestOutcome& outcome = (*w->outcomes)[i];
+      outcome.status = ValidateFields(t, options_.max_text_bytes);
+      if (!outcome.status.ok()) {
+        ++rejected;
+        continue;
+      }
+      storage::StoredTweet s;
+      s.id = t.id.has_value() ? *t.id : ids_.Next();
+      if (!seen.insert(s.id).second) {
+        outcome.status = absl::AlreadyExistsError(StrCat("duplicate id ", s.id));
+        ++rejected;
+        continue;
+      }
+      s.user_id = t.user_id;
+      s.user_name = std::move(t.user_name);
+      s.text = std::move(t.text);
+      if (t.created_at_ms.has_value()) {
+        s.created_at_ms = *t.created_at_ms;
+      } else if (!t.id.has_value()) {
+        s.created_at_ms = SnowflakeUnixMillis(s.id);
+      } else {
+        s.created_at_ms = clock_.NowUnixMillis();
+      }
+      s.lang = std::move(t.lang);
+      s.likes = t.likes;
+      outcome.id = s.id;
+      candidates.push_back({&outcome, std::move(s)});
+    }
+  }
+
+  // Ids stored by earlier calls are duplicates too.
+  std::vector<TweetId> ids;
+  ids.reserve(candidates.size());
+  for (const Candidate& c : candidates) ids.push_back(c.tweet.id);
+  absl::StatusOr<std::vector<bool>> stored = store_->Contains(ids);
+  storage::Mutation mutation;
+  std::vector<Candidate*> written;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    Candidate& c = candidates[i];
+    if (!stored.ok()) {
+      c.outcome->status = absl::UnavailableError(StrCat("storage: ", stored.status().message()));
+      ++rejected;
+    } else if ((*stored)[i]) {
+      c.outcome->status = absl::AlreadyExistsError(StrCat("duplicate id ", c.tweet.id));
+      ++rejected;
+    } else {
+      written.push_back(&c);
+      mutation.puts.push_back(c.tweet);
+    }
+  }
+  rejected_.fetch_add(rejected, std::memory_order_relaxed);
+  if (mutation.empty()) return;
+
+  // Durable first, then searchable.
+  absl::StatusOr<uint64_t> sequence = store_->Write(mutation);
+  write_groups_.fetch_add(1, std::memory_order_relaxed);
+  if (!sequence.ok()) {
+    for (Candidate* c : written) {
+      c->outcome->status = absl::UnavailableError(StrCat("storage: ", sequence.status().message()));
+    }
+    rejected_.fetch_add(written.size(), std::memory_order_relaxed);
+    return;
+  }
+  std::vector<index::IndexDoc> docs;
+  docs.reserve(written.size());
+  for (Candidate* c : written) docs.push_back(ToDoc(c->tweet));
+  std::vector<absl::Status> indexed = index_->AddBatch(docs);
+  storage::Mutation undo;  // stored but not indexable: take back, so both stay in step
+  for (size_t i = 0; i < written.size(); ++i) {
+    if (indexed[i].ok()) {
+      NoteId(written[i]->tweet.id);
+      continue;
+    }
+    written[i]->outcome->status = indexed[i];
+    undo.deletes.push_back(written[i]->tweet.id);
+  }
+  if (!undo.empty()) (void)store_->Write(undo);  // failure: the tweet stays stored, unindexed
+  ingested_.fetch_add(written.size() - undo.deletes.size(), std::memory_order_relaxed);
+  rejected_.fetch_add(undo.deletes.size(), std::memory_order_relaxed);
+}
+
+void Engine::WriteOne(Writer* w) {
+  absl::StatusOr<storage::StoredTweet> current = store_->Get(w->id);
+  if (!current.ok()) {
+    w->status = current.status();
+    return;
+  }
+  storage::Mutation mutation;
+  if (w->kind == Writer::Kind::kDelete) {
+    mutation.deletes.push_back(w->id);
+  } else {
+    int64_t likes = w->add ? int64_t{current->likes} + w->value : w->value;
+    likes = std::clamp<int64_t>(likes, 0, UINT32_MAX);
+    w->likes = static_cast<uint32_t>(likes);
+    mutation.likes.emplace_back(w->id, w->likes);
+  }
+  absl::StatusOr<uint64_t> sequence = store_->Write(mutation);
+  if (!sequence.ok()) {
+    w->status = sequence.status();
+    return;
+  }
+  // The store had the tweet, so the index has it too; a NotFound here would be a bug that the
+  // next restart (replay) repairs, and is not worth failing the call for.
+  if (w->kind == Writer::Kind::kDelete) {
+    (void)index_->Delete(w->id);
+  } else {
+    (void)index_->SetLikes(w->id, w->likes);
+  }
+}
+
+absl::StatusOr<storage::StoredTweet> Engine::Get(TweetId id) const { return store_->Get(id); }
+
+absl::StatusOr<std::vector<SearchHit>> Engine::Search(const query::Plan& plan,
+                                                      const query::SearchOptions& options,
+                                                      uint64_t* total_hits,
+                                                      bool* total_is_exact) const {
+  std::shared_ptr<const index::IndexSnapshot> snapshot = index_->Snapshot();
+  absl::StatusOr<query::SearchResult> result = query::Search(*snapshot, plan, options);
+  if (!result.ok()) return result.status();
+  *total_hits = result->total_hits;
+  *total_is_exact = result->total_is_exact;
+  std::vector<TweetId> ids;
+  ids.reserve(result->hits.size());
+  for (const query::Hit& h : result->hits) ids.push_back(h.id);
+  std::vector<absl::StatusOr<storage::StoredTweet>> tweets = store_->MultiGet(ids);
+  std::vector<SearchHit> hits;
+  hits.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (tweets[i].ok()) {
+      tweets[i]->likes = result->hits[i].likes;  // the index's value is as new as the store's
+      hits.push_back({result->hits[i], *std::move(tweets[i])});
+    } else if (!absl::IsNotFound(tweets[i].status())) {
+      return tweets[i].status();
+    }
+  }
+  return hits;
+}
+
+absl::Status Engine::Checkpoint() {
+  absl::MutexLock leader(&leader_mu_);
+  return CheckpointLocked();
+}
+
+absl::Status Engine::CheckpointLocked() {
+  const uint64_t sequence = store_->LastSequence();
+  if (sequence == checkpoint_change_ &&
+      std::filesystem::exists(IndexDir(options_) + "/MANIFEST")) {
+    return absl::OkStatus();
+  }
+  if (absl::Status s = index_->Seal(); !s.ok()) return s;
+  if (index_->Snapshot()->segments.size() > options_.max_sealed_segments) {
+    if (absl::Status s = index_->Compact(); !s.ok()) return s;
+  }
+  if (absl::Status s = index_->Save(IndexDir(options_)); !s.ok()) return s;
+  if (absl::Status s = WriteFileAtomically(CheckpointFile(options_), StrCat(sequence)); !s.ok()) {
+    return s;
+  }
+  checkpoint_change_ = sequence;
+  checkpoint_change_seen_.store(sequence, std::memory_order_relaxed);
+  return store_->TrimChanges(sequence);
+}
+
+EngineStats Engine::Stats() const {
+  EngineStats s;
+  index::IndexStats is = index_->Stats();
+  s.indexed_documents = is.documents;
+  s.index_memory_bytes = is.memory_bytes;
+  s.sealed_segments = is.sealed_segments;
+  s.stored_tweets_estimate = store_->ApproximateCount();
+  s.storage_disk_bytes = store_->DiskBytes();
+  s.tweets_ingested = ingested_.load(std::memory_order_relaxed);
+  s.tweets_rejected = rejected_.load(std::memory_order_relaxed);
+  s.write_groups = write_groups_.load(std::memory_order_relaxed);
+  s.last_change = store_->LastSequence();
+  s.checkpoint_change = checkpoint_change_seen_.load(std::memory_order_relaxed);
+  return s;
+}
+
+}  // namespace tweetsearch::aggregator

@@ -1,0 +1,169 @@
+// Engine: the storage role and one index partition in one process, kept in step.
+//
+// Every change (ingest, delete, likes) goes through one ordered write path:
+//   1. validate; assign snowflake ids where the caller gave none; refuse duplicate ids;
+//   2. write the tweets and a change-log entry per change to the TweetStore in one synced
+//      RocksDB batch (durable once this returns);
+//   3. apply the same changes to the in-memory index (searchable once this returns);
+//   4. answer the caller.
+// Concurrent callers are group-committed (LevelDB's writer queue): the caller at the head of
+// the queue writes the ingest batches of everyone waiting behind it in one RocksDB write and one
+// fsync, then wakes them. So many small ingest calls cost one fsync per group, not per call.
+//
+// Restart: every `checkpoint_every` changes (and on Close), the index is sealed and saved to
+// <data>/index with the change sequence it reflects; the change log up to that point is then
+// trimmed. Open() loads the saved segments and replays the changes after the checkpoint from
+// the store: not a re-index of everything. Replay is idempotent (likes are absolute values,
+// deletes of missing tweets and re-adds of present ones are ignored), so a crash between
+// saving and recording the checkpoint is harmless.
+//
+// Thread-safety: every method may be called from any thread.
+#ifndef TWEETSEARCH_AGGREGATOR_ENGINE_H_
+#define TWEETSEARCH_AGGREGATOR_ENGINE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "common/ids.h"
+#include "common/snowflake.h"
+#include "indexer/index/index.h"
+#include "indexer/query/searcher.h"
+#include "storage/tweet_store.h"
+
+namespace tweetsearch::aggregator {
+
+struct EngineOptions {
+  // Root of the data directory: <data_dir>/storage (RocksDB), <data_dir>/index (segments).
+  std::string data_dir;
+  index::IndexOptions index;
+  storage::StoreOptions store;
+  // Tweets whose text has more bytes are rejected. Default 4096 (a 280-character tweet of
+  // 4-byte characters is 1120 bytes).
+  size_t max_text_bytes = 4096;
+  // Changes between index checkpoints (seal + save + trim of the change log). Default 1M.
+  uint64_t checkpoint_every = 1'000'000;
+  // Compact the saved index when a checkpoint finds more sealed segments than this. Default 24.
+  size_t max_sealed_segments = 24;
+  // Node bits of the snowflake ids this process assigns, 0 to 1023. Default 0.
+  uint32_t node_id = 0;
+};
+
+// A tweet offered for ingest.
+struct NewTweet {
+  std::optional<TweetId> id;  // absent: a snowflake id is assigned
+  UserId user_id = 0;
+  std::string user_name;
+  std::string text;
+  std::optional<int64_t> created_at_ms;  // absent: the time of a snowflake id, else now
+  std::string lang;
+  uint32_t likes = 0;
+};
+
+// The answer for one offered tweet: its id when accepted, or why it was rejected
+// (InvalidArgument for bad fields, AlreadyExists for a duplicate id).
+struct IngestOutcome {
+  absl::Status status;
+  TweetId id = 0;
+};
+
+struct SearchHit {
+  query::Hit hit;
+  storage::StoredTweet tweet;
+};
+
+struct EngineStats {
+  uint64_t indexed_documents = 0;
+  uint64_t index_memory_bytes = 0;
+  uint64_t sealed_segments = 0;
+  uint64_t stored_tweets_estimate = 0;
+  uint64_t storage_disk_bytes = 0;
+  uint64_t tweets_ingested = 0;  // accepted since start
+  uint64_t tweets_rejected = 0;
+  uint64_t write_groups = 0;     // synced store writes made by ingest
+  uint64_t last_change = 0;
+  uint64_t checkpoint_change = 0;
+};
+
+class Engine {
+ public:
+  // Opens the data directory (creating it), loads the saved index and catches up with the
+  // store. `clock` must outlive the engine.
+  static absl::StatusOr<std::unique_ptr<Engine>> Open(const EngineOptions& options,
+                                                       const Clock& clock);
+  // Checkpoints the index (errors are logged by the caller through Close()).
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Ingests `tweets` with one outcome each, in order; one bad tweet never affects the others.
+  // Accepted tweets are durable and searchable when this returns. A store failure rejects the
+  // whole call's tweets with Unavailable (nothing was acknowledged).
+  std::vector<IngestOutcome> Ingest(std::vector<NewTweet> tweets);
+
+  // Deletes a tweet from storage and the index. NotFound if it is not stored.
+  absl::Status Delete(TweetId id);
+  // Sets (`add` false) or adds to (`add` true; clamped at 0 and 2^32-1) a tweet's likes;
+  // returns the new value, which sort 2 uses at once. NotFound if the tweet is not stored.
+  absl::StatusOr<uint32_t> Likes(TweetId id, int64_t value, bool add);
+
+  absl::StatusOr<storage::StoredTweet> Get(TweetId id) const;
+
+  // Runs `plan` and hydrates the hits from storage (hits deleted meanwhile are dropped).
+  absl::StatusOr<std::vector<SearchHit>> Search(const query::Plan& plan,
+                                                const query::SearchOptions& options,
+                                                uint64_t* total_hits, bool* total_is_exact) const;
+
+  // The largest tweet id indexed so far (the watermark of a new first page).
+  TweetId MaxTweetId() const { return max_id_.load(std::memory_order_acquire); }
+  const analysis::Analyzer& analyzer() const { return index_->analyzer(); }
+  const Clock& clock() const { return clock_; }
+  EngineStats Stats() const;
+
+  // Seals and saves the index and trims the change log now.
+  absl::Status Checkpoint();
+
+ private:
+  struct Writer;
+  Engine(const EngineOptions& options, const Clock& clock, SnowflakeGenerator ids,
+         std::unique_ptr<storage::TweetStore> store, std::unique_ptr<index::Index> index,
+         uint64_t checkpoint_change);
+
+  absl::Status Recover();
+  // Queues `w` and returns when it has been written (by this thread or a group leader).
+  void Submit(Writer* w);
+  void WriteGroup(std::vector<Writer*>& group);
+  void WriteIngest(std::vector<Writer*>& group);
+  void WriteOne(Writer* w);
+  absl::Status CheckpointLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(leader_mu_);
+  void NoteId(TweetId id);
+
+  const EngineOptions options_;
+  const Clock& clock_;
+  SnowflakeGenerator ids_;
+  std::unique_ptr<storage::TweetStore> store_;
+  std::unique_ptr<index::Index> index_;
+
+  absl::Mutex queue_mu_;
+  std::deque<Writer*> queue_ ABSL_GUARDED_BY(queue_mu_);
+  // Held by the group leader while it writes; Checkpoint() takes it to stop writes.
+  absl::Mutex leader_mu_ ABSL_ACQUIRED_AFTER(queue_mu_);
+  uint64_t checkpoint_change_ ABSL_GUARDED_BY(leader_mu_);
+
+  std::atomic<TweetId> max_id_{0};
+  std::atomic<uint64_t> ingested_{0}, rejected_{0}, write_groups_{0};
+  std::atomic<uint64_t> checkpoint_change_seen_{0};
+};
+
+}  // namespace tweetsearch::aggregator
+
+#endif  // TWEETSEARCH_AGGREGATOR_ENGINE_H_

@@ -1,0 +1,201 @@
+#include "aggregator/front_door.h"
+
+#include <chrono>
+
+#include "absl/strings/numbers.h"
+#include "common/strings.h"
+#include "indexer/query/plan.h"
+
+namespace tweetsearch::aggregator {
+
+absl::StatusOr<query::SortMode> ParseSortMode(std::string_view text) {
+  if (text.empty() || text == "0" || text == "newest") return query::SortMode::kNewest;
+  if (text == "1" || text == "best_match" || text == "relevance") {
+    return query::SortMode::kBestMatch;
+  }
+  if (text == "2" || text == "most_liked" || text == "likes") return query::SortMode::kMostLiked;
+  return absl::InvalidArgumentError(StrCat(
+      "sort must be 0 (newest), 1 (best_match) or 2 (most_liked), not '", text.substr(0, 32), "'"));
+}
+
+std::string_view SortModeName(query::SortMode mode) {
+  switch (mode) {
+    case query::SortMode::kNewest: return "newest";
+    case query::SortMode::kBestMatch: return "best_match";
+    case query::SortMode::kMostLiked: return "most_liked";
+  }
+  return "?";
+}
+
+int HttpStatusFor(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk: return 200;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kOutOfRange: return 400;
+    case absl::StatusCode::kUnauthenticated: return 401;
+    case absl::StatusCode::kPermissionDenied: return 403;
+    case absl::StatusCode::kNotFound: return 404;
+    case absl::StatusCode::kAlreadyExists: return 409;
+    case absl::StatusCode::kResourceExhausted: return 429;
+    case absl::StatusCode::kUnavailable: return 503;
+    case absl::StatusCode::kDeadlineExceeded: return 504;
+    default: return 500;
+  }
+}
+
+std::string ErrorCodeName(const absl::Status& status) {
+  std::string name = absl::StatusCodeToString(status.code());
+  for (char& c : name) c = c == ' ' ? '_' : static_cast<char>(std::tolower(c));
+  return name;
+}
+
+absl::StatusOr<TweetId> ParseTweetId(std::string_view text) {
+  TweetId id = 0;
+  if (text.empty() || text.size() > 20 || text[0] == '+' || text[0] == '-' ||
+      !absl::SimpleAtoi(AsAbsl(text), &id)) {
+    return absl::InvalidArgumentError(
+        StrCat("'", text.substr(0, 32), "' is not a tweet id (a decimal unsigned 64-bit number)"));
+  }
+  return id;
+}
+
+FrontDoor::FrontDoor(Engine& engine, KeyRegistry& keys, PageTokenCodec tokens)
+    : engine_(engine), keys_(keys), tokens_(std::move(tokens)) {}
+
+absl::StatusOr<ApiKey> FrontDoor::Authorize(std::string_view api_dev_key, Scope scope,
+                                            Endpoint endpoint, uint64_t cost) const {
+  absl::StatusOr<ApiKey> key = keys_.Authenticate(api_dev_key, scope);
+  if (!key.ok()) return key.status();
+  if (gate_ != nullptr) {
+    if (absl::Status s = gate_->Admit(*key, endpoint, cost); !s.ok()) return s;
+  }
+  return key;
+}
+
+absl::StatusOr<SearchResponse> FrontDoor::Search(const SearchRequest& request) const {
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<ApiKey> key = Authorize(request.api_dev_key, Scope::kSearch, Endpoint::kSearch, 1);
+  if (!key.ok()) return key.status();
+  const uint32_t limit = request.maximum_results_to_return == 0 ? kDefaultResults
+                                                                : request.maximum_results_to_return;
+  if (limit > kMaxResults) {
+    return absl::InvalidArgumentError(
+        StrCat("maximum_results_to_return must be from 1 to ", kMaxResults));
+  }
+  absl::StatusOr<query::Plan> plan = query::PlanQuery(request.search_terms, engine_.analyzer());
+  if (!plan.ok()) return plan.status();
+
+  const uint64_t fingerprint = QueryFingerprint(request.search_terms);
+  query::SearchOptions options;
+  options.sort = request.sort;
+  options.limit = limit + 1;  // one more than asked tells whether a next page exists
+  if (request.page_token.empty()) {
+    options.watermark = engine_.MaxTweetId();
+    options.now_ms = engine_.clock().NowUnixMillis();
+  } else {
+    absl::StatusOr<PageCursor> cursor = tokens_.Decode(request.page_token);
+    if (!cursor.ok()) return cursor.status();
+    if (cursor->query_fingerprint != fingerprint ||
+        cursor->sort != static_cast<int>(request.sort)) {
+      return absl::InvalidArgumentError(
+          "invalid page_token: it belongs to another query or sort mode");
+    }
+    options.after = query::SortKey{cursor->primary, cursor->id};
+    options.watermark = cursor->watermark;
+    options.now_ms = cursor->now_ms;
+  }
+
+  SearchResponse response;
+  absl::StatusOr<std::vector<SearchHit>> hits =
+      engine_.Search(*plan, options, &response.total_hits, &response.total_is_exact);
+  if (!hits.ok()) return hits.status();
+  response.hits = *std::move(hits);
+  if (response.hits.size() > limit) {
+    response.hits.resize(limit);
+    const query::SortKey& last = response.hits.back().hit.key;
+    response.next_page_token = tokens_.Encode({static_cast<int>(request.sort), last.primary,
+                                               last.id, options.watermark, options.now_ms,
+                                               fingerprint});
+  }
+  response.took_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return response;
+}
+
+absl::StatusOr<IngestResponse> FrontDoor::Ingest(
+    std::string_view api_dev_key, std::vector<absl::StatusOr<NewTweet>> lines) const {
+  absl::StatusOr<ApiKey> key =
+      Authorize(api_dev_key, Scope::kIngest, Endpoint::kIngest, std::max<size_t>(1, lines.size()));
+  if (!key.ok()) return key.status();
+  IngestResponse response;
+  response.outcomes.resize(lines.size());
+  std::vector<NewTweet> tweets;
+  std::vector<size_t> line_of;
+  tweets.reserve(lines.size());
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].ok()) {
+      tweets.push_back(*std::move(lines[i]));
+      line_of.push_back(i);
+    } else {
+      response.outcomes[i].status = lines[i].status();
+    }
+  }
+  std::vector<IngestOutcome> outcomes = engine_.Ingest(std::move(tweets));
+  for (size_t j = 0; j < outcomes.size(); ++j) response.outcomes[line_of[j]] = outcomes[j];
+  for (const IngestOutcome& o : response.outcomes) ++(o.status.ok() ? response.accepted
+                                                                     : response.rejected);
+  return response;
+}
+
+absl::StatusOr<storage::StoredTweet> FrontDoor::Get(std::string_view api_dev_key,
+                                                    TweetId id) const {
+  if (absl::StatusOr<ApiKey> key = Authorize(api_dev_key, Scope::kSearch, Endpoint::kRead, 1);
+      !key.ok()) {
+    return key.status();
+  }
+  return engine_.Get(id);
+}
+
+absl::Status FrontDoor::Delete(std::string_view api_dev_key, TweetId id) const {
+  if (absl::StatusOr<ApiKey> key = Authorize(api_dev_key, Scope::kIngest, Endpoint::kWrite, 1);
+      !key.ok()) {
+    return key.status();
+  }
+  return engine_.Delete(id);
+}
+
+absl::StatusOr<uint32_t> FrontDoor::Likes(std::string_view api_dev_key, TweetId id,
+                                          int64_t value, bool add) const {
+  if (absl::StatusOr<ApiKey> key = Authorize(api_dev_key, Scope::kIngest, Endpoint::kWrite, 1);
+      !key.ok()) {
+    return key.status();
+  }
+  return engine_.Likes(id, value, add);
+}
+
+absl::StatusOr<std::string> FrontDoor::CreateKey(std::string_view api_dev_key,
+                                                 std::string_view owner, std::string_view tier,
+                                                 uint8_t scopes) const {
+  if (auto key = Authorize(api_dev_key, Scope::kAdmin, Endpoint::kAdmin, 1); !key.ok()) {
+    return key.status();
+  }
+  return keys_.Create(owner, tier, scopes);
+}
+
+absl::StatusOr<std::vector<ApiKey>> FrontDoor::ListKeys(std::string_view api_dev_key) const {
+  if (auto key = Authorize(api_dev_key, Scope::kAdmin, Endpoint::kAdmin, 1); !key.ok()) {
+    return key.status();
+  }
+  return keys_.List();
+}
+
+absl::Status FrontDoor::RevokeKey(std::string_view api_dev_key,
+                                  std::string_view key_or_prefix) const {
+  if (auto key = Authorize(api_dev_key, Scope::kAdmin, Endpoint::kAdmin, 1); !key.ok()) {
+    return key.status();
+  }
+  return keys_.Revoke(key_or_prefix);
+}
+
+}  // namespace tweetsearch::aggregator

@@ -1,0 +1,115 @@
+// FrontDoor: what every API call does, whatever transport carried it (HTTP or gRPC).
+//
+// Each call: authenticate the api_dev_key for the call's scope; pass the admission gate (where
+// the quota limiter sits; it runs before any search or ingest work); validate; do the work on
+// the Engine; shape the answer. Errors are absl::Status values with canonical codes, which the
+// transports map to HTTP statuses and gRPC codes (see HttpStatusFor).
+//
+// Thread-safety: every method may be called from any thread.
+#ifndef TWEETSEARCH_AGGREGATOR_FRONT_DOOR_H_
+#define TWEETSEARCH_AGGREGATOR_FRONT_DOOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "aggregator/api_keys.h"
+#include "aggregator/engine.h"
+#include "aggregator/page_token.h"
+
+namespace tweetsearch::aggregator {
+
+inline constexpr uint32_t kDefaultResults = 20;
+inline constexpr uint32_t kMaxResults = 100;
+
+enum class Endpoint { kSearch, kIngest, kRead, kWrite, kAdmin };
+
+// Where the quota limiter plugs in. Admit() is called after authentication and before any
+// work, with the request's cost (1, or the number of lines of a bulk ingest). A non-OK status
+// (ResourceExhausted for "over quota") is returned to the caller unchanged.
+class AdmissionGate {
+ public:
+  virtual ~AdmissionGate() = default;
+  virtual absl::Status Admit(const ApiKey& key, Endpoint endpoint, uint64_t cost) = 0;
+};
+
+struct SearchRequest {
+  std::string api_dev_key;
+  std::string search_terms;
+  uint32_t maximum_results_to_return = 0;  // 0: kDefaultResults
+  query::SortMode sort = query::SortMode::kNewest;
+  std::string page_token;  // empty for the first page
+};
+
+struct SearchResponse {
+  std::vector<SearchHit> hits;
+  std::string next_page_token;  // empty when there is no further page
+  uint64_t total_hits = 0;      // matches after the page token; a lower bound unless exact
+  bool total_is_exact = true;
+  double took_ms = 0;
+};
+
+struct IngestResponse {
+  std::vector<IngestOutcome> outcomes;  // one per line, in order
+  uint32_t accepted = 0;
+  uint32_t rejected = 0;
+};
+
+// "0"/"newest", "1"/"best_match"/"relevance", "2"/"most_liked"/"likes".
+absl::StatusOr<query::SortMode> ParseSortMode(std::string_view text);
+std::string_view SortModeName(query::SortMode mode);
+
+// The HTTP status for a Status code (400, 401, 403, 404, 409, 413, 429, 503, 504, else 500).
+int HttpStatusFor(const absl::Status& status);
+// "invalid_argument", "unauthenticated", ... for the JSON error body.
+std::string ErrorCodeName(const absl::Status& status);
+
+class FrontDoor {
+ public:
+  // `engine` and `keys` must outlive the front door.
+  FrontDoor(Engine& engine, KeyRegistry& keys, PageTokenCodec tokens);
+
+  // Installs the admission gate (the limiter); null for none. Not thread-safe: call it before
+  // serving.
+  void set_gate(std::shared_ptr<AdmissionGate> gate) { gate_ = std::move(gate); }
+
+  absl::StatusOr<SearchResponse> Search(const SearchRequest& request) const;
+  // `lines` holds one parsed tweet or parse error per input line; parse errors are reported as
+  // rejections of their line.
+  absl::StatusOr<IngestResponse> Ingest(std::string_view api_dev_key,
+                                        std::vector<absl::StatusOr<NewTweet>> lines) const;
+  absl::StatusOr<storage::StoredTweet> Get(std::string_view api_dev_key, TweetId id) const;
+  absl::Status Delete(std::string_view api_dev_key, TweetId id) const;
+  absl::StatusOr<uint32_t> Likes(std::string_view api_dev_key, TweetId id, int64_t value,
+                                 bool add) const;
+
+  // Key administration (admin scope).
+  absl::StatusOr<std::string> CreateKey(std::string_view api_dev_key, std::string_view owner,
+                                        std::string_view tier, uint8_t scopes) const;
+  absl::StatusOr<std::vector<ApiKey>> ListKeys(std::string_view api_dev_key) const;
+  absl::Status RevokeKey(std::string_view api_dev_key, std::string_view key_or_prefix) const;
+
+  // Authenticates for `scope` and passes the gate. Public for transports' own admin calls.
+  absl::StatusOr<ApiKey> Authorize(std::string_view api_dev_key, Scope scope, Endpoint endpoint,
+                                   uint64_t cost) const;
+
+  Engine& engine() const { return engine_; }
+
+ private:
+  Engine& engine_;
+  KeyRegistry& keys_;
+  const PageTokenCodec tokens_;
+  std::shared_ptr<AdmissionGate> gate_;
+};
+
+// Parses a decimal tweet id. InvalidArgument if it is not one.
+absl::StatusOr<TweetId> ParseTweetId(std::string_view text);
+
+}  // namespace tweetsearch::aggregator
+
+#endif  // TWEETSEARCH_AGGREGATOR_FRONT_DOOR_H_

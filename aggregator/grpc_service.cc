@@ -1,0 +1,207 @@
+#include "aggregator/grpc_service.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+
+#include "aggregator/tweet_json.h"
+#include "common/strings.h"
+#include "proto/tweetsearch.grpc.pb.h"
+
+namespace tweetsearch::aggregator {
+namespace {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  // absl and gRPC share the canonical code numbers.
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+// The key from the request field, else the "x-api-key" metadata.
+std::string KeyOf(const grpc::ServerContext* context, const std::string& field) {
+  if (!field.empty()) return field;
+  const auto& metadata = context->client_metadata();
+  auto it = metadata.find("x-api-key");
+  if (it == metadata.end()) return "";
+  return std::string(it->second.data(), it->second.size());
+}
+
+void ToProto(const storage::StoredTweet& t, double score, v1::SearchResult* out) {
+  out->set_tweet_id(StrCat(t.id));
+  out->set_user_id(t.user_id);
+  out->set_user_name(t.user_name);
+  out->set_text(t.text);
+  out->set_created_at(FormatRfc3339(t.created_at_ms));
+  out->set_likes(t.likes);
+  out->set_score(score);
+}
+
+class Service final : public v1::TweetSearch::Service {
+ public:
+  Service(FrontDoor& door, Metrics& metrics) : door_(door), metrics_(metrics) {}
+
+  grpc::Status Search(grpc::ServerContext* context, const v1::SearchRequest* request,
+                      v1::SearchResponse* response) override {
+    return Timed("search", [&] {
+      SearchRequest search;
+      search.api_dev_key = KeyOf(context, request->api_dev_key());
+      search.search_terms = request->search_terms();
+      search.maximum_results_to_return = request->maximum_results_to_return();
+      if (request->sort() < 0 || request->sort() > 2) {
+        return absl::InvalidArgumentError("sort must be 0, 1 or 2");
+      }
+      search.sort = static_cast<query::SortMode>(request->sort());
+      search.page_token = request->page_token();
+      if (search.search_terms.empty()) return absl::InvalidArgumentError("search_terms is required");
+      absl::StatusOr<SearchResponse> result = door_.Search(search);
+      if (!result.ok()) return result.status();
+      for (const SearchHit& h : result->hits) ToProto(h.tweet, h.hit.score, response->add_results());
+      response->set_next_page_token(result->next_page_token);
+      response->set_took_ms(result->took_ms);
+      response->set_total_hits(result->total_hits);
+      response->set_total_is_exact(result->total_is_exact);
+      return absl::OkStatus();
+    });
+  }
+
+  grpc::Status Ingest(grpc::ServerContext* context, const v1::IngestRequest* request,
+                      v1::IngestResponse* response) override {
+    return Timed("ingest", [&] {
+      std::vector<absl::StatusOr<NewTweet>> lines;
+      lines.reserve(request->tweets_size());
+      for (const v1::IngestTweet& in : request->tweets()) {
+        NewTweet t;
+        if (in.id() != 0) t.id = in.id();
+        t.user_id = in.user_id();
+        t.user_name = in.user_name();
+        t.text = in.text();
+        t.lang = in.lang();
+        t.likes = in.likes();
+        if (!in.created_at().empty()) {
+          absl::StatusOr<int64_t> created = ParseRfc3339(in.created_at());
+          if (!created.ok()) {
+            lines.push_back(created.status());
+            continue;
+          }
+          t.created_at_ms = *created;
+        }
+        lines.push_back(std::move(t));
+      }
+      absl::StatusOr<IngestResponse> result =
+          door_.Ingest(KeyOf(context, request->api_dev_key()), std::move(lines));
+      if (!result.ok()) return result.status();
+      for (const IngestOutcome& o : result->outcomes) {
+        v1::IngestResult* r = response->add_results();
+        r->set_accepted(o.status.ok());
+        if (o.status.ok()) {
+          r->set_tweet_id(StrCat(o.id));
+        } else {
+          r->set_error(std::string(o.status.message()));
+        }
+      }
+      response->set_accepted(result->accepted);
+      response->set_rejected(result->rejected);
+      return absl::OkStatus();
+    });
+  }
+
+  grpc::Status GetTweet(grpc::ServerContext* context, const v1::GetTweetRequest* request,
+                        v1::SearchResult* response) override {
+    return Timed("get", [&] {
+      absl::StatusOr<storage::StoredTweet> t =
+          door_.Get(KeyOf(context, request->api_dev_key()), request->id());
+      if (!t.ok()) return t.status();
+      ToProto(*t, 0, response);
+      return absl::OkStatus();
+    });
+  }
+
+  grpc::Status DeleteTweet(grpc::ServerContext* context, const v1::DeleteTweetRequest* request,
+                           v1::DeleteTweetResponse*) override {
+    return Timed("delete", [&] {
+      return door_.Delete(KeyOf(context, request->api_dev_key()), request->id());
+    });
+  }
+
+  grpc::Status Likes(grpc::ServerContext* context, const v1::LikesRequest* request,
+                     v1::LikesResponse* response) override {
+    return Timed("likes", [&] {
+      if (request->change_case() == v1::LikesRequest::CHANGE_NOT_SET) {
+        return absl::InvalidArgumentError("give set or add");
+      }
+      const bool add = request->change_case() == v1::LikesRequest::kAdd;
+      absl::StatusOr<uint32_t> likes = door_.Likes(KeyOf(context, request->api_dev_key()),
+                                                   request->id(),
+                                                   add ? request->add() : int64_t{request->set()}, add);
+      if (!likes.ok()) return likes.status();
+      response->set_likes(*likes);
+      return absl::OkStatus();
+    });
+  }
+
+ private:
+  // Runs `body` with the one catch-all of an RPC, and records the call.
+  template <typename Body>
+  grpc::Status Timed(std::string_view route, Body body) {
+    const auto start = std::chrono::steady_clock::now();
+    absl::Status status;
+    try {
+      status = body();
+    } catch (const std::exception& e) {
+      status = absl::InternalError(StrCat("internal error: ", e.what()));
+    }
+    metrics_.RecordRequest("grpc", route, HttpStatusFor(status),
+                           std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                               .count());
+    return ToGrpc(status);
+  }
+
+  FrontDoor& door_;
+  Metrics& metrics_;
+};
+
+class Server final : public GrpcServer {
+ public:
+  Server(std::unique_ptr<Service> service, std::unique_ptr<grpc::Server> server, uint16_t port)
+      : service_(std::move(service)), server_(std::move(server)), port_(port) {}
+  ~Server() override { Shutdown(std::chrono::milliseconds(5000)); }
+
+  uint16_t port() const override { return port_; }
+  void Shutdown(std::chrono::milliseconds grace) override {
+    if (stopped_) return;
+    stopped_ = true;
+    server_->Shutdown(std::chrono::system_clock::now() + grace);
+    server_->Wait();
+  }
+
+ private:
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+  uint16_t port_;
+  bool stopped_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const std::string& address,
+                                                             uint16_t port, FrontDoor& door,
+                                                             Metrics& metrics) {
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  auto service = std::make_unique<Service>(door, metrics);
+  grpc::ServerBuilder builder;
+  int bound = 0;
+  const std::string host = address.find(':') != std::string::npos ? StrCat("[", address, "]")
+                                                                  : address;
+  builder.AddListeningPort(StrCat(host, ":", port), grpc::InsecureServerCredentials(), &bound);
+  builder.RegisterService(service.get());
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound == 0) {
+    return absl::UnavailableError(StrCat("cannot listen for gRPC on ", host, ":", port));
+  }
+  return std::unique_ptr<GrpcServer>(
+      new Server(std::move(service), std::move(server), static_cast<uint16_t>(bound)));
+}
+
+}  // namespace tweetsearch::aggregator

@@ -1,0 +1,483 @@
+#include "aggregator/http/api_handler.h"
+
+#include <chrono>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/numbers.h"
+#include "aggregator/tweet_json.h"
+#include "common/strings.h"
+#include "common/utf8.h"
+
+namespace tweetsearch::aggregator {
+namespace {
+
+namespace http = boost::beast::http;
+using json = nlohmann::ordered_json;
+
+constexpr std::string_view kJson = "application/json";
+
+// Beast in Boost 1.74 speaks boost::string_view.
+boost::beast::string_view Bsv(std::string_view s) { return {s.data(), s.size()}; }
+
+std::string Dump(const json& value) {
+  // Stored text is valid UTF-8; `replace` only guards against a bug turning into a throw.
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+HttpResponse MakeResponse(http::status status, const HttpRequest& request, std::string body,
+                          std::string_view content_type = kJson) {
+  HttpResponse response(status, request.version());
+  response.set(http::field::server, "tweetsearch");
+  response.set(http::field::content_type, Bsv(content_type));
+  response.keep_alive(request.keep_alive());
+  response.body() = std::move(body);
+  response.prepare_payload();
+  return response;
+}
+
+HttpResponse Error(const absl::Status& status, const HttpRequest& request) {
+  return ErrorResponse(status, request.version(), request.keep_alive());
+}
+
+json TweetJson(const storage::StoredTweet& t) {
+  return json{{"tweet_id", StrCat(t.id)},
+              {"user_id", StrCat(t.user_id)},
+              {"user_name", t.user_name},
+              {"text", t.text},
+              {"created_at", FormatRfc3339(t.created_at_ms)},
+              {"lang", t.lang},
+              {"likes", t.likes}};
+}
+
+// The API key: the api_dev_key (or key) parameter, else an X-Api-Key header, else
+// "Authorization: Bearer <key>".
+std::string ApiKeyOf(const HttpRequest& request,
+                     const std::vector<std::pair<std::string, std::string>>& params) {
+  for (const auto& [name, value] : params) {
+    if (name == "api_dev_key" || name == "key") return value;
+  }
+  if (auto it = request.find("X-Api-Key"); it != request.end()) return std::string(it->value());
+  if (auto it = request.find(http::field::authorization); it != request.end()) {
+    std::string_view value(it->value().data(), it->value().size());
+    if (value.starts_with("Bearer ")) return std::string(value.substr(7));
+  }
+  return "";
+}
+
+const std::string* Param(const std::vector<std::pair<std::string, std::string>>& params,
+                         std::initializer_list<std::string_view> names) {
+  for (std::string_view name : names) {
+    for (const auto& [n, v] : params) {
+      if (n == name) return &v;
+    }
+  }
+  return nullptr;
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+absl::StatusOr<std::string> PercentDecode(std::string_view in) {
+  std::string out;
+  out.reserve(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] == '+') {
+      out += ' ';
+    } else if (in[i] == '%') {
+      if (i + 2 >= in.size()) {
+        return absl::InvalidArgumentError(StrCat("truncated %-escape at byte ", i));
+      }
+      const int hi = HexValue(in[i + 1]), lo = HexValue(in[i + 2]);
+      if (hi < 0 || lo < 0) return absl::InvalidArgumentError(StrCat("bad %-escape at byte ", i));
+      out += static_cast<char>(hi * 16 + lo);
+      i += 2;
+    } else {
+      out += in[i];
+    }
+  }
+  return out;
+}
+
+// Splits "/v1/tweets/123/likes" into its segments.
+std::vector<std::string_view> PathSegments(std::string_view path) {
+  std::vector<std::string_view> segments;
+  size_t start = 1;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    if (end > start) segments.push_back(path.substr(start, end - start));
+    start = end + 1;
+  }
+  return segments;
+}
+
+HttpResponse MethodNotAllowed(const HttpRequest& request, std::string_view allow) {
+  HttpResponse response = MakeResponse(
+      http::status::method_not_allowed, request,
+      Dump(json{{"error",
+                 {{"code", "method_not_allowed"},
+                  {"message", StrCat("use ", allow, " on this path")}}}}));
+  response.set(http::field::allow, Bsv(allow));
+  return response;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseQueryString(
+    std::string_view target) {
+  std::vector<std::pair<std::string, std::string>> params;
+  const size_t q = target.find('?');
+  if (q == std::string_view::npos) return params;
+  std::string_view rest = target.substr(q + 1);
+  while (!rest.empty()) {
+    size_t amp = rest.find('&');
+    std::string_view pair = rest.substr(0, amp);
+    rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
+    if (pair.empty()) continue;
+    const size_t eq = pair.find('=');
+    absl::StatusOr<std::string> name = PercentDecode(pair.substr(0, eq));
+    if (!name.ok()) return name.status();
+    absl::StatusOr<std::string> value =
+        PercentDecode(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1));
+    if (!value.ok()) {
+      return absl::InvalidArgumentError(StrCat("parameter '", *name, "': ", value.status().message()));
+    }
+    params.emplace_back(*std::move(name), *std::move(value));
+  }
+  return params;
+}
+
+HttpResponse ErrorResponse(const absl::Status& status, unsigned version, bool keep_alive) {
+  HttpResponse response(static_cast<http::status>(HttpStatusFor(status)), version);
+  response.set(http::field::server, "tweetsearch");
+  response.set(http::field::content_type, Bsv(kJson));
+  response.keep_alive(keep_alive);
+  response.body() = Dump(json{{"error",
+                               {{"code", ErrorCodeName(status)},
+                                {"message", SanitizeUtf8(AsStd(status.message()))}}}});
+  response.prepare_payload();
+  return response;
+}
+
+ApiHandler::ApiHandler(FrontDoor& door, Metrics& metrics) : door_(door), metrics_(metrics) {}
+
+bool ApiHandler::MayBlock(const HttpRequest& request) {
+  const std::string_view target(request.target().data(), request.target().size());
+  if (request.method() == http::verb::get) {
+    return !(target.starts_with("/v1/search") || target.starts_with("/healthz") ||
+             target.starts_with("/readyz") || target.starts_with("/metrics"));
+  }
+  return true;
+}
+
+HttpResponse ApiHandler::Handle(const HttpRequest& request) const {
+  const auto start = std::chrono::steady_clock::now();
+  std::string_view route = "other";
+  HttpResponse response;
+  try {
+    response = Route(request, &route);
+  } catch (const std::exception& e) {
+    // The one catch-all of a request: a bug answers 500 instead of taking the process down.
+    response = Error(absl::InternalError(StrCat("internal error: ", e.what())), request);
+  }
+  metrics_.RecordRequest(
+      "http", route, response.result_int(),
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return response;
+}
+
+HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* route) const {
+  const std::string_view target(request.target().data(), request.target().size());
+  const std::string_view path = target.substr(0, target.find('?'));
+  const http::verb method = request.method();
+
+  if (path == "/healthz") {
+    *route = "healthz";
+    return MakeResponse(http::status::ok, request, "ok\n", "text/plain");
+  }
+  if (path == "/readyz") {
+    *route = "readyz";
+    const bool ready = ready_.load(std::memory_order_acquire);
+    return MakeResponse(ready ? http::status::ok : http::status::service_unavailable, request,
+                        ready ? "ready\n" : "not ready\n", "text/plain");
+  }
+  if (path == "/metrics") {
+    *route = "metrics";
+    std::string body;
+    metrics_.Render(&body);
+    const EngineStats s = door_.engine().Stats();
+    auto gauge = [&](std::string_view name, std::string_view type, std::string_view help,
+                     uint64_t value) {
+      StrAppend(&body, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n", name, " ",
+                value, "\n");
+    };
+    gauge("tweetsearch_index_documents", "gauge", "Tweets in the index.", s.indexed_documents);
+    gauge("tweetsearch_index_memory_bytes", "gauge", "Memory of postings, dictionaries, columns.",
+          s.index_memory_bytes);
+    gauge("tweetsearch_index_sealed_segments", "gauge", "Sealed index segments.",
+          s.sealed_segments);
+    gauge("tweetsearch_storage_tweets_estimate", "gauge", "RocksDB's estimate of stored tweets.",
+          s.stored_tweets_estimate);
+    gauge("tweetsearch_storage_disk_bytes", "gauge", "Bytes of SST files and memtables.",
+          s.storage_disk_bytes);
+    gauge("tweetsearch_ingested_tweets_total", "counter", "Tweets accepted since start.",
+          s.tweets_ingested);
+    gauge("tweetsearch_rejected_tweets_total", "counter", "Tweets rejected since start.",
+          s.tweets_rejected);
+    gauge("tweetsearch_ingest_write_groups_total", "counter",
+          "Synced storage writes made by ingest (group commits).", s.write_groups);
+    gauge("tweetsearch_change_sequence", "gauge", "Last change written to storage.",
+          s.last_change);
+    gauge("tweetsearch_checkpoint_change_sequence", "gauge",
+          "Change reflected by the last saved index.", s.checkpoint_change);
+    return MakeResponse(http::status::ok, request, std::move(body),
+                        "text/plain; version=0.0.4; charset=utf-8");
+  }
+
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> params =
+      ParseQueryString(target);
+  if (!params.ok()) return Error(params.status(), request);
+  const std::string key = ApiKeyOf(request, *params);
+  const std::vector<std::string_view> segments = PathSegments(path);
+
+  if (path == "/v1/search") {
+    *route = "search";
+    if (method != http::verb::get) return MethodNotAllowed(request, "GET");
+    SearchRequest search;
+    search.api_dev_key = key;
+    const std::string* terms = Param(*params, {"search_terms", "q"});
+    if (terms == nullptr || terms->empty()) {
+      return Error(absl::InvalidArgumentError("search_terms is required"), request);
+    }
+    search.search_terms = *terms;
+    if (const std::string* limit = Param(*params, {"maximum_results_to_return", "limit"})) {
+      if (!absl::SimpleAtoi(*limit, &search.maximum_results_to_return) ||
+          search.maximum_results_to_return == 0 ||
+          search.maximum_results_to_return > kMaxResults) {
+        return Error(absl::InvalidArgumentError(StrCat(
+                         "maximum_results_to_return must be a number from 1 to ", kMaxResults)),
+                     request);
+      }
+    }
+    if (const std::string* sort = Param(*params, {"sort"})) {
+      absl::StatusOr<query::SortMode> mode = ParseSortMode(*sort);
+      if (!mode.ok()) return Error(mode.status(), request);
+      search.sort = *mode;
+    }
+    if (const std::string* token = Param(*params, {"page_token"})) search.page_token = *token;
+    absl::StatusOr<SearchResponse> result = door_.Search(search);
+    if (!result.ok()) return Error(result.status(), request);
+    json results = json::array();
+    for (const SearchHit& h : result->hits) {
+      json tweet = TweetJson(h.tweet);
+      tweet["score"] = h.hit.score;
+      results.push_back(std::move(tweet));
+    }
+    json body = {{"results", std::move(results)},
+                 {"next_page_token", result->next_page_token.empty()
+                                         ? json(nullptr)
+                                         : json(result->next_page_token)},
+                 {"took_ms", result->took_ms},
+                 {"total_hits", result->total_hits},
+                 {"total_is_exact", result->total_is_exact},
+                 {"sort", SortModeName(search.sort)},
+                 {"partial", false}};
+    return MakeResponse(http::status::ok, request, Dump(body));
+  }
+
+  if (segments.size() >= 2 && segments[0] == "v1" && segments[1] == "tweets") {
+    if (segments.size() == 2) {
+      *route = "ingest";
+      if (method != http::verb::post) return MethodNotAllowed(request, "POST");
+      const std::string& body = request.body();
+      std::vector<absl::StatusOr<NewTweet>> lines;
+      std::vector<size_t> line_numbers;
+      size_t start = 0, number = 0;
+      while (start < body.size()) {
+        size_t end = body.find('\n', start);
+        if (end == std::string::npos) end = body.size();
+        std::string_view line(body.data() + start, end - start);
+        ++number;
+        start = end + 1;
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
+        lines.push_back(ParseTweetJson(line));
+        line_numbers.push_back(number);
+      }
+      if (lines.empty()) {
+        return Error(absl::InvalidArgumentError(
+                         "the body has no tweets: send JSON Lines, one tweet object per line"),
+                     request);
+      }
+      absl::StatusOr<IngestResponse> result = door_.Ingest(key, std::move(lines));
+      if (!result.ok()) return Error(result.status(), request);
+      const std::string* report = Param(*params, {"report"});
+      const bool only_rejections = report != nullptr && *report == "rejected";
+      json results = json::array();
+      for (size_t i = 0; i < result->outcomes.size(); ++i) {
+        const IngestOutcome& o = result->outcomes[i];
+        if (o.status.ok()) {
+          if (!only_rejections) {
+            results.push_back(
+                {{"line", line_numbers[i]}, {"status", "accepted"}, {"tweet_id", StrCat(o.id)}});
+          }
+        } else {
+          results.push_back({{"line", line_numbers[i]},
+                             {"status", "rejected"},
+                             {"code", ErrorCodeName(o.status)},
+                             {"error", SanitizeUtf8(AsStd(o.status.message()))}});
+        }
+      }
+      json out = {{"accepted", result->accepted},
+                  {"rejected", result->rejected},
+                  {"results", std::move(results)}};
+      return MakeResponse(http::status::ok, request, Dump(out));
+    }
+    absl::StatusOr<TweetId> id = ParseTweetId(segments[2]);
+    if (segments.size() == 3) {
+      *route = method == http::verb::delete_ ? "delete" : "get";
+      if (!id.ok()) return Error(id.status(), request);
+      if (method == http::verb::get) {
+        absl::StatusOr<storage::StoredTweet> tweet = door_.Get(key, *id);
+        if (!tweet.ok()) return Error(tweet.status(), request);
+        return MakeResponse(http::status::ok, request, Dump(TweetJson(*tweet)));
+      }
+      if (method == http::verb::delete_) {
+        if (absl::Status s = door_.Delete(key, *id); !s.ok()) return Error(s, request);
+        return MakeResponse(http::status::ok, request,
+                            Dump(json{{"deleted", true}, {"tweet_id", StrCat(*id)}}));
+      }
+      return MethodNotAllowed(request, "GET, DELETE");
+    }
+    if (segments.size() == 4 && segments[3] == "likes") {
+      *route = "likes";
+      if (method != http::verb::post) return MethodNotAllowed(request, "POST");
+      if (!id.ok()) return Error(id.status(), request);
+      // {"set": N} or {"add": N} in the body, or ?set=N / ?add=N.
+      std::optional<int64_t> set, add;
+      if (!request.body().empty()) {
+        json body = json::parse(request.body(), nullptr, false);
+        if (body.is_discarded() || !body.is_object()) {
+          return Error(absl::InvalidArgumentError(
+                           "the body must be a JSON object such as {\"set\": 10} or {\"add\": 1}"),
+                       request);
+        }
+        for (const auto& [name, target_value] : {std::pair{"set", &set}, std::pair{"add", &add}}) {
+          if (auto it = body.find(name); it != body.end()) {
+            if (!it->is_number_integer()) {
+              return Error(absl::InvalidArgumentError(StrCat(name, " must be an integer")),
+                           request);
+            }
+            *target_value = it->get<int64_t>();
+          }
+        }
+      }
+      for (const auto& [name, target_value] : {std::pair{"set", &set}, std::pair{"add", &add}}) {
+        if (const std::string* v = Param(*params, {name})) {
+          int64_t n = 0;
+          if (!absl::SimpleAtoi(*v, &n)) {
+            return Error(absl::InvalidArgumentError(StrCat(name, " must be an integer")), request);
+          }
+          *target_value = n;
+        }
+      }
+      if (set.has_value() == add.has_value()) {
+        return Error(absl::InvalidArgumentError("give exactly one of set or add"), request);
+      }
+      absl::StatusOr<uint32_t> likes =
+          door_.Likes(key, *id, set.has_value() ? *set : *add, add.has_value());
+      if (!likes.ok()) return Error(likes.status(), request);
+      return MakeResponse(http::status::ok, request,
+                          Dump(json{{"tweet_id", StrCat(*id)}, {"likes", *likes}}));
+    }
+  }
+
+  if (segments.size() >= 3 && segments[0] == "v1" && segments[1] == "admin" &&
+      segments[2] == "keys") {
+    *route = "admin_keys";
+    if (segments.size() == 3 && method == http::verb::get) {
+      absl::StatusOr<std::vector<ApiKey>> keys = door_.ListKeys(key);
+      if (!keys.ok()) return Error(keys.status(), request);
+      json list = json::array();
+      for (const ApiKey& k : *keys) {
+        json scopes = json::array();
+        for (Scope s : {Scope::kSearch, Scope::kIngest, Scope::kAdmin}) {
+          if (k.Allows(s)) scopes.push_back(ScopeName(s));
+        }
+        list.push_back({{"prefix", k.prefix},
+                        {"owner", k.owner},
+                        {"tier", k.tier},
+                        {"scopes", scopes},
+                        {"created_at", FormatRfc3339(k.created_at_ms)},
+                        {"revoked", k.revoked}});
+      }
+      return MakeResponse(http::status::ok, request, Dump(json{{"keys", list}}));
+    }
+    if (segments.size() == 3 && method == http::verb::post) {
+      json body = json::parse(request.body(), nullptr, false);
+      if (body.is_discarded() || !body.is_object() || !body.contains("owner") ||
+          !body["owner"].is_string()) {
+        return Error(absl::InvalidArgumentError(
+                         "the body must be {\"owner\": ..., \"tier\": ..., \"scopes\": [...]}"),
+                     request);
+      }
+      uint8_t scopes = 0;
+      if (auto it = body.find("scopes"); it != body.end()) {
+        if (!it->is_array()) {
+          return Error(absl::InvalidArgumentError("scopes must be an array"), request);
+        }
+        for (const json& s : *it) {
+          if (!s.is_string()) {
+            return Error(absl::InvalidArgumentError("scopes are strings"), request);
+          }
+          absl::StatusOr<Scope> scope = ParseScope(s.get<std::string>());
+          if (!scope.ok()) return Error(scope.status(), request);
+          scopes |= static_cast<uint8_t>(*scope);
+        }
+      } else {
+        scopes = static_cast<uint8_t>(Scope::kSearch);
+      }
+      std::string tier = body.value("tier", "free");
+      absl::StatusOr<std::string> created =
+          door_.CreateKey(key, body["owner"].get<std::string>(), tier, scopes);
+      if (!created.ok()) return Error(created.status(), request);
+      return MakeResponse(http::status::created, request,
+                          Dump(json{{"key", *created}, {"prefix", created->substr(0, 10)}}));
+    }
+    if (segments.size() == 4 && method == http::verb::delete_) {
+      if (absl::Status s = door_.RevokeKey(key, segments[3]); !s.ok()) return Error(s, request);
+      return MakeResponse(http::status::ok, request, Dump(json{{"revoked", segments[3]}}));
+    }
+    return MethodNotAllowed(request, segments.size() == 3 ? "GET, POST" : "DELETE");
+  }
+
+  if (path == "/v1/stats") {
+    *route = "stats";
+    if (absl::StatusOr<ApiKey> k = door_.Authorize(key, Scope::kAdmin, Endpoint::kAdmin, 1);
+        !k.ok()) {
+      return Error(k.status(), request);
+    }
+    const EngineStats s = door_.engine().Stats();
+    return MakeResponse(http::status::ok, request,
+                        Dump(json{{"indexed_documents", s.indexed_documents},
+                                  {"index_memory_bytes", s.index_memory_bytes},
+                                  {"sealed_segments", s.sealed_segments},
+                                  {"stored_tweets_estimate", s.stored_tweets_estimate},
+                                  {"storage_disk_bytes", s.storage_disk_bytes},
+                                  {"tweets_ingested", s.tweets_ingested},
+                                  {"tweets_rejected", s.tweets_rejected},
+                                  {"last_change", s.last_change},
+                                  {"checkpoint_change", s.checkpoint_change}}));
+  }
+
+  *route = "not_found";
+  return Error(absl::NotFoundError(StrCat("no such path: ", SanitizeUtf8(path.substr(0, 100)))),
+               request);
+}
+
+}  // namespace tweetsearch::aggregator

@@ -1,0 +1,60 @@
+// ApiHandler: turns one HTTP request into one HTTP response, for the front door's JSON API.
+//
+// It knows routes, parameters, JSON bodies and status codes; the FrontDoor does the work, and
+// HttpServer does the networking. Keeping it free of sockets lets tests call it directly.
+// The API is documented in docs/api.md.
+//
+// Thread-safety: Handle() may be called from any thread.
+#ifndef TWEETSEARCH_AGGREGATOR_HTTP_API_HANDLER_H_
+#define TWEETSEARCH_AGGREGATOR_HTTP_API_HANDLER_H_
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <boost/beast/http.hpp>
+
+#include "aggregator/front_door.h"
+#include "aggregator/metrics.h"
+
+namespace tweetsearch::aggregator {
+
+using HttpRequest = boost::beast::http::request<boost::beast::http::string_body>;
+using HttpResponse = boost::beast::http::response<boost::beast::http::string_body>;
+
+// Percent-decoded query parameters of a request target, in order ("+" decodes to a space).
+// InvalidArgument for a malformed escape.
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseQueryString(
+    std::string_view target);
+
+class ApiHandler {
+ public:
+  // `door` and `metrics` must outlive the handler.
+  ApiHandler(FrontDoor& door, Metrics& metrics);
+
+  HttpResponse Handle(const HttpRequest& request) const;
+
+  // Whether Handle() may block on disk (ingest, deletes, likes, admin): the server runs those on
+  // its worker pool and the rest inline on the network threads.
+  static bool MayBlock(const HttpRequest& request);
+
+  // /readyz answers 503 until this is set, and again after it is cleared (shutdown).
+  void set_ready(bool ready) { ready_.store(ready, std::memory_order_release); }
+
+ private:
+  HttpResponse Route(const HttpRequest& request, std::string_view* route_name) const;
+
+  FrontDoor& door_;
+  Metrics& metrics_;
+  std::atomic<bool> ready_{false};
+};
+
+// An error response with the JSON body {"error":{"code":..., "message":...}}.
+HttpResponse ErrorResponse(const absl::Status& status, unsigned version, bool keep_alive);
+
+}  // namespace tweetsearch::aggregator
+
+#endif  // TWEETSEARCH_AGGREGATOR_HTTP_API_HANDLER_H_

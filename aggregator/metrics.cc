@@ -1,0 +1,51 @@
+#include "aggregator/metrics.h"
+
+#include <algorithm>
+
+#include "common/strings.h"
+
+namespace tweetsearch::aggregator {
+
+void Metrics::RecordRequest(std::string_view transport, std::string_view route, int status,
+                            double seconds) {
+  const std::string labels = StrCat("transport=\"", transport, "\",route=\"", route, "\"");
+  std::atomic<uint64_t>* counter;
+  Histogram* histogram;
+  {
+    absl::MutexLock lock(&mu_);
+    counter = &requests_[StrCat(labels, ",code=\"", status, "\"")];
+    histogram = &latency_[labels];
+  }
+  counter->fetch_add(1, std::memory_order_relaxed);
+  const size_t bucket =
+      std::lower_bound(kBuckets.begin(), kBuckets.end(), seconds) - kBuckets.begin();
+  histogram->counts[bucket].fetch_add(1, std::memory_order_relaxed);
+  histogram->sum_nanos.fetch_add(static_cast<uint64_t>(std::max(0.0, seconds) * 1e9),
+                                 std::memory_order_relaxed);
+}
+
+void Metrics::Render(std::string* out) const {
+  absl::MutexLock lock(&mu_);
+  StrAppend(out, "# HELP tweetsearch_requests_total Requests answered, by route and status.\n",
+            "# TYPE tweetsearch_requests_total counter\n");
+  for (const auto& [labels, count] : requests_) {
+    StrAppend(out, "tweetsearch_requests_total{", labels, "} ",
+              count.load(std::memory_order_relaxed), "\n");
+  }
+  StrAppend(out, "# HELP tweetsearch_request_duration_seconds Time to answer a request.\n",
+            "# TYPE tweetsearch_request_duration_seconds histogram\n");
+  for (const auto& [labels, h] : latency_) {
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i <= kBuckets.size(); ++i) {
+      cumulative += h.counts[i].load(std::memory_order_relaxed);
+      const std::string le = i < kBuckets.size() ? StrCat(kBuckets[i]) : "+Inf";
+      StrAppend(out, "tweetsearch_request_duration_seconds_bucket{", labels, ",le=\"", le, "\"} ",
+                cumulative, "\n");
+    }
+    StrAppend(out, "tweetsearch_request_duration_seconds_sum{", labels, "} ",
+              h.sum_nanos.load(std::memory_order_relaxed) / 1e9, "\n");
+    StrAppend(out, "tweetsearch_request_duration_seconds_count{", labels, "} ", cumulative, "\n");
+  }
+}
+
+}  // namespace tweetsearch::aggregator

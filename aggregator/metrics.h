@@ -1,0 +1,49 @@
+// Metrics: request counters and latency histograms of the front door, rendered in the
+// Prometheus text exposition format (version 0.0.4) together with gauges read at scrape time.
+//
+// Thread-safety: every method may be called from any thread. Recording takes one short mutex
+// (to find the series) and then updates atomics.
+#ifndef TWEETSEARCH_AGGREGATOR_METRICS_H_
+#define TWEETSEARCH_AGGREGATOR_METRICS_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/node_hash_map.h"
+#include "absl/synchronization/mutex.h"
+
+namespace tweetsearch::aggregator {
+
+class Metrics {
+ public:
+  // Upper bounds of the latency buckets, seconds (the last bucket is +Inf).
+  static constexpr std::array<double, 14> kBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+                                                      0.005,  0.01,    0.025,  0.05,  0.1,
+                                                      0.25,   0.5,     1,      5};
+
+  // One finished request: `route` is a fixed name ("search", "ingest", ...), never a raw path,
+  // so that the number of series stays bounded.
+  void RecordRequest(std::string_view transport, std::string_view route, int status,
+                     double seconds);
+
+  // Appends the recorded series to `out`.
+  void Render(std::string* out) const;
+
+ private:
+  struct Histogram {
+    std::array<std::atomic<uint64_t>, kBuckets.size() + 1> counts{};
+    std::atomic<uint64_t> sum_nanos{0};
+  };
+  mutable absl::Mutex mu_;
+  // (transport, route, status) -> count; (transport, route) -> latency.
+  absl::node_hash_map<std::string, std::atomic<uint64_t>> requests_ ABSL_GUARDED_BY(mu_);
+  absl::node_hash_map<std::string, Histogram> latency_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tweetsearch::aggregator
+
+#endif  // TWEETSEARCH_AGGREGATOR_METRICS_H_

@@ -1,0 +1,322 @@
+#include "storage/tweet_store.h"
+
+#include <rocksdb/cache.h>
+#include <rocksdb/db.h>
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/options.h>
+#include <rocksdb/table.h>
+#include <rocksdb/write_batch.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "common/strings.h"
+#include "proto/tweetsearch.pb.h"
+
+namespace tweetsearch::storage {
+namespace {
+
+// Big-endian, so that RocksDB's bytewise order is numeric order.
+std::string EncodeKey(uint64_t value) {
+  std::string key(8, '\0');
+  for (int i = 7; i >= 0; --i) {
+    key[i] = static_cast<char>(value & 0xff);
+    value >>= 8;
+  }
+  return key;
+}
+
+uint64_t DecodeKey(const rocksdb::Slice& key) {
+  uint64_t value = 0;
+  for (size_t i = 0; i < 8 && i < key.size(); ++i) {
+    value = (value << 8) | static_cast<uint8_t>(key[i]);
+  }
+  return value;
+}
+
+absl::Status FromRocks(const rocksdb::Status& s, std::string_view what) {
+  if (s.ok()) return absl::OkStatus();
+  std::string message = StrCat(what, ": ", s.ToString());
+  if (s.IsNotFound()) return absl::NotFoundError(message);
+  if (s.IsCorruption()) return absl::DataLossError(message);
+  if (s.IsIOError() || s.IsBusy() || s.IsTimedOut() || s.IsTryAgain()) {
+    return absl::UnavailableError(message);
+  }
+  if (s.IsInvalidArgument()) return absl::InvalidArgumentError(message);
+  return absl::InternalError(message);
+}
+
+std::string EncodeTweet(const StoredTweet& t) {
+  v1::Tweet proto;
+  proto.set_id(t.id);
+  proto.set_user_id(t.user_id);
+  proto.set_user_name(t.user_name);
+  proto.set_text(t.text);
+  proto.set_created_at_ms(t.created_at_ms);
+  proto.set_lang(t.lang);
+  proto.set_likes(t.likes);
+  return proto.SerializeAsString();
+}
+
+absl::StatusOr<StoredTweet> DecodeTweet(const rocksdb::Slice& value, TweetId key) {
+  v1::Tweet proto;
+  if (!proto.ParseFromArray(value.data(), static_cast<int>(value.size())) || proto.id() != key) {
+    return absl::DataLossError(StrCat("stored tweet ", key, " does not decode"));
+  }
+  StoredTweet t;
+  t.id = proto.id();
+  t.user_id = proto.user_id();
+  t.user_name = std::move(*proto.mutable_user_name());
+  t.text = std::move(*proto.mutable_text());
+  t.created_at_ms = proto.created_at_ms();
+  t.lang = std::move(*proto.mutable_lang());
+  t.likes = proto.likes();
+  return t;
+}
+
+std::string EncodeChange(ChangeKind kind, TweetId id, uint32_t likes) {
+  v1::ChangeRecord record;
+  record.set_kind(kind == ChangeKind::kPut      ? v1::ChangeRecord::KIND_PUT
+                  : kind == ChangeKind::kDelete ? v1::ChangeRecord::KIND_DELETE
+                                                : v1::ChangeRecord::KIND_LIKES);
+  record.set_id(id);
+  record.set_likes(likes);
+  return record.SerializeAsString();
+}
+
+class RocksDbTweetStore final : public TweetStore {
+ public:
+  RocksDbTweetStore(std::unique_ptr<rocksdb::DB> db,
+                    std::vector<rocksdb::ColumnFamilyHandle*> handles, bool sync,
+                    uint64_t last_sequence)
+      : db_(std::move(db)), tweets_(handles[0]), changes_(handles[1]), sync_(sync),
+        last_sequence_(last_sequence) {}
+
+  ~RocksDbTweetStore() override {
+    // Handles must go before the DB. Errors closing are logged by RocksDB itself.
+    (void)db_->DestroyColumnFamilyHandle(tweets_);
+    (void)db_->DestroyColumnFamilyHandle(changes_);
+    (void)db_->Close();
+  }
+
+  absl::StatusOr<uint64_t> Write(const Mutation& m) override {
+    absl::MutexLock lock(&write_mu_);
+    uint64_t sequence = last_sequence_;
+    rocksdb::WriteBatch batch;
+    auto log = [&](ChangeKind kind, TweetId id, uint32_t likes) {
+      return batch.Put(changes_, EncodeKey(++sequence), EncodeChange(kind, id, likes));
+    };
+    for (const StoredTweet& t : m.puts) {
+      if (auto s = batch.Put(tweets_, EncodeKey(t.id), EncodeTweet(t)); !s.ok()) {
+        return FromRocks(s, "batch");
+      }
+      if (auto s = log(ChangeKind::kPut, t.id, 0); !s.ok()) return FromRocks(s, "batch");
+    }
+    for (TweetId id : m.deletes) {
+      if (auto s = batch.Delete(tweets_, EncodeKey(id)); !s.ok()) return FromRocks(s, "batch");
+      if (auto s = log(ChangeKind::kDelete, id, 0); !s.ok()) return FromRocks(s, "batch");
+    }
+    for (const auto& [id, likes] : m.likes) {
+      // Read-modify-write is safe here: writes are serialized by write_mu_.
+      absl::StatusOr<StoredTweet> t = Get(id);
+      if (!t.ok()) return t.status();
+      t->likes = likes;
+      if (auto s = batch.Put(tweets_, EncodeKey(id), EncodeTweet(*t)); !s.ok()) {
+        return FromRocks(s, "batch");
+      }
+      if (auto s = log(ChangeKind::kLikes, id, likes); !s.ok()) return FromRocks(s, "batch");
+    }
+    if (sequence == last_sequence_) return sequence;
+    rocksdb::WriteOptions options;
+    options.sync = sync_;
+    if (absl::Status s = FromRocks(db_->Write(options, &batch), "write"); !s.ok()) return s;
+    last_sequence_ = sequence;
+    return sequence;
+  }
+
+  absl::StatusOr<StoredTweet> Get(TweetId id) const override {
+    rocksdb::PinnableSlice value;
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), tweets_, EncodeKey(id), &value);
+    if (s.IsNotFound()) return absl::NotFoundError(StrCat("tweet ", id, " not found"));
+    if (absl::Status st = FromRocks(s, "get"); !st.ok()) return st;
+    return DecodeTweet(value, id);
+  }
+
+  std::vector<absl::StatusOr<StoredTweet>> MultiGet(std::span<const TweetId> ids) const override {
+    std::vector<absl::StatusOr<StoredTweet>> out;
+    out.reserve(ids.size());
+    Lookup(ids, [&](size_t i, const rocksdb::Status& s, const rocksdb::PinnableSlice& value) {
+      if (s.IsNotFound()) {
+        out.push_back(absl::NotFoundError(StrCat("tweet ", ids[i], " not found")));
+      } else if (!s.ok()) {
+        out.push_back(FromRocks(s, "multiget"));
+      } else {
+        out.push_back(DecodeTweet(value, ids[i]));
+      }
+    });
+    return out;
+  }
+
+  absl::StatusOr<std::vector<bool>> Contains(std::span<const TweetId> ids) const override {
+    std::vector<bool> out(ids.size());
+    absl::Status error;
+    Lookup(ids, [&](size_t i, const rocksdb::Status& s, const rocksdb::PinnableSlice&) {
+      if (s.ok()) {
+        out[i] = true;
+      } else if (!s.IsNotFound() && error.ok()) {
+        error = FromRocks(s, "multiget");
+      }
+    });
+    if (!error.ok()) return error;
+    return out;
+  }
+
+  absl::Status Scan(TweetId first, TweetId last,
+                    const std::function<bool(const StoredTweet&)>& visit) const override {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), tweets_));
+    for (it->Seek(EncodeKey(first)); it->Valid(); it->Next()) {
+      const TweetId id = DecodeKey(it->key());
+      if (id > last) break;
+      absl::StatusOr<StoredTweet> t = DecodeTweet(it->value(), id);
+      if (!t.ok()) return t.status();
+      if (!visit(*t)) break;
+    }
+    return FromRocks(it->status(), "scan");
+  }
+
+  absl::Status ScanChanges(uint64_t after,
+                           const std::function<bool(const Change&)>& visit) const override {
+    if (after == UINT64_MAX) return absl::OkStatus();
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), changes_));
+    for (it->Seek(EncodeKey(after + 1)); it->Valid(); it->Next()) {
+      v1::ChangeRecord record;
+      if (!record.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
+        return absl::DataLossError(StrCat("change ", DecodeKey(it->key()), " does not decode"));
+      }
+      Change change;
+      change.sequence = DecodeKey(it->key());
+      change.id = record.id();
+      change.likes = record.likes();
+      switch (record.kind()) {
+        case v1::ChangeRecord::KIND_PUT: change.kind = ChangeKind::kPut; break;
+        case v1::ChangeRecord::KIND_DELETE: change.kind = ChangeKind::kDelete; break;
+        case v1::ChangeRecord::KIND_LIKES: change.kind = ChangeKind::kLikes; break;
+        default:
+          return absl::DataLossError(StrCat("change ", change.sequence, " has an unknown kind"));
+      }
+      if (!visit(change)) break;
+    }
+    return FromRocks(it->status(), "scan changes");
+  }
+
+  absl::Status TrimChanges(uint64_t through) override {
+    // The newest change always stays: it is how Open() learns the last sequence number.
+    const uint64_t last = LastSequence();
+    if (last <= 1 || through == 0) return absl::OkStatus();
+    through = std::min(through, last - 1);
+    rocksdb::WriteOptions options;
+    options.sync = sync_;
+    const std::string end = EncodeKey(through + 1);  // DeleteRange's end is exclusive
+    return FromRocks(db_->DeleteRange(options, changes_, EncodeKey(0), end), "trim changes");
+  }
+
+  uint64_t LastSequence() const override {
+    absl::MutexLock lock(&write_mu_);
+    return last_sequence_;
+  }
+
+  uint64_t ApproximateCount() const override {
+    uint64_t count = 0;
+    db_->GetIntProperty(tweets_, rocksdb::DB::Properties::kEstimateNumKeys, &count);
+    return count;
+  }
+
+  uint64_t DiskBytes() const override {
+    uint64_t sst = 0, wal = 0;
+    db_->GetIntProperty(tweets_, rocksdb::DB::Properties::kTotalSstFilesSize, &sst);
+    uint64_t changes_sst = 0;
+    db_->GetIntProperty(changes_, rocksdb::DB::Properties::kTotalSstFilesSize, &changes_sst);
+    db_->GetIntProperty(rocksdb::DB::Properties::kCurSizeAllMemTables, &wal);
+    return sst + changes_sst + wal;
+  }
+
+ private:
+  // Batched point lookups of `ids`; calls `each(i, status, value)` for every i.
+  template <typename Each>
+  void Lookup(std::span<const TweetId> ids, Each each) const {
+    std::vector<std::string> keys;
+    keys.reserve(ids.size());
+    for (TweetId id : ids) keys.push_back(EncodeKey(id));
+    std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
+    std::vector<rocksdb::PinnableSlice> values(ids.size());
+    std::vector<rocksdb::Status> statuses(ids.size());
+    db_->MultiGet(rocksdb::ReadOptions(), tweets_, slices.size(), slices.data(), values.data(),
+                  statuses.data());
+    for (size_t i = 0; i < ids.size(); ++i) each(i, statuses[i], values[i]);
+  }
+
+  std::unique_ptr<rocksdb::DB> db_;
+  rocksdb::ColumnFamilyHandle* tweets_;
+  rocksdb::ColumnFamilyHandle* changes_;
+  const bool sync_;
+  mutable absl::Mutex write_mu_;
+  uint64_t last_sequence_ ABSL_GUARDED_BY(write_mu_);
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TweetStore>> TweetStore::Open(const std::string& dir,
+                                                             const StoreOptions& options) {
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
+  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(options.bloom_bits_per_key));
+  table.cache_index_and_filter_blocks = true;
+  table.pin_l0_filter_and_index_blocks_in_cache = true;
+  table.format_version = 5;
+  table.block_size = 16 * 1024;
+
+  rocksdb::ColumnFamilyOptions tweets_cf;
+  tweets_cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  tweets_cf.write_buffer_size = options.write_buffer_bytes;
+  tweets_cf.level_compaction_dynamic_level_bytes = true;
+  tweets_cf.compression = rocksdb::kLZ4Compression;
+  tweets_cf.bottommost_compression = rocksdb::kZSTD;
+
+  rocksdb::ColumnFamilyOptions changes_cf;  // small, short-lived values: no filter needed
+  rocksdb::BlockBasedTableOptions changes_table;
+  changes_table.block_cache = table.block_cache;
+  changes_cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(changes_table));
+  changes_cf.write_buffer_size = options.write_buffer_bytes / 4;
+  changes_cf.compression = rocksdb::kLZ4Compression;
+
+  rocksdb::DBOptions db_options;
+  db_options.create_if_missing = true;
+  db_options.create_missing_column_families = true;
+  db_options.max_background_jobs = 2;
+  db_options.bytes_per_sync = 1 << 20;
+  db_options.keep_log_file_num = 3;
+  db_options.max_total_wal_size = options.write_buffer_bytes * 4;
+
+  std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+      {rocksdb::kDefaultColumnFamilyName, tweets_cf}, {"changes", changes_cf}};
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(db_options, dir, families, &handles, &raw);
+  if (absl::Status st = FromRocks(s, StrCat("open ", dir)); !st.ok()) return st;
+  std::unique_ptr<rocksdb::DB> db(raw);
+
+  // The last change sequence: the largest key of the change log, if any is left.
+  uint64_t last = 0;
+  {
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), handles[1]));
+    it->SeekToLast();
+    if (it->Valid()) last = DecodeKey(it->key());
+    if (absl::Status st = FromRocks(it->status(), "read change log"); !st.ok()) {
+      for (auto* h : handles) (void)db->DestroyColumnFamilyHandle(h);
+      return st;
+    }
+  }
+  return std::unique_ptr<TweetStore>(
+      new RocksDbTweetStore(std::move(db), std::move(handles), options.sync_writes, last));
+}
+
+}  // namespace tweetsearch::storage

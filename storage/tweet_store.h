@@ -1,0 +1,123 @@
+// TweetStore: the storage role's durable home of tweets, on RocksDB.
+//
+// Two column families:
+//   "default"  key = big-endian TweetId (8 bytes, so key order is id order), value = a
+//              serialized tweetsearch.v1.Tweet.
+//   "changes"  key = big-endian change sequence number, value = a ChangeRecord: every put,
+//              delete and likes change in the order it was applied. An index that saved its
+//              segments at sequence S catches up by replaying the changes after S; changes
+//              at or below the oldest index checkpoint are trimmed.
+// A Write() lands in both families in one RocksDB write batch, so the log never disagrees with
+// the tweets. With `sync_writes`, the WAL is fsynced before Write() returns: an acknowledged
+// write survives kill -9 and power loss. RocksDB groups concurrent synced writers into one
+// fsync (its write group), and callers batch too, so bulk ingest pays one fsync per batch.
+//
+// The tuning (block cache, bloom filters, compression) and its reasons are in docs/storage.md.
+//
+// Thread-safety: every method may be called from any thread. Writes are applied in one total
+// order, which is the order of their change sequence numbers.
+#ifndef TWEETSEARCH_STORAGE_TWEET_STORE_H_
+#define TWEETSEARCH_STORAGE_TWEET_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/ids.h"
+
+namespace tweetsearch::storage {
+
+// A tweet as stored; our own struct (the protobuf encoding stays inside the store).
+struct StoredTweet {
+  TweetId id = 0;
+  UserId user_id = 0;
+  std::string user_name;
+  std::string text;           // UTF-8
+  int64_t created_at_ms = 0;  // Unix milliseconds
+  std::string lang;           // BCP 47 code, may be empty
+  uint32_t likes = 0;
+
+  bool operator==(const StoredTweet&) const = default;
+};
+
+enum class ChangeKind { kPut, kDelete, kLikes };
+
+struct Change {
+  uint64_t sequence = 0;
+  ChangeKind kind = ChangeKind::kPut;
+  TweetId id = 0;
+  uint32_t likes = 0;  // for kLikes: the new absolute value
+};
+
+// One atomic, durable write: tweets to store (replacing any with the same id), tweets to
+// delete, and likes to set. Applied in that order.
+struct Mutation {
+  std::vector<StoredTweet> puts;
+  std::vector<TweetId> deletes;
+  std::vector<std::pair<TweetId, uint32_t>> likes;
+
+  bool empty() const { return puts.empty() && deletes.empty() && likes.empty(); }
+};
+
+struct StoreOptions {
+  // fsync the WAL before Write() returns. Default true; false only for benchmarks and tests
+  // that measure what durability costs.
+  bool sync_writes = true;
+  // LRU cache of uncompressed data blocks, shared by both column families. Default 256 MiB.
+  size_t block_cache_bytes = size_t{256} << 20;
+  // Bits per key of the bloom filter on tweet keys (duplicate checks on ingest are mostly
+  // misses, which the filter answers without reading a block). Default 10 (~1% false
+  // positives).
+  double bloom_bits_per_key = 10;
+  // Size of one memtable, bytes. Default 64 MiB.
+  size_t write_buffer_bytes = size_t{64} << 20;
+};
+
+class TweetStore {
+ public:
+  // Opens (creating if missing) the store in `dir`. Returns the RocksDB error (IOError as
+  // Unavailable, Corruption as DataLoss) if it cannot.
+  static absl::StatusOr<std::unique_ptr<TweetStore>> Open(const std::string& dir,
+                                                          const StoreOptions& options = {});
+
+  virtual ~TweetStore() = default;
+
+  // Applies `mutation` atomically (durably with sync_writes) and appends one change per
+  // element. Returns the sequence number of the last change written (unchanged if empty).
+  virtual absl::StatusOr<uint64_t> Write(const Mutation& mutation) = 0;
+
+  // NotFound if absent.
+  virtual absl::StatusOr<StoredTweet> Get(TweetId id) const = 0;
+  // One answer per id, in order: the tweet, or NotFound.
+  virtual std::vector<absl::StatusOr<StoredTweet>> MultiGet(std::span<const TweetId> ids) const = 0;
+  // Which of `ids` are stored (one bool each). Cheaper than MultiGet: values are not decoded.
+  virtual absl::StatusOr<std::vector<bool>> Contains(std::span<const TweetId> ids) const = 0;
+  // Calls `visit` for each stored tweet with first <= id <= last, in id order, until it returns
+  // false.
+  virtual absl::Status Scan(TweetId first, TweetId last,
+                            const std::function<bool(const StoredTweet&)>& visit) const = 0;
+
+  // Calls `visit` for every change with a sequence number above `after`, in order, until it
+  // returns false.
+  virtual absl::Status ScanChanges(uint64_t after,
+                                   const std::function<bool(const Change&)>& visit) const = 0;
+  // Forgets the changes with sequence numbers up to and including `through`.
+  virtual absl::Status TrimChanges(uint64_t through) = 0;
+  // The sequence number of the last change written (0 for a new store).
+  virtual uint64_t LastSequence() const = 0;
+
+  // RocksDB's estimate of the number of stored tweets.
+  virtual uint64_t ApproximateCount() const = 0;
+  // Bytes of SST and WAL files on disk.
+  virtual uint64_t DiskBytes() const = 0;
+};
+
+}  // namespace tweetsearch::storage
+
+#endif  // TWEETSEARCH_STORAGE_TWEET_STORE_H_

@@ -1,0 +1,97 @@
+// tweetsearchd: the tweetsearch service. With no topology it runs every role in one process on
+// a data directory (see aggregator/daemon.h and docs/operations.md).
+//
+//   tweetsearchd --data-dir data --http-port 8080 --grpc-port 9090
+//   tweetsearchd --config tweetsearchd.yaml --http-port 0     # flags win over the file
+//
+// SIGTERM or SIGINT: graceful stop (finish requests in flight, save the index), exit 0.
+#include <signal.h>
+
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "aggregator/daemon.h"
+
+namespace agg = tweetsearch::aggregator;
+
+int main(int argc, char** argv) {
+  // Signals are taken by sigwait below; block them before any thread starts so none of the
+  // service's threads is interrupted by them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  CLI::App app{"tweetsearchd: the tweetsearch service (all roles in one process)"};
+  agg::DaemonConfig config;
+  std::string config_file;
+  int http_port = 8080;
+  app.add_option("--config", config_file, "YAML config file (flags given here win)");
+  auto* data_dir = app.add_option("--data-dir", config.data_dir, "Data directory");
+  auto* address = app.add_option("--http-address", config.http.address, "Listen address");
+  auto* port = app.add_option("--http-port", http_port, "HTTP port (0 picks a free one)")
+                   ->check(CLI::Range(0, 65535));
+  auto* grpc = app.add_option("--grpc-port", config.grpc_port, "gRPC port (0 free, -1 off)")
+                   ->check(CLI::Range(-1, 65535));
+  auto* sample = app.add_option("--sample", config.sample,
+                                "Synthetic tweets loaded on first start (0: none)");
+  auto* body = app.add_option("--max-body-bytes", config.http.max_body_bytes,
+                              "Largest request body (larger: 413)");
+  auto* io = app.add_option("--io-threads", config.http.io_threads, "Network threads");
+  auto* workers = app.add_option("--worker-threads", config.http.worker_threads,
+                                 "Threads for ingest and other disk work");
+  auto* checkpoint = app.add_option("--checkpoint-every", config.engine.checkpoint_every,
+                                    "Changes between index checkpoints");
+  auto* port_file = app.add_option("--port-file", config.port_file,
+                                   "Write {\"http_port\",\"grpc_port\"} JSON here once serving");
+  auto* level = app.add_option("--log-level", config.log_level, "trace, debug, info, warn, error");
+  bool no_demo_key = false;
+  app.add_flag("--no-demo-key", no_demo_key, "Do not register the demo key on first start");
+  CLI11_PARSE(app, argc, argv);
+
+  // The file first, then the flags that were given.
+  if (!config_file.empty()) {
+    agg::DaemonConfig from_file;
+    if (absl::Status s = agg::LoadDaemonConfigFile(config_file, &from_file); !s.ok()) {
+      std::cerr << "tweetsearchd: " << s.message() << "\n";
+      return 2;
+    }
+    agg::DaemonConfig flags = config;
+    config = from_file;
+    if (*data_dir) config.data_dir = flags.data_dir;
+    if (*address) config.http.address = flags.http.address;
+    if (*grpc) config.grpc_port = flags.grpc_port;
+    if (*sample) config.sample = flags.sample;
+    if (*body) config.http.max_body_bytes = flags.http.max_body_bytes;
+    if (*io) config.http.io_threads = flags.http.io_threads;
+    if (*workers) config.http.worker_threads = flags.http.worker_threads;
+    if (*checkpoint) config.engine.checkpoint_every = flags.engine.checkpoint_every;
+    if (*port_file) config.port_file = flags.port_file;
+    if (*level) config.log_level = flags.log_level;
+    if (*port) config.http.port = static_cast<uint16_t>(http_port);
+  } else {
+    config.http.port = static_cast<uint16_t>(http_port);
+  }
+  if (no_demo_key) config.demo_key = false;
+  if (config.data_dir.empty()) {
+    std::cerr << "tweetsearchd: --data-dir (or data_dir in --config) is required\n";
+    return 2;
+  }
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+
+  absl::StatusOr<std::unique_ptr<agg::Daemon>> daemon = agg::Daemon::Start(config);
+  if (!daemon.ok()) {
+    spdlog::error("cannot start: {}", daemon.status().ToString());
+    return 1;
+  }
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  spdlog::info("received {}", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
+  absl::Status stopped = (*daemon)->Stop();
+  daemon->reset();
+  return stopped.ok() ? 0 : 1;
+}
