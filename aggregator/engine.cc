@@ -86,7 +86,7 @@ Engine::Engine(const EngineOptions& options, const Clock& clock, SnowflakeGenera
 
 Engine::~Engine() {
   // Best effort: a failed final checkpoint only means a longer replay on the next start.
-  (void)Checkpoint();
+  if (options_.checkpoint_on_close) (void)Checkpoint();
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options,

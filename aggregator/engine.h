@@ -54,6 +54,9 @@ struct EngineOptions {
   uint64_t checkpoint_every = 1'000'000;
   // Compact the saved index when a checkpoint finds more sealed segments than this. Default 24.
   size_t max_sealed_segments = 24;
+  // Save the index when the engine is destroyed. Default true; tests turn it off to play a
+  // crash.
+  bool checkpoint_on_close = true;
   // Node bits of the snowflake ids this process assigns, 0 to 1023. Default 0.
   uint32_t node_id = 0;
 };
@@ -122,6 +125,11 @@ class Engine {
   absl::StatusOr<std::vector<SearchHit>> Search(const query::Plan& plan,
                                                 const query::SearchOptions& options,
                                                 uint64_t* total_hits, bool* total_is_exact) const;
+
+  // The best-match scoring statistics of `plan` over the current index.
+  query::CollectionStats ComputeStats(const query::Plan& plan) const {
+    return query::ComputeStats(*index_->Snapshot(), plan);
+  }
 
   // The largest tweet id indexed so far (the watermark of a new first page).
   TweetId MaxTweetId() const { return max_id_.load(std::memory_order_acquire); }

@@ -50,6 +50,29 @@ std::string ErrorCodeName(const absl::Status& status) {
   return name;
 }
 
+namespace {
+
+// The statistics' terms in bytewise order: the order doc frequencies travel in tokens.
+std::vector<std::pair<std::string, uint64_t>> SortedTerms(const query::CollectionStats& stats) {
+  std::vector<std::pair<std::string, uint64_t>> terms(stats.doc_freq.begin(), stats.doc_freq.end());
+  std::sort(terms.begin(), terms.end());
+  return terms;
+}
+
+// Replaces `stats` (computed now, for the query's terms) with the values page 1 used.
+absl::Status ApplyTokenStats(const PageCursor& cursor, query::CollectionStats* stats) {
+  std::vector<std::pair<std::string, uint64_t>> terms = SortedTerms(*stats);
+  if (!cursor.has_stats || cursor.doc_freqs.size() != terms.size() || cursor.avg_length < 1) {
+    return absl::InvalidArgumentError("invalid page_token: its scoring statistics do not fit");
+  }
+  stats->num_docs = cursor.num_docs;
+  stats->avg_length = cursor.avg_length;
+  for (size_t i = 0; i < terms.size(); ++i) stats->doc_freq[terms[i].first] = cursor.doc_freqs[i];
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<TweetId> ParseTweetId(std::string_view text) {
   TweetId id = 0;
   if (text.empty() || text.size() > 20 || text[0] == '+' || text[0] == '-' ||
@@ -90,6 +113,7 @@ absl::StatusOr<SearchResponse> FrontDoor::Search(const SearchRequest& request) c
   query::SearchOptions options;
   options.sort = request.sort;
   options.limit = limit + 1;  // one more than asked tells whether a next page exists
+  std::optional<PageCursor> cursor_from_token;
   if (request.page_token.empty()) {
     options.watermark = engine_.MaxTweetId();
     options.now_ms = engine_.clock().NowUnixMillis();
@@ -102,8 +126,19 @@ absl::StatusOr<SearchResponse> FrontDoor::Search(const SearchRequest& request) c
           "invalid page_token: it belongs to another query or sort mode");
     }
     options.after = query::SortKey{cursor->primary, cursor->id};
+    cursor_from_token = *cursor;
     options.watermark = cursor->watermark;
     options.now_ms = cursor->now_ms;
+  }
+
+  // Best match scores with the statistics of page 1 on every page (see page_token.h).
+  query::CollectionStats stats;
+  if (request.sort == query::SortMode::kBestMatch) {
+    stats = engine_.ComputeStats(*plan);
+    if (cursor_from_token.has_value()) {
+      if (absl::Status s = ApplyTokenStats(*cursor_from_token, &stats); !s.ok()) return s;
+    }
+    options.stats = &stats;
   }
 
   SearchResponse response;
@@ -114,9 +149,20 @@ absl::StatusOr<SearchResponse> FrontDoor::Search(const SearchRequest& request) c
   if (response.hits.size() > limit) {
     response.hits.resize(limit);
     const query::SortKey& last = response.hits.back().hit.key;
-    response.next_page_token = tokens_.Encode({static_cast<int>(request.sort), last.primary,
-                                               last.id, options.watermark, options.now_ms,
-                                               fingerprint});
+    PageCursor next;
+    next.sort = static_cast<int>(request.sort);
+    next.primary = last.primary;
+    next.id = last.id;
+    next.watermark = options.watermark;
+    next.now_ms = options.now_ms;
+    next.query_fingerprint = fingerprint;
+    if (options.stats != nullptr) {
+      next.has_stats = true;
+      next.num_docs = stats.num_docs;
+      next.avg_length = stats.avg_length;
+      for (const auto& [term, df] : SortedTerms(stats)) next.doc_freqs.push_back(df);
+    }
+    response.next_page_token = tokens_.Encode(next);
   }
   response.took_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

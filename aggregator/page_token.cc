@@ -16,7 +16,8 @@ namespace tweetsearch::aggregator {
 namespace {
 
 constexpr uint8_t kVersion = 1;
-constexpr size_t kPayloadBytes = 1 + 1 + 8 * 5;
+constexpr size_t kFixedBytes = 1 + 1 + 8 * 5 + 1;
+constexpr size_t kMaxTerms = 254;
 constexpr size_t kMacBytes = 16;
 
 template <typename T>
@@ -58,7 +59,7 @@ PageTokenCodec::PageTokenCodec(std::string secret) : secret_(std::move(secret)) 
 
 std::string PageTokenCodec::Encode(const PageCursor& c) const {
   std::string raw;
-  raw.reserve(kPayloadBytes + kMacBytes);
+  raw.reserve(kFixedBytes + kMacBytes);
   Put<uint8_t>(&raw, kVersion);
   Put<uint8_t>(&raw, static_cast<uint8_t>(c.sort));
   Put<double>(&raw, c.primary);
@@ -66,6 +67,13 @@ std::string PageTokenCodec::Encode(const PageCursor& c) const {
   Put<uint64_t>(&raw, c.watermark);
   Put<int64_t>(&raw, c.now_ms);
   Put<uint64_t>(&raw, c.query_fingerprint);
+  TS_CHECK(c.doc_freqs.size() <= kMaxTerms, "too many terms for a page token");
+  Put<uint8_t>(&raw, c.has_stats ? static_cast<uint8_t>(c.doc_freqs.size()) : 255);
+  if (c.has_stats) {
+    Put<uint64_t>(&raw, c.num_docs);
+    Put<double>(&raw, c.avg_length);
+    for (uint64_t df : c.doc_freqs) Put<uint64_t>(&raw, df);
+  }
   raw += Mac(secret_, raw);
   std::string token;
   absl::WebSafeBase64Escape(raw, &token);
@@ -73,16 +81,18 @@ std::string PageTokenCodec::Encode(const PageCursor& c) const {
 }
 
 absl::StatusOr<PageCursor> PageTokenCodec::Decode(std::string_view token) const {
-  // A valid token has a fixed length; checking it first bounds the work on hostile input.
-  constexpr size_t kTokenChars = ((kPayloadBytes + kMacBytes) * 4 + 2) / 3;
-  if (token.size() != kTokenChars) return Invalid("wrong length");
+  // Checking the length first bounds the work on hostile input.
+  constexpr size_t kMaxChars = ((kFixedBytes + 16 + 8 * kMaxTerms + kMacBytes) * 4 + 2) / 3;
+  if (token.size() < ((kFixedBytes + kMacBytes) * 4 + 2) / 3 || token.size() > kMaxChars) {
+    return Invalid("wrong length");
+  }
   std::string raw;
-  if (!absl::WebSafeBase64Unescape(AsAbsl(token), &raw) ||
-      raw.size() != kPayloadBytes + kMacBytes) {
+  if (!absl::WebSafeBase64Unescape(AsAbsl(token), &raw) || raw.size() < kFixedBytes + kMacBytes) {
     return Invalid("not base64url");
   }
-  const std::string expected = Mac(secret_, std::string_view(raw).substr(0, kPayloadBytes));
-  if (CRYPTO_memcmp(expected.data(), raw.data() + kPayloadBytes, kMacBytes) != 0) {
+  const size_t payload = raw.size() - kMacBytes;
+  const std::string expected = Mac(secret_, std::string_view(raw).substr(0, payload));
+  if (CRYPTO_memcmp(expected.data(), raw.data() + payload, kMacBytes) != 0) {
     return Invalid("signature does not match (tampered, or issued by another deployment)");
   }
   size_t pos = 0;
@@ -94,6 +104,15 @@ absl::StatusOr<PageCursor> PageTokenCodec::Decode(std::string_view token) const 
   c.watermark = Get<uint64_t>(raw, &pos);
   c.now_ms = Get<int64_t>(raw, &pos);
   c.query_fingerprint = Get<uint64_t>(raw, &pos);
+  const uint8_t terms = Get<uint8_t>(raw, &pos);
+  const size_t expected_payload = kFixedBytes + (terms == 255 ? 0 : 16 + 8 * size_t{terms});
+  if (payload != expected_payload) return Invalid("wrong length");
+  if (terms != 255) {
+    c.has_stats = true;
+    c.num_docs = Get<uint64_t>(raw, &pos);
+    c.avg_length = Get<double>(raw, &pos);
+    for (uint8_t i = 0; i < terms; ++i) c.doc_freqs.push_back(Get<uint64_t>(raw, &pos));
+  }
   return c;
 }
 

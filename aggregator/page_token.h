@@ -6,9 +6,14 @@
 // page 1 (the recency part of best-match scores is computed against it, so scores do not drift
 // between pages). It is bound to the query by a fingerprint of its text.
 //
+// Best-match tokens also carry the collection statistics that page 1 was scored with (document
+// count, average length, the document frequency of each query term): BM25 depends on them, and
+// tweets arriving between pages would otherwise move every score.
+//
 // Layout, before base64url: version (1 byte) | sort (1) | primary (8, IEEE double) | id (8) |
-// watermark (8) | now_ms (8) | query fingerprint (8) | HMAC-SHA256 of the preceding bytes,
-// truncated to 16 bytes. All integers little-endian. The HMAC key is a server secret; a token
+// watermark (8) | now_ms (8) | query fingerprint (8) | term count n (1; 255 = no statistics) |
+// [num_docs (8) | avg_length (8, double) | n doc frequencies (8 each)] | HMAC-SHA256 of the
+// preceding bytes, truncated to 16 bytes. All integers little-endian. The HMAC key is a server secret; a token
 // signed with another secret (another deployment) is "foreign" and rejected like a tampered one.
 //
 // Thread-safety: PageTokenCodec is immutable after construction; any thread may use it.
@@ -18,6 +23,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/ids.h"
@@ -31,6 +37,12 @@ struct PageCursor {
   TweetId watermark = 0;
   int64_t now_ms = 0;
   uint64_t query_fingerprint = 0;
+  // Scoring statistics of page 1 (best match only). doc_freqs are in the order of the query's
+  // terms sorted bytewise.
+  bool has_stats = false;
+  uint64_t num_docs = 0;
+  double avg_length = 0;
+  std::vector<uint64_t> doc_freqs;  // at most 254
 
   bool operator==(const PageCursor&) const = default;
 };

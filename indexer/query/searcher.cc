@@ -364,7 +364,7 @@ class Evaluation {
  public:
   Evaluation(const index::IndexSnapshot& snapshot, const Plan& plan, const SearchOptions& options)
       : snapshot_(snapshot), plan_(plan), options_(options), top_(options.limit),
-        stats_(ComputeStats(snapshot, plan)) {}
+        stats_(options.stats != nullptr ? *options.stats : ComputeStats(snapshot, plan)) {}
 
   SearchResult Run() {
     std::vector<const Segment*> segments;

@@ -42,6 +42,13 @@ inline bool Before(const SortKey& a, const SortKey& b) {
   return a.primary > b.primary || (a.primary == b.primary && a.id > b.id);
 }
 
+// Collection statistics the best-match score uses, over a whole snapshot.
+struct CollectionStats {
+  uint64_t num_docs = 0;
+  double avg_length = 1;
+  absl::flat_hash_map<std::string, uint64_t> doc_freq;  // for the plan's terms
+};
+
 struct SearchOptions {
   SortMode sort = SortMode::kNewest;
   uint32_t limit = 20;                // hits per page, 1 to kMaxLimit
@@ -50,6 +57,10 @@ struct SearchOptions {
   bool exact_total = false;           // count every match (turns early termination off)
   int64_t now_ms = 0;                 // "now" for the recency part of the score
   ScoringParams scoring;
+  // Collection statistics to score with instead of the snapshot's own (null: the snapshot's).
+  // A later page of a best-match search passes those of its first page, so that tweets
+  // arriving in between cannot move scores. Must outlive the Search() call.
+  const CollectionStats* stats = nullptr;
 };
 inline constexpr uint32_t kMaxLimit = 1000;
 
@@ -67,12 +78,6 @@ struct SearchResult {
   bool total_is_exact = true;
 };
 
-// Collection statistics the best-match score uses, over a whole snapshot.
-struct CollectionStats {
-  uint64_t num_docs = 0;
-  double avg_length = 1;
-  absl::flat_hash_map<std::string, uint64_t> doc_freq;  // for the plan's terms
-};
 CollectionStats ComputeStats(const index::IndexSnapshot& snapshot, const Plan& plan);
 
 // InvalidArgument for a limit outside [1, kMaxLimit].

@@ -1,0 +1,199 @@
+#include "aggregator/engine.h"
+
+#include <filesystem>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "absl/container/flat_hash_set.h"
+#include "common/synthetic.h"
+#include "indexer/query/plan.h"
+#include "tests/testing/corpus.h"
+
+namespace tweetsearch::aggregator {
+namespace {
+
+constexpr int64_t kNow = 1767225600000;  // 2026-01-01
+
+NewTweet Tweet(std::optional<TweetId> id, std::string text, uint32_t likes = 0) {
+  NewTweet t;
+  t.id = id;
+  t.user_id = 1;
+  t.user_name = "ana";
+  t.text = std::move(text);
+  t.lang = "en";
+  t.likes = likes;
+  return t;
+}
+
+class EngineTest : public ::testing::Test {
+ protected:
+  EngineOptions Options() {
+    EngineOptions o;
+    o.data_dir = dir_.path();
+    o.index.segment_max_docs = 64;  // many segments even in small tests
+    o.store.block_cache_bytes = 8 << 20;
+    return o;
+  }
+
+  std::unique_ptr<Engine> Open(EngineOptions o) {
+    auto engine = Engine::Open(o, clock_);
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    return engine.ok() ? *std::move(engine) : nullptr;
+  }
+
+  // Every match of `q` (ids in sort order), with the total.
+  std::vector<TweetId> All(const Engine& e, std::string_view q,
+                           query::SortMode sort = query::SortMode::kNewest) {
+    auto plan = query::PlanQuery(q, e.analyzer());
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    query::SearchOptions o;
+    o.sort = sort;
+    o.limit = query::kMaxLimit;
+    o.exact_total = true;
+    o.now_ms = kNow;
+    uint64_t total = 0;
+    bool exact = false;
+    auto hits = e.Search(*plan, o, &total, &exact);
+    EXPECT_TRUE(hits.ok());
+    std::vector<TweetId> ids;
+    for (const SearchHit& h : *hits) ids.push_back(h.hit.id);
+    return ids;
+  }
+
+  testing::TempDir dir_;
+  ManualClock clock_{kNow};
+};
+
+TEST_F(EngineTest, IngestIsSearchableWhenItReturnsAndRejectsOnlyBadLines) {
+  auto e = Open(Options());
+  std::vector<NewTweet> batch;
+  batch.push_back(Tweet(std::nullopt, "first brave tweet"));
+  batch.push_back(Tweet(100, "second brave tweet"));
+  batch.push_back(Tweet(100, "same id again"));                 // duplicate within the call
+  batch.push_back(Tweet(101, ""));                              // missing text
+  batch.push_back(Tweet(102, std::string(5000, 'a')));          // over the size limit
+  batch.push_back(Tweet(103, "bad \xc3 utf8"));                 // invalid UTF-8
+  NewTweet bad_lang = Tweet(104, "a tweet");
+  bad_lang.lang = "en us";
+  batch.push_back(bad_lang);
+  batch.push_back(Tweet(105, "third brave tweet"));
+  std::vector<IngestOutcome> out = e->Ingest(batch);
+  ASSERT_EQ(out.size(), 8u);
+  EXPECT_TRUE(out[0].status.ok());
+  EXPECT_GT(out[0].id, 105u);  // a snowflake id of "now"
+  EXPECT_TRUE(out[1].status.ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(out[2].status));
+  EXPECT_EQ(out[3].status.message(), "missing text");
+  EXPECT_NE(out[4].status.message().find("over the limit"), std::string::npos);
+  EXPECT_NE(out[5].status.message().find("UTF-8"), std::string::npos);
+  EXPECT_TRUE(absl::IsInvalidArgument(out[6].status));
+  EXPECT_TRUE(out[7].status.ok());
+  EXPECT_EQ(All(*e, "brave"), (std::vector<TweetId>{out[0].id, 105, 100}));
+  EXPECT_EQ(e->Get(100)->text, "second brave tweet");
+  EXPECT_EQ(e->Get(out[0].id)->created_at_ms, SnowflakeUnixMillis(out[0].id));
+
+  // A later call with a stored id is a duplicate too.
+  std::vector<IngestOutcome> again = e->Ingest({Tweet(105, "brave copy")});
+  EXPECT_TRUE(absl::IsAlreadyExists(again[0].status));
+  EXPECT_EQ(e->Get(105)->text, "third brave tweet");
+}
+
+TEST_F(EngineTest, DeleteAndLikesTakeEffectAtOnce) {
+  auto e = Open(Options());
+  e->Ingest({Tweet(1, "cat one", 5), Tweet(2, "cat two", 1), Tweet(3, "cat three", 3)});
+  EXPECT_EQ(All(*e, "cat", query::SortMode::kMostLiked), (std::vector<TweetId>{1, 3, 2}));
+  EXPECT_EQ(*e->Likes(2, 10, /*add=*/false), 10u);
+  EXPECT_EQ(*e->Likes(3, 4, /*add=*/true), 7u);
+  EXPECT_EQ(All(*e, "cat", query::SortMode::kMostLiked), (std::vector<TweetId>{2, 3, 1}));
+  EXPECT_EQ(*e->Likes(1, -100, /*add=*/true), 0u);  // clamped
+  EXPECT_EQ(*e->Likes(1, int64_t{1} << 40, /*add=*/true), UINT32_MAX);
+  EXPECT_TRUE(absl::IsInvalidArgument(e->Likes(1, -1, false).status()));
+  EXPECT_EQ(e->Get(3)->likes, 7u);
+
+  ASSERT_TRUE(e->Delete(2).ok());
+  EXPECT_TRUE(absl::IsNotFound(e->Delete(2)));
+  EXPECT_TRUE(absl::IsNotFound(e->Get(2).status()));
+  EXPECT_TRUE(absl::IsNotFound(e->Likes(2, 1, true).status()));
+  EXPECT_EQ(All(*e, "cat"), (std::vector<TweetId>{3, 1}));
+  // A deleted id may be used again.
+  EXPECT_TRUE(e->Ingest({Tweet(2, "cat reborn")})[0].status.ok());
+  EXPECT_EQ(All(*e, "reborn"), (std::vector<TweetId>{2}));
+}
+
+// The state after a crash (no final checkpoint) equals the state before it: saved segments
+// plus the replayed change log.
+TEST_F(EngineTest, RestartReplaysChangesAfterTheLastCheckpoint) {
+  EngineOptions o = Options();
+  o.checkpoint_every = 300;  // several checkpoints during the test
+  o.checkpoint_on_close = false;
+  SyntheticTweetGenerator gen;
+  const std::vector<std::string> queries = {gen.Word(0), gen.Word(3) + " " + gen.Word(5),
+                                            gen.Word(1) + " OR " + gen.Word(40), "\"" + gen.Word(2) + " " + gen.Word(0) + "\""};
+  std::vector<std::vector<TweetId>> before;
+  {
+    auto e = Open(o);
+    for (int round = 0; round < 10; ++round) {
+      std::vector<NewTweet> batch;
+      for (int i = 0; i < 97; ++i) {
+        SyntheticTweet s = gen.Next();
+        batch.push_back(Tweet(s.id, s.text, s.likes));
+      }
+      for (const auto& out : e->Ingest(batch)) ASSERT_TRUE(out.status.ok());
+      ASSERT_TRUE(e->Delete(batch[round].id.value()).ok());
+      ASSERT_TRUE(e->Likes(batch[round + 1].id.value(), 1000 + round, false).ok());
+    }
+    EXPECT_GT(e->Stats().checkpoint_change, 0u);
+    EXPECT_LT(e->Stats().checkpoint_change, e->Stats().last_change);
+    for (const std::string& q : queries) {
+      before.push_back(All(*e, q, query::SortMode::kNewest));
+      before.push_back(All(*e, q, query::SortMode::kMostLiked));
+    }
+  }
+  auto e = Open(o);
+  size_t k = 0;
+  for (const std::string& q : queries) {
+    EXPECT_EQ(All(*e, q, query::SortMode::kNewest), before[k++]) << q;
+    EXPECT_EQ(All(*e, q, query::SortMode::kMostLiked), before[k++]) << q;
+  }
+  EXPECT_FALSE(before[0].empty());
+
+  // And with the saved index gone, everything is re-indexed from storage.
+  e.reset();
+  std::filesystem::remove_all(dir_.path() + "/index");
+  e = Open(o);
+  k = 0;
+  for (const std::string& q : queries) {
+    EXPECT_EQ(All(*e, q, query::SortMode::kNewest), before[k++]) << q;
+    EXPECT_EQ(All(*e, q, query::SortMode::kMostLiked), before[k++]) << q;
+  }
+}
+
+TEST_F(EngineTest, ConcurrentIngestCallsAreAllWrittenOnce) {
+  auto e = Open(Options());
+  constexpr int kThreads = 4, kCalls = 25, kPerCall = 20;
+  std::vector<std::vector<TweetId>> ids(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int c = 0; c < kCalls; ++c) {
+        std::vector<NewTweet> batch;
+        for (int i = 0; i < kPerCall; ++i) batch.push_back(Tweet(std::nullopt, "shared word"));
+        for (const auto& out : e->Ingest(batch)) {
+          EXPECT_TRUE(out.status.ok());
+          ids[t].push_back(out.id);
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  absl::flat_hash_set<TweetId> unique;
+  for (const auto& v : ids) unique.insert(v.begin(), v.end());
+  EXPECT_EQ(unique.size(), size_t{kThreads * kCalls * kPerCall});
+  EXPECT_EQ(All(*e, "shared").size(), std::min<size_t>(unique.size(), query::kMaxLimit));
+  EXPECT_EQ(e->Stats().tweets_ingested, unique.size());
+  EXPECT_LE(e->Stats().write_groups, uint64_t{kThreads * kCalls});
+}
+
+}  // namespace
+}  // namespace tweetsearch::aggregator

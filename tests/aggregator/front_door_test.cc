@@ -1,0 +1,198 @@
+#include "aggregator/front_door.h"
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "absl/container/flat_hash_set.h"
+#include "common/file_util.h"
+#include "common/synthetic.h"
+#include "tests/testing/corpus.h"
+
+namespace tweetsearch::aggregator {
+namespace {
+
+constexpr int64_t kNow = 1767225600000;
+constexpr std::string_view kKey = "test-key-search-ingest";
+constexpr std::string_view kSearchOnly = "reader-key-search-only";
+
+class FrontDoorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    EngineOptions o;
+    o.data_dir = dir_.path() + "/data";
+    o.index.segment_max_docs = 128;
+    o.store.block_cache_bytes = 8 << 20;
+    engine_ = *Engine::Open(o, clock_);
+    keys_ = *KeyRegistry::Open(dir_.path() + "/keys");
+    ASSERT_TRUE(keys_->Register(kKey, "t", "free", uint8_t(Scope::kSearch) | uint8_t(Scope::kIngest)).ok());
+    ASSERT_TRUE(keys_->Register(kSearchOnly, "t", "free", uint8_t(Scope::kSearch)).ok());
+    door_ = std::make_unique<FrontDoor>(*engine_, *keys_, PageTokenCodec(std::string(32, 's')));
+  }
+
+  // Ingests `n` synthetic tweets with ids after every id so far.
+  void IngestSynthetic(int n) {
+    std::vector<absl::StatusOr<NewTweet>> lines;
+    for (int i = 0; i < n; ++i) {
+      SyntheticTweet s = gen_.Next();
+      NewTweet t;
+      t.id = s.id;
+      t.text = s.text;
+      t.likes = s.likes;
+      t.created_at_ms = s.created_at_ms;
+      lines.push_back(std::move(t));
+    }
+    auto r = door_->Ingest(kKey, std::move(lines));
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->rejected, 0u);
+  }
+
+  testing::TempDir dir_;
+  ManualClock clock_{kNow};
+  SyntheticTweetGenerator gen_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<KeyRegistry> keys_;
+  std::unique_ptr<FrontDoor> door_;
+};
+
+// Pages neither repeat nor skip while tweets keep arriving: the union of all pages is exactly
+// the set of matches when page 1 was served, in sort order.
+TEST_F(FrontDoorTest, PagesNeitherRepeatNorSkipWhileTweetsArrive) {
+  IngestSynthetic(2000);
+  const std::string q = gen_.Word(0) + " OR " + gen_.Word(1);
+  for (query::SortMode sort : {query::SortMode::kNewest, query::SortMode::kBestMatch,
+                               query::SortMode::kMostLiked}) {
+    SearchRequest all{std::string(kKey), q, kMaxResults, sort, ""};
+    // The reference: the same query served in one go, paged by 100 without interference.
+    std::vector<TweetId> expected;
+    for (SearchRequest r = all;;) {
+      auto page = door_->Search(r);
+      ASSERT_TRUE(page.ok()) << page.status();
+      for (const auto& h : page->hits) expected.push_back(h.hit.id);
+      if (page->next_page_token.empty()) break;
+      r.page_token = page->next_page_token;
+    }
+    ASSERT_GT(expected.size(), 200u);
+
+    std::vector<TweetId> paged;
+    SearchRequest r{std::string(kKey), q, 37, sort, ""};
+    for (int pages = 0;; ++pages) {
+      ASSERT_LT(pages, 1000);
+      auto page = door_->Search(r);
+      ASSERT_TRUE(page.ok()) << page.status();
+      ASSERT_LE(page->hits.size(), 37u);
+      for (const auto& h : page->hits) paged.push_back(h.hit.id);
+      IngestSynthetic(50);  // new tweets, many of them matching, between every two pages
+      clock_.AdvanceMillis(60'000);  // and time passes (recency must not shift scores)
+      if (page->next_page_token.empty()) break;
+      r.page_token = page->next_page_token;
+    }
+    EXPECT_EQ(paged, expected) << "sort " << int(sort);
+    absl::flat_hash_set<TweetId> unique(paged.begin(), paged.end());
+    EXPECT_EQ(unique.size(), paged.size());
+  }
+}
+
+TEST_F(FrontDoorTest, BadTokensAndKeysAreRejected) {
+  IngestSynthetic(300);
+  const std::string q = gen_.Word(0);
+  auto first = door_->Search({std::string(kKey), q, 5, query::SortMode::kNewest, ""});
+  ASSERT_TRUE(first.ok());
+  ASSERT_FALSE(first->next_page_token.empty());
+  std::string tampered = first->next_page_token;
+  tampered[10] = tampered[10] == 'A' ? 'B' : 'A';
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      door_->Search({std::string(kKey), q, 5, query::SortMode::kNewest, tampered}).status()));
+  // A token of another query, or another sort mode, does not continue this one.
+  EXPECT_TRUE(absl::IsInvalidArgument(door_->Search({std::string(kKey), q + " x", 5,
+                                                     query::SortMode::kNewest,
+                                                     first->next_page_token})
+                                          .status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(door_->Search({std::string(kKey), q, 5,
+                                                     query::SortMode::kMostLiked,
+                                                     first->next_page_token})
+                                          .status()));
+  // Signed by another deployment.
+  FrontDoor other(*engine_, *keys_, PageTokenCodec(std::string(32, 'x')));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      other.Search({std::string(kKey), q, 5, query::SortMode::kNewest, first->next_page_token})
+          .status()));
+
+  EXPECT_TRUE(absl::IsUnauthenticated(
+      door_->Search({"", q, 5, query::SortMode::kNewest, ""}).status()));
+  EXPECT_TRUE(absl::IsUnauthenticated(
+      door_->Search({"no-such-key-000", q, 5, query::SortMode::kNewest, ""}).status()));
+  EXPECT_TRUE(absl::IsPermissionDenied(door_->Ingest(kSearchOnly, {}).status()));
+  EXPECT_TRUE(absl::IsPermissionDenied(door_->Delete(kSearchOnly, 1)));
+  EXPECT_TRUE(absl::IsPermissionDenied(door_->ListKeys(kKey).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      door_->Search({std::string(kKey), q, 101, query::SortMode::kNewest, ""}).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      door_->Search({std::string(kKey), "(((", 5, query::SortMode::kNewest, ""}).status()));
+  ASSERT_TRUE(keys_->Revoke(kSearchOnly.substr(0, 10)).ok());
+  EXPECT_TRUE(absl::IsUnauthenticated(
+      door_->Search({std::string(kSearchOnly), q, 5, query::SortMode::kNewest, ""}).status()));
+}
+
+class CountingGate : public AdmissionGate {
+ public:
+  absl::Status Admit(const ApiKey&, Endpoint endpoint, uint64_t cost) override {
+    if (endpoint == Endpoint::kIngest) ingest_cost += cost;
+    return ++calls > 3 ? absl::ResourceExhaustedError("over quota") : absl::OkStatus();
+  }
+  int calls = 0;
+  uint64_t ingest_cost = 0;
+};
+
+TEST_F(FrontDoorTest, TheGateRunsBeforeAnyWorkWithTheRequestCost) {
+  auto gate = std::make_shared<CountingGate>();
+  door_->set_gate(gate);
+  std::vector<absl::StatusOr<NewTweet>> lines;
+  for (int i = 0; i < 3; ++i) {
+    NewTweet t;
+    t.text = "gated";
+    lines.push_back(t);
+  }
+  ASSERT_TRUE(door_->Ingest(kKey, lines).ok());
+  EXPECT_EQ(gate->ingest_cost, 3u);
+  EXPECT_TRUE(door_->Search({std::string(kKey), "gated", 5, query::SortMode::kNewest, ""}).ok());
+  EXPECT_TRUE(door_->Search({std::string(kKey), "gated", 5, query::SortMode::kNewest, ""}).ok());
+  auto limited = door_->Ingest(kKey, lines);
+  EXPECT_TRUE(absl::IsResourceExhausted(limited.status()));
+  EXPECT_EQ(engine_->Stats().tweets_ingested, 3u);  // the refused call did no work
+}
+
+TEST(KeyRegistryTest, KeysPersistHashedAndRevokeByPrefix) {
+  testing::TempDir dir;
+  std::string made;
+  {
+    auto keys = *KeyRegistry::Open(dir.path());
+    auto key = keys->Create("alice", "pro", uint8_t(Scope::kSearch));
+    ASSERT_TRUE(key.ok());
+    made = *key;
+    EXPECT_TRUE(made.starts_with("ts_"));
+    EXPECT_EQ(made.size(), 35u);
+    EXPECT_TRUE(keys->Authenticate(made, Scope::kSearch).ok());
+    EXPECT_EQ(keys->Authenticate(made, Scope::kSearch)->tier, "pro");
+    EXPECT_TRUE(absl::IsAlreadyExists(keys->Register(made, "bob", "", 1)));
+    EXPECT_TRUE(absl::IsInvalidArgument(keys->Register("short", "bob", "", 1)));
+    EXPECT_TRUE(absl::IsInvalidArgument(keys->Create("", "", 1).status()));
+  }
+  // The key itself is not on disk, only its hash.
+  std::string all;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir.path())) {
+    if (entry.is_regular_file()) all += ReadFile(entry.path().string()).value_or("");
+  }
+  EXPECT_EQ(all.find(made), std::string::npos);
+  auto keys = *KeyRegistry::Open(dir.path());
+  EXPECT_TRUE(keys->Authenticate(made, Scope::kSearch).ok());
+  ASSERT_EQ(keys->List().size(), 1u);
+  EXPECT_EQ(keys->List()[0].owner, "alice");
+  EXPECT_TRUE(absl::IsNotFound(keys->Revoke("zz")));
+  ASSERT_TRUE(keys->Revoke(made.substr(0, 6)).ok());
+  EXPECT_TRUE(absl::IsUnauthenticated(keys->Authenticate(made, Scope::kSearch).status()));
+  EXPECT_TRUE(keys->List()[0].revoked);
+}
+
+}  // namespace
+}  // namespace tweetsearch::aggregator

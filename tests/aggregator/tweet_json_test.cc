@@ -1,0 +1,74 @@
+#include "aggregator/tweet_json.h"
+
+#include <random>
+
+#include <gtest/gtest.h>
+
+namespace tweetsearch::aggregator {
+namespace {
+
+TEST(TweetJsonTest, ParsesOurShape) {
+  auto t = ParseTweetJson(
+      R"({"id":"18446744073709551615","user_id":7,"user_name":"ana","text":"héllo","created_at":"2026-01-01T10:00:00.250Z","lang":"pt-BR","likes":3})");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(*t->id, 18446744073709551615ULL);
+  EXPECT_EQ(t->user_id, 7u);
+  EXPECT_EQ(t->user_name, "ana");
+  EXPECT_EQ(t->text, "héllo");
+  EXPECT_EQ(*t->created_at_ms, 1767261600250);
+  EXPECT_EQ(t->lang, "pt-BR");
+  EXPECT_EQ(t->likes, 3u);
+}
+
+TEST(TweetJsonTest, ParsesTwitterV11Objects) {
+  auto t = ParseTweetJson(
+      R"({"created_at":"Wed Oct 10 20:19:24 +0000 2018","id":1050118621198921728,"id_str":"1050118621198921728","full_text":"To make room for more expression","truncated":false,"user":{"id":6253282,"id_str":"6253282","screen_name":"TwitterAPI"},"lang":"en","favorite_count":17,"entities":{"hashtags":[]}})");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(*t->id, 1050118621198921728ULL);
+  EXPECT_EQ(t->user_name, "TwitterAPI");
+  EXPECT_EQ(t->user_id, 6253282u);
+  EXPECT_EQ(t->text, "To make room for more expression");
+  EXPECT_EQ(*t->created_at_ms, 1539202764000);
+  EXPECT_EQ(t->likes, 17u);
+}
+
+TEST(TweetJsonTest, RejectsWithReasons) {
+  auto message = [](std::string_view line) {
+    auto t = ParseTweetJson(line);
+    EXPECT_FALSE(t.ok()) << line;
+    return std::string(t.status().message());
+  };
+  EXPECT_EQ(message("{"), "bad JSON (or invalid UTF-8)");
+  EXPECT_EQ(message("[1,2]"), "a tweet must be a JSON object");
+  EXPECT_EQ(message(R"({"user_name":"x"})"), "missing text");
+  EXPECT_EQ(message(R"({"text":""})"), "missing text");
+  EXPECT_NE(message(R"({"text":"a","id":-4})").find("id must be"), std::string::npos);
+  EXPECT_NE(message(R"({"text":"a","id":"12x"})").find("id must be"), std::string::npos);
+  EXPECT_NE(message(R"({"text":"a","id":"99999999999999999999"})").find("id must be"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"text":"a","likes":-1})").find("likes"), std::string::npos);
+  EXPECT_NE(message(R"({"text":"a","created_at":"yesterday"})").find("created_at"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"text":5})").find("text must be a string"), std::string::npos);
+  EXPECT_EQ(message("{\"text\":\"\xff\xfe\"}"), "bad JSON (or invalid UTF-8)");
+}
+
+TEST(TweetJsonTest, RandomBytesNeverCrash) {
+  std::mt19937_64 rng(11);
+  const std::string seed = R"({"id":"12","text":"a b","user":{"screen_name":"x"},"likes":3})";
+  for (int i = 0; i < 50000; ++i) {
+    std::string line = seed;
+    for (int k = 0; k < 3; ++k) line[rng() % line.size()] = static_cast<char>(rng());
+    (void)ParseTweetJson(line);  // any answer is fine; it must not crash or throw
+  }
+}
+
+TEST(TweetJsonTest, Rfc3339RoundTrips) {
+  EXPECT_EQ(FormatRfc3339(1767261600000), "2026-01-01T10:00:00Z");
+  EXPECT_EQ(FormatRfc3339(1767261600250), "2026-01-01T10:00:00.250Z");
+  EXPECT_EQ(*ParseRfc3339("2026-01-01T12:00:00+02:00"), 1767261600000);
+  EXPECT_FALSE(ParseRfc3339("2026-13-01T00:00:00Z").ok());
+}
+
+}  // namespace
+}  // namespace tweetsearch::aggregator

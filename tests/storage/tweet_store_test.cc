@@ -1,0 +1,128 @@
+#include "storage/tweet_store.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/testing/corpus.h"
+
+namespace tweetsearch::storage {
+namespace {
+
+StoredTweet Tweet(TweetId id, std::string text) {
+  StoredTweet t;
+  t.id = id;
+  t.user_id = id * 10;
+  t.user_name = "user" + std::to_string(id);
+  t.text = std::move(text);
+  t.created_at_ms = 1700000000000 + static_cast<int64_t>(id);
+  t.lang = "en";
+  t.likes = static_cast<uint32_t>(id % 7);
+  return t;
+}
+
+std::vector<Change> Changes(const TweetStore& store, uint64_t after) {
+  std::vector<Change> out;
+  EXPECT_TRUE(store.ScanChanges(after, [&](const Change& c) {
+    out.push_back(c);
+    return true;
+  }).ok());
+  return out;
+}
+
+TEST(TweetStoreTest, WritesReadsAndScansInIdOrder) {
+  testing::TempDir dir;
+  auto store = TweetStore::Open(dir.path());
+  ASSERT_TRUE(store.ok()) << store.status();
+  Mutation m;
+  // Ids chosen so that little-endian order would differ from numeric order.
+  for (TweetId id : {300u, 2u, 256u, 1u, 65536u}) m.puts.push_back(Tweet(id, "text " + std::to_string(id)));
+  auto seq = (*store)->Write(m);
+  ASSERT_TRUE(seq.ok());
+  EXPECT_EQ(*seq, 5u);
+
+  auto got = (*store)->Get(256);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, Tweet(256, "text 256"));
+  EXPECT_TRUE(absl::IsNotFound((*store)->Get(3).status()));
+
+  std::vector<TweetId> ids = {1, 3, 65536};
+  auto many = (*store)->MultiGet(ids);
+  ASSERT_EQ(many.size(), 3u);
+  EXPECT_TRUE(many[0].ok());
+  EXPECT_TRUE(absl::IsNotFound(many[1].status()));
+  EXPECT_EQ(many[2]->text, "text 65536");
+  auto contains = (*store)->Contains(ids);
+  ASSERT_TRUE(contains.ok());
+  EXPECT_EQ(*contains, (std::vector<bool>{true, false, true}));
+
+  std::vector<TweetId> scanned;
+  ASSERT_TRUE((*store)->Scan(2, 300, [&](const StoredTweet& t) {
+    scanned.push_back(t.id);
+    return true;
+  }).ok());
+  EXPECT_EQ(scanned, (std::vector<TweetId>{2, 256, 300}));
+}
+
+TEST(TweetStoreTest, DeletesAndLikesAreLoggedInOrderAndSurviveReopen) {
+  testing::TempDir dir;
+  {
+    auto store = TweetStore::Open(dir.path());
+    ASSERT_TRUE(store.ok());
+    Mutation puts;
+    puts.puts = {Tweet(10, "a"), Tweet(11, "b")};
+    ASSERT_TRUE((*store)->Write(puts).ok());
+    Mutation change;
+    change.deletes = {10};
+    change.likes = {{11, 99}};
+    ASSERT_EQ(*(*store)->Write(change), 4u);
+    Mutation missing;
+    missing.likes = {{12, 1}};
+    EXPECT_TRUE(absl::IsNotFound((*store)->Write(missing).status()));
+    EXPECT_EQ((*store)->LastSequence(), 4u);
+  }
+  auto store = TweetStore::Open(dir.path());
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ((*store)->LastSequence(), 4u);
+  EXPECT_TRUE(absl::IsNotFound((*store)->Get(10).status()));
+  EXPECT_EQ((*store)->Get(11)->likes, 99u);
+  std::vector<Change> changes = Changes(**store, 0);
+  ASSERT_EQ(changes.size(), 4u);
+  EXPECT_EQ(changes[0].kind, ChangeKind::kPut);
+  EXPECT_EQ(changes[2].kind, ChangeKind::kDelete);
+  EXPECT_EQ(changes[2].id, 10u);
+  EXPECT_EQ(changes[3].kind, ChangeKind::kLikes);
+  EXPECT_EQ(changes[3].likes, 99u);
+  EXPECT_EQ(Changes(**store, 2).size(), 2u);
+}
+
+TEST(TweetStoreTest, TrimKeepsTheNewestChangeSoSequencesNeverRestart) {
+  testing::TempDir dir;
+  {
+    auto store = TweetStore::Open(dir.path());
+    Mutation m;
+    m.puts = {Tweet(1, "a"), Tweet(2, "b"), Tweet(3, "c")};
+    ASSERT_TRUE((*store)->Write(m).ok());
+    ASSERT_TRUE((*store)->TrimChanges(3).ok());
+    EXPECT_TRUE(Changes(**store, 0).size() == 1);  // only change 3 is left
+  }
+  auto store = TweetStore::Open(dir.path());
+  EXPECT_EQ((*store)->LastSequence(), 3u);
+  Mutation m;
+  m.puts = {Tweet(4, "d")};
+  EXPECT_EQ(*(*store)->Write(m), 4u);
+  std::vector<Change> after = Changes(**store, 3);
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(after[0].id, 4u);
+}
+
+TEST(TweetStoreTest, OpenFailsCleanlyOnAFile) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/not-a-dir";
+  FILE* f = fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fclose(f);
+  auto store = TweetStore::Open(path);
+  EXPECT_FALSE(store.ok());
+}
+
+}  // namespace
+}  // namespace tweetsearch::storage
