@@ -39,7 +39,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // Closes the connection if it is waiting for a request (used at shutdown).
   void CloseIfIdle() {
     net::post(stream_.get_executor(), [self = shared_from_this()] {
-      if (!self->busy_) self->Close();
+      if (!self->busy_) self->Close();  // the pending read then fails and ends the session
     });
   }
 
@@ -48,10 +48,30 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnRead(beast::error_code ec, size_t bytes);
   void Write(HttpResponse response);
   void OnWrite(bool close, beast::error_code ec, size_t bytes);
+  bool linger_ = false;  // the last request was not read to its end
   void Close() {
     beast::error_code ignored;  // the peer may be gone already; nothing to do about it
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.socket().close(ignored);
+  }
+  // Closes after a request that was not read to its end: send FIN, then read and discard what
+  // the peer still sends (the rest of a body over the limit) until it closes too, for at most
+  // two seconds. Closing with unread data would make the kernel send RST, and the peer could
+  // lose our answer.
+  void Linger() {
+    beast::error_code ignored;  // the peer may be gone already; nothing to do about it
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.expires_after(std::chrono::seconds(2));
+    Drain();
+  }
+  void Drain() {
+    drain_.resize(64 * 1024);
+    stream_.async_read_some(net::buffer(drain_), [self = shared_from_this()](
+                                                     beast::error_code ec, size_t) {
+      if (!ec && (self->drained_ += self->drain_.size()) < (size_t{16} << 20)) return self->Drain();
+      beast::error_code ignored;
+      self->stream_.socket().close(ignored);
+    });
   }
 
   beast::tcp_stream stream_;
@@ -60,6 +80,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::shared_ptr<HttpResponse> response_;
   Server& server_;
   bool busy_ = false;
+  std::string drain_;
+  size_t drained_ = 0;
 };
 
 class Server final : public HttpServer {
@@ -192,6 +214,7 @@ void Session::OnRead(beast::error_code ec, size_t) {
                                               server_.options().max_body_bytes, " bytes"))
         : absl::InvalidArgumentError(StrCat("malformed HTTP request: ", ec.message()));
     HttpResponse response = ErrorResponse(status, 11, false);
+    linger_ = true;
     if (ec == http::error::body_limit) {
       response.result(http::status::payload_too_large);
     }
@@ -224,6 +247,7 @@ void Session::Write(HttpResponse response) {
 
 void Session::OnWrite(bool close, beast::error_code ec, size_t) {
   response_.reset();
+  if (!ec && linger_) return Linger();
   if (ec || close) return Close();
   Read();
 }

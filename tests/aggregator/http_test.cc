@@ -1,0 +1,292 @@
+// The whole one-process service over real loopback sockets: HTTP/JSON through Beast and the
+// same calls through gRPC.
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "aggregator/api_keys.h"
+#include "aggregator/daemon.h"
+#include "aggregator/http/http_client.h"
+#include "proto/tweetsearch.grpc.pb.h"
+#include "tests/testing/corpus.h"
+
+namespace tweetsearch::aggregator {
+namespace {
+
+using nlohmann::json;
+
+class HttpTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DaemonConfig config;
+    config.data_dir = dir_.path();
+    config.http.port = 0;
+    config.http.max_body_bytes = 64 * 1024;
+    config.http.io_threads = 2;
+    config.http.worker_threads = 2;
+    config.grpc_port = 0;
+    config.sample = 500;
+    config.engine.store.block_cache_bytes = 8 << 20;
+    auto daemon = Daemon::Start(config);
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = *std::move(daemon);
+    client_ = std::make_unique<HttpClient>("127.0.0.1", std::to_string(daemon_->http_port()));
+  }
+
+  HttpReply Call(std::string_view method, const std::string& target, std::string_view body = {},
+                 std::string_view key = {}) {
+    auto reply = client_->Send(method, target, body, "application/json", key);
+    EXPECT_TRUE(reply.ok()) << reply.status();
+    return reply.ok() ? *reply : HttpReply{};
+  }
+
+  json Search(const std::string& params, int expect_status = 200) {
+    HttpReply r = Call("GET", "/v1/search?api_dev_key=" + std::string(kDemoKey) + "&" + params);
+    EXPECT_EQ(r.status, expect_status) << r.body;
+    return json::parse(r.body, nullptr, false);
+  }
+
+  static std::string ErrorCode(const HttpReply& r) {
+    json body = json::parse(r.body, nullptr, false);
+    if (body.is_discarded() || !body.contains("error")) return "(not an error body) " + r.body;
+    return body["error"]["code"].get<std::string>();
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<Daemon> daemon_;
+  std::unique_ptr<HttpClient> client_;
+};
+
+TEST_F(HttpTest, IngestSearchGetLikesDelete) {
+  EXPECT_EQ(Call("GET", "/healthz").status, 200);
+  EXPECT_EQ(Call("GET", "/readyz").status, 200);
+
+  const std::string body =
+      "{\"id\":\"9007199254740993\",\"text\":\"zebra crossing at noon\",\"user_name\":\"ana\","
+      "\"created_at\":\"2026-02-03T04:05:06Z\",\"likes\":4}\n"
+      "{not json}\n"
+      "\n"
+      "{\"text\":\"zebra stripes\",\"user\":{\"screen_name\":\"bo\",\"id_str\":\"77\"}}\n"
+      "{\"id\":\"9007199254740993\",\"text\":\"zebra again\"}\n"
+      "{\"user_name\":\"no text\"}\n";
+  HttpReply ingest = Call("POST", "/v1/tweets?api_dev_key=" + std::string(kDemoKey), body);
+  ASSERT_EQ(ingest.status, 200) << ingest.body;
+  json result = json::parse(ingest.body);
+  EXPECT_EQ(result["accepted"], 2);
+  EXPECT_EQ(result["rejected"], 3);
+  ASSERT_EQ(result["results"].size(), 5u);
+  EXPECT_EQ(result["results"][0]["tweet_id"], "9007199254740993");  // above 2^53: a string
+  EXPECT_EQ(result["results"][1]["line"], 2);
+  EXPECT_EQ(result["results"][1]["code"], "invalid_argument");
+  EXPECT_EQ(result["results"][2]["line"], 4);  // the blank line 3 is skipped, not counted
+  EXPECT_EQ(result["results"][3]["error"], "duplicate id 9007199254740993");
+  EXPECT_EQ(result["results"][4]["error"], "missing text");
+  const std::string generated = result["results"][2]["tweet_id"];
+
+  // Read-your-writes: searchable as soon as the ingest call returned.
+  json found = Search("search_terms=zebra&sort=newest");
+  ASSERT_EQ(found["results"].size(), 2u) << found;
+  EXPECT_EQ(found["results"][0]["tweet_id"], generated);
+  EXPECT_EQ(found["results"][0]["user_name"], "bo");
+  EXPECT_EQ(found["results"][0]["user_id"], "77");
+  EXPECT_EQ(found["results"][1]["created_at"], "2026-02-03T04:05:06Z");
+  EXPECT_EQ(found["total_hits"], 2);
+  EXPECT_TRUE(found["next_page_token"].is_null());
+  EXPECT_TRUE(found.contains("took_ms"));
+
+  HttpReply got = Call("GET", "/v1/tweets/9007199254740993", {}, kDemoKey);
+  ASSERT_EQ(got.status, 200);
+  EXPECT_EQ(json::parse(got.body)["text"], "zebra crossing at noon");
+
+  // Likes drive sort 2 at once.
+  json liked = Search("q=zebra&sort=most_liked");
+  EXPECT_EQ(liked["results"][0]["tweet_id"], "9007199254740993");
+  HttpReply likes = Call("POST", "/v1/tweets/" + generated + "/likes", R"({"set": 50})", kDemoKey);
+  ASSERT_EQ(likes.status, 200) << likes.body;
+  EXPECT_EQ(json::parse(likes.body)["likes"], 50);
+  EXPECT_EQ(Call("POST", "/v1/tweets/" + generated + "/likes?add=-5", {}, kDemoKey).status, 200);
+  liked = Search("q=zebra&sort=2");
+  EXPECT_EQ(liked["results"][0]["tweet_id"], generated);
+  EXPECT_EQ(liked["results"][0]["likes"], 45);
+  EXPECT_EQ(Call("POST", "/v1/tweets/" + generated + "/likes", R"({"set": 1, "add": 1})", kDemoKey).status, 400);
+
+  ASSERT_EQ(Call("DELETE", "/v1/tweets/" + generated, {}, kDemoKey).status, 200);
+  EXPECT_EQ(Call("GET", "/v1/tweets/" + generated, {}, kDemoKey).status, 404);
+  EXPECT_EQ(Call("DELETE", "/v1/tweets/" + generated, {}, kDemoKey).status, 404);
+  EXPECT_EQ(Search("q=zebra")["results"].size(), 1u);
+}
+
+TEST_F(HttpTest, PagesThroughHttp) {
+  // The sample corpus has many tweets with its commonest word; walk them 7 at a time.
+  json first = Search("q=the&maximum_results_to_return=7&sort=best_match");
+  ASSERT_EQ(first["results"].size(), 7u);
+  std::set<std::string> seen;
+  json page = first;
+  int pages = 0;
+  while (true) {
+    for (const json& r : page["results"]) EXPECT_TRUE(seen.insert(r["tweet_id"]).second);
+    if (page["next_page_token"].is_null() || ++pages == 5) break;
+    page = Search("q=the&maximum_results_to_return=7&sort=best_match&page_token=" +
+                  page["next_page_token"].get<std::string>());
+  }
+  EXPECT_EQ(seen.size(), 35u);
+  std::string token = first["next_page_token"];
+  token[5] = token[5] == 'a' ? 'b' : 'a';
+  json bad = Search("q=the&maximum_results_to_return=7&sort=best_match&page_token=" + token, 400);
+  EXPECT_EQ(bad["error"]["code"], "invalid_argument");
+}
+
+TEST_F(HttpTest, BadRequestsGetClearErrorsAndTheServerStaysUp) {
+  EXPECT_EQ(ErrorCode(Call("GET", "/v1/search?search_terms=x")), "unauthenticated");
+  EXPECT_EQ(Call("GET", "/v1/search?search_terms=x&api_dev_key=nope-nope-nope").status, 401);
+  EXPECT_EQ(Call("GET", "/v1/admin/keys", {}, kDemoKey).status, 403);
+  EXPECT_EQ(Search("q=%28a", 400)["error"]["message"], "unbalanced '(' at byte 0");
+  EXPECT_EQ(Search("q=a&sort=sideways", 400)["error"]["code"], "invalid_argument");
+  EXPECT_EQ(Search("q=a&maximum_results_to_return=101", 400)["error"]["code"], "invalid_argument");
+  EXPECT_EQ(Search("q=a&maximum_results_to_return=0", 400)["error"]["code"], "invalid_argument");
+  EXPECT_EQ(Search("", 400)["error"]["message"], "search_terms is required");
+  EXPECT_EQ(Search("q=%ZZ", 400)["error"]["code"], "invalid_argument");
+  EXPECT_EQ(Search("q=%ff%fe", 400)["error"]["code"], "invalid_argument");  // not UTF-8
+  EXPECT_EQ(Search("q=" + std::string(3000, 'a'), 400)["error"]["code"], "invalid_argument");
+  EXPECT_EQ(Call("GET", "/v1/nothing").status, 404);
+  EXPECT_EQ(Call("PUT", "/v1/search?q=a").status, 405);
+  EXPECT_EQ(Call("GET", "/v1/tweets/12abc", {}, kDemoKey).status, 400);
+  EXPECT_EQ(Call("POST", "/v1/tweets", "", kDemoKey).status, 400);
+
+  // Over the body limit: 413, and the connection is closed (the client reconnects).
+  HttpReply big = Call("POST", "/v1/tweets", std::string(100 * 1024, 'x'), kDemoKey);
+  EXPECT_EQ(big.status, 413);
+  EXPECT_EQ(ErrorCode(big), "resource_exhausted");
+
+  // Garbage instead of HTTP on a raw socket: 400, then the server goes on serving.
+  {
+    namespace net = boost::asio;
+    net::io_context ioc;
+    net::ip::tcp::socket socket(ioc);
+    socket.connect({net::ip::make_address("127.0.0.1"), daemon_->http_port()});
+    net::write(socket, net::buffer(std::string("NOT HTTP AT ALL\r\n\r\n")));
+    std::string reply(4096, '\0');
+    boost::system::error_code ec;
+    const size_t n = socket.read_some(net::buffer(reply), ec);
+    EXPECT_TRUE(std::string_view(reply.data(), n).starts_with("HTTP/1.1 400")) << reply.substr(0, n);
+  }
+  EXPECT_EQ(Search("q=the")["results"].size(), 20u);
+
+  HttpReply metrics = Call("GET", "/metrics");
+  EXPECT_EQ(metrics.status, 200);
+  EXPECT_NE(metrics.body.find("tweetsearch_requests_total{transport=\"http\",route=\"search\",code=\"400\"}"),
+            std::string::npos);
+  EXPECT_NE(metrics.body.find("tweetsearch_request_duration_seconds_bucket{transport=\"http\",route=\"search\",le=\"+Inf\"}"),
+            std::string::npos);
+  EXPECT_NE(metrics.body.find("tweetsearch_index_documents 500"), std::string::npos);
+}
+
+TEST_F(HttpTest, AdminKeysLifecycle) {
+  const std::string admin = daemon_->admin_key();
+  HttpReply made = Call("POST", "/v1/admin/keys",
+                        R"({"owner":"carol","tier":"pro","scopes":["search"]})", admin);
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string key = json::parse(made.body)["key"];
+  EXPECT_EQ(Call("GET", "/v1/search?q=the&api_dev_key=" + key).status, 200);
+  EXPECT_EQ(Call("POST", "/v1/tweets", R"({"text":"x"})", key).status, 403);
+  HttpReply list = Call("GET", "/v1/admin/keys", {}, admin);
+  EXPECT_NE(list.body.find("carol"), std::string::npos);
+  EXPECT_EQ(list.body.find(key), std::string::npos);  // listings never show whole keys
+  EXPECT_EQ(Call("DELETE", "/v1/admin/keys/" + key.substr(0, 10), {}, admin).status, 200);
+  EXPECT_EQ(Call("GET", "/v1/search?q=the&api_dev_key=" + key).status, 401);
+  EXPECT_EQ(Call("POST", "/v1/admin/keys", R"({"owner":"d","scopes":["root"]})", admin).status, 400);
+}
+
+TEST_F(HttpTest, GrpcServesTheSameCallsWithReflection) {
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(daemon_->grpc_port()),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = v1::TweetSearch::NewStub(channel);
+  {
+    grpc::ClientContext context;
+    context.AddMetadata("x-api-key", std::string(kDemoKey));
+    v1::IngestRequest request;
+    v1::IngestTweet* t = request.add_tweets();
+    t->set_text("grpc okapi sighting");
+    t->set_user_name("gina");
+    request.add_tweets()->set_text("");
+    v1::IngestResponse response;
+    ASSERT_TRUE(stub->Ingest(&context, request, &response).ok());
+    EXPECT_EQ(response.accepted(), 1u);
+    EXPECT_EQ(response.rejected(), 1u);
+    EXPECT_EQ(response.results(1).error(), "missing text");
+  }
+  {
+    grpc::ClientContext context;
+    v1::SearchRequest request;
+    request.set_api_dev_key(std::string(kDemoKey));
+    request.set_search_terms("okapi");
+    v1::SearchResponse response;
+    ASSERT_TRUE(stub->Search(&context, request, &response).ok());
+    ASSERT_EQ(response.results_size(), 1);
+    EXPECT_EQ(response.results(0).user_name(), "gina");
+  }
+  {
+    grpc::ClientContext context;
+    v1::SearchRequest request;
+    request.set_search_terms("okapi");
+    v1::SearchResponse response;
+    EXPECT_EQ(stub->Search(&context, request, &response).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    grpc::ClientContext context;
+    v1::SearchRequest request;
+    request.set_api_dev_key(std::string(kDemoKey));
+    request.set_search_terms("((okapi");
+    v1::SearchResponse response;
+    EXPECT_EQ(stub->Search(&context, request, &response).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  // Server reflection: ask for the list of services with a raw ServerReflectionRequest
+  // {list_services: ""} (field 7, an empty string) and find ours in the answer.
+  grpc::GenericStub generic(channel);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext context;
+  auto call = generic.PrepareCall(
+      &context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  auto step = [&](void* tag) {
+    void* got = nullptr;
+    bool ok = false;
+    EXPECT_TRUE(cq.Next(&got, &ok));
+    EXPECT_EQ(got, tag);
+    return ok;
+  };
+  call->StartCall(reinterpret_cast<void*>(1));
+  ASSERT_TRUE(step(reinterpret_cast<void*>(1)));
+  grpc::Slice slice(std::string("\x3a\x00", 2));
+  grpc::ByteBuffer request(&slice, 1);
+  call->Write(request, reinterpret_cast<void*>(2));
+  ASSERT_TRUE(step(reinterpret_cast<void*>(2)));
+  grpc::ByteBuffer response;
+  call->Read(&response, reinterpret_cast<void*>(3));
+  ASSERT_TRUE(step(reinterpret_cast<void*>(3)));
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  EXPECT_NE(bytes.find("tweetsearch.v1.TweetSearch"), std::string::npos);
+  call->WritesDone(reinterpret_cast<void*>(4));
+  step(reinterpret_cast<void*>(4));
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  step(reinterpret_cast<void*>(5));
+  cq.Shutdown();
+  void* tag;
+  bool ok;
+  while (cq.Next(&tag, &ok)) {
+  }
+}
+
+}  // namespace
+}  // namespace tweetsearch::aggregator

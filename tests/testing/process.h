@@ -1,0 +1,39 @@
+// A real child process for tests: started with posix_spawn, output to a log file, killed with
+// any signal, always reaped.
+#ifndef TWEETSEARCH_TESTS_TESTING_PROCESS_H_
+#define TWEETSEARCH_TESTS_TESTING_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tweetsearch::testing {
+
+class ChildProcess {
+ public:
+  // Starts `argv[0]` with `argv`; stdout and stderr go to `log_path`.
+  ChildProcess(const std::vector<std::string>& argv, const std::string& log_path);
+  // SIGKILLs the process if it still runs, and reaps it.
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  bool started() const { return pid_ > 0; }
+  void Signal(int signal_number);
+  // Waits for the exit; returns the exit code, or 128 + signal, or nullopt after `timeout`.
+  std::optional<int> Wait(std::chrono::milliseconds timeout);
+
+ private:
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+};
+
+// Polls `path` until it exists and is not empty (bounded by `timeout`); returns its contents.
+std::optional<std::string> WaitForFile(const std::string& path, std::chrono::milliseconds timeout);
+
+}  // namespace tweetsearch::testing
+
+#endif  // TWEETSEARCH_TESTS_TESTING_PROCESS_H_

@@ -1,0 +1,135 @@
+// Fault tests on the real tweetsearchd binary: kill -9 during bulk ingest, restart, and prove
+// that every acknowledged tweet is stored and searchable; SIGTERM stops cleanly with exit 0.
+#include <signal.h>
+
+#include <atomic>
+#include <filesystem>
+#include <iostream>
+#include <set>
+#include <mutex>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "aggregator/api_keys.h"
+#include "aggregator/http/http_client.h"
+#include "tests/testing/corpus.h"
+#include "tests/testing/process.h"
+
+namespace tweetsearch {
+namespace {
+
+using aggregator::HttpClient;
+using nlohmann::json;
+constexpr auto kStartTimeout = std::chrono::seconds(120);
+
+class Daemon {
+ public:
+  Daemon(const std::string& data_dir, const std::string& log) : port_file_(data_dir + ".ports") {
+    std::remove(port_file_.c_str());
+    process_ = std::make_unique<testing::ChildProcess>(
+        std::vector<std::string>{TWEETSEARCHD_PATH, "--data-dir", data_dir, "--http-port", "0",
+                                 "--grpc-port", "-1", "--sample", "0", "--checkpoint-every",
+                                 "3000", "--port-file", port_file_},
+        log);
+    std::optional<std::string> ports = testing::WaitForFile(port_file_, kStartTimeout);
+    if (ports.has_value()) port_ = std::to_string(json::parse(*ports)["http_port"].get<int>());
+  }
+  bool up() const { return !port_.empty(); }
+  const std::string& port() const { return port_; }
+  testing::ChildProcess& process() { return *process_; }
+
+ private:
+  std::string port_file_;
+  std::string port_;
+  std::unique_ptr<testing::ChildProcess> process_;
+};
+
+std::string Batch(uint64_t first_id, int n) {
+  std::string body;
+  for (int i = 0; i < n; ++i) {
+    const uint64_t id = first_id + static_cast<uint64_t>(i);
+    body += "{\"id\":\"" + std::to_string(id) + "\",\"text\":\"durable tag" + std::to_string(id) +
+            " survives\",\"user_name\":\"writer\"}\n";
+  }
+  return body;
+}
+
+TEST(DurabilityTest, AcknowledgedTweetsSurviveKill9DuringBulkIngest) {
+  testing::TempDir dir;
+  const std::string data = dir.path() + "/data";
+  const std::string log = dir.path() + "/tweetsearchd.log";
+  std::vector<uint64_t> acknowledged;
+  std::mutex mu;
+  {
+    Daemon daemon(data, log);
+    ASSERT_TRUE(daemon.up()) << "tweetsearchd did not start; see " << log;
+    std::atomic<bool> stop{false};
+    std::atomic<size_t> acked{0};
+    std::vector<std::thread> writers;
+    for (int w = 0; w < 3; ++w) {
+      writers.emplace_back([&, w] {
+        HttpClient client("127.0.0.1", daemon.port());
+        uint64_t next = 1'000'000'000ULL * static_cast<uint64_t>(w + 1);
+        while (!stop.load()) {
+          auto reply = client.Send("POST", "/v1/tweets?report=rejected", Batch(next, 200),
+                                   "application/x-ndjson", aggregator::kDemoKey);
+          if (!reply.ok()) break;  // the server is gone
+          if (reply->status != 200) continue;
+          json body = json::parse(reply->body);
+          // report=rejected lists only rejections; everything else of the batch was accepted.
+          std::set<int> rejected;
+          for (const json& r : body["results"]) rejected.insert(r["line"].get<int>());
+          std::lock_guard<std::mutex> lock(mu);
+          for (int i = 0; i < 200; ++i) {
+            if (!rejected.contains(i + 1)) acknowledged.push_back(next + static_cast<uint64_t>(i));
+          }
+          acked += 200 - rejected.size();
+          next += 200;
+        }
+      });
+    }
+    // Kill while the writers are mid-flight, after at least two checkpoints' worth of tweets.
+    while (acked.load() < 8000) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    daemon.process().Signal(SIGKILL);
+    EXPECT_EQ(daemon.process().Wait(std::chrono::seconds(30)), 128 + SIGKILL);
+    stop = true;
+    for (auto& t : writers) t.join();
+  }
+  ASSERT_GE(acknowledged.size(), 8000u);
+
+  const auto restart = std::chrono::steady_clock::now();
+  Daemon restarted(data, log);
+  std::cout << "[ restart  ] serving again after "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - restart).count()
+            << " s\n";
+  ASSERT_TRUE(restarted.up()) << "tweetsearchd did not restart; see " << log;
+  HttpClient client("127.0.0.1", restarted.port());
+  size_t missing_stored = 0, missing_searchable = 0;
+  for (uint64_t id : acknowledged) {
+    auto got = client.Send("GET", "/v1/tweets/" + std::to_string(id), {}, "",
+                           aggregator::kDemoKey);
+    ASSERT_TRUE(got.ok());
+    if (got->status != 200) ++missing_stored;
+    auto found = client.Send("GET", "/v1/search?q=tag" + std::to_string(id), {}, "",
+                             aggregator::kDemoKey);
+    ASSERT_TRUE(found.ok());
+    json body = json::parse(found->body);
+    if (body["results"].size() != 1 || body["results"][0]["tweet_id"] != std::to_string(id)) {
+      ++missing_searchable;
+    }
+  }
+  EXPECT_EQ(missing_stored, 0u) << "of " << acknowledged.size() << " acknowledged";
+  EXPECT_EQ(missing_searchable, 0u) << "of " << acknowledged.size() << " acknowledged";
+  std::cout << "[ checked  ] " << acknowledged.size()
+            << " acknowledged tweets stored and searchable after kill -9\n";
+
+  // SIGTERM: a clean stop, exit 0, with the index saved.
+  restarted.process().Signal(SIGTERM);
+  EXPECT_EQ(restarted.process().Wait(std::chrono::seconds(60)), 0);
+  EXPECT_TRUE(std::filesystem::exists(data + "/index/CHECKPOINT"));
+}
+
+}  // namespace
+}  // namespace tweetsearch
