@@ -1,0 +1,344 @@
+// tweetctl: the command-line client of a tweetsearch service (see docs/operations.md).
+//
+//   tweetctl ingest tweets.jsonl ../shared/data/sentiment140-20k.csv
+//   tweetctl search 'love OR hate' --sort best_match --limit 5
+//   tweetctl get 1234 | tweetctl delete 1234 | tweetctl likes 1234 --add 1
+//   tweetctl keys create --owner ana --scopes search,ingest | keys list | keys revoke ts_1a2b
+//
+// Server: --server or $TWEETSEARCH_SERVER (default http://127.0.0.1:8080). Key: --key or
+// $TWEETSEARCH_KEY (default: the demo key).
+// Exit codes: 0 done; 1 done, but some tweets were rejected; 2 bad usage or unreadable file;
+// 3 server unreachable; 4 the server refused the request (the message says why).
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "absl/synchronization/mutex.h"
+#include "aggregator/api_keys.h"
+#include "aggregator/http/http_client.h"
+#include "common/strings.h"
+#include "tools/ctl/ingest_source.h"
+
+namespace {
+
+using nlohmann::json;
+using tweetsearch::StrCat;
+using tweetsearch::aggregator::HttpClient;
+using tweetsearch::aggregator::HttpReply;
+using tweetsearch::aggregator::UrlEncode;
+
+constexpr int kOk = 0, kSomeRejected = 1, kUsage = 2, kUnreachable = 3, kRefused = 4;
+
+struct Globals {
+  std::string server;
+  std::string key;
+  std::string host, port;
+};
+
+// Sends one request; prints the problem and returns an exit code on failure.
+int Call(HttpClient& client, const Globals& g, std::string_view method, const std::string& target,
+         std::string_view body, HttpReply* reply) {
+  absl::StatusOr<HttpReply> r = client.Send(method, target, body, "application/json", g.key);
+  if (!r.ok()) {
+    std::cerr << "tweetctl: cannot reach " << g.server << ": " << r.status().message() << "\n";
+    return kUnreachable;
+  }
+  *reply = *std::move(r);
+  if (reply->status >= 400) {
+    json error = json::parse(reply->body, nullptr, false);
+    std::string message = reply->body;
+    if (!error.is_discarded() && error.contains("error")) {
+      message = error["error"].value("message", reply->body);
+    }
+    std::cerr << "tweetctl: the server answered " << reply->status << ": " << message << "\n";
+    return kRefused;
+  }
+  return kOk;
+}
+
+std::string Shorten(std::string text, size_t width) {
+  for (char& c : text) {
+    if (c == '\n' || c == '\t' || c == '\r') c = ' ';
+  }
+  if (text.size() <= width) return text;
+  size_t cut = width - 1;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // UTF-8
+  return text.substr(0, cut) + "…";
+}
+
+void PrintTweets(const json& results) {
+  std::printf("%-20s  %-20s  %7s  %-15s  %s\n", "TWEET ID", "CREATED AT", "LIKES", "USER", "TEXT");
+  for (const json& t : results) {
+    std::printf("%-20s  %-20s  %7u  %-15s  %s\n", t.value("tweet_id", "").c_str(),
+                (t.value("created_at", "").substr(0, 19) + "Z").c_str(), t.value("likes", 0u),
+                Shorten(t.value("user_name", ""), 15).c_str(),
+                Shorten(t.value("text", ""), 70).c_str());
+  }
+}
+
+// Groups rejection messages: digits become '#', so "duplicate id 12" and "duplicate id 13" count
+// as one reason.
+std::string ReasonOf(const std::string& message) {
+  std::string reason;
+  for (char c : message.substr(0, 80)) {
+    if (c >= '0' && c <= '9') {
+      if (reason.empty() || reason.back() != '#') reason += '#';
+    } else {
+      reason += c;
+    }
+  }
+  return reason;
+}
+
+int Ingest(const Globals& g, const std::vector<std::string>& files, size_t batch_lines,
+           int parallel) {
+  auto source = tweetsearch::ctl::IngestSource::Open(files, batch_lines, size_t{4} << 20);
+  if (!source.ok()) {
+    std::cerr << "tweetctl: " << source.status().message() << "\n";
+    return kUsage;
+  }
+  const bool tty = isatty(STDERR_FILENO);
+  std::atomic<uint64_t> accepted{0}, rejected{0}, sent{0};
+  std::atomic<int> failure{kOk};
+  absl::Mutex mu;
+  std::map<std::string, uint64_t> reasons;
+  std::vector<std::string> examples;
+  const auto start = std::chrono::steady_clock::now();
+  std::atomic<bool> done{false};
+
+  auto sender = [&] {
+    HttpClient client(g.host, g.port);
+    while (failure.load() == kOk) {
+      std::optional<tweetsearch::ctl::Batch> batch = (*source)->NextBatch();
+      if (!batch.has_value()) return;
+      HttpReply reply;
+      if (int rc = Call(client, g, "POST", "/v1/tweets?report=rejected", batch->body, &reply);
+          rc != kOk) {
+        failure = rc;
+        return;
+      }
+      json body = json::parse(reply.body, nullptr, false);
+      if (body.is_discarded()) {
+        std::cerr << "tweetctl: the server's answer is not JSON\n";
+        failure = kRefused;
+        return;
+      }
+      accepted += body.value("accepted", uint64_t{0});
+      rejected += body.value("rejected", uint64_t{0});
+      sent += batch->origins.size();
+      absl::MutexLock lock(&mu);
+      for (const json& r : body["results"]) {
+        const std::string message = r.value("error", "");
+        ++reasons[ReasonOf(message)];
+        const size_t line = r.value("line", size_t{1});
+        if (examples.size() < 5 && line >= 1 && line <= batch->origins.size()) {
+          examples.push_back(StrCat(batch->origins[line - 1], ": ", message));
+        }
+      }
+    }
+  };
+  auto report = [&](bool final) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double rate = sent.load() / std::max(seconds, 1e-3);
+    const uint64_t total = (*source)->total_bytes(), read = (*source)->bytes_read();
+    std::string line = StrCat(sent.load(), " tweets sent, ", static_cast<uint64_t>(rate), "/s");
+    if (total > 0) {
+      const double fraction = std::min(1.0, double(read) / double(total));
+      const int width = 30, filled = static_cast<int>(fraction * width);
+      const double eta = fraction > 0 ? seconds * (1 - fraction) / fraction : 0;
+      line = StrCat("[", std::string(filled, '#'), std::string(width - filled, '.'), "] ",
+                    static_cast<int>(fraction * 100), "%  ", line,
+                    final ? std::string() : StrCat(", ETA ", static_cast<int>(eta), " s"));
+    }
+    if (tty) {
+      std::cerr << "\r" << line << "   " << (final ? "\n" : "") << std::flush;
+    } else {
+      std::cerr << line << "\n";
+    }
+  };
+  std::thread progress([&] {
+    auto last = std::chrono::steady_clock::now();
+    while (!done.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const auto now = std::chrono::steady_clock::now();
+      if (tty || now - last >= std::chrono::seconds(5)) {
+        report(false);
+        last = now;
+      }
+    }
+  });
+  std::vector<std::thread> senders;
+  for (int i = 0; i < std::max(1, parallel); ++i) senders.emplace_back(sender);
+  for (auto& t : senders) t.join();
+  done = true;
+  progress.join();
+  report(true);
+
+  const auto local = (*source)->local_rejects();
+  for (const auto& r : local) {
+    ++reasons[ReasonOf(r.reason)];
+    if (examples.size() < 5) examples.push_back(StrCat(r.origin, ": ", r.reason));
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << "accepted " << accepted.load() << ", rejected " << rejected.load() + local.size()
+            << " in " << fmt::format("{:.1f}", seconds) << " s ("
+            << static_cast<uint64_t>(accepted.load() / std::max(seconds, 1e-3))
+            << " tweets/s)\n";
+  for (const auto& [reason, count] : reasons) std::cout << "  " << count << " × " << reason << "\n";
+  for (const std::string& e : examples) std::cout << "  e.g. " << e << "\n";
+  if (failure.load() != kOk) return failure.load();
+  return rejected.load() + local.size() > 0 ? kSomeRejected : kOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tweetctl: client of a tweetsearch service"};
+  app.require_subcommand(1);
+  Globals g;
+  const char* env_server = std::getenv("TWEETSEARCH_SERVER");
+  const char* env_key = std::getenv("TWEETSEARCH_KEY");
+  g.server = env_server != nullptr ? env_server : "http://127.0.0.1:8080";
+  g.key = env_key != nullptr ? env_key : std::string(tweetsearch::aggregator::kDemoKey);
+  app.add_option("--server", g.server, "http://HOST:PORT of the service")->capture_default_str();
+  app.add_option("--key", g.key, "API key (default: $TWEETSEARCH_KEY, else the demo key)");
+
+  std::vector<std::string> files;
+  size_t batch_lines = 2000;
+  int parallel = 2;
+  auto* ingest = app.add_subcommand("ingest", "Bulk-ingest JSON Lines, v1.1 JSON or Sentiment140 CSV files ('-': stdin)");
+  ingest->add_option("files", files, "Files")->required();
+  ingest->add_option("--batch", batch_lines, "Tweets per request")->check(CLI::Range(1, 100000))->capture_default_str();
+  ingest->add_option("--parallel", parallel, "Requests in flight")->check(CLI::Range(1, 64))->capture_default_str();
+
+  std::string query, sort = "newest", page_token;
+  int limit = 20;
+  bool as_json = false;
+  auto* search = app.add_subcommand("search", "Search and print a table (or --json)");
+  search->add_option("query", query, "Query")->required();
+  search->add_option("--sort", sort, "newest, best_match or most_liked (or 0, 1, 2)")->capture_default_str();
+  search->add_option("--limit", limit, "Results")->check(CLI::Range(1, 100))->capture_default_str();
+  search->add_option("--page-token", page_token, "Continue from this token");
+  search->add_flag("--json", as_json, "Print the server's JSON");
+
+  std::string id;
+  auto* get = app.add_subcommand("get", "Show one tweet");
+  get->add_option("id", id)->required();
+  auto* del = app.add_subcommand("delete", "Delete a tweet");
+  del->add_option("id", id)->required();
+  std::optional<int64_t> set_likes, add_likes;
+  auto* likes = app.add_subcommand("likes", "Set or add to a tweet's likes");
+  likes->add_option("id", id)->required();
+  auto* set_opt = likes->add_option("--set", set_likes, "New value");
+  auto* add_opt = likes->add_option("--add", add_likes, "Amount to add (may be negative)");
+  set_opt->excludes(add_opt);
+
+  auto* keys = app.add_subcommand("keys", "Manage API keys (admin key needed)");
+  keys->require_subcommand(1);
+  std::string owner, tier = "free", scopes = "search", prefix;
+  auto* create = keys->add_subcommand("create", "Make a new key");
+  create->add_option("--owner", owner)->required();
+  create->add_option("--tier", tier)->capture_default_str();
+  create->add_option("--scopes", scopes, "Comma-separated: search, ingest, admin")->capture_default_str();
+  auto* list = keys->add_subcommand("list", "List keys");
+  auto* revoke = keys->add_subcommand("revoke", "Revoke a key by its prefix");
+  revoke->add_option("prefix", prefix)->required();
+  auto* stats = app.add_subcommand("stats", "Index and storage figures (admin key)");
+
+  CLI11_PARSE(app, argc, argv);
+  if (absl::Status s = tweetsearch::aggregator::ParseServerUrl(g.server, &g.host, &g.port); !s.ok()) {
+    std::cerr << "tweetctl: " << s.message() << "\n";
+    return kUsage;
+  }
+  HttpClient client(g.host, g.port);
+  HttpReply reply;
+
+  if (*ingest) return Ingest(g, files, batch_lines, parallel);
+  if (*search) {
+    std::string target = StrCat("/v1/search?search_terms=", UrlEncode(query),
+                                "&maximum_results_to_return=", limit, "&sort=", UrlEncode(sort));
+    if (!page_token.empty()) target += "&page_token=" + UrlEncode(page_token);
+    if (int rc = Call(client, g, "GET", target, {}, &reply); rc != kOk) return rc;
+    if (as_json) {
+      std::cout << reply.body << "\n";
+      return kOk;
+    }
+    json body = json::parse(reply.body);
+    PrintTweets(body["results"]);
+    std::cout << body["results"].size() << " shown of " << body["total_hits"]
+              << (body.value("total_is_exact", true) ? "" : "+") << " matches in "
+              << body["took_ms"] << " ms\n";
+    if (!body["next_page_token"].is_null()) {
+      std::cout << "next page: --page-token " << body["next_page_token"].get<std::string>() << "\n";
+    }
+    return kOk;
+  }
+  if (*get) {
+    if (int rc = Call(client, g, "GET", "/v1/tweets/" + UrlEncode(id), {}, &reply); rc != kOk) return rc;
+    std::cout << json::parse(reply.body).dump(2) << "\n";
+    return kOk;
+  }
+  if (*del) {
+    if (int rc = Call(client, g, "DELETE", "/v1/tweets/" + UrlEncode(id), {}, &reply); rc != kOk) return rc;
+    std::cout << "deleted " << id << "\n";
+    return kOk;
+  }
+  if (*likes) {
+    if (!set_likes && !add_likes) {
+      std::cerr << "tweetctl: give --set N or --add N\n";
+      return kUsage;
+    }
+    const std::string body = set_likes ? StrCat("{\"set\":", *set_likes, "}") : StrCat("{\"add\":", *add_likes, "}");
+    if (int rc = Call(client, g, "POST", "/v1/tweets/" + UrlEncode(id) + "/likes", body, &reply); rc != kOk) return rc;
+    std::cout << id << " has " << json::parse(reply.body)["likes"] << " likes\n";
+    return kOk;
+  }
+  if (*create) {
+    json scope_list = json::array();
+    for (std::string_view rest = scopes; !rest.empty();) {
+      const size_t comma = rest.find(',');
+      scope_list.push_back(std::string(rest.substr(0, comma)));
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    }
+    json body = {{"owner", owner}, {"tier", tier}, {"scopes", scope_list}};
+    if (int rc = Call(client, g, "POST", "/v1/admin/keys", body.dump(), &reply); rc != kOk) return rc;
+    std::cout << json::parse(reply.body)["key"].get<std::string>() << "\n";
+    return kOk;
+  }
+  if (*list) {
+    if (int rc = Call(client, g, "GET", "/v1/admin/keys", {}, &reply); rc != kOk) return rc;
+    std::printf("%-12s  %-16s  %-8s  %-22s  %-20s  %s\n", "PREFIX", "OWNER", "TIER", "SCOPES",
+                "CREATED AT", "STATE");
+    const json body = json::parse(reply.body);
+    for (const json& k : body["keys"]) {
+      std::string scope_names;
+      for (const json& s : k["scopes"]) scope_names += (scope_names.empty() ? "" : ",") + s.get<std::string>();
+      std::printf("%-12s  %-16s  %-8s  %-22s  %-20s  %s\n", k.value("prefix", "").c_str(),
+                  Shorten(k.value("owner", ""), 16).c_str(), k.value("tier", "").c_str(),
+                  scope_names.c_str(), k.value("created_at", "").c_str(),
+                  k.value("revoked", false) ? "revoked" : "active");
+    }
+    return kOk;
+  }
+  if (*revoke) {
+    if (int rc = Call(client, g, "DELETE", "/v1/admin/keys/" + UrlEncode(prefix), {}, &reply); rc != kOk) return rc;
+    std::cout << "revoked " << prefix << "\n";
+    return kOk;
+  }
+  if (*stats) {
+    if (int rc = Call(client, g, "GET", "/v1/stats", {}, &reply); rc != kOk) return rc;
+    std::cout << json::parse(reply.body).dump(2) << "\n";
+    return kOk;
+  }
+  return kUsage;
+}
