@@ -1,6 +1,7 @@
 #include "aggregator/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 
 #include "absl/container/flat_hash_set.h"
@@ -80,7 +81,8 @@ Engine::Engine(const EngineOptions& options, const Clock& clock, SnowflakeGenera
                std::unique_ptr<storage::TweetStore> store, std::unique_ptr<index::Index> index,
                uint64_t checkpoint_change)
     : options_(options), clock_(clock), ids_(std::move(ids)), store_(std::move(store)),
-      index_(std::move(index)), checkpoint_change_(checkpoint_change) {
+      index_(std::move(index)), cache_(options.tweet_cache_bytes),
+      checkpoint_change_(checkpoint_change) {
   checkpoint_change_seen_.store(checkpoint_change);
 }
 
@@ -387,6 +389,7 @@ void Engine::WriteOne(Writer* w) {
   } else {
     (void)index_->SetLikes(w->id, w->likes);
   }
+  cache_.Invalidate(w->id);
 }
 
 absl::StatusOr<storage::StoredTweet> Engine::Get(TweetId id) const { return store_->Get(id); }
@@ -400,20 +403,38 @@ absl::StatusOr<std::vector<SearchHit>> Engine::Search(const query::Plan& plan,
   if (!result.ok()) return result.status();
   *total_hits = result->total_hits;
   *total_is_exact = result->total_is_exact;
-  std::vector<TweetId> ids;
-  ids.reserve(result->hits.size());
-  for (const query::Hit& h : result->hits) ids.push_back(h.id);
-  std::vector<absl::StatusOr<storage::StoredTweet>> tweets = store_->MultiGet(ids);
-  std::vector<SearchHit> hits;
-  hits.reserve(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (tweets[i].ok()) {
-      tweets[i]->likes = result->hits[i].likes;  // the index's value is as new as the store's
-      hits.push_back({result->hits[i], *std::move(tweets[i])});
-    } else if (!absl::IsNotFound(tweets[i].status())) {
-      return tweets[i].status();
+  // Hydrate from the cache, then the store for the misses.
+  std::vector<SearchHit> hits(result->hits.size());
+  std::vector<TweetId> missing;
+  std::vector<size_t> missing_at;
+  for (size_t i = 0; i < hits.size(); ++i) {
+    hits[i].hit = result->hits[i];
+    hits[i].tweet = cache_.Get(hits[i].hit.id);
+    if (hits[i].tweet == nullptr) {
+      missing.push_back(hits[i].hit.id);
+      missing_at.push_back(i);
     }
   }
+  if (!missing.empty()) {
+    const uint64_t epoch = cache_.epoch();
+    std::vector<absl::StatusOr<storage::StoredTweet>> tweets = store_->MultiGet(missing);
+    for (size_t j = 0; j < missing.size(); ++j) {
+      if (tweets[j].ok()) {
+        auto tweet = std::make_shared<const storage::StoredTweet>(*std::move(tweets[j]));
+        cache_.PutIfUnchanged(tweet, epoch);
+        hits[missing_at[j]].tweet = std::move(tweet);
+      } else if (!absl::IsNotFound(tweets[j].status())) {
+        return tweets[j].status();
+      }  // NotFound: deleted since the index snapshot was taken
+    }
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < hits.size(); ++i) {
+    if (hits[i].tweet == nullptr) continue;
+    if (kept != i) hits[kept] = std::move(hits[i]);
+    ++kept;
+  }
+  hits.resize(kept);
   return hits;
 }
 
@@ -424,13 +445,17 @@ absl::Status Engine::Checkpoint() {
 
 absl::Status Engine::CheckpointLocked() {
   const uint64_t sequence = store_->LastSequence();
-  if (sequence == checkpoint_change_ &&
+  const bool compact = index_->Snapshot()->segments.size() > options_.max_sealed_segments;
+  if (sequence == checkpoint_change_ && !compact &&
       std::filesystem::exists(IndexDir(options_) + "/MANIFEST")) {
     return absl::OkStatus();
   }
   if (absl::Status s = index_->Seal(); !s.ok()) return s;
-  if (index_->Snapshot()->segments.size() > options_.max_sealed_segments) {
+  if (compact) {
+    const auto start = std::chrono::steady_clock::now();
     if (absl::Status s = index_->Compact(); !s.ok()) return s;
+    last_compaction_seconds_.store(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   if (absl::Status s = index_->Save(IndexDir(options_)); !s.ok()) return s;
   if (absl::Status s = WriteFileAtomically(CheckpointFile(options_), StrCat(sequence)); !s.ok()) {
@@ -454,6 +479,10 @@ EngineStats Engine::Stats() const {
   s.write_groups = write_groups_.load(std::memory_order_relaxed);
   s.last_change = store_->LastSequence();
   s.checkpoint_change = checkpoint_change_seen_.load(std::memory_order_relaxed);
+  s.tweet_cache_hits = cache_.hits();
+  s.tweet_cache_misses = cache_.misses();
+  s.tweet_cache_bytes = cache_.bytes();
+  s.last_compaction_seconds = last_compaction_seconds_.load();
   return s;
 }
 

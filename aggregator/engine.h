@@ -38,6 +38,7 @@
 #include "common/snowflake.h"
 #include "indexer/index/index.h"
 #include "indexer/query/searcher.h"
+#include "aggregator/tweet_cache.h"
 #include "storage/tweet_store.h"
 
 namespace tweetsearch::aggregator {
@@ -52,11 +53,15 @@ struct EngineOptions {
   size_t max_text_bytes = 4096;
   // Changes between index checkpoints (seal + save + trim of the change log). Default 1M.
   uint64_t checkpoint_every = 1'000'000;
-  // Compact the saved index when a checkpoint finds more sealed segments than this. Default 24.
-  size_t max_sealed_segments = 24;
+  // A checkpoint that finds more segments than this merges them all into one first (queries
+  // look every term up in every segment, so fewer segments answer faster). Default 8.
+  size_t max_sealed_segments = 8;
   // Save the index when the engine is destroyed. Default true; tests turn it off to play a
   // crash.
   bool checkpoint_on_close = true;
+  // Bytes of hot tweet bodies cached for hydrating search results. Default 128 MiB; 0 turns
+  // the cache off.
+  size_t tweet_cache_bytes = size_t{128} << 20;
   // Node bits of the snowflake ids this process assigns, 0 to 1023. Default 0.
   uint32_t node_id = 0;
 };
@@ -79,9 +84,11 @@ struct IngestOutcome {
   TweetId id = 0;
 };
 
+// A search result: where it ranked (hit.likes is the current like count; the stored tweet's
+// may be older) and the tweet itself, shared with the cache (never null).
 struct SearchHit {
   query::Hit hit;
-  storage::StoredTweet tweet;
+  std::shared_ptr<const storage::StoredTweet> tweet;
 };
 
 struct EngineStats {
@@ -95,6 +102,10 @@ struct EngineStats {
   uint64_t write_groups = 0;     // synced store writes made by ingest
   uint64_t last_change = 0;
   uint64_t checkpoint_change = 0;
+  uint64_t tweet_cache_hits = 0;
+  uint64_t tweet_cache_misses = 0;
+  uint64_t tweet_cache_bytes = 0;
+  double last_compaction_seconds = 0;  // how long the last merge of segments blocked writes
 };
 
 class Engine {
@@ -160,6 +171,7 @@ class Engine {
   SnowflakeGenerator ids_;
   std::unique_ptr<storage::TweetStore> store_;
   std::unique_ptr<index::Index> index_;
+  mutable TweetCache cache_;
 
   absl::Mutex queue_mu_;
   std::deque<Writer*> queue_ ABSL_GUARDED_BY(queue_mu_);
@@ -170,6 +182,7 @@ class Engine {
   std::atomic<TweetId> max_id_{0};
   std::atomic<uint64_t> ingested_{0}, rejected_{0}, write_groups_{0};
   std::atomic<uint64_t> checkpoint_change_seen_{0};
+  std::atomic<double> last_compaction_seconds_{0};
 };
 
 }  // namespace tweetsearch::aggregator

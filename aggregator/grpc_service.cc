@@ -27,13 +27,14 @@ std::string KeyOf(const grpc::ServerContext* context, const std::string& field) 
   return std::string(it->second.data(), it->second.size());
 }
 
-void ToProto(const storage::StoredTweet& t, double score, v1::SearchResult* out) {
+void ToProto(const storage::StoredTweet& t, uint32_t likes, double score,
+             v1::SearchResult* out) {
   out->set_tweet_id(StrCat(t.id));
   out->set_user_id(t.user_id);
   out->set_user_name(t.user_name);
   out->set_text(t.text);
   out->set_created_at(FormatRfc3339(t.created_at_ms));
-  out->set_likes(t.likes);
+  out->set_likes(likes);
   out->set_score(score);
 }
 
@@ -56,7 +57,7 @@ class Service final : public v1::TweetSearch::Service {
       if (search.search_terms.empty()) return absl::InvalidArgumentError("search_terms is required");
       absl::StatusOr<SearchResponse> result = door_.Search(search);
       if (!result.ok()) return result.status();
-      for (const SearchHit& h : result->hits) ToProto(h.tweet, h.hit.score, response->add_results());
+      for (const SearchHit& h : result->hits) ToProto(*h.tweet, h.hit.likes, h.hit.score, response->add_results());
       response->set_next_page_token(result->next_page_token);
       response->set_took_ms(result->took_ms);
       response->set_total_hits(result->total_hits);
@@ -112,7 +113,7 @@ class Service final : public v1::TweetSearch::Service {
       absl::StatusOr<storage::StoredTweet> t =
           door_.Get(KeyOf(context, request->api_dev_key()), request->id());
       if (!t.ok()) return t.status();
-      ToProto(*t, 0, response);
+      ToProto(*t, t->likes, 0, response);
       return absl::OkStatus();
     });
   }

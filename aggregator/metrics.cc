@@ -8,13 +8,19 @@ namespace tweetsearch::aggregator {
 
 void Metrics::RecordRequest(std::string_view transport, std::string_view route, int status,
                             double seconds) {
-  const std::string labels = StrCat("transport=\"", transport, "\",route=\"", route, "\"");
+  // Built in a per-thread buffer: no allocation once the buffer has grown.
+  thread_local std::string labels;
+  labels.clear();
+  labels.append("transport=\"").append(transport).append("\",route=\"").append(route).append("\"");
   std::atomic<uint64_t>* counter;
   Histogram* histogram;
   {
     absl::MutexLock lock(&mu_);
-    counter = &requests_[StrCat(labels, ",code=\"", status, "\"")];
-    histogram = &latency_[labels];
+    auto h = latency_.find(labels);
+    histogram = h != latency_.end() ? &h->second : &latency_[labels];
+    labels.append(",code=\"").append(std::to_string(status)).append("\"");
+    auto c = requests_.find(labels);
+    counter = c != requests_.end() ? &c->second : &requests_[labels];
   }
   counter->fetch_add(1, std::memory_order_relaxed);
   const size_t bucket =

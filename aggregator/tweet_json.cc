@@ -1,5 +1,6 @@
 #include "aggregator/tweet_json.h"
 
+#include <chrono>
 #include <limits>
 
 #include <nlohmann/json.hpp>
@@ -116,9 +117,43 @@ absl::StatusOr<NewTweet> ParseTweetJson(std::string_view line) {
 }
 
 std::string FormatRfc3339(int64_t unix_millis) {
-  const absl::Time t = absl::FromUnixMillis(unix_millis);
-  return absl::FormatTime(unix_millis % 1000 == 0 ? "%Y-%m-%dT%H:%M:%SZ" : "%Y-%m-%dT%H:%M:%E3SZ",
-                          t, absl::UTCTimeZone());
+  // Civil-from-days with <chrono>: several times faster than a general time formatter, and on
+  // the path of every search result.
+  using namespace std::chrono;
+  const sys_time<milliseconds> t{milliseconds(unix_millis)};
+  const sys_days day = floor<days>(t);
+  const year_month_day ymd{day};
+  const hh_mm_ss<milliseconds> time{t - day};
+  const int year = static_cast<int>(ymd.year());
+  if (year < 0 || year > 9999) {  // outside RFC 3339's four-digit years: let absl say it
+    return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(unix_millis),
+                            absl::UTCTimeZone());
+  }
+  const int64_t ms = time.subseconds().count();
+  // "YYYY-MM-DDTHH:MM:SS[.mmm]Z", digit by digit.
+  char text[24];
+  auto put = [&](int at, int64_t value, int width) {
+    for (int i = width - 1; i >= 0; --i, value /= 10) text[at + i] = static_cast<char>('0' + value % 10);
+  };
+  put(0, year, 4);
+  text[4] = '-';
+  put(5, static_cast<unsigned>(ymd.month()), 2);
+  text[7] = '-';
+  put(8, static_cast<unsigned>(ymd.day()), 2);
+  text[10] = 'T';
+  put(11, time.hours().count(), 2);
+  text[13] = ':';
+  put(14, time.minutes().count(), 2);
+  text[16] = ':';
+  put(17, time.seconds().count(), 2);
+  int length = 19;
+  if (ms != 0) {
+    text[19] = '.';
+    put(20, ms, 3);
+    length = 23;
+  }
+  text[length++] = 'Z';
+  return std::string(text, static_cast<size_t>(length));
 }
 
 absl::StatusOr<int64_t> ParseRfc3339(std::string_view text) {

@@ -14,6 +14,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "bench/query_mix.h"
 #include "common/tweet_csv.h"
 #include "common/synthetic.h"
 #include "indexer/index/index.h"
@@ -40,43 +41,6 @@ long RssKiB() {
     status.ignore(1 << 10, '\n');
   }
   return 0;
-}
-
-struct QueryKind {
-  std::string name;
-  std::vector<std::string> queries;
-};
-
-// Query mixes drawn from the vocabulary's frequency ranks, as users would type them: mostly
-// words of middling frequency, some very common ones.
-std::vector<QueryKind> MakeQueries(const std::vector<std::string>& words_by_rank, size_t count,
-                                   uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  auto word = [&] {
-    // Log-uniform over ranks 1..2000: common and middling words alike.
-    const double r = std::exp(std::uniform_real_distribution<double>(0, std::log(2000.0))(rng));
-    return words_by_rank[std::min(words_by_rank.size() - 1, static_cast<size_t>(r))];
-  };
-  // n distinct words (a user does not type "i i").
-  auto words = [&](size_t n) {
-    std::vector<std::string> w;
-    while (w.size() < n) {
-      std::string candidate = word();
-      if (std::find(w.begin(), w.end(), candidate) == w.end()) w.push_back(candidate);
-    }
-    return w;
-  };
-  std::vector<QueryKind> kinds = {{"1 word", {}}, {"2-word AND", {}}, {"3-word AND", {}},
-                                  {"2-word OR", {}}, {"mixed", {}}};
-  for (size_t i = 0; i < count; ++i) {
-    kinds[0].queries.push_back(word());
-    const auto two = words(2), three = words(3), four = words(4), pair = words(2);
-    kinds[1].queries.push_back(two[0] + " " + two[1]);
-    kinds[2].queries.push_back(three[0] + " " + three[1] + " " + three[2]);
-    kinds[3].queries.push_back(pair[0] + " OR " + pair[1]);
-    kinds[4].queries.push_back("(" + four[0] + " OR " + four[1] + ") " + four[2] + " -" + four[3]);
-  }
-  return kinds;
 }
 
 struct Latency {
@@ -230,12 +194,12 @@ int main(int argc, char** argv) {
             << rss_indexed / 1024 << " MiB |\n\n";
 
   const int64_t now_ms = docs.empty() ? 0 : docs.back().created_at_ms;
-  const std::vector<QueryKind> kinds = MakeQueries(words_by_rank, queries, 7);
+  const std::vector<ts::bench::QueryKind> kinds = ts::bench::MakeQueries(words_by_rank, queries, 7);
   auto measure_queries = [&](const std::string& layout) {
     std::cout << "## Query latency, top 20, single thread, " << layout << "\n\n";
     std::cout << "| query | sort | p50 µs | p99 µs | mean µs | hits | slowest |\n"
                  "|---|---|---|---|---|---|---|\n";
-    for (const QueryKind& kind : kinds) {
+    for (const ts::bench::QueryKind& kind : kinds) {
       for (auto [sort, name] : {std::pair{ts::query::SortMode::kNewest, "0 newest"},
                                 std::pair{ts::query::SortMode::kBestMatch, "1 best match"},
                                 std::pair{ts::query::SortMode::kMostLiked, "2 most liked"}}) {

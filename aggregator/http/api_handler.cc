@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/numbers.h"
+#include "aggregator/http/json_writer.h"
 #include "aggregator/tweet_json.h"
 #include "common/strings.h"
 #include "common/utf8.h"
@@ -40,15 +41,6 @@ HttpResponse Error(const absl::Status& status, const HttpRequest& request) {
   return ErrorResponse(status, request.version(), request.keep_alive());
 }
 
-json TweetJson(const storage::StoredTweet& t) {
-  return json{{"tweet_id", StrCat(t.id)},
-              {"user_id", StrCat(t.user_id)},
-              {"user_name", t.user_name},
-              {"text", t.text},
-              {"created_at", FormatRfc3339(t.created_at_ms)},
-              {"lang", t.lang},
-              {"likes", t.likes}};
-}
 
 // The API key: the api_dev_key (or key) parameter, else an X-Api-Key header, else
 // "Authorization: Bearer <key>".
@@ -231,6 +223,11 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
           s.tweets_rejected);
     gauge("tweetsearch_ingest_write_groups_total", "counter",
           "Synced storage writes made by ingest (group commits).", s.write_groups);
+    gauge("tweetsearch_tweet_cache_hits_total", "counter", "Search hits hydrated from the cache.",
+          s.tweet_cache_hits);
+    gauge("tweetsearch_tweet_cache_misses_total", "counter", "Search hits read from storage.",
+          s.tweet_cache_misses);
+    gauge("tweetsearch_tweet_cache_bytes", "gauge", "Bytes of cached tweets.", s.tweet_cache_bytes);
     gauge("tweetsearch_change_sequence", "gauge", "Last change written to storage.",
           s.last_change);
     gauge("tweetsearch_checkpoint_change_sequence", "gauge",
@@ -272,22 +269,23 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
     if (const std::string* token = Param(*params, {"page_token"})) search.page_token = *token;
     absl::StatusOr<SearchResponse> result = door_.Search(search);
     if (!result.ok()) return Error(result.status(), request);
-    json results = json::array();
-    for (const SearchHit& h : result->hits) {
-      json tweet = TweetJson(h.tweet);
-      tweet["score"] = h.hit.score;
-      results.push_back(std::move(tweet));
+    std::string body = "{\"results\":[";
+    body.reserve(512 * result->hits.size() + 256);
+    for (size_t i = 0; i < result->hits.size(); ++i) {
+      if (i > 0) body += ',';
+      const SearchHit& h = result->hits[i];
+      AppendTweetJson(&body, *h.tweet, h.hit.likes, /*with_score=*/true, h.hit.score);
     }
-    json body = {{"results", std::move(results)},
-                 {"next_page_token", result->next_page_token.empty()
-                                         ? json(nullptr)
-                                         : json(result->next_page_token)},
-                 {"took_ms", result->took_ms},
-                 {"total_hits", result->total_hits},
-                 {"total_is_exact", result->total_is_exact},
-                 {"sort", SortModeName(search.sort)},
-                 {"partial", false}};
-    return MakeResponse(http::status::ok, request, Dump(body));
+    body += "],\"next_page_token\":";
+    if (result->next_page_token.empty()) {
+      body += "null";
+    } else {
+      AppendJsonString(&body, result->next_page_token);
+    }
+    StrAppend(&body, ",\"took_ms\":", result->took_ms, ",\"total_hits\":", result->total_hits,
+              ",\"total_is_exact\":", result->total_is_exact ? "true" : "false", ",\"sort\":\"",
+              SortModeName(search.sort), "\",\"partial\":false}");
+    return MakeResponse(http::status::ok, request, std::move(body));
   }
 
   if (segments.size() >= 2 && segments[0] == "v1" && segments[1] == "tweets") {
@@ -345,7 +343,9 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
       if (method == http::verb::get) {
         absl::StatusOr<storage::StoredTweet> tweet = door_.Get(key, *id);
         if (!tweet.ok()) return Error(tweet.status(), request);
-        return MakeResponse(http::status::ok, request, Dump(TweetJson(*tweet)));
+        std::string body;
+        AppendTweetJson(&body, *tweet, tweet->likes, /*with_score=*/false, 0);
+        return MakeResponse(http::status::ok, request, std::move(body));
       }
       if (method == http::verb::delete_) {
         if (absl::Status s = door_.Delete(key, *id); !s.ok()) return Error(s, request);

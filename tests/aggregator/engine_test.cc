@@ -116,9 +116,20 @@ TEST_F(EngineTest, DeleteAndLikesTakeEffectAtOnce) {
   EXPECT_TRUE(absl::IsNotFound(e->Get(2).status()));
   EXPECT_TRUE(absl::IsNotFound(e->Likes(2, 1, true).status()));
   EXPECT_EQ(All(*e, "cat"), (std::vector<TweetId>{3, 1}));
-  // A deleted id may be used again.
+  // A deleted id may be used again, and search shows the new body (not a cached old one).
   EXPECT_TRUE(e->Ingest({Tweet(2, "cat reborn")})[0].status.ok());
   EXPECT_EQ(All(*e, "reborn"), (std::vector<TweetId>{2}));
+  auto plan = query::PlanQuery("cat", e->analyzer());
+  uint64_t total = 0;
+  bool exact = false;
+  query::SearchOptions options;
+  options.now_ms = kNow;
+  auto hits = e->Search(*plan, options, &total, &exact);
+  ASSERT_TRUE(hits.ok());
+  ASSERT_EQ(hits->size(), 3u);
+  EXPECT_EQ((*hits)[0].tweet->text, "cat three");
+  EXPECT_EQ((*hits)[0].hit.likes, 7u);
+  EXPECT_EQ((*hits)[1].tweet->text, "cat reborn");
 }
 
 // The state after a crash (no final checkpoint) equals the state before it: saved segments
@@ -193,6 +204,35 @@ TEST_F(EngineTest, ConcurrentIngestCallsAreAllWrittenOnce) {
   EXPECT_EQ(All(*e, "shared").size(), std::min<size_t>(unique.size(), query::kMaxLimit));
   EXPECT_EQ(e->Stats().tweets_ingested, unique.size());
   EXPECT_LE(e->Stats().write_groups, uint64_t{kThreads * kCalls});
+}
+
+TEST(TweetCacheTest, EvictsLeastRecentlyUsedAndNeverCachesAcrossAnInvalidation) {
+  TweetCache cache(16 * 4096);  // about 4 KiB a shard
+  auto make = [](TweetId id) {
+    auto t = std::make_shared<storage::StoredTweet>();
+    t->id = id;
+    t->text = std::string(200, 'x');
+    return t;
+  };
+  cache.PutIfUnchanged(make(1), cache.epoch());
+  for (TweetId id = 2; id <= 2000; ++id) {
+    cache.PutIfUnchanged(make(id), cache.epoch());
+    if (id % 7 == 0) {
+      EXPECT_NE(cache.Get(1), nullptr);  // kept hot: survives by second chance
+    }
+  }
+  EXPECT_LE(cache.bytes(), size_t{16 * 4096});
+  EXPECT_NE(cache.Get(2000), nullptr);
+  EXPECT_EQ(cache.Get(2), nullptr);  // cold and old: evicted
+
+  const uint64_t before = cache.epoch();
+  cache.Invalidate(2000);
+  EXPECT_EQ(cache.Get(2000), nullptr);
+  cache.PutIfUnchanged(make(5000), before);  // read before the invalidation: refused
+  EXPECT_EQ(cache.Get(5000), nullptr);
+  cache.PutIfUnchanged(make(5000), cache.epoch());
+  ASSERT_NE(cache.Get(5000), nullptr);
+  EXPECT_EQ(cache.Get(5000)->text, std::string(200, 'x'));
 }
 
 }  // namespace

@@ -1,5 +1,10 @@
 #include "aggregator/tweet_json.h"
 
+#include <nlohmann/json.hpp>
+
+#include "absl/time/time.h"
+#include "aggregator/http/json_writer.h"
+
 #include <random>
 
 #include <gtest/gtest.h>
@@ -68,6 +73,58 @@ TEST(TweetJsonTest, Rfc3339RoundTrips) {
   EXPECT_EQ(FormatRfc3339(1767261600250), "2026-01-01T10:00:00.250Z");
   EXPECT_EQ(*ParseRfc3339("2026-01-01T12:00:00+02:00"), 1767261600000);
   EXPECT_FALSE(ParseRfc3339("2026-13-01T00:00:00Z").ok());
+}
+
+}  // namespace
+}  // namespace tweetsearch::aggregator
+
+namespace tweetsearch::aggregator {
+namespace {
+
+// The direct writer's strings parse back to the input, for random valid UTF-8 with every
+// control character and quote in it.
+TEST(JsonWriterTest, StringsRoundTripThroughAJsonParser) {
+  std::mt19937_64 rng(5);
+  const std::vector<std::string> pieces = {"a", "\"", "\\", "\n", "\t", "\x01", "\x1f", "é",
+                                           "😀", "/", "\x7f", " ", "日本"};
+  for (int i = 0; i < 20000; ++i) {
+    std::string s;
+    for (int k = rng() % 12; k > 0; --k) s += pieces[rng() % pieces.size()];
+    std::string out;
+    AppendJsonString(&out, s);
+    nlohmann::json parsed = nlohmann::json::parse(out, nullptr, false);
+    ASSERT_FALSE(parsed.is_discarded()) << out;
+    ASSERT_EQ(parsed.get<std::string>(), s);
+  }
+}
+
+TEST(JsonWriterTest, TweetsParseBack) {
+  storage::StoredTweet t{18446744073709551615ULL, 9007199254740993ULL, "a\"b", "line\nbreak",
+                         1767261600250, "en", 7};
+  std::string out;
+  AppendTweetJson(&out, t, t.likes, true, 1.5);
+  nlohmann::json parsed = nlohmann::json::parse(out);
+  EXPECT_EQ(parsed["tweet_id"], "18446744073709551615");
+  EXPECT_EQ(parsed["user_id"], "9007199254740993");
+  EXPECT_EQ(parsed["user_name"], "a\"b");
+  EXPECT_EQ(parsed["text"], "line\nbreak");
+  EXPECT_EQ(parsed["created_at"], "2026-01-01T10:00:00.250Z");
+  EXPECT_EQ(parsed["likes"], 7);
+  EXPECT_EQ(parsed["score"], 1.5);
+}
+
+// The fast RFC 3339 formatter agrees with Abseil's over a wide range of instants.
+TEST(JsonWriterTest, Rfc3339MatchesAbseil) {
+  std::mt19937_64 rng(9);
+  for (int i = 0; i < 100000; ++i) {
+    const int64_t ms = static_cast<int64_t>(rng() % 253402300799999ULL);
+    const std::string expected = absl::FormatTime(
+        ms % 1000 == 0 ? "%Y-%m-%dT%H:%M:%SZ" : "%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(ms),
+        absl::UTCTimeZone());
+    ASSERT_EQ(FormatRfc3339(ms), expected) << ms;
+  }
+  EXPECT_EQ(FormatRfc3339(0), "1970-01-01T00:00:00Z");
+  EXPECT_EQ(FormatRfc3339(951782400000), "2000-02-29T00:00:00Z");
 }
 
 }  // namespace
