@@ -123,7 +123,10 @@ absl::Status LoadDaemonConfigFile(const std::string& path, DaemonConfig* c) {
   if (root.IsNull()) return absl::OkStatus();
   if (!root.IsMap()) return absl::InvalidArgumentError(StrCat("config ", path, " is not a map"));
   for (const auto& entry : root) {
-    const std::string key = entry.first.as<std::string>();
+    if (!entry.first.IsScalar()) {
+      return absl::InvalidArgumentError(StrCat("config ", path, ": keys must be plain names"));
+    }
+    const std::string key = entry.first.Scalar();
     const YAML::Node& v = entry.second;
     absl::Status s;
     uint64_t block_cache_mb = 0;

@@ -11,6 +11,7 @@
 // the engine benchmark's mixes.
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -196,6 +197,9 @@ int main(int argc, char** argv) {
   search->add_option("--kind", kind, "1 word, 2-word AND, 3-word AND, 2-word OR, mixed")->capture_default_str();
   search->add_option("--sort", sort)->capture_default_str();
   search->add_option("--limit", limit)->capture_default_str();
+  std::string dump_targets;
+  search->add_option("--dump-targets", dump_targets,
+                     "Write the request targets to this file (for bench/wrk_search.lua) and exit");
   CLI11_PARSE(app, argc, argv);
 
   std::vector<Request> requests;
@@ -236,6 +240,11 @@ int main(int argc, char** argv) {
     }
   }
 
+  if (!dump_targets.empty()) {
+    std::ofstream out(dump_targets);
+    for (const Request& r : requests) out << r.target << "\n";
+    return out ? 0 : 1;
+  }
   double elapsed = 0;
   Totals t = Run(host, port, key, requests, connections, /*cycle=*/!*ingest,
                  *ingest ? 0 : duration, &elapsed);

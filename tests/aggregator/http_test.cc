@@ -13,6 +13,7 @@
 #include "aggregator/api_keys.h"
 #include "aggregator/daemon.h"
 #include "aggregator/http/http_client.h"
+#include "common/file_util.h"
 #include "proto/tweetsearch.grpc.pb.h"
 #include "tests/testing/corpus.h"
 
@@ -286,6 +287,40 @@ TEST_F(HttpTest, GrpcServesTheSameCallsWithReflection) {
   bool ok;
   while (cq.Next(&tag, &ok)) {
   }
+}
+
+}  // namespace
+}  // namespace tweetsearch::aggregator
+
+namespace tweetsearch::aggregator {
+namespace {
+
+TEST(DaemonConfigTest, ReadsTheExampleAndRejectsUnknownKeysAndBadValues) {
+  DaemonConfig config;
+  ASSERT_TRUE(LoadDaemonConfigFile(std::string(TWEETSEARCH_SOURCE_DIR) +
+                                       "/data/tweetsearchd.example.yaml",
+                                   &config)
+                  .ok());
+  EXPECT_EQ(config.data_dir, "/var/lib/tweetsearch");
+  EXPECT_EQ(config.http.port, 8080);
+  EXPECT_EQ(config.grpc_port, 9090);
+  EXPECT_EQ(config.engine.store.block_cache_bytes, size_t{256} << 20);
+  EXPECT_TRUE(config.engine.store.sync_writes);
+
+  testing::TempDir dir;
+  auto load = [&](const std::string& text) {
+    const std::string path = dir.path() + "/c.yaml";
+    EXPECT_TRUE(WriteFileAtomically(path, text).ok());
+    DaemonConfig c;
+    return LoadDaemonConfigFile(path, &c);
+  };
+  EXPECT_NE(load("htp_port: 80\n").message().find("unknown key 'htp_port'"), std::string::npos);
+  EXPECT_NE(load("http_port: eighty\n").message().find("http_port"), std::string::npos);
+  EXPECT_NE(load("http_port: 70000\n").message().find("out of range"), std::string::npos);
+  EXPECT_FALSE(load("[1, 2]\n").ok());
+  EXPECT_FALSE(load("a: [unclosed\n").ok());
+  EXPECT_FALSE(load("? [complex, key]\n: 1\n").ok());
+  EXPECT_TRUE(load("").ok());
 }
 
 }  // namespace
