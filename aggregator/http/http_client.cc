@@ -5,6 +5,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <algorithm>
+
 #include "common/strings.h"
 
 namespace tweetsearch::aggregator {
@@ -22,17 +24,33 @@ struct HttpClient::Connection {
 };
 
 absl::Status ParseServerUrl(std::string_view url, std::string* host, std::string* port) {
-  if (url.starts_with("http://")) url.remove_prefix(7);
+  const std::string_view original = url;
+  auto bad = [&] {
+    return absl::InvalidArgumentError(
+        StrCat("server '", original, "' is not http://HOST:PORT (TLS is not supported)"));
+  };
+  if (url.starts_with("http://")) {
+    url.remove_prefix(7);
+  } else if (url.find("://") != std::string_view::npos) {
+    return bad();
+  }
   while (url.ends_with("/")) url.remove_suffix(1);
   const size_t colon = url.rfind(':');
-  if (url.empty() || colon == std::string_view::npos || colon + 1 == url.size()) {
-    return absl::InvalidArgumentError(StrCat("server '", url, "' is not http://HOST:PORT"));
+  if (url.empty() || colon == std::string_view::npos || colon == 0) return bad();
+  const std::string_view port_text = url.substr(colon + 1);
+  uint32_t number = 0;
+  if (port_text.empty() || port_text.size() > 5 ||
+      !std::all_of(port_text.begin(), port_text.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+      (number = static_cast<uint32_t>(std::stoul(std::string(port_text)))) == 0 || number > 65535) {
+    return bad();
   }
-  *host = std::string(url.substr(0, colon));
-  if (host->size() > 2 && host->front() == '[' && host->back() == ']') {
-    *host = host->substr(1, host->size() - 2);
+  std::string_view host_text = url.substr(0, colon);
+  if (host_text.size() > 2 && host_text.front() == '[' && host_text.back() == ']') {
+    host_text = host_text.substr(1, host_text.size() - 2);
   }
-  *port = std::string(url.substr(colon + 1));
+  if (host_text.find('/') != std::string_view::npos) return bad();
+  *host = std::string(host_text);
+  *port = std::string(port_text);
   return absl::OkStatus();
 }
 

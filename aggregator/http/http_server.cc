@@ -173,6 +173,11 @@ class Server final : public HttpServer {
 
   const HttpServerOptions options_;
   ApiHandler& handler_;
+  // Declared before ioc_, so they outlive it: destroying ioc_ destroys any handler still
+  // queued, and with it a Session, whose destructor unregisters here.
+  absl::Mutex mu_;
+  std::vector<std::weak_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
+  size_t live_ ABSL_GUARDED_BY(mu_) = 0;
   net::io_context ioc_;
   tcp::acceptor acceptor_;
   net::thread_pool workers_;
@@ -180,9 +185,6 @@ class Server final : public HttpServer {
   uint16_t port_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> stopped_{false};
-  absl::Mutex mu_;
-  std::vector<std::weak_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
-  size_t live_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 Session::Session(tcp::socket&& socket, Server& server)

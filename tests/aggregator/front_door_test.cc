@@ -1,5 +1,12 @@
 #include "aggregator/front_door.h"
 
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "aggregator/http/api_handler.h"
+#include "aggregator/metrics.h"
+
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -192,6 +199,54 @@ TEST(KeyRegistryTest, KeysPersistHashedAndRevokeByPrefix) {
   ASSERT_TRUE(keys->Revoke(made.substr(0, 6)).ok());
   EXPECT_TRUE(absl::IsUnauthenticated(keys->Authenticate(made, Scope::kSearch).status()));
   EXPECT_TRUE(keys->List()[0].revoked);
+}
+
+}  // namespace
+}  // namespace tweetsearch::aggregator
+
+namespace tweetsearch::aggregator {
+namespace {
+
+// Random request targets, methods and bodies through the whole HTTP handler: every answer is a
+// known status with a JSON body (or plain text for the probes), and nothing throws or crashes.
+TEST_F(FrontDoorTest, HandlerSurvivesRandomRequests) {
+  Metrics metrics;
+  ApiHandler handler(*door_, metrics);
+  IngestSynthetic(200);
+  std::mt19937_64 rng(3);
+  const std::vector<std::string> seeds = {
+      "/v1/search?api_dev_key=test-key-search-ingest&q=the+cat&sort=1&limit=5",
+      "/v1/tweets?api_dev_key=test-key-search-ingest",
+      "/v1/tweets/12345/likes?add=3&api_dev_key=test-key-search-ingest",
+      "/v1/admin/keys/abc?key=test-key-search-ingest",
+      "/v1/search?q=%22a%20b%22&page_token=AQAAAAAAAAAAAAQAwFiTk9gbAAAAWpOT2Btic6X"};
+  const std::vector<boost::beast::http::verb> verbs = {
+      boost::beast::http::verb::get, boost::beast::http::verb::post,
+      boost::beast::http::verb::delete_, boost::beast::http::verb::put};
+  const std::string alphabet = "abc%2F?&=/+-\"()#@:0123456789\xff\xc3";
+  for (int i = 0; i < 20000; ++i) {
+    std::string target = seeds[rng() % seeds.size()];
+    for (int k = rng() % 4; k > 0; --k) {
+      const size_t at = rng() % target.size();
+      if (rng() % 2) {
+        target[at] = alphabet[rng() % alphabet.size()];
+      } else {
+        target.insert(at, 1, alphabet[rng() % alphabet.size()]);
+      }
+    }
+    HttpRequest request(verbs[rng() % verbs.size()], target, 11);
+    if (rng() % 3 == 0) request.body() = i % 2 ? "{\"text\":\"fuzz\"}\n{bad" : "{\"set\": 4}";
+    request.prepare_payload();
+    HttpResponse response = handler.Handle(request);
+    const int status = response.result_int();
+    ASSERT_TRUE(status == 200 || status == 201 || status == 400 || status == 401 ||
+                status == 403 || status == 404 || status == 405 || status == 409)
+        << status << " for " << target << ": " << response.body();
+    if (response[boost::beast::http::field::content_type] == "application/json") {
+      ASSERT_FALSE(nlohmann::json::parse(response.body(), nullptr, false).is_discarded())
+          << target << " -> " << response.body();
+    }
+  }
 }
 
 }  // namespace

@@ -68,4 +68,29 @@ std::optional<std::string> WaitForFile(const std::string& path, std::chrono::mil
   return std::nullopt;
 }
 
+TweetsearchdProcess::TweetsearchdProcess(const std::string& binary, const std::string& data_dir,
+                                         const std::string& log,
+                                         std::vector<std::string> extra_flags)
+    : port_file_(data_dir + ".ports") {
+  std::remove(port_file_.c_str());
+  std::vector<std::string> argv = {binary,        "--data-dir", data_dir, "--http-port", "0",
+                                   "--grpc-port", "-1",         "--sample", "0", "--port-file",
+                                   port_file_};
+  argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
+  process_ = std::make_unique<ChildProcess>(argv, log);
+  std::optional<std::string> ports = WaitForFile(port_file_, std::chrono::minutes(2));
+  if (!ports.has_value()) return;
+  // {"http_port": N, "grpc_port": N}
+  const size_t colon = ports->find(':');
+  const size_t end = ports->find(',', colon);
+  if (colon == std::string::npos || end == std::string::npos) return;
+  port_ = std::to_string(std::stoi(ports->substr(colon + 1, end - colon - 1)));
+}
+
+std::optional<int> RunCommand(const std::vector<std::string>& argv, const std::string& log_path,
+                              std::chrono::milliseconds timeout) {
+  ChildProcess child(argv, log_path);
+  return child.Wait(timeout);
+}
+
 }  // namespace tweetsearch::testing

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +31,26 @@ class ChildProcess {
   pid_t pid_ = -1;
   bool reaped_ = false;
 };
+
+// A real tweetsearchd (the binary at `binary`) on a data directory, HTTP on a free loopback
+// port, gRPC off, no sample. up() is false if it did not start within two minutes.
+class TweetsearchdProcess {
+ public:
+  TweetsearchdProcess(const std::string& binary, const std::string& data_dir,
+                      const std::string& log, std::vector<std::string> extra_flags = {});
+  bool up() const { return !port_.empty(); }
+  const std::string& port() const { return port_; }
+  ChildProcess& process() { return *process_; }
+
+ private:
+  std::string port_file_;
+  std::string port_;
+  std::unique_ptr<ChildProcess> process_;
+};
+
+// Runs a command to its end (at most `timeout`), output to `log_path`; returns the exit code.
+std::optional<int> RunCommand(const std::vector<std::string>& argv, const std::string& log_path,
+                              std::chrono::milliseconds timeout);
 
 // Polls `path` until it exists and is not empty (bounded by `timeout`); returns its contents.
 std::optional<std::string> WaitForFile(const std::string& path, std::chrono::milliseconds timeout);

@@ -22,28 +22,11 @@ namespace {
 
 using aggregator::HttpClient;
 using nlohmann::json;
-constexpr auto kStartTimeout = std::chrono::seconds(120);
 
-class Daemon {
+class Daemon : public testing::TweetsearchdProcess {
  public:
-  Daemon(const std::string& data_dir, const std::string& log) : port_file_(data_dir + ".ports") {
-    std::remove(port_file_.c_str());
-    process_ = std::make_unique<testing::ChildProcess>(
-        std::vector<std::string>{TWEETSEARCHD_PATH, "--data-dir", data_dir, "--http-port", "0",
-                                 "--grpc-port", "-1", "--sample", "0", "--checkpoint-every",
-                                 "3000", "--port-file", port_file_},
-        log);
-    std::optional<std::string> ports = testing::WaitForFile(port_file_, kStartTimeout);
-    if (ports.has_value()) port_ = std::to_string(json::parse(*ports)["http_port"].get<int>());
-  }
-  bool up() const { return !port_.empty(); }
-  const std::string& port() const { return port_; }
-  testing::ChildProcess& process() { return *process_; }
-
- private:
-  std::string port_file_;
-  std::string port_;
-  std::unique_ptr<testing::ChildProcess> process_;
+  Daemon(const std::string& data_dir, const std::string& log)
+      : TweetsearchdProcess(TWEETSEARCHD_PATH, data_dir, log, {"--checkpoint-every", "3000"}) {}
 };
 
 std::string Batch(uint64_t first_id, int n) {

@@ -1,0 +1,99 @@
+// tweetctl against a real tweetsearchd: what it prints and its exit codes.
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "tests/testing/corpus.h"
+#include "tests/testing/process.h"
+
+namespace tweetsearch {
+namespace {
+
+class TweetctlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    daemon_ = std::make_unique<testing::TweetsearchdProcess>(
+        TWEETSEARCHD_PATH, dir_.path() + "/data", dir_.path() + "/daemon.log");
+    ASSERT_TRUE(daemon_->up()) << "tweetsearchd did not start";
+  }
+
+  // Runs tweetctl with `args` against the daemon; returns the exit code and fills `*output`.
+  int Ctl(std::vector<std::string> args, std::string* output,
+          const std::string& server = "") {
+    const std::string log = dir_.path() + "/ctl" + std::to_string(runs_++) + ".log";
+    std::vector<std::string> argv = {TWEETCTL_PATH, "--server",
+                                     server.empty() ? "http://127.0.0.1:" + daemon_->port() : server};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::optional<int> code = testing::RunCommand(argv, log, std::chrono::minutes(2));
+    std::ifstream in(log);
+    std::stringstream text;
+    text << in.rdbuf();
+    *output = text.str();
+    return code.value_or(-1);
+  }
+
+  std::string Write(const std::string& name, const std::string& contents) {
+    const std::string path = dir_.path() + "/" + name;
+    std::ofstream(path) << contents;
+    return path;
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<testing::TweetsearchdProcess> daemon_;
+  int runs_ = 0;
+};
+
+TEST_F(TweetctlTest, IngestsJsonLinesAndArraysAndReportsRejections) {
+  std::string out;
+  const std::string lines = Write("t.jsonl",
+                                  "{\"id\":\"11\",\"text\":\"quokka one\"}\n"
+                                  "{\"id\":\"12\",\"text\":\"quokka two\"}\n"
+                                  "not json\n"
+                                  "{\"id\":\"11\",\"text\":\"quokka again\"}\n");
+  const std::string array = Write("timeline.json",
+                                  "[{\"id_str\":\"13\",\"full_text\":\"quokka three\","
+                                  "\"user\":{\"screen_name\":\"q\"}}]");
+  EXPECT_EQ(Ctl({"ingest", lines, array}, &out), 1) << out;  // 1: some lines were rejected
+  EXPECT_NE(out.find("accepted 3, rejected 2"), std::string::npos) << out;
+  EXPECT_NE(out.find("1 × duplicate id #"), std::string::npos) << out;
+  EXPECT_NE(out.find("t.jsonl:3: bad JSON"), std::string::npos) << out;
+
+  EXPECT_EQ(Ctl({"search", "quokka", "--limit", "2"}, &out), 0) << out;
+  EXPECT_NE(out.find("TWEET ID"), std::string::npos) << out;
+  EXPECT_NE(out.find("quokka three"), std::string::npos) << out;
+  EXPECT_NE(out.find("next page: --page-token"), std::string::npos) << out;
+  EXPECT_EQ(Ctl({"search", "quokka", "--json"}, &out), 0);
+  EXPECT_NE(out.find("\"tweet_id\":\"13\""), std::string::npos) << out;
+
+  EXPECT_EQ(Ctl({"likes", "12", "--add", "4"}, &out), 0) << out;
+  EXPECT_NE(out.find("12 has 4 likes"), std::string::npos) << out;
+  EXPECT_EQ(Ctl({"delete", "12"}, &out), 0) << out;
+  EXPECT_EQ(Ctl({"get", "12"}, &out), 4) << out;  // 4: refused (404)
+  EXPECT_NE(out.find("404"), std::string::npos) << out;
+}
+
+TEST_F(TweetctlTest, IngestsTheRealSentiment140Csv) {
+  std::optional<std::string> csv = testing::Sentiment140Path();
+  if (!csv.has_value()) GTEST_SKIP() << "../shared/data/sentiment140-20k.csv is absent";
+  std::string out;
+  EXPECT_EQ(Ctl({"ingest", *csv}, &out), 0) << out;
+  EXPECT_NE(out.find("accepted 20000, rejected 0"), std::string::npos) << out;
+  EXPECT_EQ(Ctl({"search", "\"good morning\""}, &out), 0) << out;
+  EXPECT_NE(out.find("matches"), std::string::npos) << out;
+}
+
+TEST_F(TweetctlTest, ExitCodesSayWhatWentWrong) {
+  std::string out;
+  EXPECT_EQ(Ctl({"ingest", dir_.path() + "/missing.jsonl"}, &out), 2) << out;
+  EXPECT_NE(out.find("cannot read"), std::string::npos) << out;
+  EXPECT_EQ(Ctl({"keys", "list"}, &out), 4) << out;  // the demo key is no admin
+  EXPECT_NE(out.find("lacks the 'admin' scope"), std::string::npos) << out;
+  // Nothing listens on port 1 of loopback.
+  EXPECT_EQ(Ctl({"search", "x"}, &out, "http://127.0.0.1:1"), 3) << out;
+  EXPECT_NE(out.find("cannot reach"), std::string::npos) << out;
+  EXPECT_EQ(Ctl({"search", "x"}, &out, "ftp:/nowhere"), 2) << out;
+}
+
+}  // namespace
+}  // namespace tweetsearch
