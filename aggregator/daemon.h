@@ -29,9 +29,9 @@ struct DaemonConfig {
   HttpServerOptions http;
   // gRPC front door port; 0 picks a free one; -1 turns gRPC off. Default 9090.
   int grpc_port = 9090;
-  // Synthetic tweets loaded on the first start with an empty data directory. Default 200,000;
+  // Synthetic tweets loaded on the first start with an empty data directory. Default 300,000;
   // 0 loads nothing.
-  uint64_t sample = 200'000;
+  uint64_t sample = 300'000;
   // Register the documented demo key (kDemoKey: search and ingest) on first start. Default true.
   bool demo_key = true;
   // Engine settings (text limit, checkpoint interval, snowflake node id, store tuning).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and starts tweetsearchd (every role in one process) on
-# build/run/data. On the first start it loads 200,000 generated tweets and prints the URL and
+# build/run/data. On the first start it loads 300,000 generated tweets and prints the URL and
 # the demo key to search them with. Extra arguments go to tweetsearchd (e.g. --http-port 8081,
 # --sample 500000); Ctrl-C stops it cleanly.
 set -euo pipefail

@@ -122,11 +122,18 @@ class Server final : public HttpServer {
       beast::error_code ignored;  // closing a listener that failed is fine
       acceptor_.close(ignored);
     });
+    std::vector<std::shared_ptr<Session>> live;
     {
       absl::MutexLock lock(&mu_);
       for (const std::weak_ptr<Session>& weak : sessions_) {
-        if (auto session = weak.lock()) session->CloseIfIdle();
+        if (auto session = weak.lock()) live.push_back(std::move(session));
       }
+    }
+    // Outside mu_: dropping the last reference destroys a session, which takes mu_.
+    for (const auto& session : live) session->CloseIfIdle();
+    live.clear();
+    {
+      absl::MutexLock lock(&mu_);
       auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return live_ == 0; };
       mu_.AwaitWithTimeout(absl::Condition(&drained), absl::FromChrono(grace));
     }

@@ -14,6 +14,7 @@
 
 #include "aggregator/api_keys.h"
 #include "aggregator/http/http_client.h"
+#include "common/file_util.h"
 #include "tests/testing/corpus.h"
 #include "tests/testing/process.h"
 
@@ -110,7 +111,8 @@ TEST(DurabilityTest, AcknowledgedTweetsSurviveKill9DuringBulkIngest) {
 
   // SIGTERM: a clean stop, exit 0, with the index saved.
   restarted.process().Signal(SIGTERM);
-  EXPECT_EQ(restarted.process().Wait(std::chrono::seconds(60)), 0);
+  const std::optional<int> code = restarted.process().Wait(std::chrono::seconds(60));
+  EXPECT_EQ(code, 0) << "tweetsearchd's log:\n" << ReadFile(log).value_or("(unreadable)");
   EXPECT_TRUE(std::filesystem::exists(data + "/index/CHECKPOINT"));
 }
 
