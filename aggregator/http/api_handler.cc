@@ -160,11 +160,21 @@ ApiHandler::ApiHandler(FrontDoor& door, Metrics& metrics) : door_(door), metrics
 
 bool ApiHandler::MayBlock(const HttpRequest& request) {
   const std::string_view target(request.target().data(), request.target().size());
-  if (request.method() == http::verb::get) {
-    return !(target.starts_with("/v1/search") || target.starts_with("/healthz") ||
-             target.starts_with("/readyz") || target.starts_with("/metrics"));
+  if (request.method() != http::verb::get) return true;
+  if (target.starts_with("/healthz") || target.starts_with("/readyz") ||
+      target.starts_with("/metrics")) {
+    return false;
   }
-  return true;
+  if (!target.starts_with("/v1/search")) return true;
+  // Best match can take milliseconds on common words: it goes to the worker pool, so that it
+  // cannot hold up the network threads serving everyone else.
+  if (target.find("sort=") == std::string_view::npos) return false;
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> params =
+      ParseQueryString(target);
+  if (!params.ok()) return false;
+  const std::string* sort = Param(*params, {"sort"});
+  return sort != nullptr && ParseSortMode(*sort).value_or(query::SortMode::kNewest) ==
+                                query::SortMode::kBestMatch;
 }
 
 HttpResponse ApiHandler::Handle(const HttpRequest& request) const {

@@ -37,8 +37,9 @@ class ApiHandler {
 
   HttpResponse Handle(const HttpRequest& request) const;
 
-  // Whether Handle() may block on disk (ingest, deletes, likes, admin): the server runs those on
-  // its worker pool and the rest inline on the network threads.
+  // Whether Handle() may block on disk (ingest, deletes, likes, admin) or run long (best-match
+  // searches): the server runs those on its worker pool and the rest inline on the network
+  // threads.
   static bool MayBlock(const HttpRequest& request);
 
   // /readyz answers 503 until this is set, and again after it is cleared (shutdown).

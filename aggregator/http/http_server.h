@@ -2,8 +2,9 @@
 //
 // One io_context run by `io_threads` threads; each connection lives on its own strand, and its
 // state is touched only there. Requests that may block on disk (ingest, deletes, likes, admin)
-// run on a separate worker pool and post their response back to the connection's strand;
-// searches run inline on the network threads (they are in-memory and short).
+// or run long (best-match searches) run on a separate worker pool and post their response back
+// to the connection's strand; other searches run inline on the network threads (in memory and
+// short).
 // Connections are kept alive; a body over `max_body_bytes` gets 413 and the connection is
 // closed (the rest of the body is not read).
 //

@@ -251,3 +251,24 @@ TEST_F(FrontDoorTest, HandlerSurvivesRandomRequests) {
 
 }  // namespace
 }  // namespace tweetsearch::aggregator
+
+namespace tweetsearch::aggregator {
+namespace {
+
+TEST(ApiHandlerTest, SlowOrBlockingRequestsGoToTheWorkerPool) {
+  auto req = [](boost::beast::http::verb verb, std::string target) {
+    return HttpRequest(verb, target, 11);
+  };
+  using boost::beast::http::verb;
+  EXPECT_FALSE(ApiHandler::MayBlock(req(verb::get, "/v1/search?q=a")));
+  EXPECT_FALSE(ApiHandler::MayBlock(req(verb::get, "/v1/search?q=a&sort=0")));
+  EXPECT_FALSE(ApiHandler::MayBlock(req(verb::get, "/v1/search?q=a&sort=most_liked")));
+  EXPECT_TRUE(ApiHandler::MayBlock(req(verb::get, "/v1/search?q=a&sort=1")));
+  EXPECT_TRUE(ApiHandler::MayBlock(req(verb::get, "/v1/search?sort=best_match&q=a")));
+  EXPECT_TRUE(ApiHandler::MayBlock(req(verb::get, "/v1/tweets/12")));
+  EXPECT_TRUE(ApiHandler::MayBlock(req(verb::post, "/v1/tweets")));
+  EXPECT_FALSE(ApiHandler::MayBlock(req(verb::get, "/metrics")));
+}
+
+}  // namespace
+}  // namespace tweetsearch::aggregator
