@@ -1,0 +1,87 @@
+// Rate-limit algorithms: pure decisions over a small per-key state.
+//
+// Every algorithm answers the same question — may a request of `cost` units pass now, under
+// "at most `limit` units per `window`"? — with its own trade-off between memory, accuracy and
+// burst behaviour (docs/limiter.md compares them). Decide() is a pure function of (limit, state,
+// now, cost): it mutates the state only when the request is admitted, so callers can evaluate
+// several limits and commit only if all of them admit. Time is Unix milliseconds from the
+// caller's Clock; no algorithm reads a clock.
+//
+// Thread-safety: none; callers serialize access to a state (the backends lock per key).
+#ifndef TWEETSEARCH_LIMITER_ALGORITHM_H_
+#define TWEETSEARCH_LIMITER_ALGORITHM_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tweetsearch::limiter {
+
+enum class Algorithm {
+  kTokenBucket,           // bucket of `limit` tokens refilled at limit/window; bursts up to limit
+  kLeakyBucketMeter,      // water level leaks at limit/window; a request adds cost if it fits
+  kLeakyBucketQueue,      // admits at a fixed rate, making requests wait up to max_wait
+  kFixedWindow,           // counter per aligned window; resets at the window boundary
+  kSlidingWindowLog,      // timestamps of admitted units; exact over every rolling window
+  kSlidingWindowCounter,  // current + weighted previous window counter; approximates the log
+  kGcra,                  // generic cell rate algorithm: one timestamp (TAT) per key
+};
+
+std::string_view AlgorithmName(Algorithm algorithm);
+absl::StatusOr<Algorithm> ParseAlgorithm(std::string_view name);
+
+struct Limit {
+  std::string name;           // reported in 429 answers and metrics, e.g. "search_per_minute"
+  Algorithm algorithm = Algorithm::kSlidingWindowCounter;
+  uint64_t limit = 0;         // units per window, at least 1
+  int64_t window_ms = 60'000; // at least 1
+  int64_t max_wait_ms = 0;    // kLeakyBucketQueue: the longest a request may be delayed
+  bool shadow = false;        // count and report, never block
+};
+
+struct Decision {
+  bool allowed = false;
+  uint64_t remaining = 0;      // units that could still pass now (after this request)
+  int64_t retry_after_ms = 0;  // when denied: until a request of this cost could pass
+  int64_t reset_ms = 0;        // until the limit is fully available again
+  int64_t delay_ms = 0;        // kLeakyBucketQueue: how long the admitted request must wait
+};
+
+// Per-key states, one type per family of algorithms.
+struct BucketState {  // token bucket (tokens), leaky meter (level), in unit·milliseconds
+  int64_t amount = 0;
+  int64_t updated_ms = 0;
+  bool started = false;
+};
+struct WindowState {  // fixed window, sliding window counter
+  int64_t window_start_ms = 0;
+  uint64_t current = 0;
+  uint64_t previous = 0;
+};
+struct LogState {  // sliding window log: one entry per admitted request
+  std::vector<std::pair<int64_t, uint32_t>> entries;  // (time, cost), oldest first
+  size_t head = 0;                                     // entries before head are expired
+  uint64_t total = 0;                                  // cost of entries[head..]
+};
+struct TatState {  // GCRA, leaky bucket queue: theoretical arrival time, Unix nanoseconds
+  int64_t tat_ns = 0;
+};
+using State = std::variant<BucketState, WindowState, LogState, TatState>;
+
+// A fresh state for `algorithm`.
+State NewState(Algorithm algorithm);
+
+// Decides one request. Requires: `state` came from NewState(limit.algorithm), limit.limit >= 1,
+// limit.window_ms >= 1, cost >= 1. A request whose cost exceeds the limit is never admitted.
+Decision Decide(const Limit& limit, State& state, int64_t now_ms, uint64_t cost);
+
+// Bytes of memory a state holds (for the memory-per-key benchmark and the backend's bound).
+size_t StateBytes(const State& state);
+
+}  // namespace tweetsearch::limiter
+
+#endif  // TWEETSEARCH_LIMITER_ALGORITHM_H_

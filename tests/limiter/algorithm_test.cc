@@ -1,0 +1,261 @@
+#include "limiter/algorithm.h"
+
+#include <deque>
+#include <map>
+#include <random>
+
+#include <gtest/gtest.h>
+
+namespace tweetsearch::limiter {
+namespace {
+
+// A trace: request times (ms) and costs.
+using Trace = std::vector<std::pair<int64_t, uint64_t>>;
+
+constexpr uint64_t kLimit = 10;
+constexpr int64_t kWindow = 1000;  // 10 per second: one unit every 100 ms
+
+Trace Steady() {  // twice the allowed rate, for 10 s
+  Trace t;
+  for (int64_t ms = 0; ms < 10'000; ms += 50) t.emplace_back(ms, 1);
+  return t;
+}
+Trace Bursty() {  // 30 at once every 2.5 s, and a few costly requests
+  Trace t;
+  for (int64_t ms = 0; ms < 10'000; ms += 2500) {
+    for (int i = 0; i < 30; ++i) t.emplace_back(ms, 1);
+    t.emplace_back(ms + 700, 4);
+  }
+  return t;
+}
+Trace Boundary() {  // the limit just before a window boundary, and again just after it
+  Trace t;
+  for (int i = 0; i < 10; ++i) t.emplace_back(kWindow - 1, 1);
+  for (int i = 0; i < 10; ++i) t.emplace_back(kWindow, 1);
+  return t;
+}
+
+// Reference models: each algorithm's textbook definition, written as plainly as possible, in
+// exact rational arithmetic (amounts scaled by the window so every quantity is an integer).
+class Reference {
+ public:
+  virtual ~Reference() = default;
+  virtual bool Admit(int64_t now, uint64_t cost) = 0;
+};
+
+class TokenBucketRef : public Reference {  // tokens ×W; refill L per ms; capacity L×W
+  int64_t tokens_ = kLimit * kWindow, last_ = 0;
+ public:
+  bool Admit(int64_t now, uint64_t cost) override {
+    tokens_ = std::min<int64_t>(kLimit * kWindow, tokens_ + (now - last_) * kLimit);
+    last_ = now;
+    if (tokens_ < static_cast<int64_t>(cost) * kWindow) return false;
+    tokens_ -= cost * kWindow;
+    return true;
+  }
+};
+
+class FixedWindowRef : public Reference {
+  std::map<int64_t, uint64_t> count_;
+ public:
+  bool Admit(int64_t now, uint64_t cost) override {
+    uint64_t& c = count_[now / kWindow];
+    if (c + cost > kLimit) return false;
+    c += cost;
+    return true;
+  }
+};
+
+class SlidingLogRef : public Reference {  // admitted units in (now − W, now]
+  std::deque<std::pair<int64_t, uint64_t>> log_;
+ public:
+  bool Admit(int64_t now, uint64_t cost) override {
+    uint64_t in_window = 0;
+    for (const auto& [t, c] : log_) {
+      if (t > now - kWindow) in_window += c;
+    }
+    if (in_window + cost > kLimit) return false;
+    log_.emplace_back(now, cost);
+    return true;
+  }
+};
+
+class SlidingCounterRef : public Reference {  // prev × (W − elapsed)/W + current
+  std::map<int64_t, uint64_t> count_;
+ public:
+  bool Admit(int64_t now, uint64_t cost) override {
+    const int64_t w = now / kWindow, elapsed = now % kWindow;
+    const uint64_t previous = count_.count(w - 1) ? count_[w - 1] : 0;
+    const int64_t scaled = previous * (kWindow - elapsed) + count_[w] * kWindow;
+    if (scaled + static_cast<int64_t>(cost) * kWindow > static_cast<int64_t>(kLimit) * kWindow) {
+      return false;
+    }
+    count_[w] += cost;
+    return true;
+  }
+};
+
+class GcraRef : public Reference {  // virtual scheduling, T = W/L, tolerance W − T
+  int64_t tat_ = 0;
+  static constexpr int64_t T = kWindow / kLimit;
+ public:
+  bool Admit(int64_t now, uint64_t cost) override {
+    const int64_t tat = std::max(tat_, now);
+    if (tat + static_cast<int64_t>(cost) * T - now > kWindow) return false;
+    tat_ = tat + cost * T;
+    return true;
+  }
+};
+
+class QueueRef : public Reference {  // departures one unit per T; wait at most max_wait
+  int64_t next_ = 0;
+  int64_t max_wait_;
+  static constexpr int64_t T = kWindow / kLimit;
+ public:
+  explicit QueueRef(int64_t max_wait) : max_wait_(max_wait) {}
+  bool Admit(int64_t now, uint64_t cost) override {
+    const int64_t slot = std::max(next_, now);
+    if (slot - now > max_wait_) return false;
+    next_ = slot + cost * T;
+    return true;
+  }
+};
+
+std::unique_ptr<Reference> ReferenceFor(Algorithm a, int64_t max_wait) {
+  switch (a) {
+    case Algorithm::kTokenBucket:
+    case Algorithm::kLeakyBucketMeter: return std::make_unique<TokenBucketRef>();
+    case Algorithm::kFixedWindow: return std::make_unique<FixedWindowRef>();
+    case Algorithm::kSlidingWindowLog: return std::make_unique<SlidingLogRef>();
+    case Algorithm::kSlidingWindowCounter: return std::make_unique<SlidingCounterRef>();
+    case Algorithm::kGcra: return std::make_unique<GcraRef>();
+    case Algorithm::kLeakyBucketQueue: return std::make_unique<QueueRef>(max_wait);
+  }
+  return nullptr;
+}
+
+constexpr Algorithm kAll[] = {Algorithm::kTokenBucket,       Algorithm::kLeakyBucketMeter,
+                              Algorithm::kLeakyBucketQueue,  Algorithm::kFixedWindow,
+                              Algorithm::kSlidingWindowLog,  Algorithm::kSlidingWindowCounter,
+                              Algorithm::kGcra};
+
+// Replays `trace`; returns admitted times, and checks every decision against the reference.
+std::vector<std::pair<int64_t, uint64_t>> Replay(Algorithm a, const Trace& trace) {
+  Limit limit{"test", a, kLimit, kWindow, /*max_wait_ms=*/250, false};
+  State state = NewState(a);
+  auto reference = ReferenceFor(a, limit.max_wait_ms);
+  std::vector<std::pair<int64_t, uint64_t>> admitted;
+  for (const auto& [now, cost] : trace) {
+    const Decision d = Decide(limit, state, now, cost);
+    EXPECT_EQ(d.allowed, reference->Admit(now, cost))
+        << AlgorithmName(a) << " at " << now << " ms, cost " << cost;
+    if (d.allowed) admitted.emplace_back(now, cost);
+    EXPECT_LE(d.remaining, kLimit);
+    if (!d.allowed) {
+      EXPECT_GT(d.retry_after_ms, 0) << AlgorithmName(a);
+    }
+  }
+  return admitted;
+}
+
+uint64_t Units(const std::vector<std::pair<int64_t, uint64_t>>& admitted) {
+  uint64_t total = 0;
+  for (const auto& [t, c] : admitted) total += c;
+  return total;
+}
+
+// Most units admitted in any rolling window of kWindow ms.
+uint64_t MaxInRollingWindow(const std::vector<std::pair<int64_t, uint64_t>>& admitted) {
+  uint64_t best = 0;
+  for (size_t i = 0; i < admitted.size(); ++i) {
+    uint64_t sum = 0;
+    for (size_t j = i; j < admitted.size() && admitted[j].first < admitted[i].first + kWindow; ++j) {
+      sum += admitted[j].second;
+    }
+    best = std::max(best, sum);
+  }
+  return best;
+}
+
+TEST(AlgorithmTest, EveryDecisionMatchesTheDefinitionOnEveryTrace) {
+  for (Algorithm a : kAll) {
+    for (const Trace& trace : {Steady(), Bursty(), Boundary()}) Replay(a, trace);
+  }
+}
+
+TEST(AlgorithmTest, AdmittedCountsOfTheNamedTraces) {
+  // Steady at twice the rate for 10 s: the rate-based ones admit the burst plus the refill.
+  EXPECT_EQ(Units(Replay(Algorithm::kTokenBucket, Steady())), 10u + 99u);
+  EXPECT_EQ(Units(Replay(Algorithm::kGcra, Steady())), 10u + 99u);
+  EXPECT_EQ(Units(Replay(Algorithm::kFixedWindow, Steady())), 100u);
+  EXPECT_EQ(Units(Replay(Algorithm::kSlidingWindowLog, Steady())), 100u);
+  // The boundary burst: a fixed window admits twice its limit within 2 ms; the exact
+  // algorithms admit the limit.
+  EXPECT_EQ(Units(Replay(Algorithm::kFixedWindow, Boundary())), 20u);
+  EXPECT_EQ(MaxInRollingWindow(Replay(Algorithm::kFixedWindow, Boundary())), 20u);
+  EXPECT_EQ(Units(Replay(Algorithm::kSlidingWindowLog, Boundary())), 10u);
+  EXPECT_EQ(Units(Replay(Algorithm::kSlidingWindowCounter, Boundary())), 10u);
+  EXPECT_EQ(Units(Replay(Algorithm::kTokenBucket, Boundary())), 10u);
+  EXPECT_EQ(Units(Replay(Algorithm::kGcra, Boundary())), 10u);
+  // The queue paces: with 250 ms of allowed wait, 3 units more than the pace.
+  EXPECT_EQ(Units(Replay(Algorithm::kLeakyBucketQueue, Boundary())), 3u);
+}
+
+// The exact algorithm never admits more than the limit in any rolling window, on random traces;
+// the others stay within their documented bounds.
+TEST(AlgorithmTest, RollingWindowBoundsOnRandomTraces) {
+  std::mt19937_64 rng(17);
+  for (int round = 0; round < 50; ++round) {
+    Trace trace;
+    int64_t now = 0;
+    for (int i = 0; i < 400; ++i) {
+      now += rng() % 4 == 0 ? static_cast<int64_t>(rng() % 400) : 0;
+      trace.emplace_back(now, 1 + rng() % 3);
+    }
+    EXPECT_LE(MaxInRollingWindow(Replay(Algorithm::kSlidingWindowLog, trace)), kLimit);
+    // Burst plus one window of refill.
+    EXPECT_LE(MaxInRollingWindow(Replay(Algorithm::kTokenBucket, trace)), 2 * kLimit);
+    EXPECT_LE(MaxInRollingWindow(Replay(Algorithm::kGcra, trace)), 2 * kLimit);
+    EXPECT_LE(MaxInRollingWindow(Replay(Algorithm::kFixedWindow, trace)), 2 * kLimit);
+    EXPECT_LE(MaxInRollingWindow(Replay(Algorithm::kSlidingWindowCounter, trace)), 2 * kLimit);
+  }
+}
+
+TEST(AlgorithmTest, RetryAfterIsWhenTheRequestWouldPass) {
+  for (Algorithm a : kAll) {
+    if (a == Algorithm::kLeakyBucketQueue) continue;
+    Limit limit{"t", a, kLimit, kWindow, 0, false};
+    State state = NewState(a);
+    int64_t now = 5000;
+    while (Decide(limit, state, now, 1).allowed) {
+    }
+    State copy = state;
+    const Decision denied = Decide(limit, copy, now, 1);
+    ASSERT_FALSE(denied.allowed);
+    // A moment before retry-after it is still refused; at retry-after it passes.
+    if (denied.retry_after_ms > 1) {
+      State early = state;
+      EXPECT_FALSE(Decide(limit, early, now + denied.retry_after_ms - 1, 1).allowed)
+          << AlgorithmName(a);
+    }
+    State later = state;
+    EXPECT_TRUE(Decide(limit, later, now + denied.retry_after_ms, 1).allowed) << AlgorithmName(a);
+  }
+}
+
+TEST(AlgorithmTest, CostAboveTheLimitNeverPasses) {
+  for (Algorithm a : kAll) {
+    Limit limit{"t", a, kLimit, kWindow, 10'000, false};
+    State state = NewState(a);
+    EXPECT_FALSE(Decide(limit, state, 0, kLimit + 1).allowed) << AlgorithmName(a);
+    EXPECT_TRUE(Decide(limit, state, 0, kLimit).allowed) << AlgorithmName(a);
+  }
+}
+
+TEST(AlgorithmTest, NamesRoundTrip) {
+  for (Algorithm a : kAll) EXPECT_EQ(*ParseAlgorithm(AlgorithmName(a)), a);
+  EXPECT_FALSE(ParseAlgorithm("leaky").ok());
+}
+
+}  // namespace
+}  // namespace tweetsearch::limiter
