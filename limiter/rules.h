@@ -1,0 +1,65 @@
+// Rules: which limits apply to a request, read from a YAML file in the spirit of Lyft's
+// ratelimit (docs/limiter.md has the format and an example: data/limits.example.yaml).
+//
+//   tiers:                       # by the API key's tier
+//     free:
+//       search:                  # endpoint: search, ingest, admin, or all (every endpoint)
+//         - {name: search_per_minute, limit: 10, window: 1m, algorithm: sliding_window_counter}
+//         - {name: search_per_hour, limit: 500, window: 1h}
+//         - {name: search_per_day, limit: 5000, window: 1d, algorithm: fixed_window}
+//       ingest:
+//         - {name: lines_per_hour, limit: 100000, window: 1h, cost: units}
+//   keys:                        # per-key overrides, by key prefix; replace the tier's
+//     ts_1e962ab:                #   limits for the endpoints they name
+//       search: [{limit: 100, window: 1s, algorithm: gcra}]
+//   anonymous:                   # per client IP, for requests without a valid key
+//     all: [{name: anonymous_per_minute, limit: 60, window: 1m}]
+//   default_tier: free           # for keys whose tier has no entry
+//
+// A limit: name (default "<tier>_<endpoint>_<n>"), limit (>= 1), window ("500ms", "1s", "1m",
+// "1h", "1d", or seconds), algorithm (default sliding_window_counter), cost ("units": the
+// request's own cost, such as the lines of a bulk ingest, default; or "requests": 1 per
+// request), max_wait (leaky_bucket_queue only), shadow (count and report, never block).
+#ifndef TWEETSEARCH_LIMITER_RULES_H_
+#define TWEETSEARCH_LIMITER_RULES_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "limiter/algorithm.h"
+
+namespace tweetsearch::limiter {
+
+struct RuleLimit {
+  Limit limit;
+  bool per_request = false;  // cost 1 per request instead of the request's units
+};
+
+// The limits of one (tier or key, endpoint); evaluated together, all must admit.
+struct RuleSet {
+  std::vector<RuleLimit> limits;
+  int64_t max_window_ms = 0;  // state idle this long is as good as new
+};
+
+struct Rules {
+  std::map<std::string, std::map<std::string, RuleSet>> tiers;  // tier → endpoint → limits
+  std::map<std::string, std::map<std::string, RuleSet>> keys;   // key prefix → endpoint → …
+  std::map<std::string, RuleSet> anonymous;                     // endpoint → limits
+  std::string default_tier;
+};
+
+// Parses and validates rules. InvalidArgument naming the place of the first problem
+// ("tiers.free.search[1].window: ...").
+absl::StatusOr<Rules> ParseRules(std::string_view yaml);
+absl::StatusOr<Rules> LoadRulesFile(const std::string& path);
+
+// "500ms", "2s", "1m", "1h", "1d" or a number of seconds, to milliseconds.
+absl::StatusOr<int64_t> ParseDuration(std::string_view text);
+
+}  // namespace tweetsearch::limiter
+
+#endif  // TWEETSEARCH_LIMITER_RULES_H_

@@ -1,0 +1,179 @@
+#include "limiter/limiter.h"
+
+#include <gtest/gtest.h>
+
+#include "common/file_util.h"
+#include "tests/testing/corpus.h"
+
+namespace tweetsearch::limiter {
+namespace {
+
+constexpr std::string_view kRules = R"(
+default_tier: free
+tiers:
+  free:
+    search:
+      - {name: per_second, limit: 3, window: 1s, algorithm: fixed_window}
+      - {name: per_minute, limit: 5, window: 1m, algorithm: sliding_window_log}
+    ingest:
+      - {name: lines, limit: 100, window: 1m, algorithm: token_bucket}
+      - {name: calls, limit: 3, window: 1m, cost: requests}
+    all:
+      - {name: watch, limit: 2, window: 1m, shadow: true}
+  pro:
+    search: [{name: pro_search, limit: 1000, window: 1s, algorithm: gcra}]
+keys:
+  ts_special:
+    search: [{name: special, limit: 1, window: 1h}]
+anonymous:
+  all: [{name: per_ip, limit: 2, window: 1m}]
+)";
+
+class LimiterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto rules = ParseRules(kRules);
+    ASSERT_TRUE(rules.ok()) << rules.status();
+    limiter_ = Limiter::CreateWithRules(*std::move(rules), {}, clock_);
+  }
+  Verdict Search(std::string_view key, std::string_view tier = "free") {
+    return limiter_->Check({key, tier, "search", "10.0.0.1", 1});
+  }
+  ManualClock clock_{1'767'225'600'000};
+  std::unique_ptr<Limiter> limiter_;
+};
+
+TEST_F(LimiterTest, EveryLimitMustAdmitAndARefusalConsumesNothing) {
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(Search("ts_alice").allowed) << i;
+  Verdict v = Search("ts_alice");
+  EXPECT_FALSE(v.allowed);
+  EXPECT_EQ(v.limited_by, "per_second");
+  EXPECT_GT(v.retry_after_ms, 0);
+  EXPECT_LE(v.retry_after_ms, 1000);
+  // The refused request did not count against per_minute: 2 more pass in the next second.
+  clock_.AdvanceMillis(1000);
+  EXPECT_TRUE(Search("ts_alice").allowed);
+  v = Search("ts_alice");
+  EXPECT_TRUE(v.allowed);
+  EXPECT_EQ(v.remaining, 0u);  // per_minute is the most constraining now
+  EXPECT_EQ(v.limit, 5u);
+  EXPECT_EQ(v.policy, "3;w=1, 5;w=60, 2;w=60");
+  v = Search("ts_alice");
+  EXPECT_FALSE(v.allowed);
+  EXPECT_EQ(v.limited_by, "per_minute");
+  // Keys have quotas of their own.
+  EXPECT_TRUE(Search("ts_bob").allowed);
+}
+
+TEST_F(LimiterTest, ShadowLimitsReportButNeverRefuse) {
+  Verdict v;
+  for (int i = 0; i < 3; ++i) v = Search("ts_carol");
+  EXPECT_TRUE(v.allowed);
+  ASSERT_EQ(v.shadow_exceeded.size(), 1u);
+  EXPECT_EQ(v.shadow_exceeded[0], "watch");
+  EXPECT_EQ(limiter_->Stats().shadow_exceeded, 1u);
+}
+
+TEST_F(LimiterTest, CostCountsUnitsOrRequests) {
+  EXPECT_TRUE(limiter_->Check({"ts_dan", "free", "ingest", "", 60}).allowed);
+  Verdict v = limiter_->Check({"ts_dan", "free", "ingest", "", 60});
+  EXPECT_FALSE(v.allowed);
+  EXPECT_EQ(v.limited_by, "lines");
+  EXPECT_TRUE(limiter_->Check({"ts_dan", "free", "ingest", "", 40}).allowed);
+  EXPECT_FALSE(limiter_->Check({"ts_dan", "free", "ingest", "", 1}).allowed);  // lines spent
+  clock_.AdvanceMillis(60'000);
+  EXPECT_TRUE(limiter_->Check({"ts_dan", "free", "ingest", "", 1}).allowed);
+  v = limiter_->Check({"ts_dan", "free", "ingest", "", 1});
+  // Two calls were admitted a minute ago; the sliding counter still weighs them fully.
+  EXPECT_FALSE(v.allowed);
+  EXPECT_EQ(v.limited_by, "calls");
+}
+
+TEST_F(LimiterTest, OverridesTiersAndAnonymousClients) {
+  EXPECT_TRUE(Search("ts_special").allowed);
+  EXPECT_EQ(Search("ts_special").limited_by, "special");
+  for (int i = 0; i < 500; ++i) ASSERT_TRUE(Search("ts_erin", "pro").allowed);
+  // An unknown tier falls back to default_tier.
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(Search("ts_fay", "gold").allowed);
+  EXPECT_FALSE(Search("ts_fay", "gold").allowed);
+  // Requests without a key: per client IP.
+  EXPECT_TRUE(limiter_->Check({"", "", "search", "192.0.2.7", 1}).allowed);
+  EXPECT_TRUE(limiter_->Check({"", "", "ingest", "192.0.2.7", 1}).allowed);
+  Verdict v = limiter_->Check({"", "", "search", "192.0.2.7", 1});
+  EXPECT_FALSE(v.allowed);
+  EXPECT_EQ(v.limited_by, "per_ip");
+  EXPECT_TRUE(limiter_->Check({"", "", "search", "2001:db8::1", 1}).allowed);
+}
+
+TEST_F(LimiterTest, MemoryIsBoundedAndIdleKeysExpire) {
+  LimiterOptions options;
+  options.max_keys = 64 * 10;  // 10 per shard
+  auto limiter = Limiter::CreateWithRules(*ParseRules(kRules), options, clock_);
+  for (int i = 0; i < 100'000; ++i) {
+    limiter->Check({"", "", "search", "2001:db8::" + std::to_string(i), 1});
+  }
+  EXPECT_LE(limiter->Stats().keys, options.max_keys + 64);
+  EXPECT_GT(limiter->Stats().evicted, 90'000u);
+  // Idle past their longest window, states are dropped as the shard is used.
+  clock_.AdvanceMillis(61'000);
+  for (int i = 0; i < 64 * 4; ++i) limiter->Check({"", "", "search", "fresh" + std::to_string(i), 1});
+  EXPECT_LE(limiter->Stats().keys, size_t{64 * 4 + 64});
+}
+
+TEST(RulesTest, BrokenRulesSayWhereAndWhy) {
+  auto message = [](std::string_view yaml) {
+    auto r = ParseRules(yaml);
+    EXPECT_FALSE(r.ok()) << yaml;
+    return std::string(r.status().message());
+  };
+  EXPECT_NE(message("tiers: {free: {search: [{limit: 0, window: 1m}]}}").find("tiers.free.search[0].limit"), std::string::npos);
+  EXPECT_NE(message("tiers: {free: {search: [{limit: 5, window: 1fortnight}]}}").find("window"), std::string::npos);
+  EXPECT_NE(message("tiers: {free: {serch: [{limit: 5}]}}").find("endpoint must be"), std::string::npos);
+  EXPECT_NE(message("tiers: {free: {search: [{limit: 5, algorithm: magic}]}}").find("unknown algorithm"), std::string::npos);
+  EXPECT_NE(message("tiers: {free: {search: [{limit: 5, colour: red}]}}").find("unknown field"), std::string::npos);
+  EXPECT_NE(message("tiers: {free: {search: [{limit: 5, max_wait: 1s}]}}").find("max_wait"), std::string::npos);
+  EXPECT_NE(message("tier: {}").find("unknown key"), std::string::npos);
+  EXPECT_NE(message("default_tier: gold\ntiers: {free: {}}").find("default_tier"), std::string::npos);
+  EXPECT_NE(message("tiers: {free: {search: [{name: a, limit: 1}, {name: a, limit: 2}]}}").find("used twice"), std::string::npos);
+  EXPECT_NE(message("tiers: [").find("not YAML"), std::string::npos);
+  EXPECT_EQ(*ParseDuration("250ms"), 250);
+  EXPECT_EQ(*ParseDuration("2h"), 7'200'000);
+  EXPECT_EQ(*ParseDuration("30"), 30'000);
+  EXPECT_FALSE(ParseDuration("-1s").ok());
+  EXPECT_FALSE(ParseDuration("ms").ok());
+}
+
+TEST(RulesTest, TheExampleFileParses) {
+  auto rules = LoadRulesFile(std::string(TWEETSEARCH_SOURCE_DIR) + "/data/limits.example.yaml");
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  EXPECT_EQ(rules->tiers.at("free").at("search").limits.size(), 3u);
+}
+
+TEST(RulesTest, ReloadKeepsThePreviousRulesWhenTheFileIsBroken) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/limits.yaml";
+  ASSERT_TRUE(WriteFileAtomically(path, "tiers: {free: {search: [{name: a, limit: 2, window: 1m}]}}").ok());
+  ManualClock clock(1'000'000);
+  LimiterOptions options;
+  options.rules_path = path;
+  auto limiter = Limiter::Create(options, clock);
+  ASSERT_TRUE(limiter.ok());
+  auto search = [&] { return (*limiter)->Check({"ts_k", "free", "search", "", 1}); };
+  EXPECT_TRUE(search().allowed);
+  ASSERT_TRUE(WriteFileAtomically(path, "tiers: {free: {search: [{name: a, limit: oops}]}}").ok());
+  absl::Status s = (*limiter)->Reload();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("limits.yaml"), std::string::npos);
+  EXPECT_TRUE(search().allowed);   // the old rules, and the old state: 2 used
+  EXPECT_FALSE(search().allowed);
+  // A good file takes over; an unchanged limit keeps its state, a changed one starts afresh.
+  ASSERT_TRUE(WriteFileAtomically(path, "tiers: {free: {search: [{name: a, limit: 3, window: 1m}]}}").ok());
+  ASSERT_TRUE((*limiter)->Reload().ok());
+  EXPECT_TRUE(search().allowed);
+  EXPECT_EQ((*limiter)->Stats().reloads, 1u);
+  EXPECT_EQ((*limiter)->Stats().reload_errors, 1u);
+  EXPECT_FALSE(Limiter::Create({path + ".missing"}, clock).ok());
+}
+
+}  // namespace
+}  // namespace tweetsearch::limiter
