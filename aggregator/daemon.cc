@@ -4,13 +4,18 @@
 
 #include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
 #include "aggregator/api_keys.h"
 #include "aggregator/front_door.h"
 #include "aggregator/grpc_service.h"
+#include "aggregator/limiter_gate.h"
 #include "aggregator/metrics.h"
 #include "aggregator/page_token.h"
 #include "common/file_util.h"
@@ -68,9 +73,45 @@ class DaemonImpl final : public Daemon {
   uint16_t grpc_port() const override { return grpc_ ? grpc_->port() : 0; }
   const std::string& admin_key() const override { return admin_key_; }
 
+  absl::Status ReloadLimits() override {
+    if (gate_ == nullptr) return absl::OkStatus();
+    absl::Status s = gate_->limiter().Reload();
+    if (s.ok()) {
+      spdlog::info("quota rules reloaded from {}", gate_->limiter().rules_path());
+    } else {
+      spdlog::error("quota rules rejected, the previous rules stay in force: {}", s.message());
+    }
+    return s;
+  }
+
+  // Reloads the rules whenever the file's modification time changes.
+  void WatchLimits(std::string path, int64_t poll_ms) {
+    watcher_ = std::thread([this, path = std::move(path), poll_ms] {
+      std::error_code ec;
+      auto seen = std::filesystem::last_write_time(path, ec);
+      absl::MutexLock lock(&watch_mu_);
+      while (!watch_stop_) {
+        watch_mu_.AwaitWithTimeout(absl::Condition(&watch_stop_), absl::Milliseconds(poll_ms));
+        if (watch_stop_) break;
+        const auto now = std::filesystem::last_write_time(path, ec);
+        if (!ec && now != seen) {
+          seen = now;
+          (void)ReloadLimits();  // logs its outcome
+        }
+      }
+    });
+  }
+
   absl::Status Stop() override {
     if (stopped_) return absl::OkStatus();
     stopped_ = true;
+    if (watcher_.joinable()) {
+      {
+        absl::MutexLock lock(&watch_mu_);
+        watch_stop_ = true;
+      }
+      watcher_.join();
+    }
     spdlog::info("shutting down: finishing requests in flight");
     handler_->set_ready(false);
     http_->Shutdown(std::chrono::seconds(20));
@@ -97,8 +138,12 @@ class DaemonImpl final : public Daemon {
   std::unique_ptr<ApiHandler> handler_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<GrpcServer> grpc_;
+  std::shared_ptr<LimiterGate> gate_;
   std::string admin_key_;
   bool stopped_ = false;
+  std::thread watcher_;
+  absl::Mutex watch_mu_;
+  bool watch_stop_ ABSL_GUARDED_BY(watch_mu_) = false;
 };
 
 template <typename T>
@@ -157,6 +202,9 @@ absl::Status LoadDaemonConfigFile(const std::string& path, DaemonConfig* c) {
     } else if (key == "sync_writes") s = Read(v, "sync_writes", &c->engine.store.sync_writes);
     else if (key == "port_file") s = Read(v, "port_file", &c->port_file);
     else if (key == "log_level") s = Read(v, "log_level", &c->log_level);
+    else if (key == "limits_file") s = Read(v, "limits_file", &c->limits_file);
+    else if (key == "limits_poll_ms") s = Read(v, "limits_poll_ms", &c->limits_poll_ms);
+    else if (key == "limiter_max_keys") s = Read(v, "limiter_max_keys", &c->limiter_max_keys);
     else s = absl::InvalidArgumentError(StrCat("config ", path, ": unknown key '", key, "'"));
     if (!s.ok()) return s;
   }
@@ -211,6 +259,19 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   d->metrics_ = std::make_unique<Metrics>();
   d->door_ = std::make_unique<FrontDoor>(*d->engine_, *d->keys_, PageTokenCodec(*secret));
   d->handler_ = std::make_unique<ApiHandler>(*d->door_, *d->metrics_);
+  if (!config.limits_file.empty()) {
+    limiter::LimiterOptions limiter_options;
+    limiter_options.rules_path = config.limits_file;
+    limiter_options.max_keys = config.limiter_max_keys;
+    absl::StatusOr<std::unique_ptr<limiter::Limiter>> limiter =
+        limiter::Limiter::Create(limiter_options, SystemClock());
+    if (!limiter.ok()) return limiter.status();
+    d->gate_ = std::make_shared<LimiterGate>(*std::move(limiter));
+    d->door_->set_gate(d->gate_);
+    d->handler_->set_extra_metrics([gate = d->gate_](std::string* out) { gate->RenderMetrics(out); });
+    if (config.limits_poll_ms > 0) d->WatchLimits(config.limits_file, config.limits_poll_ms);
+    spdlog::info("quota rules from {}", config.limits_file);
+  }
   absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(config.http, *d->handler_);
   if (!http.ok()) return http.status();
   d->http_ = *std::move(http);

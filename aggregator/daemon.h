@@ -41,12 +41,19 @@ struct DaemonConfig {
   std::string port_file;
   // spdlog level: trace, debug, info, warn, error. Default info.
   std::string log_level = "info";
+  // The quota rules (YAML, docs/limiter.md); empty: no quotas. Reloaded on SIGHUP
+  // (ReloadLimits) and when the file changes.
+  std::string limits_file;
+  // How often the rules file is checked for changes, ms; 0 turns the check off. Default 1000.
+  int64_t limits_poll_ms = 1000;
+  // Most per-key quota states kept in memory. Default 1,000,000.
+  size_t limiter_max_keys = 1'000'000;
 };
 
 // Reads a YAML config file into `config` (only the keys present change). Keys: data_dir,
 // http_address, http_port, grpc_port, sample, demo_key, max_body_bytes, io_threads,
 // worker_threads, max_text_bytes, checkpoint_every, node_id, block_cache_mb, sync_writes,
-// port_file, log_level. InvalidArgument naming the key for a bad value or an unknown key.
+// port_file, log_level, limits_file, limits_poll_ms, limiter_max_keys. InvalidArgument naming the key for a bad value or an unknown key.
 absl::Status LoadDaemonConfigFile(const std::string& path, DaemonConfig* config);
 
 class Daemon {
@@ -61,6 +68,8 @@ class Daemon {
   virtual const std::string& admin_key() const = 0;
   // Graceful stop: not ready, stop accepting, finish requests in flight, checkpoint the index.
   virtual absl::Status Stop() = 0;
+  // Re-reads the quota rules; a broken file is logged and the previous rules stay.
+  virtual absl::Status ReloadLimits() = 0;
 };
 
 }  // namespace tweetsearch::aggregator

@@ -87,18 +87,27 @@ FrontDoor::FrontDoor(Engine& engine, KeyRegistry& keys, PageTokenCodec tokens)
     : engine_(engine), keys_(keys), tokens_(std::move(tokens)) {}
 
 absl::StatusOr<ApiKey> FrontDoor::Authorize(std::string_view api_dev_key, Scope scope,
-                                            Endpoint endpoint, uint64_t cost) const {
+                                            Endpoint endpoint, uint64_t cost,
+                                            CallContext* call) const {
   absl::StatusOr<ApiKey> key = keys_.Authenticate(api_dev_key, scope);
-  if (!key.ok()) return key.status();
+  if (!key.ok()) {
+    // Callers without a valid key are limited per client IP: floods of guesses get 429.
+    if (gate_ != nullptr && absl::IsUnauthenticated(key.status())) {
+      if (absl::Status s = gate_->Admit(nullptr, endpoint, 1, call); !s.ok()) return s;
+    }
+    return key.status();
+  }
   if (gate_ != nullptr) {
-    if (absl::Status s = gate_->Admit(*key, endpoint, cost); !s.ok()) return s;
+    if (absl::Status s = gate_->Admit(&*key, endpoint, cost, call); !s.ok()) return s;
   }
   return key;
 }
 
-absl::StatusOr<SearchResponse> FrontDoor::Search(const SearchRequest& request) const {
+absl::StatusOr<SearchResponse> FrontDoor::Search(const SearchRequest& request,
+                                                 CallContext* call) const {
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<ApiKey> key = Authorize(request.api_dev_key, Scope::kSearch, Endpoint::kSearch, 1);
+  absl::StatusOr<ApiKey> key =
+      Authorize(request.api_dev_key, Scope::kSearch, Endpoint::kSearch, 1, call);
   if (!key.ok()) return key.status();
   const uint32_t limit = request.maximum_results_to_return == 0 ? kDefaultResults
                                                                 : request.maximum_results_to_return;
@@ -170,9 +179,10 @@ absl::StatusOr<SearchResponse> FrontDoor::Search(const SearchRequest& request) c
 }
 
 absl::StatusOr<IngestResponse> FrontDoor::Ingest(
-    std::string_view api_dev_key, std::vector<absl::StatusOr<NewTweet>> lines) const {
-  absl::StatusOr<ApiKey> key =
-      Authorize(api_dev_key, Scope::kIngest, Endpoint::kIngest, std::max<size_t>(1, lines.size()));
+    std::string_view api_dev_key, std::vector<absl::StatusOr<NewTweet>> lines,
+    CallContext* call) const {
+  absl::StatusOr<ApiKey> key = Authorize(api_dev_key, Scope::kIngest, Endpoint::kIngest,
+                                         std::max<size_t>(1, lines.size()), call);
   if (!key.ok()) return key.status();
   IngestResponse response;
   response.outcomes.resize(lines.size());
@@ -194,17 +204,18 @@ absl::StatusOr<IngestResponse> FrontDoor::Ingest(
   return response;
 }
 
-absl::StatusOr<storage::StoredTweet> FrontDoor::Get(std::string_view api_dev_key,
-                                                    TweetId id) const {
-  if (absl::StatusOr<ApiKey> key = Authorize(api_dev_key, Scope::kSearch, Endpoint::kRead, 1);
+absl::StatusOr<storage::StoredTweet> FrontDoor::Get(std::string_view api_dev_key, TweetId id,
+                                                    CallContext* call) const {
+  if (absl::StatusOr<ApiKey> key = Authorize(api_dev_key, Scope::kSearch, Endpoint::kRead, 1, call);
       !key.ok()) {
     return key.status();
   }
   return engine_.Get(id);
 }
 
-absl::Status FrontDoor::Delete(std::string_view api_dev_key, TweetId id) const {
-  if (absl::StatusOr<ApiKey> key = Authorize(api_dev_key, Scope::kIngest, Endpoint::kWrite, 1);
+absl::Status FrontDoor::Delete(std::string_view api_dev_key, TweetId id,
+                               CallContext* call) const {
+  if (absl::StatusOr<ApiKey> key = Authorize(api_dev_key, Scope::kIngest, Endpoint::kWrite, 1, call);
       !key.ok()) {
     return key.status();
   }
@@ -212,8 +223,8 @@ absl::Status FrontDoor::Delete(std::string_view api_dev_key, TweetId id) const {
 }
 
 absl::StatusOr<uint32_t> FrontDoor::Likes(std::string_view api_dev_key, TweetId id,
-                                          int64_t value, bool add) const {
-  if (absl::StatusOr<ApiKey> key = Authorize(api_dev_key, Scope::kIngest, Endpoint::kWrite, 1);
+                                          int64_t value, bool add, CallContext* call) const {
+  if (absl::StatusOr<ApiKey> key = Authorize(api_dev_key, Scope::kIngest, Endpoint::kWrite, 1, call);
       !key.ok()) {
     return key.status();
   }
@@ -222,23 +233,24 @@ absl::StatusOr<uint32_t> FrontDoor::Likes(std::string_view api_dev_key, TweetId 
 
 absl::StatusOr<std::string> FrontDoor::CreateKey(std::string_view api_dev_key,
                                                  std::string_view owner, std::string_view tier,
-                                                 uint8_t scopes) const {
-  if (auto key = Authorize(api_dev_key, Scope::kAdmin, Endpoint::kAdmin, 1); !key.ok()) {
+                                                 uint8_t scopes, CallContext* call) const {
+  if (auto key = Authorize(api_dev_key, Scope::kAdmin, Endpoint::kAdmin, 1, call); !key.ok()) {
     return key.status();
   }
   return keys_.Create(owner, tier, scopes);
 }
 
-absl::StatusOr<std::vector<ApiKey>> FrontDoor::ListKeys(std::string_view api_dev_key) const {
-  if (auto key = Authorize(api_dev_key, Scope::kAdmin, Endpoint::kAdmin, 1); !key.ok()) {
+absl::StatusOr<std::vector<ApiKey>> FrontDoor::ListKeys(std::string_view api_dev_key,
+                                                        CallContext* call) const {
+  if (auto key = Authorize(api_dev_key, Scope::kAdmin, Endpoint::kAdmin, 1, call); !key.ok()) {
     return key.status();
   }
   return keys_.List();
 }
 
-absl::Status FrontDoor::RevokeKey(std::string_view api_dev_key,
-                                  std::string_view key_or_prefix) const {
-  if (auto key = Authorize(api_dev_key, Scope::kAdmin, Endpoint::kAdmin, 1); !key.ok()) {
+absl::Status FrontDoor::RevokeKey(std::string_view api_dev_key, std::string_view key_or_prefix,
+                                  CallContext* call) const {
+  if (auto key = Authorize(api_dev_key, Scope::kAdmin, Endpoint::kAdmin, 1, call); !key.ok()) {
     return key.status();
   }
   return keys_.Revoke(key_or_prefix);

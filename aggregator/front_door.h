@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -29,13 +30,24 @@ inline constexpr uint32_t kMaxResults = 100;
 
 enum class Endpoint { kSearch, kIngest, kRead, kWrite, kAdmin };
 
+// What a transport knows about a call, and what the front door hands back for its answer.
+struct CallContext {
+  std::string client_ip;  // in: the peer's address, for limits on requests without a key
+  // out: headers for the answer (quota: X-Ratelimit-*, RateLimit-Policy, RateLimit, and
+  // Retry-After when refused), whatever the outcome.
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
 // Where the quota limiter plugs in. Admit() is called after authentication and before any
-// work, with the request's cost (1, or the number of lines of a bulk ingest). A non-OK status
-// (ResourceExhausted for "over quota") is returned to the caller unchanged.
+// work, with the request's cost (1, or the number of lines of a bulk ingest); for a request
+// without a valid key, `key` is null and the call is limited by client IP (a refusal then
+// wins over the 401). A non-OK status (ResourceExhausted for "over quota") is returned to the
+// caller unchanged. `call` may be null.
 class AdmissionGate {
  public:
   virtual ~AdmissionGate() = default;
-  virtual absl::Status Admit(const ApiKey& key, Endpoint endpoint, uint64_t cost) = 0;
+  virtual absl::Status Admit(const ApiKey* key, Endpoint endpoint, uint64_t cost,
+                             CallContext* call) = 0;
 };
 
 struct SearchRequest {
@@ -78,25 +90,31 @@ class FrontDoor {
   // serving.
   void set_gate(std::shared_ptr<AdmissionGate> gate) { gate_ = std::move(gate); }
 
-  absl::StatusOr<SearchResponse> Search(const SearchRequest& request) const;
+  absl::StatusOr<SearchResponse> Search(const SearchRequest& request,
+                                        CallContext* call = nullptr) const;
   // `lines` holds one parsed tweet or parse error per input line; parse errors are reported as
   // rejections of their line.
   absl::StatusOr<IngestResponse> Ingest(std::string_view api_dev_key,
-                                        std::vector<absl::StatusOr<NewTweet>> lines) const;
-  absl::StatusOr<storage::StoredTweet> Get(std::string_view api_dev_key, TweetId id) const;
-  absl::Status Delete(std::string_view api_dev_key, TweetId id) const;
+                                        std::vector<absl::StatusOr<NewTweet>> lines,
+                                        CallContext* call = nullptr) const;
+  absl::StatusOr<storage::StoredTweet> Get(std::string_view api_dev_key, TweetId id,
+                                           CallContext* call = nullptr) const;
+  absl::Status Delete(std::string_view api_dev_key, TweetId id, CallContext* call = nullptr) const;
   absl::StatusOr<uint32_t> Likes(std::string_view api_dev_key, TweetId id, int64_t value,
-                                 bool add) const;
+                                 bool add, CallContext* call = nullptr) const;
 
   // Key administration (admin scope).
   absl::StatusOr<std::string> CreateKey(std::string_view api_dev_key, std::string_view owner,
-                                        std::string_view tier, uint8_t scopes) const;
-  absl::StatusOr<std::vector<ApiKey>> ListKeys(std::string_view api_dev_key) const;
-  absl::Status RevokeKey(std::string_view api_dev_key, std::string_view key_or_prefix) const;
+                                        std::string_view tier, uint8_t scopes,
+                                        CallContext* call = nullptr) const;
+  absl::StatusOr<std::vector<ApiKey>> ListKeys(std::string_view api_dev_key,
+                                               CallContext* call = nullptr) const;
+  absl::Status RevokeKey(std::string_view api_dev_key, std::string_view key_or_prefix,
+                         CallContext* call = nullptr) const;
 
   // Authenticates for `scope` and passes the gate. Public for transports' own admin calls.
   absl::StatusOr<ApiKey> Authorize(std::string_view api_dev_key, Scope scope, Endpoint endpoint,
-                                   uint64_t cost) const;
+                                   uint64_t cost, CallContext* call = nullptr) const;
 
   Engine& engine() const { return engine_; }
 

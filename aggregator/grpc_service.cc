@@ -27,6 +27,25 @@ std::string KeyOf(const grpc::ServerContext* context, const std::string& field) 
   return std::string(it->second.data(), it->second.size());
 }
 
+// The client's address from gRPC's peer string ("ipv4:127.0.0.1:5000", "ipv6:[::1]:5000").
+std::string PeerIp(const grpc::ServerContext* context) {
+  std::string peer = context->peer();
+  const size_t colon = peer.find(':');
+  if (colon == std::string::npos) return peer;
+  peer = peer.substr(colon + 1);
+  if (!peer.empty() && peer[0] == '[') return peer.substr(1, peer.find(']') - 1);
+  return peer.substr(0, peer.rfind(':'));
+}
+
+// Quota headers travel as initial metadata (lower-case names, as gRPC wants).
+void SendHeaders(grpc::ServerContext* context, const CallContext& call) {
+  for (const auto& [name, value] : call.headers) {
+    std::string lower = name;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    context->AddInitialMetadata(lower, value);
+  }
+}
+
 void ToProto(const storage::StoredTweet& t, uint32_t likes, double score,
              v1::SearchResult* out) {
   out->set_tweet_id(StrCat(t.id));
@@ -55,7 +74,9 @@ class Service final : public v1::TweetSearch::Service {
       search.sort = static_cast<query::SortMode>(request->sort());
       search.page_token = request->page_token();
       if (search.search_terms.empty()) return absl::InvalidArgumentError("search_terms is required");
-      absl::StatusOr<SearchResponse> result = door_.Search(search);
+      CallContext call{PeerIp(context), {}};
+      absl::StatusOr<SearchResponse> result = door_.Search(search, &call);
+      SendHeaders(context, call);
       if (!result.ok()) return result.status();
       for (const SearchHit& h : result->hits) ToProto(*h.tweet, h.hit.likes, h.hit.score, response->add_results());
       response->set_next_page_token(result->next_page_token);
@@ -89,8 +110,10 @@ class Service final : public v1::TweetSearch::Service {
         }
         lines.push_back(std::move(t));
       }
+      CallContext call{PeerIp(context), {}};
       absl::StatusOr<IngestResponse> result =
-          door_.Ingest(KeyOf(context, request->api_dev_key()), std::move(lines));
+          door_.Ingest(KeyOf(context, request->api_dev_key()), std::move(lines), &call);
+      SendHeaders(context, call);
       if (!result.ok()) return result.status();
       for (const IngestOutcome& o : result->outcomes) {
         v1::IngestResult* r = response->add_results();

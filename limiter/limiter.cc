@@ -100,8 +100,10 @@ class MemoryLimiter final : public Limiter {
         const RuleLimit& r = set.limits[j];
         const uint64_t cost = r.per_request ? 1 : std::max<uint64_t>(1, request.units);
         const Decision d = Decide(r.limit, next[i][j], now, cost);
-        StrAppend(&v.policy, v.policy.empty() ? "" : ", ", r.limit.limit, ";w=",
-                  (r.limit.window_ms + 999) / 1000);
+        if (!r.limit.shadow) {  // shadow limits are not promised to clients
+          StrAppend(&v.policy, v.policy.empty() ? "" : ", ", r.limit.limit, ";w=",
+                    (r.limit.window_ms + 999) / 1000);
+        }
         if (!d.allowed && r.limit.shadow) {
           v.shadow_exceeded.push_back(r.limit.name);
           next[i][j] = entries[i]->states[j];  // a shadow refusal changes nothing

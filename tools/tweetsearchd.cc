@@ -5,6 +5,7 @@
 //   tweetsearchd --config tweetsearchd.yaml --http-port 0     # flags win over the file
 //
 // SIGTERM or SIGINT: graceful stop (finish requests in flight, save the index), exit 0.
+// SIGHUP: reload the quota rules (--limits).
 #include <signal.h>
 
 #include <iostream>
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -49,6 +51,8 @@ int main(int argc, char** argv) {
   auto* port_file = app.add_option("--port-file", config.port_file,
                                    "Write {\"http_port\",\"grpc_port\"} JSON here once serving");
   auto* level = app.add_option("--log-level", config.log_level, "trace, debug, info, warn, error");
+  auto* limits = app.add_option("--limits", config.limits_file,
+                                "Quota rules (YAML); reloaded on SIGHUP and when the file changes");
   bool no_demo_key = false;
   app.add_flag("--no-demo-key", no_demo_key, "Do not register the demo key on first start");
   CLI11_PARSE(app, argc, argv);
@@ -72,6 +76,7 @@ int main(int argc, char** argv) {
     if (*checkpoint) config.engine.checkpoint_every = flags.engine.checkpoint_every;
     if (*port_file) config.port_file = flags.port_file;
     if (*level) config.log_level = flags.log_level;
+    if (*limits) config.limits_file = flags.limits_file;
     if (*port) config.http.port = static_cast<uint16_t>(http_port);
   } else {
     config.http.port = static_cast<uint16_t>(http_port);
@@ -89,7 +94,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
+    spdlog::info("received SIGHUP: reloading the quota rules");
+    (void)(*daemon)->ReloadLimits();  // logs its outcome
+  }
   spdlog::info("received {}", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
   absl::Status stopped = (*daemon)->Stop();
   daemon->reset();

@@ -177,23 +177,27 @@ bool ApiHandler::MayBlock(const HttpRequest& request) {
                                 query::SortMode::kBestMatch;
 }
 
-HttpResponse ApiHandler::Handle(const HttpRequest& request) const {
+HttpResponse ApiHandler::Handle(const HttpRequest& request, std::string_view client_ip) const {
   const auto start = std::chrono::steady_clock::now();
   std::string_view route = "other";
   HttpResponse response;
+  CallContext call;
+  call.client_ip = std::string(client_ip);
   try {
-    response = Route(request, &route);
+    response = Route(request, &route, &call);
   } catch (const std::exception& e) {
     // The one catch-all of a request: a bug answers 500 instead of taking the process down.
     response = Error(absl::InternalError(StrCat("internal error: ", e.what())), request);
   }
+  for (const auto& [name, value] : call.headers) response.set(Bsv(name), Bsv(value));
   metrics_.RecordRequest(
       "http", route, response.result_int(),
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return response;
 }
 
-HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* route) const {
+HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* route,
+                               CallContext* call) const {
   const std::string_view target(request.target().data(), request.target().size());
   const std::string_view path = target.substr(0, target.find('?'));
   const http::verb method = request.method();
@@ -212,6 +216,7 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
     *route = "metrics";
     std::string body;
     metrics_.Render(&body);
+    if (extra_metrics_) extra_metrics_(&body);
     const EngineStats s = door_.engine().Stats();
     auto gauge = [&](std::string_view name, std::string_view type, std::string_view help,
                      uint64_t value) {
@@ -277,7 +282,7 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
       search.sort = *mode;
     }
     if (const std::string* token = Param(*params, {"page_token"})) search.page_token = *token;
-    absl::StatusOr<SearchResponse> result = door_.Search(search);
+    absl::StatusOr<SearchResponse> result = door_.Search(search, call);
     if (!result.ok()) return Error(result.status(), request);
     std::string body = "{\"results\":[";
     body.reserve(512 * result->hits.size() + 256);
@@ -322,7 +327,7 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
                          "the body has no tweets: send JSON Lines, one tweet object per line"),
                      request);
       }
-      absl::StatusOr<IngestResponse> result = door_.Ingest(key, std::move(lines));
+      absl::StatusOr<IngestResponse> result = door_.Ingest(key, std::move(lines), call);
       if (!result.ok()) return Error(result.status(), request);
       const std::string* report = Param(*params, {"report"});
       const bool only_rejections = report != nullptr && *report == "rejected";
@@ -351,14 +356,14 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
       *route = method == http::verb::delete_ ? "delete" : "get";
       if (!id.ok()) return Error(id.status(), request);
       if (method == http::verb::get) {
-        absl::StatusOr<storage::StoredTweet> tweet = door_.Get(key, *id);
+        absl::StatusOr<storage::StoredTweet> tweet = door_.Get(key, *id, call);
         if (!tweet.ok()) return Error(tweet.status(), request);
         std::string body;
         AppendTweetJson(&body, *tweet, tweet->likes, /*with_score=*/false, 0);
         return MakeResponse(http::status::ok, request, std::move(body));
       }
       if (method == http::verb::delete_) {
-        if (absl::Status s = door_.Delete(key, *id); !s.ok()) return Error(s, request);
+        if (absl::Status s = door_.Delete(key, *id, call); !s.ok()) return Error(s, request);
         return MakeResponse(http::status::ok, request,
                             Dump(json{{"deleted", true}, {"tweet_id", StrCat(*id)}}));
       }
@@ -400,7 +405,7 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
         return Error(absl::InvalidArgumentError("give exactly one of set or add"), request);
       }
       absl::StatusOr<uint32_t> likes =
-          door_.Likes(key, *id, set.has_value() ? *set : *add, add.has_value());
+          door_.Likes(key, *id, set.has_value() ? *set : *add, add.has_value(), call);
       if (!likes.ok()) return Error(likes.status(), request);
       return MakeResponse(http::status::ok, request,
                           Dump(json{{"tweet_id", StrCat(*id)}, {"likes", *likes}}));
@@ -411,7 +416,7 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
       segments[2] == "keys") {
     *route = "admin_keys";
     if (segments.size() == 3 && method == http::verb::get) {
-      absl::StatusOr<std::vector<ApiKey>> keys = door_.ListKeys(key);
+      absl::StatusOr<std::vector<ApiKey>> keys = door_.ListKeys(key, call);
       if (!keys.ok()) return Error(keys.status(), request);
       json list = json::array();
       for (const ApiKey& k : *keys) {
@@ -454,13 +459,13 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
       }
       std::string tier = body.value("tier", "free");
       absl::StatusOr<std::string> created =
-          door_.CreateKey(key, body["owner"].get<std::string>(), tier, scopes);
+          door_.CreateKey(key, body["owner"].get<std::string>(), tier, scopes, call);
       if (!created.ok()) return Error(created.status(), request);
       return MakeResponse(http::status::created, request,
                           Dump(json{{"key", *created}, {"prefix", created->substr(0, 10)}}));
     }
     if (segments.size() == 4 && method == http::verb::delete_) {
-      if (absl::Status s = door_.RevokeKey(key, segments[3]); !s.ok()) return Error(s, request);
+      if (absl::Status s = door_.RevokeKey(key, segments[3], call); !s.ok()) return Error(s, request);
       return MakeResponse(http::status::ok, request, Dump(json{{"revoked", segments[3]}}));
     }
     return MethodNotAllowed(request, segments.size() == 3 ? "GET, POST" : "DELETE");
@@ -468,7 +473,7 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
 
   if (path == "/v1/stats") {
     *route = "stats";
-    if (absl::StatusOr<ApiKey> k = door_.Authorize(key, Scope::kAdmin, Endpoint::kAdmin, 1);
+    if (absl::StatusOr<ApiKey> k = door_.Authorize(key, Scope::kAdmin, Endpoint::kAdmin, 1, call);
         !k.ok()) {
       return Error(k.status(), request);
     }

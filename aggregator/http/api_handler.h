@@ -35,7 +35,8 @@ class ApiHandler {
   // `door` and `metrics` must outlive the handler.
   ApiHandler(FrontDoor& door, Metrics& metrics);
 
-  HttpResponse Handle(const HttpRequest& request) const;
+  // `client_ip` is the peer's address (limits on requests without a key use it).
+  HttpResponse Handle(const HttpRequest& request, std::string_view client_ip = {}) const;
 
   // Whether Handle() may block on disk (ingest, deletes, likes, admin) or run long (best-match
   // searches): the server runs those on its worker pool and the rest inline on the network
@@ -45,12 +46,17 @@ class ApiHandler {
   // /readyz answers 503 until this is set, and again after it is cleared (shutdown).
   void set_ready(bool ready) { ready_.store(ready, std::memory_order_release); }
 
+  // More series for /metrics (the limiter's). Not thread-safe: set before serving.
+  void set_extra_metrics(std::function<void(std::string*)> extra) { extra_metrics_ = std::move(extra); }
+
  private:
-  HttpResponse Route(const HttpRequest& request, std::string_view* route_name) const;
+  HttpResponse Route(const HttpRequest& request, std::string_view* route_name,
+                     CallContext* call) const;
 
   FrontDoor& door_;
   Metrics& metrics_;
   std::atomic<bool> ready_{false};
+  std::function<void(std::string*)> extra_metrics_;
 };
 
 // An error response with the JSON body {"error":{"code":..., "message":...}}.

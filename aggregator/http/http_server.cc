@@ -80,6 +80,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::shared_ptr<HttpResponse> response_;
   Server& server_;
   bool busy_ = false;
+  std::string peer_;  // the client's IP address
   std::string drain_;
   size_t drained_ = 0;
 };
@@ -195,7 +196,11 @@ class Server final : public HttpServer {
 };
 
 Session::Session(tcp::socket&& socket, Server& server)
-    : stream_(std::move(socket)), server_(server) {}
+    : stream_(std::move(socket)), server_(server) {
+  beast::error_code ec;
+  const tcp::endpoint remote = stream_.socket().remote_endpoint(ec);
+  if (!ec) peer_ = remote.address().to_string();
+}
 
 Session::~Session() { server_.Unregister(); }
 
@@ -234,14 +239,14 @@ void Session::OnRead(beast::error_code ec, size_t) {
   auto request = std::make_shared<HttpRequest>(parser_->release());
   if (ApiHandler::MayBlock(*request)) {
     net::post(server_.workers(), [self = shared_from_this(), request] {
-      HttpResponse response = self->server_.handler().Handle(*request);
+      HttpResponse response = self->server_.handler().Handle(*request, self->peer_);
       net::post(self->stream_.get_executor(),
                 [self, r = std::make_shared<HttpResponse>(std::move(response))]() mutable {
                   self->Write(std::move(*r));
                 });
     });
   } else {
-    Write(server_.handler().Handle(*request));
+    Write(server_.handler().Handle(*request, peer_));
   }
 }
 

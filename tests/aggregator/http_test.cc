@@ -3,6 +3,8 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include <thread>
+
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
@@ -321,6 +323,117 @@ TEST(DaemonConfigTest, ReadsTheExampleAndRejectsUnknownKeysAndBadValues) {
   EXPECT_FALSE(load("a: [unclosed\n").ok());
   EXPECT_FALSE(load("? [complex, key]\n: 1\n").ok());
   EXPECT_TRUE(load("").ok());
+}
+
+}  // namespace
+}  // namespace tweetsearch::aggregator
+
+namespace tweetsearch::aggregator {
+namespace {
+
+constexpr std::string_view kLimits = R"(
+tiers:
+  demo:
+    search:
+      - {name: demo_search_burst, limit: 3, window: 1h, algorithm: fixed_window}
+      - {name: demo_search_watch, limit: 2, window: 1h, shadow: true}
+    ingest:
+      - {name: demo_ingest_lines, limit: 4, window: 1h, algorithm: token_bucket}
+anonymous:
+  all:
+    - {name: anonymous_per_ip, limit: 2, window: 1h, algorithm: sliding_window_log}
+)";
+
+class QuotaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    limits_ = dir_.path() + "/limits.yaml";
+    ASSERT_TRUE(WriteFileAtomically(limits_, kLimits).ok());
+    DaemonConfig config;
+    config.data_dir = dir_.path() + "/data";
+    config.http.port = 0;
+    config.grpc_port = -1;
+    config.sample = 50;
+    config.limits_file = limits_;
+    config.limits_poll_ms = 20;
+    config.engine.store.block_cache_bytes = 8 << 20;
+    auto daemon = Daemon::Start(config);
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = *std::move(daemon);
+    client_ = std::make_unique<HttpClient>("127.0.0.1", std::to_string(daemon_->http_port()));
+  }
+  HttpReply Get(const std::string& target, std::string_view key = kDemoKey) {
+    auto r = client_->Send("GET", target, {}, "", key);
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? *r : HttpReply{};
+  }
+  testing::TempDir dir_;
+  std::string limits_;
+  std::unique_ptr<Daemon> daemon_;
+  std::unique_ptr<HttpClient> client_;
+};
+
+TEST_F(QuotaTest, AnswersCarryTheQuotaAndRefusalsAre429WithRetryTimes) {
+  for (int i = 0; i < 3; ++i) {
+    HttpReply r = Get("/v1/search?q=the");
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.headers["x-ratelimit-limit"], "3");
+    EXPECT_EQ(r.headers["x-ratelimit-remaining"], std::to_string(2 - i));
+    EXPECT_EQ(r.headers["ratelimit-policy"], "3;w=3600");
+    EXPECT_EQ(r.headers["ratelimit"].rfind("limit=3, remaining=" + std::to_string(2 - i), 0), 0u)
+        << r.headers["ratelimit"];
+  }
+  HttpReply refused = Get("/v1/search?q=the");
+  EXPECT_EQ(refused.status, 429);
+  nlohmann::json body = nlohmann::json::parse(refused.body);
+  EXPECT_EQ(body["error"]["code"], "resource_exhausted");
+  EXPECT_NE(body["error"]["message"].get<std::string>().find("demo_search_burst"), std::string::npos);
+  EXPECT_FALSE(refused.headers["retry-after"].empty());
+  EXPECT_EQ(refused.headers["retry-after"], refused.headers["x-ratelimit-retry-after"]);
+  EXPECT_GT(std::stoi(refused.headers["retry-after"]), 0);
+  EXPECT_EQ(refused.headers["x-ratelimit-remaining"], "0");
+
+  // A bulk ingest costs one unit per line.
+  auto ingest = [&](int lines) {
+    std::string body;
+    for (int i = 0; i < lines; ++i) body += "{\"text\":\"quota line\"}\n";
+    auto r = client_->Send("POST", "/v1/tweets", body, "application/x-ndjson", kDemoKey);
+    return r.ok() ? r->status : -1;
+  };
+  EXPECT_EQ(ingest(3), 200);
+  EXPECT_EQ(ingest(2), 429);  // 3 + 2 > 4 lines
+  EXPECT_EQ(ingest(1), 200);
+
+  // Without a key: 401, until this address has used its anonymous quota.
+  EXPECT_EQ(Get("/v1/search?q=the", "").status, 401);
+  EXPECT_EQ(Get("/v1/search?q=the", "wrong-key-guess").status, 401);
+  EXPECT_EQ(Get("/v1/search?q=the", "another-guess-xx").status, 429);
+
+  HttpReply metrics = Get("/metrics", "");
+  EXPECT_NE(metrics.body.find("tweetsearch_ratelimit_refused_total{limit=\"demo_search_burst\"} 1"),
+            std::string::npos);
+  EXPECT_NE(metrics.body.find("tweetsearch_ratelimit_shadow_exceeded_total{limit=\"demo_search_watch\"}"),
+            std::string::npos);
+}
+
+TEST_F(QuotaTest, RulesReloadWhenTheFileChangesAndABrokenFileChangesNothing) {
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(Get("/v1/search?q=the").status, 200);
+  ASSERT_EQ(Get("/v1/search?q=the").status, 429);
+  // A broken file: rejected, the old rules stay (still refused).
+  ASSERT_TRUE(WriteFileAtomically(limits_, "tiers: {demo: {search: [{limit: -1}]}}").ok());
+  for (int i = 0; i < 200 && daemon_->ReloadLimits().ok(); ++i) {
+  }
+  EXPECT_EQ(Get("/v1/search?q=the").status, 429);
+  // A good file with a larger limit: picked up without a restart.
+  std::string bigger(kLimits);
+  bigger.replace(bigger.find("limit: 3,"), 9, "limit: 9,");
+  ASSERT_TRUE(WriteFileAtomically(limits_, bigger).ok());
+  int status = 0;
+  for (int i = 0; i < 500 && status != 200; ++i) {  // the watcher polls every 20 ms
+    status = Get("/v1/search?q=the").status;
+    if (status != 200) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(status, 200);
 }
 
 }  // namespace
