@@ -29,7 +29,8 @@ int64_t CeilDiv(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) / b; }
 // unit·milliseconds (units × window_ms), so that refilling `elapsed` ms adds exactly
 // elapsed × limit, with integers only. The bucket holds `tokens`; the meter holds `level`,
 // which is capacity − tokens: the two admit exactly the same requests, as the literature says.
-Decision DecideBucket(const Limit& l, BucketState& s, int64_t now, uint64_t cost, bool meter) {
+Decision DecideBucket(const Limit& l, BucketState& s, int64_t now, uint64_t cost, bool meter,
+                      bool commit) {
   const int64_t capacity = static_cast<int64_t>(l.limit) * l.window_ms;
   const int64_t need = static_cast<int64_t>(cost) * l.window_ms;
   int64_t tokens = !s.started ? capacity : meter ? capacity - s.amount : s.amount;
@@ -40,9 +41,11 @@ Decision DecideBucket(const Limit& l, BucketState& s, int64_t now, uint64_t cost
   if (cost <= l.limit && tokens >= need) {
     d.allowed = true;
     tokens -= need;
-    s.amount = meter ? capacity - tokens : tokens;
-    s.updated_ms = std::max(now, s.started ? s.updated_ms : now);
-    s.started = true;
+    if (commit) {
+      s.amount = meter ? capacity - tokens : tokens;
+      s.updated_ms = std::max(now, s.started ? s.updated_ms : now);
+      s.started = true;
+    }
   } else {
     d.retry_after_ms = cost > l.limit ? l.window_ms : CeilDiv(need - tokens, rate);
   }
@@ -51,7 +54,8 @@ Decision DecideBucket(const Limit& l, BucketState& s, int64_t now, uint64_t cost
   return d;
 }
 
-Decision DecideFixedWindow(const Limit& l, WindowState& s, int64_t now, uint64_t cost) {
+Decision DecideFixedWindow(const Limit& l, WindowState& s, int64_t now, uint64_t cost,
+                           bool commit) {
   const int64_t start = now - (((now % l.window_ms) + l.window_ms) % l.window_ms);
   uint64_t current = start == s.window_start_ms ? s.current : 0;
   Decision d;
@@ -59,8 +63,10 @@ Decision DecideFixedWindow(const Limit& l, WindowState& s, int64_t now, uint64_t
   if (cost <= l.limit && current + cost <= l.limit) {
     d.allowed = true;
     current += cost;
-    s.window_start_ms = start;
-    s.current = current;
+    if (commit) {
+      s.window_start_ms = start;
+      s.current = current;
+    }
   } else {
     d.retry_after_ms = cost > l.limit ? l.window_ms : d.reset_ms;
   }
@@ -71,7 +77,8 @@ Decision DecideFixedWindow(const Limit& l, WindowState& s, int64_t now, uint64_t
 // Cloudflare's estimate: the previous window's count weighted by how much of it still
 // overlaps the rolling window, plus the current window's count. Scaled by window_ms to stay in
 // integers: estimate × W = previous × (W − elapsed) + current × W.
-Decision DecideSlidingCounter(const Limit& l, WindowState& s, int64_t now, uint64_t cost) {
+Decision DecideSlidingCounter(const Limit& l, WindowState& s, int64_t now, uint64_t cost,
+                              bool commit) {
   const int64_t W = l.window_ms;
   const int64_t start = now - (((now % W) + W) % W);
   uint64_t current = 0, previous = 0;
@@ -92,9 +99,11 @@ Decision DecideSlidingCounter(const Limit& l, WindowState& s, int64_t now, uint6
     d.allowed = true;
     current += cost;
     used += need;
-    s.window_start_ms = start;
-    s.current = current;
-    s.previous = previous;
+    if (commit) {
+      s.window_start_ms = start;
+      s.current = current;
+      s.previous = previous;
+    }
   } else if (cost > l.limit) {
     d.retry_after_ms = W;
   } else if (current + cost <= l.limit && previous > 0) {
@@ -117,8 +126,8 @@ Decision DecideSlidingCounter(const Limit& l, WindowState& s, int64_t now, uint6
   return d;
 }
 
-Decision DecideLog(const Limit& l, LogState& s, int64_t now, uint64_t cost) {
-  // Entries older than the rolling window (time <= now − W) no longer count.
+Decision DecideLog(const Limit& l, LogState& s, int64_t now, uint64_t cost, bool commit) {
+  // Expiring entries changes no decision, so it happens on dry runs too. Entries older than the rolling window (time <= now − W) no longer count.
   while (s.head < s.entries.size() && s.entries[s.head].first <= now - l.window_ms) {
     s.total -= s.entries[s.head].second;
     ++s.head;
@@ -130,8 +139,10 @@ Decision DecideLog(const Limit& l, LogState& s, int64_t now, uint64_t cost) {
   Decision d;
   if (cost <= l.limit && s.total + cost <= l.limit) {
     d.allowed = true;
-    s.entries.emplace_back(now, static_cast<uint32_t>(cost));
-    s.total += cost;
+    if (commit) {
+      s.entries.emplace_back(now, static_cast<uint32_t>(cost));
+      s.total += cost;
+    }
   } else if (cost > l.limit) {
     d.retry_after_ms = l.window_ms;
   } else {
@@ -145,7 +156,7 @@ Decision DecideLog(const Limit& l, LogState& s, int64_t now, uint64_t cost) {
       }
     }
   }
-  d.remaining = l.limit - std::min(s.total, l.limit);
+  d.remaining = l.limit - std::min(s.total + (d.allowed && !commit ? cost : 0), l.limit);
   d.reset_ms = s.head < s.entries.size() ? s.entries.back().first + l.window_ms - now : 0;
   return d;
 }
@@ -158,7 +169,7 @@ int64_t EmissionNanos(const Limit& l) {
 // GCRA (ATM's "virtual scheduling"): a request of cost c moves TAT to max(TAT, now) + c·T and
 // is admitted if the new TAT is at most one window ahead of now (burst tolerance: the whole
 // limit).
-Decision DecideGcra(const Limit& l, TatState& s, int64_t now_ms, uint64_t cost) {
+Decision DecideGcra(const Limit& l, TatState& s, int64_t now_ms, uint64_t cost, bool commit) {
   const int64_t now = now_ms * kNanosPerMilli;
   const int64_t T = EmissionNanos(l);
   const int64_t window = l.window_ms * kNanosPerMilli;
@@ -168,7 +179,7 @@ Decision DecideGcra(const Limit& l, TatState& s, int64_t now_ms, uint64_t cost) 
   int64_t after = tat;
   if (cost <= l.limit && new_tat - now <= window) {
     d.allowed = true;
-    s.tat_ns = new_tat;
+    if (commit) s.tat_ns = new_tat;
     after = new_tat;
   } else {
     d.retry_after_ms = cost > l.limit ? l.window_ms : CeilDiv(new_tat - now - window, kNanosPerMilli);
@@ -181,7 +192,7 @@ Decision DecideGcra(const Limit& l, TatState& s, int64_t now_ms, uint64_t cost) 
 
 // A leaky bucket used as a queue: requests leave at one unit per T; a request is admitted if
 // its turn comes within max_wait, and told how long to wait for it.
-Decision DecideQueue(const Limit& l, TatState& s, int64_t now_ms, uint64_t cost) {
+Decision DecideQueue(const Limit& l, TatState& s, int64_t now_ms, uint64_t cost, bool commit) {
   const int64_t now = now_ms * kNanosPerMilli;
   const int64_t T = EmissionNanos(l);
   const int64_t max_wait = l.max_wait_ms * kNanosPerMilli;
@@ -192,7 +203,7 @@ Decision DecideQueue(const Limit& l, TatState& s, int64_t now_ms, uint64_t cost)
     d.allowed = true;
     d.delay_ms = CeilDiv(slot - now, kNanosPerMilli);
     next = slot + static_cast<int64_t>(cost) * T;
-    s.tat_ns = next;
+    if (commit) s.tat_ns = next;
   } else {
     d.retry_after_ms = cost > l.limit ? l.window_ms : CeilDiv(slot - now - max_wait, kNanosPerMilli);
   }
@@ -236,22 +247,22 @@ State NewState(Algorithm algorithm) {
   return WindowState{};
 }
 
-Decision Decide(const Limit& limit, State& state, int64_t now_ms, uint64_t cost) {
+Decision Decide(const Limit& limit, State& state, int64_t now_ms, uint64_t cost, bool commit) {
   switch (limit.algorithm) {
     case Algorithm::kTokenBucket:
-      return DecideBucket(limit, std::get<BucketState>(state), now_ms, cost, /*meter=*/false);
+      return DecideBucket(limit, std::get<BucketState>(state), now_ms, cost, false, commit);
     case Algorithm::kLeakyBucketMeter:
-      return DecideBucket(limit, std::get<BucketState>(state), now_ms, cost, /*meter=*/true);
+      return DecideBucket(limit, std::get<BucketState>(state), now_ms, cost, true, commit);
     case Algorithm::kFixedWindow:
-      return DecideFixedWindow(limit, std::get<WindowState>(state), now_ms, cost);
+      return DecideFixedWindow(limit, std::get<WindowState>(state), now_ms, cost, commit);
     case Algorithm::kSlidingWindowCounter:
-      return DecideSlidingCounter(limit, std::get<WindowState>(state), now_ms, cost);
+      return DecideSlidingCounter(limit, std::get<WindowState>(state), now_ms, cost, commit);
     case Algorithm::kSlidingWindowLog:
-      return DecideLog(limit, std::get<LogState>(state), now_ms, cost);
+      return DecideLog(limit, std::get<LogState>(state), now_ms, cost, commit);
     case Algorithm::kGcra:
-      return DecideGcra(limit, std::get<TatState>(state), now_ms, cost);
+      return DecideGcra(limit, std::get<TatState>(state), now_ms, cost, commit);
     case Algorithm::kLeakyBucketQueue:
-      return DecideQueue(limit, std::get<TatState>(state), now_ms, cost);
+      return DecideQueue(limit, std::get<TatState>(state), now_ms, cost, commit);
   }
   return Decision{};
 }

@@ -75,9 +75,13 @@ using State = std::variant<BucketState, WindowState, LogState, TatState>;
 // A fresh state for `algorithm`.
 State NewState(Algorithm algorithm);
 
-// Decides one request. Requires: `state` came from NewState(limit.algorithm), limit.limit >= 1,
-// limit.window_ms >= 1, cost >= 1. A request whose cost exceeds the limit is never admitted.
-Decision Decide(const Limit& limit, State& state, int64_t now_ms, uint64_t cost);
+// Decides one request. With `commit` false it is a dry run: the decision is the same, and the
+// state is left as a refusal would leave it (callers checking several limits dry-run them all,
+// then commit only if all admit). Requires: `state` came from NewState(limit.algorithm),
+// limit.limit >= 1, limit.window_ms >= 1, cost >= 1. A request whose cost exceeds the limit is
+// never admitted.
+Decision Decide(const Limit& limit, State& state, int64_t now_ms, uint64_t cost,
+                bool commit = true);
 
 // Bytes of memory a state holds (for the memory-per-key benchmark and the backend's bound).
 size_t StateBytes(const State& state);

@@ -58,9 +58,9 @@ struct Shard {
 
 // One rule set to apply to one bucket key.
 struct Bucket {
-  std::string key;
-  const RuleSet* set;
-  size_t shard;
+  const std::string* key = nullptr;
+  const RuleSet* set = nullptr;
+  size_t shard = 0;
 };
 
 class MemoryLimiter final : public Limiter {
@@ -71,54 +71,50 @@ class MemoryLimiter final : public Limiter {
     SetRules(std::move(rules));
   }
 
+  // The hot path: no allocation once warm (bucket keys are built in per-thread buffers, the
+  // rules are a plain pointer), one or two shard locks.
   Verdict Check(const CheckRequest& request) override {
     checks_.fetch_add(1, std::memory_order_relaxed);
-    std::shared_ptr<const Rules> rules = rules_.load();
-    std::vector<Bucket> buckets;
-    Collect(*rules, request, &buckets);
+    const Rules& rules = *rules_.load(std::memory_order_acquire);
+    thread_local std::array<std::string, 2> key_buffers;
+    std::array<Bucket, 2> buckets;
+    const size_t n = Collect(rules, request, key_buffers, buckets);
     Verdict v;
-    if (buckets.empty()) return v;
+    if (n == 0) return v;
     const int64_t now = clock_.NowUnixMillis();
 
-    // Lock every shard involved, in shard order (no deadlock), decide on copies of the states,
-    // and commit only if every enforced limit admits.
-    std::vector<size_t> order;
-    for (const Bucket& b : buckets) order.push_back(b.shard);
-    std::sort(order.begin(), order.end());
-    order.erase(std::unique(order.begin(), order.end()), order.end());
-    for (size_t s : order) shards_[s].mu.Lock();
+    // Lock the shards involved in shard order (no deadlock); dry-run every limit, then commit
+    // only if every enforced limit admits.
+    size_t first = buckets[0].shard, second = n == 2 ? buckets[1].shard : first;
+    if (second < first) std::swap(first, second);
+    shards_[first].mu.Lock();
+    if (second != first) shards_[second].mu.Lock();
 
-    std::vector<std::vector<State>> next(buckets.size());
-    std::vector<Entry*> entries(buckets.size());
+    std::array<Entry*, 2> entries{};
+    std::array<uint32_t, 2> shadow_admitted{};  // bit j: shadow limit j admitted the dry run
     bool allowed = true;
-    uint64_t best_remaining = UINT64_MAX;
-    for (size_t i = 0; i < buckets.size(); ++i) {
+    for (size_t i = 0; i < n; ++i) {
       entries[i] = Find(buckets[i], now);
-      next[i] = entries[i]->states;
       const RuleSet& set = *buckets[i].set;
       for (size_t j = 0; j < set.limits.size(); ++j) {
         const RuleLimit& r = set.limits[j];
         const uint64_t cost = r.per_request ? 1 : std::max<uint64_t>(1, request.units);
-        const Decision d = Decide(r.limit, next[i][j], now, cost);
-        if (!r.limit.shadow) {  // shadow limits are not promised to clients
-          StrAppend(&v.policy, v.policy.empty() ? "" : ", ", r.limit.limit, ";w=",
-                    (r.limit.window_ms + 999) / 1000);
-        }
-        if (!d.allowed && r.limit.shadow) {
-          v.shadow_exceeded.push_back(r.limit.name);
-          next[i][j] = entries[i]->states[j];  // a shadow refusal changes nothing
+        const Decision d = Decide(r.limit, entries[i]->states[j], now, cost, /*commit=*/false);
+        if (r.limit.shadow) {
+          if (d.allowed) {
+            shadow_admitted[i] |= 1u << j;
+          } else {
+            v.shadow_exceeded.push_back(r.limit.name);
+          }
           continue;
         }
-        if (!d.allowed) {
-          if (allowed || d.retry_after_ms > v.retry_after_ms) {
-            v.limited_by = r.limit.name;
-            v.retry_after_ms = d.retry_after_ms;
-          }
-          allowed = false;
+        if (!d.allowed && (allowed || d.retry_after_ms > v.retry_after_ms)) {
+          v.limited_by = r.limit.name;
+          v.retry_after_ms = d.retry_after_ms;
         }
+        allowed = allowed && d.allowed;
         v.delay_ms = std::max(v.delay_ms, d.delay_ms);
-        if (!r.limit.shadow && (d.remaining < best_remaining || !v.has_quota)) {
-          best_remaining = d.remaining;
+        if (!v.has_quota || d.remaining < v.remaining) {
           v.has_quota = true;
           v.limit = r.limit.limit;
           v.remaining = d.remaining;
@@ -128,16 +124,30 @@ class MemoryLimiter final : public Limiter {
       }
     }
     if (allowed) {
-      for (size_t i = 0; i < buckets.size(); ++i) {
-        entries[i]->states = std::move(next[i]);
+      for (size_t i = 0; i < n; ++i) {
+        const RuleSet& set = *buckets[i].set;
+        for (size_t j = 0; j < set.limits.size(); ++j) {
+          const RuleLimit& r = set.limits[j];
+          if (r.limit.shadow && !(shadow_admitted[i] & (1u << j))) continue;
+          const uint64_t cost = r.per_request ? 1 : std::max<uint64_t>(1, request.units);
+          Decide(r.limit, entries[i]->states[j], now, cost, /*commit=*/true);
+        }
         entries[i]->last_ms = now;
       }
     } else {
       v.allowed = false;
       v.delay_ms = 0;
     }
-    for (size_t s : order) Trim(shards_[s], now);
-    for (auto it = order.rbegin(); it != order.rend(); ++it) shards_[*it].mu.Unlock();
+    Trim(shards_[first], now);
+    if (second != first) Trim(shards_[second], now);
+    if (second != first) shards_[second].mu.Unlock();
+    shards_[first].mu.Unlock();
+
+    v.policy = buckets[0].set->policy;
+    if (n == 2 && !buckets[1].set->policy.empty()) {
+      if (!v.policy.empty()) v.policy += ", ";
+      v.policy += buckets[1].set->policy;
+    }
     if (!allowed) refused_.fetch_add(1, std::memory_order_relaxed);
     if (!v.shadow_exceeded.empty()) shadow_.fetch_add(1, std::memory_order_relaxed);
     return v;
@@ -156,7 +166,27 @@ class MemoryLimiter final : public Limiter {
   }
 
   void SetRules(Rules rules) override {
-    rules_.store(std::make_shared<const Rules>(std::move(rules)));
+    auto prepare = [](RuleSet& set) {
+      set.policy.clear();
+      for (const RuleLimit& r : set.limits) {
+        if (r.limit.shadow) continue;  // shadow limits are not promised to clients
+        StrAppend(&set.policy, set.policy.empty() ? "" : ", ", r.limit.limit, ";w=",
+                  (r.limit.window_ms + 999) / 1000);
+      }
+      set.fingerprint = Fingerprint(set);
+    };
+    for (auto& [tier, endpoints] : rules.tiers) {
+      for (auto& [endpoint, set] : endpoints) prepare(set);
+    }
+    for (auto& [key, endpoints] : rules.keys) {
+      for (auto& [endpoint, set] : endpoints) prepare(set);
+    }
+    for (auto& [endpoint, set] : rules.anonymous) prepare(set);
+    // Earlier versions stay alive (a check in flight may hold one); reloads are rare.
+    auto owned = std::make_unique<const Rules>(std::move(rules));
+    absl::MutexLock lock(&versions_mu_);
+    rules_.store(owned.get(), std::memory_order_release);
+    versions_.push_back(std::move(owned));
   }
 
   LimiterStats Stats() const override {
@@ -177,40 +207,49 @@ class MemoryLimiter final : public Limiter {
   const std::string& rules_path() const override { return options_.rules_path; }
 
  private:
-  // The rule sets that apply to `r`, with their bucket keys.
-  void Collect(const Rules& rules, const CheckRequest& r, std::vector<Bucket>* out) const {
-    auto add = [&](const std::string& key, const RuleSet& set) {
+  // The rule sets that apply to `r` (at most two: the endpoint's and "all"), with their bucket
+  // keys written into `keys`. Returns how many.
+  size_t Collect(const Rules& rules, const CheckRequest& r, std::array<std::string, 2>& keys,
+                 std::array<Bucket, 2>& out) const {
+    size_t n = 0;
+    auto add = [&](const RuleSet& set, auto&&... parts) {
       if (set.limits.empty()) return;
-      out->push_back({key, &set, absl::HashOf(key) % kShards});
+      std::string& key = keys[n];
+      key.clear();
+      (key.append(parts), ...);
+      out[n++] = {&key, &set, absl::HashOf(absl::string_view(key)) % kShards};
     };
     for (std::string_view endpoint : {r.endpoint, std::string_view("all")}) {
       if (r.key_prefix.empty()) {
-        auto it = rules.anonymous.find(std::string(endpoint));
-        if (it != rules.anonymous.end()) add(StrCat("a|", endpoint, "|", r.client_ip), it->second);
+        auto it = rules.anonymous.find(endpoint);
+        if (it != rules.anonymous.end()) add(it->second, "a|", endpoint, "|", r.client_ip);
         continue;
       }
       // A per-key override for this endpoint wins over the tier.
-      if (auto k = rules.keys.find(std::string(r.key_prefix)); k != rules.keys.end()) {
-        if (auto e = k->second.find(std::string(endpoint)); e != k->second.end()) {
-          add(StrCat("k|", r.key_prefix, "|", endpoint), e->second);
+      if (auto k = rules.keys.find(r.key_prefix); k != rules.keys.end()) {
+        if (auto e = k->second.find(endpoint); e != k->second.end()) {
+          add(e->second, "k|", r.key_prefix, "|", endpoint);
           continue;
         }
       }
-      auto tier = rules.tiers.find(std::string(r.tier));
+      auto tier = rules.tiers.find(r.tier);
       if (tier == rules.tiers.end()) tier = rules.tiers.find(rules.default_tier);
       if (tier == rules.tiers.end()) continue;
-      if (auto e = tier->second.find(std::string(endpoint)); e != tier->second.end()) {
+      if (auto e = tier->second.find(endpoint); e != tier->second.end()) {
         // Keyed by the key, not the tier: every key of a tier has its own quota.
-        add(StrCat("t|", tier->first, "|", r.key_prefix, "|", endpoint), e->second);
+        add(e->second, "t|", tier->first, "|", r.key_prefix, "|", endpoint);
       }
     }
+    return n;
   }
 
   // The bucket's entry, created (or reset, after a rule change or a long idle) as needed.
   Entry* Find(const Bucket& b, int64_t now) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     Shard& shard = shards_[b.shard];
-    const uint64_t fingerprint = Fingerprint(*b.set);
-    auto [it, inserted] = shard.map.try_emplace(b.key);
+    const uint64_t fingerprint = b.set->fingerprint;
+    auto it = shard.map.find(absl::string_view(*b.key));
+    const bool inserted = it == shard.map.end();
+    if (inserted) it = shard.map.try_emplace(*b.key).first;
     Entry* e = &it->second;
     if (inserted) {
       e->key = &it->first;
@@ -244,7 +283,9 @@ class MemoryLimiter final : public Limiter {
   const LimiterOptions options_;
   const Clock& clock_;
   const size_t per_shard_;
-  std::atomic<std::shared_ptr<const Rules>> rules_;
+  std::atomic<const Rules*> rules_{nullptr};
+  absl::Mutex versions_mu_;
+  std::vector<std::unique_ptr<const Rules>> versions_ ABSL_GUARDED_BY(versions_mu_);
   std::array<Shard, kShards> shards_;
   std::atomic<uint64_t> checks_{0}, refused_{0}, shadow_{0}, evicted_{0}, reloads_{0},
       reload_errors_{0};

@@ -73,10 +73,10 @@ absl::StatusOr<RuleLimit> ParseLimit(const YAML::Node& node, const std::string& 
 }
 
 // endpoint → [limits]
-absl::StatusOr<std::map<std::string, RuleSet>> ParseEndpoints(const YAML::Node& node,
+absl::StatusOr<NameMap<RuleSet>> ParseEndpoints(const YAML::Node& node,
                                                               const std::string& where,
                                                               const std::string& owner) {
-  std::map<std::string, RuleSet> out;
+  NameMap<RuleSet> out;
   if (node.IsNull()) return out;
   if (!node.IsMap()) return Bad(where, "a map of endpoint → list of limits");
   std::set<std::string> names;
@@ -86,6 +86,9 @@ absl::StatusOr<std::map<std::string, RuleSet>> ParseEndpoints(const YAML::Node& 
     const std::string at = StrCat(where, ".", endpoint);
     if (!kEndpoints.contains(endpoint)) return Bad(at, "endpoint must be search, ingest, admin or all");
     if (!entry.second.IsSequence()) return Bad(at, "a list of limits");
+    if (entry.second.size() > kMaxLimitsPerSet) {
+      return Bad(at, StrCat("at most ", kMaxLimitsPerSet, " limits per endpoint"));
+    }
     RuleSet set;
     for (size_t i = 0; i < entry.second.size(); ++i) {
       absl::StatusOr<RuleLimit> limit = ParseLimit(entry.second[i], StrCat(at, "[", i, "]"),
@@ -102,15 +105,15 @@ absl::StatusOr<std::map<std::string, RuleSet>> ParseEndpoints(const YAML::Node& 
   return out;
 }
 
-absl::StatusOr<std::map<std::string, std::map<std::string, RuleSet>>> ParseOwners(
+absl::StatusOr<NameMap<NameMap<RuleSet>>> ParseOwners(
     const YAML::Node& node, const std::string& where) {
-  std::map<std::string, std::map<std::string, RuleSet>> out;
+  NameMap<NameMap<RuleSet>> out;
   if (node.IsNull()) return out;
   if (!node.IsMap()) return Bad(where, "a map of name → endpoints");
   for (const auto& entry : node) {
     if (!entry.first.IsScalar()) return Bad(where, "names are plain words");
     const std::string name = entry.first.Scalar();
-    absl::StatusOr<std::map<std::string, RuleSet>> endpoints =
+    absl::StatusOr<NameMap<RuleSet>> endpoints =
         ParseEndpoints(entry.second, StrCat(where, ".", name), name);
     if (!endpoints.ok()) return endpoints.status();
     out[name] = *std::move(endpoints);

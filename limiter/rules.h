@@ -41,14 +41,24 @@ struct RuleLimit {
 
 // The limits of one (tier or key, endpoint); evaluated together, all must admit.
 struct RuleSet {
-  std::vector<RuleLimit> limits;
-  int64_t max_window_ms = 0;  // state idle this long is as good as new
+  std::vector<RuleLimit> limits;  // at most kMaxLimitsPerSet
+  int64_t max_window_ms = 0;      // state idle this long is as good as new
+  // Filled by the limiter when it takes the rules: "limit;w=seconds" of each enforced limit,
+  // and a fingerprint of the definitions (states survive reloads that keep it).
+  std::string policy;
+  uint64_t fingerprint = 0;
 };
 
+inline constexpr size_t kMaxLimitsPerSet = 16;
+
+// Maps with transparent comparison, so that lookups by string_view need no allocation.
+template <typename V>
+using NameMap = std::map<std::string, V, std::less<>>;
+
 struct Rules {
-  std::map<std::string, std::map<std::string, RuleSet>> tiers;  // tier → endpoint → limits
-  std::map<std::string, std::map<std::string, RuleSet>> keys;   // key prefix → endpoint → …
-  std::map<std::string, RuleSet> anonymous;                     // endpoint → limits
+  NameMap<NameMap<RuleSet>> tiers;  // tier → endpoint → limits
+  NameMap<NameMap<RuleSet>> keys;   // key prefix → endpoint → limits
+  NameMap<RuleSet> anonymous;       // endpoint → limits
   std::string default_tier;
 };
 

@@ -259,3 +259,32 @@ TEST(AlgorithmTest, NamesRoundTrip) {
 
 }  // namespace
 }  // namespace tweetsearch::limiter
+
+namespace tweetsearch::limiter {
+namespace {
+
+// A dry run decides like the real thing and leaves the state as a refusal would.
+TEST(AlgorithmTest, DryRunsDecideAlikeAndChangeNothing) {
+  std::mt19937_64 rng(23);
+  for (Algorithm a : kAll) {
+    Limit limit{"t", a, kLimit, kWindow, 250, false};
+    State real = NewState(a);
+    int64_t now = 0;
+    for (int i = 0; i < 2000; ++i) {
+      now += static_cast<int64_t>(rng() % 120);
+      const uint64_t cost = 1 + rng() % 3;
+      State before = real;
+      const Decision dry = Decide(limit, real, now, cost, /*commit=*/false);
+      State after_dry = real;
+      const Decision again = Decide(limit, after_dry, now, cost, /*commit=*/false);
+      ASSERT_EQ(dry.allowed, again.allowed) << AlgorithmName(a);
+      State committed = before;
+      const Decision wet = Decide(limit, committed, now, cost, /*commit=*/true);
+      ASSERT_EQ(dry.allowed, wet.allowed) << AlgorithmName(a) << " at " << now;
+      real = committed;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tweetsearch::limiter
