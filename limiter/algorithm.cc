@@ -7,7 +7,9 @@
 namespace tweetsearch::limiter {
 namespace {
 
-constexpr int64_t kNanosPerMilli = 1'000'000;
+// TAT-based algorithms count in microseconds: exact in a double (Redis's Lua) for any Unix time
+// of this millennium, and fine enough for any window.
+constexpr int64_t kMicrosPerMilli = 1000;
 
 struct NameOf {
   Algorithm algorithm;
@@ -161,57 +163,57 @@ Decision DecideLog(const Limit& l, LogState& s, int64_t now, uint64_t cost, bool
   return d;
 }
 
-// The theoretical arrival time in nanoseconds; one unit is worth T = window / limit.
-int64_t EmissionNanos(const Limit& l) {
-  return std::max<int64_t>(1, l.window_ms * kNanosPerMilli / static_cast<int64_t>(l.limit));
+// One unit is worth T = window / limit, in microseconds.
+int64_t EmissionMicros(const Limit& l) {
+  return std::max<int64_t>(1, l.window_ms * kMicrosPerMilli / static_cast<int64_t>(l.limit));
 }
 
 // GCRA (ATM's "virtual scheduling"): a request of cost c moves TAT to max(TAT, now) + c·T and
 // is admitted if the new TAT is at most one window ahead of now (burst tolerance: the whole
 // limit).
 Decision DecideGcra(const Limit& l, TatState& s, int64_t now_ms, uint64_t cost, bool commit) {
-  const int64_t now = now_ms * kNanosPerMilli;
-  const int64_t T = EmissionNanos(l);
-  const int64_t window = l.window_ms * kNanosPerMilli;
-  const int64_t tat = std::max(s.tat_ns, now);
+  const int64_t now = now_ms * kMicrosPerMilli;
+  const int64_t T = EmissionMicros(l);
+  const int64_t window = l.window_ms * kMicrosPerMilli;
+  const int64_t tat = std::max(s.tat_us, now);
   const int64_t new_tat = tat + static_cast<int64_t>(cost) * T;
   Decision d;
   int64_t after = tat;
   if (cost <= l.limit && new_tat - now <= window) {
     d.allowed = true;
-    if (commit) s.tat_ns = new_tat;
+    if (commit) s.tat_us = new_tat;
     after = new_tat;
   } else {
-    d.retry_after_ms = cost > l.limit ? l.window_ms : CeilDiv(new_tat - now - window, kNanosPerMilli);
+    d.retry_after_ms = cost > l.limit ? l.window_ms : CeilDiv(new_tat - now - window, kMicrosPerMilli);
   }
   d.remaining = static_cast<uint64_t>(std::max<int64_t>(0, (now + window - after) / T));
   d.remaining = std::min<uint64_t>(d.remaining, l.limit);
-  d.reset_ms = CeilDiv(after - now, kNanosPerMilli);
+  d.reset_ms = CeilDiv(after - now, kMicrosPerMilli);
   return d;
 }
 
 // A leaky bucket used as a queue: requests leave at one unit per T; a request is admitted if
 // its turn comes within max_wait, and told how long to wait for it.
 Decision DecideQueue(const Limit& l, TatState& s, int64_t now_ms, uint64_t cost, bool commit) {
-  const int64_t now = now_ms * kNanosPerMilli;
-  const int64_t T = EmissionNanos(l);
-  const int64_t max_wait = l.max_wait_ms * kNanosPerMilli;
-  const int64_t slot = std::max(s.tat_ns, now);
+  const int64_t now = now_ms * kMicrosPerMilli;
+  const int64_t T = EmissionMicros(l);
+  const int64_t max_wait = l.max_wait_ms * kMicrosPerMilli;
+  const int64_t slot = std::max(s.tat_us, now);
   Decision d;
   int64_t next = slot;
   if (cost <= l.limit && slot - now <= max_wait) {
     d.allowed = true;
-    d.delay_ms = CeilDiv(slot - now, kNanosPerMilli);
+    d.delay_ms = CeilDiv(slot - now, kMicrosPerMilli);
     next = slot + static_cast<int64_t>(cost) * T;
-    if (commit) s.tat_ns = next;
+    if (commit) s.tat_us = next;
   } else {
-    d.retry_after_ms = cost > l.limit ? l.window_ms : CeilDiv(slot - now - max_wait, kNanosPerMilli);
+    d.retry_after_ms = cost > l.limit ? l.window_ms : CeilDiv(slot - now - max_wait, kMicrosPerMilli);
   }
   // Units that could still be queued within max_wait.
   const int64_t room = now + max_wait - next;
   d.remaining = room < 0 ? 0 : static_cast<uint64_t>(room / T + 1);
   d.remaining = std::min<uint64_t>(d.remaining, l.limit);
-  d.reset_ms = CeilDiv(next - now, kNanosPerMilli);
+  d.reset_ms = CeilDiv(next - now, kMicrosPerMilli);
   return d;
 }
 

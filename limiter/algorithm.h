@@ -67,8 +67,8 @@ struct LogState {  // sliding window log: one entry per admitted request
   size_t head = 0;                                     // entries before head are expired
   uint64_t total = 0;                                  // cost of entries[head..]
 };
-struct TatState {  // GCRA, leaky bucket queue: theoretical arrival time, Unix nanoseconds
-  int64_t tat_ns = 0;
+struct TatState {  // GCRA, leaky bucket queue: theoretical arrival time, Unix microseconds
+  int64_t tat_us = 0;
 };
 using State = std::variant<BucketState, WindowState, LogState, TatState>;
 

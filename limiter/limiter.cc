@@ -8,22 +8,12 @@
 #include "absl/hash/hash.h"
 #include "absl/synchronization/mutex.h"
 #include "common/strings.h"
+#include "limiter/rule_match.h"
 
 namespace tweetsearch::limiter {
 namespace {
 
 constexpr size_t kShards = 64;
-
-// A fingerprint of a rule set's definitions: states are kept across reloads only when it is
-// unchanged.
-uint64_t Fingerprint(const RuleSet& set) {
-  uint64_t h = 0x51ed270b;
-  for (const RuleLimit& r : set.limits) {
-    h = absl::HashOf(h, r.limit.name, static_cast<int>(r.limit.algorithm), r.limit.limit,
-                     r.limit.window_ms, r.limit.max_wait_ms, r.per_request);
-  }
-  return h;
-}
 
 struct Entry {
   uint64_t fingerprint = 0;
@@ -56,13 +46,6 @@ struct Shard {
   }
 };
 
-// One rule set to apply to one bucket key.
-struct Bucket {
-  const std::string* key = nullptr;
-  const RuleSet* set = nullptr;
-  size_t shard = 0;
-};
-
 class MemoryLimiter final : public Limiter {
  public:
   MemoryLimiter(const LimiterOptions& options, const Clock& clock, Rules rules)
@@ -78,14 +61,15 @@ class MemoryLimiter final : public Limiter {
     const Rules& rules = *rules_.load(std::memory_order_acquire);
     thread_local std::array<std::string, 2> key_buffers;
     std::array<Bucket, 2> buckets;
-    const size_t n = Collect(rules, request, key_buffers, buckets);
+    const size_t n = MatchRules(rules, request, key_buffers, buckets);
     Verdict v;
     if (n == 0) return v;
     const int64_t now = clock_.NowUnixMillis();
 
     // Lock the shards involved in shard order (no deadlock); dry-run every limit, then commit
     // only if every enforced limit admits.
-    size_t first = buckets[0].shard, second = n == 2 ? buckets[1].shard : first;
+    size_t first = buckets[0].hash % kShards;
+    size_t second = n == 2 ? buckets[1].hash % kShards : first;
     if (second < first) std::swap(first, second);
     shards_[first].mu.Lock();
     if (second != first) shards_[second].mu.Lock();
@@ -100,27 +84,8 @@ class MemoryLimiter final : public Limiter {
         const RuleLimit& r = set.limits[j];
         const uint64_t cost = r.per_request ? 1 : std::max<uint64_t>(1, request.units);
         const Decision d = Decide(r.limit, entries[i]->states[j], now, cost, /*commit=*/false);
-        if (r.limit.shadow) {
-          if (d.allowed) {
-            shadow_admitted[i] |= 1u << j;
-          } else {
-            v.shadow_exceeded.push_back(r.limit.name);
-          }
-          continue;
-        }
-        if (!d.allowed && (allowed || d.retry_after_ms > v.retry_after_ms)) {
-          v.limited_by = r.limit.name;
-          v.retry_after_ms = d.retry_after_ms;
-        }
-        allowed = allowed && d.allowed;
-        v.delay_ms = std::max(v.delay_ms, d.delay_ms);
-        if (!v.has_quota || d.remaining < v.remaining) {
-          v.has_quota = true;
-          v.limit = r.limit.limit;
-          v.remaining = d.remaining;
-          v.window_ms = r.limit.window_ms;
-          v.reset_ms = d.reset_ms;
-        }
+        if (r.limit.shadow && d.allowed) shadow_admitted[i] |= 1u << j;
+        if (Fold(r, d, &v)) allowed = false;
       }
     }
     if (allowed) {
@@ -135,7 +100,6 @@ class MemoryLimiter final : public Limiter {
         entries[i]->last_ms = now;
       }
     } else {
-      v.allowed = false;
       v.delay_ms = 0;
     }
     Trim(shards_[first], now);
@@ -166,22 +130,7 @@ class MemoryLimiter final : public Limiter {
   }
 
   void SetRules(Rules rules) override {
-    auto prepare = [](RuleSet& set) {
-      set.policy.clear();
-      for (const RuleLimit& r : set.limits) {
-        if (r.limit.shadow) continue;  // shadow limits are not promised to clients
-        StrAppend(&set.policy, set.policy.empty() ? "" : ", ", r.limit.limit, ";w=",
-                  (r.limit.window_ms + 999) / 1000);
-      }
-      set.fingerprint = Fingerprint(set);
-    };
-    for (auto& [tier, endpoints] : rules.tiers) {
-      for (auto& [endpoint, set] : endpoints) prepare(set);
-    }
-    for (auto& [key, endpoints] : rules.keys) {
-      for (auto& [endpoint, set] : endpoints) prepare(set);
-    }
-    for (auto& [endpoint, set] : rules.anonymous) prepare(set);
+    PrepareRules(rules);
     // Earlier versions stay alive (a check in flight may hold one); reloads are rare.
     auto owned = std::make_unique<const Rules>(std::move(rules));
     absl::MutexLock lock(&versions_mu_);
@@ -207,45 +156,9 @@ class MemoryLimiter final : public Limiter {
   const std::string& rules_path() const override { return options_.rules_path; }
 
  private:
-  // The rule sets that apply to `r` (at most two: the endpoint's and "all"), with their bucket
-  // keys written into `keys`. Returns how many.
-  size_t Collect(const Rules& rules, const CheckRequest& r, std::array<std::string, 2>& keys,
-                 std::array<Bucket, 2>& out) const {
-    size_t n = 0;
-    auto add = [&](const RuleSet& set, auto&&... parts) {
-      if (set.limits.empty()) return;
-      std::string& key = keys[n];
-      key.clear();
-      (key.append(parts), ...);
-      out[n++] = {&key, &set, absl::HashOf(absl::string_view(key)) % kShards};
-    };
-    for (std::string_view endpoint : {r.endpoint, std::string_view("all")}) {
-      if (r.key_prefix.empty()) {
-        auto it = rules.anonymous.find(endpoint);
-        if (it != rules.anonymous.end()) add(it->second, "a|", endpoint, "|", r.client_ip);
-        continue;
-      }
-      // A per-key override for this endpoint wins over the tier.
-      if (auto k = rules.keys.find(r.key_prefix); k != rules.keys.end()) {
-        if (auto e = k->second.find(endpoint); e != k->second.end()) {
-          add(e->second, "k|", r.key_prefix, "|", endpoint);
-          continue;
-        }
-      }
-      auto tier = rules.tiers.find(r.tier);
-      if (tier == rules.tiers.end()) tier = rules.tiers.find(rules.default_tier);
-      if (tier == rules.tiers.end()) continue;
-      if (auto e = tier->second.find(endpoint); e != tier->second.end()) {
-        // Keyed by the key, not the tier: every key of a tier has its own quota.
-        add(e->second, "t|", tier->first, "|", r.key_prefix, "|", endpoint);
-      }
-    }
-    return n;
-  }
-
   // The bucket's entry, created (or reset, after a rule change or a long idle) as needed.
   Entry* Find(const Bucket& b, int64_t now) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    Shard& shard = shards_[b.shard];
+    Shard& shard = shards_[b.hash % kShards];
     const uint64_t fingerprint = b.set->fingerprint;
     auto it = shard.map.find(absl::string_view(*b.key));
     const bool inserted = it == shard.map.end();

@@ -65,9 +65,10 @@ absl::StatusOr<RuleLimit> ParseLimit(const YAML::Node& node, const std::string& 
   if (r.limit.max_wait_ms > 0 && r.limit.algorithm != Algorithm::kLeakyBucketQueue) {
     return Bad(where, "max_wait applies to leaky_bucket_queue only");
   }
-  // The windows' integer arithmetic (docs/limiter.md) stays far from overflow below this.
-  if (static_cast<double>(r.limit.limit) * static_cast<double>(r.limit.window_ms) > 4e18) {
-    return Bad(where, "limit × window is too large");
+  // The algorithms compute with limit × window_ms as an integer; below 2^52 it is exact in the
+  // doubles of Redis's Lua too (docs/limiter.md).
+  if (static_cast<double>(r.limit.limit) * static_cast<double>(r.limit.window_ms) > 4.5e15) {
+    return Bad(where, "limit × window (in ms) must stay under 4.5e15");
   }
   return r;
 }

@@ -1,0 +1,86 @@
+#include "limiter/rule_match.h"
+
+#include "absl/hash/hash.h"
+#include "absl/strings/string_view.h"
+#include "common/strings.h"
+
+namespace tweetsearch::limiter {
+
+size_t MatchRules(const Rules& rules, const CheckRequest& r, std::array<std::string, 2>& keys,
+                  std::array<Bucket, 2>& out) {
+  size_t n = 0;
+  auto add = [&](const RuleSet& set, auto&&... parts) {
+    if (set.limits.empty()) return;
+    std::string& key = keys[n];
+    key.clear();
+    (key.append(parts), ...);
+    out[n++] = {&key, &set, absl::HashOf(absl::string_view(key))};
+  };
+  for (std::string_view endpoint : {r.endpoint, std::string_view("all")}) {
+    if (r.key_prefix.empty()) {
+      auto it = rules.anonymous.find(endpoint);
+      if (it != rules.anonymous.end()) add(it->second, "a|", endpoint, "|", r.client_ip);
+      continue;
+    }
+    if (auto k = rules.keys.find(r.key_prefix); k != rules.keys.end()) {
+      if (auto e = k->second.find(endpoint); e != k->second.end()) {
+        add(e->second, "k|", r.key_prefix, "|", endpoint);
+        continue;
+      }
+    }
+    auto tier = rules.tiers.find(r.tier);
+    if (tier == rules.tiers.end()) tier = rules.tiers.find(rules.default_tier);
+    if (tier == rules.tiers.end()) continue;
+    if (auto e = tier->second.find(endpoint); e != tier->second.end()) {
+      // Keyed by the key, not the tier: every key of a tier has its own quota.
+      add(e->second, "t|", tier->first, "|", r.key_prefix, "|", endpoint);
+    }
+  }
+  return n;
+}
+
+void PrepareRules(Rules& rules) {
+  auto prepare = [](RuleSet& set) {
+    set.policy.clear();
+    uint64_t h = 0x51ed270b;
+    for (const RuleLimit& r : set.limits) {
+      h = absl::HashOf(h, r.limit.name, static_cast<int>(r.limit.algorithm), r.limit.limit,
+                       r.limit.window_ms, r.limit.max_wait_ms, r.per_request, r.limit.shadow);
+      if (r.limit.shadow) continue;  // shadow limits are not promised to clients
+      StrAppend(&set.policy, set.policy.empty() ? "" : ", ", r.limit.limit, ";w=",
+                (r.limit.window_ms + 999) / 1000);
+    }
+    set.fingerprint = h;
+  };
+  for (auto& [tier, endpoints] : rules.tiers) {
+    for (auto& [endpoint, set] : endpoints) prepare(set);
+  }
+  for (auto& [key, endpoints] : rules.keys) {
+    for (auto& [endpoint, set] : endpoints) prepare(set);
+  }
+  for (auto& [endpoint, set] : rules.anonymous) prepare(set);
+}
+
+bool Fold(const RuleLimit& r, const Decision& d, Verdict* v) {
+  if (r.limit.shadow) {
+    if (!d.allowed) v->shadow_exceeded.push_back(r.limit.name);
+    return false;
+  }
+  const bool refused = !d.allowed;
+  if (refused && (v->allowed || d.retry_after_ms > v->retry_after_ms)) {
+    v->limited_by = r.limit.name;
+    v->retry_after_ms = d.retry_after_ms;
+  }
+  if (refused) v->allowed = false;
+  v->delay_ms = std::max(v->delay_ms, d.delay_ms);
+  if (!v->has_quota || d.remaining < v->remaining) {
+    v->has_quota = true;
+    v->limit = r.limit.limit;
+    v->remaining = d.remaining;
+    v->window_ms = r.limit.window_ms;
+    v->reset_ms = d.reset_ms;
+  }
+  return refused;
+}
+
+}  // namespace tweetsearch::limiter
