@@ -108,7 +108,9 @@ class RocksDbKeyRegistry final : public KeyRegistry {
       return absl::PermissionDeniedError(
           StrCat("this api_dev_key lacks the '", ScopeName(scope), "' scope"));
     }
-    return it->second;
+    ApiKey found = it->second;
+    found.id = absl::BytesToHexString(AsAbsl(std::string_view(hash).substr(0, 8)));
+    return found;
   }
 
   std::vector<ApiKey> List() const override {

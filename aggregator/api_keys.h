@@ -27,6 +27,7 @@ std::string_view ScopeName(Scope scope);
 absl::StatusOr<Scope> ParseScope(std::string_view name);
 
 struct ApiKey {
+  std::string id;      // 16 hex digits of the key's SHA-256: unique, safe to show and log
   std::string prefix;  // first characters of the key (its public name)
   std::string owner;
   std::string tier;    // quota tier, read by the limiter

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
+#include "absl/strings/numbers.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
@@ -16,6 +17,7 @@
 #include "aggregator/front_door.h"
 #include "aggregator/grpc_service.h"
 #include "aggregator/limiter_gate.h"
+#include "limiter/redis_limiter.h"
 #include "aggregator/metrics.h"
 #include "aggregator/page_token.h"
 #include "common/file_util.h"
@@ -84,11 +86,13 @@ class DaemonImpl final : public Daemon {
     return s;
   }
 
-  // Reloads the rules whenever the file's modification time changes.
+  // Reloads the rules whenever the file's modification time changes, and logs when the quota
+  // store (Redis) goes down or comes back.
   void WatchLimits(std::string path, int64_t poll_ms) {
     watcher_ = std::thread([this, path = std::move(path), poll_ms] {
       std::error_code ec;
       auto seen = std::filesystem::last_write_time(path, ec);
+      bool redis_up = true;
       absl::MutexLock lock(&watch_mu_);
       while (!watch_stop_) {
         watch_mu_.AwaitWithTimeout(absl::Condition(&watch_stop_), absl::Milliseconds(poll_ms));
@@ -97,6 +101,16 @@ class DaemonImpl final : public Daemon {
         if (!ec && now != seen) {
           seen = now;
           (void)ReloadLimits();  // logs its outcome
+        }
+        const limiter::LimiterStats stats = gate_->limiter().Stats();
+        if (stats.uses_redis && stats.redis_up != redis_up) {
+          redis_up = stats.redis_up;
+          if (redis_up) {
+            spdlog::info("Redis is back: quotas are shared again");
+          } else {
+            spdlog::warn("Redis is unreachable: quotas are decided locally (fail-open) or refused "
+                         "(fail: closed limits) until it returns");
+          }
         }
       }
     });
@@ -205,6 +219,7 @@ absl::Status LoadDaemonConfigFile(const std::string& path, DaemonConfig* c) {
     else if (key == "limits_file") s = Read(v, "limits_file", &c->limits_file);
     else if (key == "limits_poll_ms") s = Read(v, "limits_poll_ms", &c->limits_poll_ms);
     else if (key == "limiter_max_keys") s = Read(v, "limiter_max_keys", &c->limiter_max_keys);
+    else if (key == "redis") s = Read(v, "redis", &c->redis);
     else s = absl::InvalidArgumentError(StrCat("config ", path, ": unknown key '", key, "'"));
     if (!s.ok()) return s;
   }
@@ -263,8 +278,19 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     limiter::LimiterOptions limiter_options;
     limiter_options.rules_path = config.limits_file;
     limiter_options.max_keys = config.limiter_max_keys;
-    absl::StatusOr<std::unique_ptr<limiter::Limiter>> limiter =
-        limiter::Limiter::Create(limiter_options, SystemClock());
+    absl::StatusOr<std::unique_ptr<limiter::Limiter>> limiter;
+    if (config.redis.empty()) {
+      limiter = limiter::Limiter::Create(limiter_options, SystemClock());
+    } else {
+      limiter::RedisOptions redis;
+      const size_t colon = config.redis.rfind(':');
+      if (colon == std::string::npos || !absl::SimpleAtoi(config.redis.substr(colon + 1), &redis.port)) {
+        return absl::InvalidArgumentError(StrCat("redis '", config.redis, "' is not HOST:PORT"));
+      }
+      redis.host = config.redis.substr(0, colon);
+      limiter = limiter::CreateRedisLimiter(limiter_options, redis, SystemClock());
+      spdlog::info("quota state in Redis at {}", config.redis);
+    }
     if (!limiter.ok()) return limiter.status();
     d->gate_ = std::make_shared<LimiterGate>(*std::move(limiter));
     d->door_->set_gate(d->gate_);

@@ -48,12 +48,15 @@ struct DaemonConfig {
   int64_t limits_poll_ms = 1000;
   // Most per-key quota states kept in memory. Default 1,000,000.
   size_t limiter_max_keys = 1'000'000;
+  // "HOST:PORT" of a Redis that holds the quota state, shared by every front door using it;
+  // empty: state in process memory. Redis being down never stops the service (docs/limiter.md).
+  std::string redis;
 };
 
 // Reads a YAML config file into `config` (only the keys present change). Keys: data_dir,
 // http_address, http_port, grpc_port, sample, demo_key, max_body_bytes, io_threads,
 // worker_threads, max_text_bytes, checkpoint_every, node_id, block_cache_mb, sync_writes,
-// port_file, log_level, limits_file, limits_poll_ms, limiter_max_keys. InvalidArgument naming the key for a bad value or an unknown key.
+// port_file, log_level, limits_file, limits_poll_ms, limiter_max_keys, redis. InvalidArgument naming the key for a bad value or an unknown key.
 absl::Status LoadDaemonConfigFile(const std::string& path, DaemonConfig* config);
 
 class Daemon {

@@ -233,11 +233,14 @@ absl::StatusOr<uint32_t> FrontDoor::Likes(std::string_view api_dev_key, TweetId 
 
 absl::StatusOr<std::string> FrontDoor::CreateKey(std::string_view api_dev_key,
                                                  std::string_view owner, std::string_view tier,
-                                                 uint8_t scopes, CallContext* call) const {
+                                                 uint8_t scopes, CallContext* call,
+                                                 std::string_view chosen) const {
   if (auto key = Authorize(api_dev_key, Scope::kAdmin, Endpoint::kAdmin, 1, call); !key.ok()) {
     return key.status();
   }
-  return keys_.Create(owner, tier, scopes);
+  if (chosen.empty()) return keys_.Create(owner, tier, scopes);
+  if (absl::Status s = keys_.Register(chosen, owner, tier, scopes); !s.ok()) return s;
+  return std::string(chosen);
 }
 
 absl::StatusOr<std::vector<ApiKey>> FrontDoor::ListKeys(std::string_view api_dev_key,

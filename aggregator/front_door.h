@@ -104,9 +104,12 @@ class FrontDoor {
                                  bool add, CallContext* call = nullptr) const;
 
   // Key administration (admin scope).
+  // Makes a random key, or registers `chosen` when it is not empty (front doors that must accept
+  // the same keys, until the cluster shares one registry).
   absl::StatusOr<std::string> CreateKey(std::string_view api_dev_key, std::string_view owner,
                                         std::string_view tier, uint8_t scopes,
-                                        CallContext* call = nullptr) const;
+                                        CallContext* call = nullptr,
+                                        std::string_view chosen = {}) const;
   absl::StatusOr<std::vector<ApiKey>> ListKeys(std::string_view api_dev_key,
                                                CallContext* call = nullptr) const;
   absl::Status RevokeKey(std::string_view api_dev_key, std::string_view key_or_prefix,

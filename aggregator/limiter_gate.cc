@@ -30,6 +30,7 @@ absl::Status LimiterGate::Admit(const ApiKey* key, Endpoint endpoint, uint64_t c
                                 CallContext* call) {
   limiter::CheckRequest request;
   if (key != nullptr) {
+    request.key_id = key->id;
     request.key_prefix = key->prefix;
     request.tier = key->tier;
   }
@@ -78,6 +79,19 @@ void LimiterGate::RenderMetrics(std::string* out) const {
             "# TYPE tweetsearch_ratelimit_reloads_total counter\n"
             "tweetsearch_ratelimit_reloads_total{result=\"ok\"} ", s.reloads, "\n",
             "tweetsearch_ratelimit_reloads_total{result=\"error\"} ", s.reload_errors, "\n");
+  if (s.uses_redis) {
+    StrAppend(out,
+              "# HELP tweetsearch_ratelimit_redis_up Whether the quota store (Redis) answers.\n"
+              "# TYPE tweetsearch_ratelimit_redis_up gauge\n"
+              "tweetsearch_ratelimit_redis_up ", s.redis_up ? 1 : 0, "\n",
+              "# HELP tweetsearch_ratelimit_redis_errors_total Failed or timed-out Redis calls.\n"
+              "# TYPE tweetsearch_ratelimit_redis_errors_total counter\n"
+              "tweetsearch_ratelimit_redis_errors_total ", s.redis_errors, "\n",
+              "# HELP tweetsearch_ratelimit_local_fallbacks_total Checks decided locally while "
+              "Redis was down.\n"
+              "# TYPE tweetsearch_ratelimit_local_fallbacks_total counter\n"
+              "tweetsearch_ratelimit_local_fallbacks_total ", s.local_fallbacks, "\n");
+  }
   absl::MutexLock lock(&mu_);
   StrAppend(out, "# HELP tweetsearch_ratelimit_refused_total Requests refused, by limit.\n",
             "# TYPE tweetsearch_ratelimit_refused_total counter\n");

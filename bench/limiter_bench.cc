@@ -53,7 +53,7 @@ void BM_OneKey(benchmark::State& state) {
   }
   const std::string key = "ts_key" + std::to_string(state.thread_index());
   for (auto _ : state) {
-    benchmark::DoNotOptimize(limiter->Check({key, "free", "search", "", 1}));
+    benchmark::DoNotOptimize(limiter->Check({key, "free", "search", "", 1, {}}));
   }
   state.SetLabel(std::string(ts::limiter::AlgorithmName(algorithm)));
 }
@@ -65,11 +65,11 @@ void BM_ManyKeys(benchmark::State& state) {
   const auto algorithm = static_cast<Algorithm>(state.range(0));
   if (state.thread_index() == 0) {
     limiter = ts::limiter::Limiter::CreateWithRules(OneLimit(algorithm, 500, 3'600'000), {}, clock);
-    for (const std::string& k : keys) limiter->Check({k, "free", "search", "", 1});
+    for (const std::string& k : keys) limiter->Check({k, "free", "search", "", 1, {}});
   }
   size_t i = static_cast<size_t>(state.thread_index()) * 7919;
   for (auto _ : state) {
-    benchmark::DoNotOptimize(limiter->Check({keys[i % keys.size()], "free", "search", "", 1}));
+    benchmark::DoNotOptimize(limiter->Check({keys[i % keys.size()], "free", "search", "", 1, {}}));
     i += 104729;  // a prime stride: every key, in an order the cache cannot predict
   }
   state.SetLabel(std::string(ts::limiter::AlgorithmName(algorithm)));
@@ -95,7 +95,7 @@ void MemoryPerKey() {
       auto limiter = ts::limiter::Limiter::CreateWithRules(OneLimit(a, 500, 3'600'000), {}, clock);
       const int requests = a == Algorithm::kSlidingWindowLog ? 500 : 3;
       for (int r = 0; r < requests; ++r) {
-        for (const std::string& k : keys) limiter->Check({k, "free", "search", "", 1});
+        for (const std::string& k : keys) limiter->Check({k, "free", "search", "", 1, {}});
         clock.AdvanceMillis(1000);
       }
       const size_t during = mallinfo2().uordblks;

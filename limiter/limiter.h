@@ -42,11 +42,13 @@ struct LimiterOptions {
 };
 
 struct CheckRequest {
-  std::string_view key_prefix;  // empty: anonymous (limited per client IP)
+  std::string_view key_prefix;  // the key's public prefix (per-key overrides name it); empty
+                                // with an empty key_id: anonymous
   std::string_view tier;
   std::string_view endpoint;    // "search", "ingest" or "admin"
   std::string_view client_ip;
   uint64_t units = 1;
+  std::string_view key_id;      // the key's unique id, naming its quota state (default: prefix)
 };
 
 struct Verdict {
@@ -68,7 +70,12 @@ struct Verdict {
 struct LimiterStats {
   uint64_t checks = 0, refused = 0, shadow_exceeded = 0, evicted = 0;
   uint64_t reloads = 0, reload_errors = 0;
-  size_t keys = 0;
+  size_t keys = 0;  // states in process memory
+  // Redis backend only.
+  bool uses_redis = false;
+  bool redis_up = false;
+  uint64_t redis_errors = 0;     // failed or timed-out round trips
+  uint64_t local_fallbacks = 0;  // checks decided locally because Redis was down
 };
 
 class Limiter {

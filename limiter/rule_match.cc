@@ -16,15 +16,18 @@ size_t MatchRules(const Rules& rules, const CheckRequest& r, std::array<std::str
     (key.append(parts), ...);
     out[n++] = {&key, &set, absl::HashOf(absl::string_view(key))};
   };
+  // Quota state belongs to the key's id; the prefix only selects overrides. (Prefixes are
+  // short and may be shared by several keys.)
+  const std::string_view id = r.key_id.empty() ? r.key_prefix : r.key_id;
   for (std::string_view endpoint : {r.endpoint, std::string_view("all")}) {
-    if (r.key_prefix.empty()) {
+    if (id.empty()) {
       auto it = rules.anonymous.find(endpoint);
       if (it != rules.anonymous.end()) add(it->second, "a|", endpoint, "|", r.client_ip);
       continue;
     }
     if (auto k = rules.keys.find(r.key_prefix); k != rules.keys.end()) {
       if (auto e = k->second.find(endpoint); e != k->second.end()) {
-        add(e->second, "k|", r.key_prefix, "|", endpoint);
+        add(e->second, "k|", id, "|", endpoint);
         continue;
       }
     }
@@ -33,7 +36,7 @@ size_t MatchRules(const Rules& rules, const CheckRequest& r, std::array<std::str
     if (tier == rules.tiers.end()) continue;
     if (auto e = tier->second.find(endpoint); e != tier->second.end()) {
       // Keyed by the key, not the tier: every key of a tier has its own quota.
-      add(e->second, "t|", tier->first, "|", r.key_prefix, "|", endpoint);
+      add(e->second, "t|", tier->first, "|", id, "|", endpoint);
     }
   }
   return n;

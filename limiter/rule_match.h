@@ -19,8 +19,9 @@ struct Bucket {
 };
 
 // The rule sets that apply to `request` (at most two: the endpoint's and "all"), with their
-// bucket keys written into `keys`: a per-key override, else the key's tier (or default_tier),
-// else — without a key — the anonymous limits per client IP. Returns how many.
+// bucket keys written into `keys`: a per-key override (by prefix), else the key's tier (or
+// default_tier), else — without a key — the anonymous limits per client IP. Buckets of a key are
+// named by its id (or its prefix when no id is given). Returns how many.
 size_t MatchRules(const Rules& rules, const CheckRequest& request,
                   std::array<std::string, 2>& keys, std::array<Bucket, 2>& out);
 

@@ -54,11 +54,14 @@ absl::StatusOr<RuleLimit> ParseLimit(const YAML::Node& node, const std::string& 
     } else if (key == "cost") {
       if (value != "units" && value != "requests") return Bad(at, "units or requests");
       r.per_request = value == "requests";
+    } else if (key == "fail") {
+      if (value != "open" && value != "closed") return Bad(at, "open or closed");
+      r.fail_closed = value == "closed";
     } else if (key == "shadow") {
       if (value != "true" && value != "false") return Bad(at, "true or false");
       r.limit.shadow = value == "true";
     } else {
-      return Bad(at, "unknown field (name, limit, window, algorithm, cost, max_wait, shadow)");
+      return Bad(at, "unknown field (name, limit, window, algorithm, cost, max_wait, shadow, fail)");
     }
   }
   if (!has_limit) return Bad(where, "missing limit");

@@ -19,7 +19,8 @@
 // A limit: name (default "<tier>_<endpoint>_<n>"), limit (>= 1), window ("500ms", "1s", "1m",
 // "1h", "1d", or seconds), algorithm (default sliding_window_counter), cost ("units": the
 // request's own cost, such as the lines of a bulk ingest, default; or "requests": 1 per
-// request), max_wait (leaky_bucket_queue only), shadow (count and report, never block).
+// request), max_wait (leaky_bucket_queue only), shadow (count and report, never block), fail
+// ("open", default: decide locally while Redis is down; "closed": refuse while it is down).
 #ifndef TWEETSEARCH_LIMITER_RULES_H_
 #define TWEETSEARCH_LIMITER_RULES_H_
 
@@ -37,6 +38,7 @@ namespace tweetsearch::limiter {
 struct RuleLimit {
   Limit limit;
   bool per_request = false;  // cost 1 per request instead of the request's units
+  bool fail_closed = false;  // with the Redis backend down: refuse (true) or decide locally
 };
 
 // The limits of one (tier or key, endpoint); evaluated together, all must admit.

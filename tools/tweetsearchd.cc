@@ -53,6 +53,8 @@ int main(int argc, char** argv) {
   auto* level = app.add_option("--log-level", config.log_level, "trace, debug, info, warn, error");
   auto* limits = app.add_option("--limits", config.limits_file,
                                 "Quota rules (YAML); reloaded on SIGHUP and when the file changes");
+  auto* redis = app.add_option("--redis", config.redis,
+                               "HOST:PORT of a Redis holding quota state shared by front doors");
   bool no_demo_key = false;
   app.add_flag("--no-demo-key", no_demo_key, "Do not register the demo key on first start");
   CLI11_PARSE(app, argc, argv);
@@ -77,6 +79,7 @@ int main(int argc, char** argv) {
     if (*port_file) config.port_file = flags.port_file;
     if (*level) config.log_level = flags.log_level;
     if (*limits) config.limits_file = flags.limits_file;
+    if (*redis) config.redis = flags.redis;
     if (*port) config.http.port = static_cast<uint16_t>(http_port);
   } else {
     config.http.port = static_cast<uint16_t>(http_port);

@@ -458,8 +458,13 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
         scopes = static_cast<uint8_t>(Scope::kSearch);
       }
       std::string tier = body.value("tier", "free");
+      std::string chosen;
+      if (auto it = body.find("key"); it != body.end()) {
+        if (!it->is_string()) return Error(absl::InvalidArgumentError("key must be a string"), request);
+        chosen = it->get<std::string>();
+      }
       absl::StatusOr<std::string> created =
-          door_.CreateKey(key, body["owner"].get<std::string>(), tier, scopes, call);
+          door_.CreateKey(key, body["owner"].get<std::string>(), tier, scopes, call, chosen);
       if (!created.ok()) return Error(created.status(), request);
       return MakeResponse(http::status::created, request,
                           Dump(json{{"key", *created}, {"prefix", created->substr(0, 10)}}));

@@ -37,7 +37,7 @@ class LimiterTest : public ::testing::Test {
     limiter_ = Limiter::CreateWithRules(*std::move(rules), {}, clock_);
   }
   Verdict Search(std::string_view key, std::string_view tier = "free") {
-    return limiter_->Check({key, tier, "search", "10.0.0.1", 1});
+    return limiter_->Check({key, tier, "search", "10.0.0.1", 1, {}});
   }
   ManualClock clock_{1'767'225'600'000};
   std::unique_ptr<Limiter> limiter_;
@@ -75,15 +75,15 @@ TEST_F(LimiterTest, ShadowLimitsReportButNeverRefuse) {
 }
 
 TEST_F(LimiterTest, CostCountsUnitsOrRequests) {
-  EXPECT_TRUE(limiter_->Check({"ts_dan", "free", "ingest", "", 60}).allowed);
-  Verdict v = limiter_->Check({"ts_dan", "free", "ingest", "", 60});
+  EXPECT_TRUE(limiter_->Check({"ts_dan", "free", "ingest", "", 60, {}}).allowed);
+  Verdict v = limiter_->Check({"ts_dan", "free", "ingest", "", 60, {}});
   EXPECT_FALSE(v.allowed);
   EXPECT_EQ(v.limited_by, "lines");
-  EXPECT_TRUE(limiter_->Check({"ts_dan", "free", "ingest", "", 40}).allowed);
-  EXPECT_FALSE(limiter_->Check({"ts_dan", "free", "ingest", "", 1}).allowed);  // lines spent
+  EXPECT_TRUE(limiter_->Check({"ts_dan", "free", "ingest", "", 40, {}}).allowed);
+  EXPECT_FALSE(limiter_->Check({"ts_dan", "free", "ingest", "", 1, {}}).allowed);  // lines spent
   clock_.AdvanceMillis(60'000);
-  EXPECT_TRUE(limiter_->Check({"ts_dan", "free", "ingest", "", 1}).allowed);
-  v = limiter_->Check({"ts_dan", "free", "ingest", "", 1});
+  EXPECT_TRUE(limiter_->Check({"ts_dan", "free", "ingest", "", 1, {}}).allowed);
+  v = limiter_->Check({"ts_dan", "free", "ingest", "", 1, {}});
   // Two calls were admitted a minute ago; the sliding counter still weighs them fully.
   EXPECT_FALSE(v.allowed);
   EXPECT_EQ(v.limited_by, "calls");
@@ -97,12 +97,12 @@ TEST_F(LimiterTest, OverridesTiersAndAnonymousClients) {
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(Search("ts_fay", "gold").allowed);
   EXPECT_FALSE(Search("ts_fay", "gold").allowed);
   // Requests without a key: per client IP.
-  EXPECT_TRUE(limiter_->Check({"", "", "search", "192.0.2.7", 1}).allowed);
-  EXPECT_TRUE(limiter_->Check({"", "", "ingest", "192.0.2.7", 1}).allowed);
-  Verdict v = limiter_->Check({"", "", "search", "192.0.2.7", 1});
+  EXPECT_TRUE(limiter_->Check({"", "", "search", "192.0.2.7", 1, {}}).allowed);
+  EXPECT_TRUE(limiter_->Check({"", "", "ingest", "192.0.2.7", 1, {}}).allowed);
+  Verdict v = limiter_->Check({"", "", "search", "192.0.2.7", 1, {}});
   EXPECT_FALSE(v.allowed);
   EXPECT_EQ(v.limited_by, "per_ip");
-  EXPECT_TRUE(limiter_->Check({"", "", "search", "2001:db8::1", 1}).allowed);
+  EXPECT_TRUE(limiter_->Check({"", "", "search", "2001:db8::1", 1, {}}).allowed);
 }
 
 TEST_F(LimiterTest, MemoryIsBoundedAndIdleKeysExpire) {
@@ -110,13 +110,13 @@ TEST_F(LimiterTest, MemoryIsBoundedAndIdleKeysExpire) {
   options.max_keys = 64 * 10;  // 10 per shard
   auto limiter = Limiter::CreateWithRules(*ParseRules(kRules), options, clock_);
   for (int i = 0; i < 100'000; ++i) {
-    limiter->Check({"", "", "search", "2001:db8::" + std::to_string(i), 1});
+    limiter->Check({"", "", "search", "2001:db8::" + std::to_string(i), 1, {}});
   }
   EXPECT_LE(limiter->Stats().keys, options.max_keys + 64);
   EXPECT_GT(limiter->Stats().evicted, 90'000u);
   // Idle past their longest window, states are dropped as the shard is used.
   clock_.AdvanceMillis(61'000);
-  for (int i = 0; i < 64 * 4; ++i) limiter->Check({"", "", "search", "fresh" + std::to_string(i), 1});
+  for (int i = 0; i < 64 * 4; ++i) limiter->Check({"", "", "search", "fresh" + std::to_string(i), 1, {}});
   EXPECT_LE(limiter->Stats().keys, size_t{64 * 4 + 64});
 }
 
@@ -158,7 +158,7 @@ TEST(RulesTest, ReloadKeepsThePreviousRulesWhenTheFileIsBroken) {
   options.rules_path = path;
   auto limiter = Limiter::Create(options, clock);
   ASSERT_TRUE(limiter.ok());
-  auto search = [&] { return (*limiter)->Check({"ts_k", "free", "search", "", 1}); };
+  auto search = [&] { return (*limiter)->Check({"ts_k", "free", "search", "", 1, {}}); };
   EXPECT_TRUE(search().allowed);
   ASSERT_TRUE(WriteFileAtomically(path, "tiers: {free: {search: [{name: a, limit: oops}]}}").ok());
   absl::Status s = (*limiter)->Reload();

@@ -1,0 +1,277 @@
+#include "limiter/redis_limiter.h"
+
+#include <hiredis/hiredis.h>
+#include <openssl/sha.h>
+
+#include <array>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "common/strings.h"
+#include "limiter/redis_script.h"
+#include "limiter/rule_match.h"
+
+namespace tweetsearch::limiter {
+namespace {
+
+struct ContextDeleter {
+  void operator()(redisContext* c) const { redisFree(c); }
+};
+using Connection = std::unique_ptr<redisContext, ContextDeleter>;
+
+struct ReplyDeleter {
+  void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
+
+timeval Millis(int ms) { return timeval{ms / 1000, (ms % 1000) * 1000}; }
+
+// Redis names a script by the SHA-1 of its text; computing it here lets the first EVALSHA go
+// out without a SCRIPT LOAD round trip (NOSCRIPT then loads it once).
+std::string ScriptSha() {
+  unsigned char digest[SHA_DIGEST_LENGTH];
+  SHA1(reinterpret_cast<const unsigned char*>(kDecideScript), sizeof(kDecideScript) - 1, digest);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char b : digest) {
+    hex += kHex[b >> 4];
+    hex += kHex[b & 15];
+  }
+  return hex;
+}
+
+
+class RedisLimiter final : public Limiter {
+ public:
+  RedisLimiter(const LimiterOptions& options, const RedisOptions& redis, const Clock& clock,
+               Rules rules)
+      : options_(options), redis_(redis), clock_(clock),
+        local_(Limiter::CreateWithRules(rules, options, clock)) {
+    SetRules(std::move(rules));
+  }
+
+  Verdict Check(const CheckRequest& request) override {
+    checks_.fetch_add(1, std::memory_order_relaxed);
+    const Rules& rules = *rules_.load(std::memory_order_acquire);
+    thread_local std::array<std::string, 2> key_buffers;
+    std::array<Bucket, 2> buckets;
+    const size_t n = MatchRules(rules, request, key_buffers, buckets);
+    if (n == 0) return Verdict{};
+    const int64_t now = clock_.NowUnixMillis();
+
+    // EVALSHA sha <numkeys> keys... now (algorithm limit window max_wait cost shadow)...
+    std::vector<std::string> args = {"EVALSHA", script_sha_, ""};
+    std::vector<const RuleLimit*> limits;
+    for (size_t i = 0; i < n; ++i) {
+      for (const RuleLimit& r : buckets[i].set->limits) {
+        args.push_back(StrCat(redis_.key_prefix, *buckets[i].key, "|", r.limit.name));
+        limits.push_back(&r);
+      }
+    }
+    args[2] = StrCat(limits.size());
+    args.push_back(StrCat(now));
+    for (const RuleLimit* r : limits) {
+      const uint64_t cost = r->per_request ? 1 : std::max<uint64_t>(1, request.units);
+      args.push_back(StrCat(static_cast<int>(r->limit.algorithm)));
+      args.push_back(StrCat(r->limit.limit));
+      args.push_back(StrCat(r->limit.window_ms));
+      args.push_back(StrCat(r->limit.max_wait_ms));
+      args.push_back(StrCat(cost));
+      args.push_back(r->limit.shadow ? "1" : "0");
+    }
+
+    std::vector<int64_t> numbers;
+    if (Evaluate(args, limits.size() * 5, &numbers)) {
+      Verdict v;
+      for (size_t k = 0; k < limits.size(); ++k) {
+        Decision d;
+        d.allowed = numbers[5 * k] == 1;
+        d.remaining = static_cast<uint64_t>(std::max<int64_t>(0, numbers[5 * k + 1]));
+        d.retry_after_ms = numbers[5 * k + 2];
+        d.reset_ms = numbers[5 * k + 3];
+        d.delay_ms = numbers[5 * k + 4];
+        Fold(*limits[k], d, &v);
+      }
+      v.policy = buckets[0].set->policy;
+      if (n == 2 && !buckets[1].set->policy.empty()) {
+        if (!v.policy.empty()) v.policy += ", ";
+        v.policy += buckets[1].set->policy;
+      }
+      if (!v.allowed) v.delay_ms = 0;
+      Count(v);
+      return v;
+    }
+
+    // Redis is down or slow: fail closed where a limit says so, else decide locally.
+    fallbacks_.fetch_add(1, std::memory_order_relaxed);
+    for (const RuleLimit* r : limits) {
+      if (r->fail_closed && !r->limit.shadow) {
+        Verdict v;
+        v.allowed = false;
+        v.limited_by = StrCat(r->limit.name, " (quota store unavailable)");
+        v.retry_after_ms = redis_.retry_interval_ms;
+        Count(v);
+        return v;
+      }
+    }
+    Verdict v = local_->Check(request);
+    Count(v);
+    return v;
+  }
+
+  absl::Status Reload() override {
+    if (options_.rules_path.empty()) return absl::OkStatus();
+    absl::StatusOr<Rules> rules = LoadRulesFile(options_.rules_path);
+    if (!rules.ok()) {
+      reload_errors_.fetch_add(1, std::memory_order_relaxed);
+      return rules.status();
+    }
+    SetRules(*std::move(rules));
+    reloads_.fetch_add(1, std::memory_order_relaxed);
+    return absl::OkStatus();
+  }
+
+  void SetRules(Rules rules) override {
+    local_->SetRules(rules);
+    PrepareRules(rules);
+    auto owned = std::make_unique<const Rules>(std::move(rules));
+    absl::MutexLock lock(&mu_);
+    rules_.store(owned.get(), std::memory_order_release);
+    versions_.push_back(std::move(owned));
+  }
+
+  LimiterStats Stats() const override {
+    LimiterStats s = local_->Stats();
+    s.checks = checks_.load(std::memory_order_relaxed);
+    s.refused = refused_.load(std::memory_order_relaxed);
+    s.shadow_exceeded = shadow_.load(std::memory_order_relaxed);
+    s.reloads = reloads_.load(std::memory_order_relaxed);
+    s.reload_errors = reload_errors_.load(std::memory_order_relaxed);
+    s.uses_redis = true;
+    s.redis_up = up_.load(std::memory_order_relaxed);
+    s.redis_errors = errors_.load(std::memory_order_relaxed);
+    s.local_fallbacks = fallbacks_.load(std::memory_order_relaxed);
+    return s;
+  }
+
+  const std::string& rules_path() const override { return options_.rules_path; }
+
+ private:
+  void Count(const Verdict& v) {
+    if (!v.allowed) refused_.fetch_add(1, std::memory_order_relaxed);
+    if (!v.shadow_exceeded.empty()) shadow_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // Runs the script; true with `expected` integers in `*out`, false if Redis failed (then the
+  // connection is dropped and Redis is left alone for retry_interval_ms).
+  bool Evaluate(const std::vector<std::string>& args, size_t expected, std::vector<int64_t>* out) {
+    const int64_t now = clock_.NowUnixMillis();
+    if (!up_.load(std::memory_order_acquire) &&
+        now < retry_at_.load(std::memory_order_acquire)) {
+      return false;
+    }
+    Connection c = Take();
+    if (c == nullptr) return Failed(now);
+    std::vector<const char*> argv;
+    std::vector<size_t> lengths;
+    for (const std::string& a : args) {
+      argv.push_back(a.data());
+      lengths.push_back(a.size());
+    }
+    Reply reply(static_cast<redisReply*>(
+        redisCommandArgv(c.get(), static_cast<int>(argv.size()), argv.data(), lengths.data())));
+    if (reply != nullptr && reply->type == REDIS_REPLY_ERROR &&
+        std::string_view(reply->str, reply->len).starts_with("NOSCRIPT")) {
+      // A restarted Redis lost its scripts: load it again, then retry once.
+      Reply loaded(static_cast<redisReply*>(
+          redisCommand(c.get(), "SCRIPT LOAD %b", kDecideScript, sizeof(kDecideScript) - 1)));
+      if (loaded == nullptr || loaded->type != REDIS_REPLY_STRING) return Failed(now);
+      reply.reset(static_cast<redisReply*>(
+          redisCommandArgv(c.get(), static_cast<int>(argv.size()), argv.data(), lengths.data())));
+    }
+    if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY || reply->elements != expected) {
+      return Failed(now);  // `c` (maybe broken) is dropped
+    }
+    out->resize(expected);
+    for (size_t i = 0; i < expected; ++i) {
+      const redisReply* e = reply->element[i];
+      if (e->type != REDIS_REPLY_INTEGER) return Failed(now);
+      (*out)[i] = e->integer;
+    }
+    Give(std::move(c));
+    up_.store(true, std::memory_order_release);
+    return true;
+  }
+
+  bool Failed(int64_t now) {
+    errors_.fetch_add(1, std::memory_order_relaxed);
+    {
+      // The other pooled connections are most likely broken too.
+      absl::MutexLock lock(&pool_mu_);
+      pool_.clear();
+    }
+    up_.store(false, std::memory_order_release);
+    retry_at_.store(now + redis_.retry_interval_ms, std::memory_order_release);
+    return false;
+  }
+
+  // A pooled connection, or a new one (null if Redis cannot be reached).
+  Connection Take() {
+    {
+      absl::MutexLock lock(&pool_mu_);
+      if (!pool_.empty()) {
+        Connection c = std::move(pool_.back());
+        pool_.pop_back();
+        return c;
+      }
+    }
+    Connection c(redisConnectWithTimeout(redis_.host.c_str(), redis_.port,
+                                         Millis(redis_.connect_timeout_ms)));
+    if (c == nullptr || c->err != 0) return nullptr;
+    if (redisSetTimeout(c.get(), Millis(redis_.command_timeout_ms)) != REDIS_OK) return nullptr;
+    return c;
+  }
+
+  void Give(Connection c) {
+    absl::MutexLock lock(&pool_mu_);
+    if (static_cast<int>(pool_.size()) < redis_.pool_size) pool_.push_back(std::move(c));
+  }
+
+  const LimiterOptions options_;
+  const RedisOptions redis_;
+  const Clock& clock_;
+  const std::string script_sha_ = ScriptSha();
+  std::unique_ptr<Limiter> local_;  // the fallback, with the same rules
+  std::atomic<const Rules*> rules_{nullptr};
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<const Rules>> versions_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex pool_mu_;
+  std::vector<Connection> pool_ ABSL_GUARDED_BY(pool_mu_);
+  std::atomic<bool> up_{true};
+  std::atomic<int64_t> retry_at_{0};
+  std::atomic<uint64_t> checks_{0}, refused_{0}, shadow_{0}, reloads_{0}, reload_errors_{0},
+      errors_{0}, fallbacks_{0};
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Limiter>> CreateRedisLimiter(const LimiterOptions& options,
+                                                            const RedisOptions& redis,
+                                                            const Clock& clock) {
+  Rules rules;
+  if (!options.rules_path.empty()) {
+    absl::StatusOr<Rules> loaded = LoadRulesFile(options.rules_path);
+    if (!loaded.ok()) return loaded.status();
+    rules = *std::move(loaded);
+  }
+  return std::unique_ptr<Limiter>(new RedisLimiter(options, redis, clock, std::move(rules)));
+}
+
+std::unique_ptr<Limiter> CreateRedisLimiterWithRules(Rules rules, const LimiterOptions& options,
+                                                     const RedisOptions& redis,
+                                                     const Clock& clock) {
+  return std::make_unique<RedisLimiter>(options, redis, clock, std::move(rules));
+}
+
+}  // namespace tweetsearch::limiter

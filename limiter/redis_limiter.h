@@ -1,0 +1,53 @@
+// RedisLimiter: the limiter with its state in Redis, so that several front doors share exact
+// quotas.
+//
+// Each Check is one EVALSHA round trip (limiter/redis_script.h decides every limit of the
+// request atomically inside Redis). Connections come from a small pool (one per concurrent
+// caller, each with connect and command timeouts), so concurrent checks are pipelined across
+// connections rather than serialized on one.
+//
+// When Redis is unreachable or slow (an error or a timeout), the front door keeps serving:
+// limits marked `fail: closed` refuse, and everything else is decided by a local in-process
+// limiter with the same rules (fail-open to local limits). The limiter then retries Redis at
+// most once per `retry_interval_ms`, and goes back to it by itself once it answers; the switch
+// is logged by the caller through Stats().redis_up and counted in redis_errors /
+// local_fallbacks.
+//
+// Thread-safety: every method may be called from any thread.
+#ifndef TWEETSEARCH_LIMITER_REDIS_LIMITER_H_
+#define TWEETSEARCH_LIMITER_REDIS_LIMITER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "limiter/limiter.h"
+
+namespace tweetsearch::limiter {
+
+struct RedisOptions {
+  std::string host = "127.0.0.1";  // Redis address
+  int port = 6379;
+  // Connections kept; concurrent checks beyond it wait for one. Default 8.
+  int pool_size = 8;
+  // Connect and per-command timeouts, ms. Default 200 and 50.
+  int connect_timeout_ms = 200;
+  int command_timeout_ms = 50;
+  // After a failure, Redis is tried again at most this often, ms. Default 1000.
+  int64_t retry_interval_ms = 1000;
+  // Prefix of every key the limiter writes. Default "tsrl:".
+  std::string key_prefix = "tsrl:";
+};
+
+// Loads the rules like Limiter::Create. Redis need not be up: checks fall back until it is.
+absl::StatusOr<std::unique_ptr<Limiter>> CreateRedisLimiter(const LimiterOptions& options,
+                                                            const RedisOptions& redis,
+                                                            const Clock& clock);
+// For tests: rules given directly.
+std::unique_ptr<Limiter> CreateRedisLimiterWithRules(Rules rules, const LimiterOptions& options,
+                                                     const RedisOptions& redis,
+                                                     const Clock& clock);
+
+}  // namespace tweetsearch::limiter
+
+#endif  // TWEETSEARCH_LIMITER_REDIS_LIMITER_H_

@@ -1,0 +1,212 @@
+// The Lua script that decides a request's limits inside Redis, atomically: the same
+// definitions as algorithm.cc (same integer arithmetic, exact in Lua's doubles below 2^53),
+// dry-running every limit and committing only if every enforced one admits.
+//
+// KEYS[i]: the state key of limit i. ARGV[1]: now (Unix ms); then six per limit: algorithm
+// (the Algorithm enum's number), limit, window_ms, max_wait_ms, cost, shadow (0/1).
+// Returns five integers per limit: allowed (0/1), remaining, retry_after_ms, reset_ms,
+// delay_ms.
+#ifndef TWEETSEARCH_LIMITER_REDIS_SCRIPT_H_
+#define TWEETSEARCH_LIMITER_REDIS_SCRIPT_H_
+
+namespace tweetsearch::limiter {
+
+inline constexpr char kDecideScript[] = R"lua(
+local now = tonumber(ARGV[1])
+local function num(x) return string.format('%.0f', x) end
+local function ceil_div(a, b) if a <= 0 then return 0 end return math.floor((a + b - 1) / b) end
+
+local function bucket(key, L, W, cost, meter)
+  local cap, need = L * W, cost * W
+  local st = redis.call('HMGET', key, 'a', 'u')
+  local started = st[1] ~= false
+  local tokens = cap
+  local updated = now
+  if started then
+    local a = tonumber(st[1])
+    updated = tonumber(st[2])
+    if meter then tokens = cap - a else tokens = a end
+  end
+  local elapsed = 0
+  if started then elapsed = math.min(math.max(now - updated, 0), W) end
+  tokens = math.min(cap, tokens + elapsed * L)
+  local r = {0, 0, 0, 0, 0}
+  if cost <= L and tokens >= need then
+    r[1] = 1
+    tokens = tokens - need
+    local u = now
+    if started then u = math.max(now, updated) end
+    local stored = tokens
+    if meter then stored = cap - tokens end
+    r.commit = function()
+      redis.call('HSET', key, 'a', num(stored), 'u', num(u))
+      redis.call('PEXPIRE', key, 2 * W)
+    end
+  elseif cost > L then r[3] = W
+  else r[3] = ceil_div(need - tokens, L) end
+  r[2] = math.floor(tokens / W)
+  r[4] = ceil_div(cap - tokens, L)
+  return r
+end
+
+local function fixed(key, L, W, cost)
+  local start = now - (now % W)
+  local st = redis.call('HMGET', key, 's', 'c')
+  local c = 0
+  if st[1] ~= false and tonumber(st[1]) == start then c = tonumber(st[2]) end
+  local r = {0, 0, 0, start + W - now, 0}
+  if cost <= L and c + cost <= L then
+    r[1] = 1
+    c = c + cost
+    r.commit = function()
+      redis.call('HSET', key, 's', num(start), 'c', num(c))
+      redis.call('PEXPIRE', key, start + W - now + 1000)
+    end
+  elseif cost > L then r[3] = W
+  else r[3] = r[4] end
+  r[2] = L - math.min(c, L)
+  return r
+end
+
+local function counter(key, L, W, cost)
+  local start = now - (now % W)
+  local st = redis.call('HMGET', key, 's', 'c', 'p')
+  local cur, prev = 0, 0
+  if st[1] ~= false then
+    local s = tonumber(st[1])
+    if s == start then cur = tonumber(st[2]); prev = tonumber(st[3])
+    elseif s + W == start then prev = tonumber(st[2]) end
+  end
+  local elapsed = now - start
+  local estimate = prev * (W - elapsed) + cur * W
+  local cap, need = L * W, cost * W
+  local used = estimate
+  local r = {0, 0, 0, 0, 0}
+  if cost <= L and estimate + need <= cap then
+    r[1] = 1
+    cur = cur + cost
+    used = used + need
+    r.commit = function()
+      redis.call('HSET', key, 's', num(start), 'c', num(cur), 'p', num(prev))
+      redis.call('PEXPIRE', key, 2 * W)
+    end
+  elseif cost > L then r[3] = W
+  elseif cur + cost <= L and prev > 0 then
+    local e = W - math.floor((cap - (cur + cost) * W) / prev)
+    r[3] = math.max(1, e - elapsed)
+  else
+    local e = 0
+    if cur > 0 then e = W - math.floor((cap - need) / cur) end
+    r[3] = W - elapsed + math.max(0, e)
+  end
+  if used >= cap then r[2] = 0 else r[2] = math.floor((cap - used) / W) end
+  if cur > 0 then r[4] = 2 * W - elapsed elseif prev > 0 then r[4] = W - elapsed end
+  return r
+end
+
+local function log(key, L, W, cost)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', num(now - W))
+  local entries = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+  local total = 0
+  local costs, times = {}, {}
+  for i = 1, #entries, 2 do
+    local c = tonumber(string.match(entries[i], ':(%d+)$'))
+    costs[#costs + 1] = c
+    times[#times + 1] = tonumber(entries[i + 1])
+    total = total + c
+  end
+  local r = {0, 0, 0, 0, 0}
+  if cost <= L and total + cost <= L then
+    r[1] = 1
+    r.commit = function()
+      local seq = redis.call('INCR', key .. ':n')
+      redis.call('ZADD', key, num(now), num(seq) .. ':' .. num(cost))
+      redis.call('PEXPIRE', key, W)
+      redis.call('PEXPIRE', key .. ':n', W)
+    end
+  elseif cost > L then r[3] = W
+  else
+    local left = total
+    for i = 1, #costs do
+      left = left - costs[i]
+      if left + cost <= L then r[3] = math.max(1, times[i] + W - now); break end
+    end
+  end
+  local counted = total
+  if r[1] == 1 then counted = total + cost end
+  r[2] = L - math.min(counted, L)
+  if #times > 0 then r[4] = times[#times] + W - now end
+  return r
+end
+
+local function gcra(key, L, W, cost)
+  local nowus, win = now * 1000, W * 1000
+  local T = math.max(1, math.floor(win / L))
+  local tat = math.max(tonumber(redis.call('GET', key) or '0'), nowus)
+  local new_tat = tat + cost * T
+  local after = tat
+  local r = {0, 0, 0, 0, 0}
+  if cost <= L and new_tat - nowus <= win then
+    r[1] = 1
+    after = new_tat
+    r.commit = function()
+      redis.call('SET', key, num(new_tat), 'PX', math.floor((new_tat - nowus) / 1000) + 1000)
+    end
+  elseif cost > L then r[3] = W
+  else r[3] = ceil_div(new_tat - nowus - win, 1000) end
+  r[2] = math.min(L, math.max(0, math.floor((nowus + win - after) / T)))
+  r[4] = ceil_div(after - nowus, 1000)
+  return r
+end
+
+local function queue(key, L, W, max_wait, cost)
+  local nowus, wait = now * 1000, max_wait * 1000
+  local T = math.max(1, math.floor(W * 1000 / L))
+  local slot = math.max(tonumber(redis.call('GET', key) or '0'), nowus)
+  local nxt = slot
+  local r = {0, 0, 0, 0, 0}
+  if cost <= L and slot - nowus <= wait then
+    r[1] = 1
+    r[5] = ceil_div(slot - nowus, 1000)
+    nxt = slot + cost * T
+    r.commit = function()
+      redis.call('SET', key, num(nxt), 'PX', math.floor((nxt - nowus) / 1000) + 1000)
+    end
+  elseif cost > L then r[3] = W
+  else r[3] = ceil_div(slot - nowus - wait, 1000) end
+  local room = nowus + wait - nxt
+  if room < 0 then r[2] = 0 else r[2] = math.min(L, math.floor(room / T) + 1) end
+  r[4] = ceil_div(nxt - nowus, 1000)
+  return r
+end
+
+local results, all = {}, true
+for i = 1, #KEYS do
+  local b = 1 + (i - 1) * 6
+  local algo, L, W = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
+  local max_wait, cost, shadow = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), ARGV[b + 6] == '1'
+  local key = KEYS[i]
+  local r
+  if algo == 0 then r = bucket(key, L, W, cost, false)
+  elseif algo == 1 then r = bucket(key, L, W, cost, true)
+  elseif algo == 2 then r = queue(key, L, W, max_wait, cost)
+  elseif algo == 3 then r = fixed(key, L, W, cost)
+  elseif algo == 4 then r = log(key, L, W, cost)
+  elseif algo == 5 then r = counter(key, L, W, cost)
+  else r = gcra(key, L, W, cost) end
+  r.shadow = shadow
+  results[i] = r
+  if r[1] == 0 and not shadow then all = false end
+end
+local out = {}
+for i = 1, #results do
+  local r = results[i]
+  if all and r[1] == 1 and r.commit then r.commit() end
+  for k = 1, 5 do out[#out + 1] = r[k] end
+end
+return out
+)lua";
+
+}  // namespace tweetsearch::limiter
+
+#endif  // TWEETSEARCH_LIMITER_REDIS_SCRIPT_H_

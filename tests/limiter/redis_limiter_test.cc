@@ -1,0 +1,143 @@
+// The Redis backend against a real redis-server on loopback.
+#include "limiter/redis_limiter.h"
+
+#include <atomic>
+#include <random>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "tests/testing/corpus.h"
+#include "tests/testing/redis_server.h"
+
+namespace tweetsearch::limiter {
+namespace {
+
+constexpr Algorithm kAll[] = {Algorithm::kTokenBucket,       Algorithm::kLeakyBucketMeter,
+                              Algorithm::kLeakyBucketQueue,  Algorithm::kFixedWindow,
+                              Algorithm::kSlidingWindowLog,  Algorithm::kSlidingWindowCounter,
+                              Algorithm::kGcra};
+
+Rules TwoLimits(Algorithm a, uint64_t limit, int64_t window_ms, bool fail_closed = false) {
+  Rules rules;
+  RuleSet set;
+  RuleLimit fast;
+  fast.limit = {"fast", a, limit, window_ms, a == Algorithm::kLeakyBucketQueue ? 300 : 0, false};
+  fast.fail_closed = fail_closed;
+  RuleLimit slow;
+  slow.limit = {"slow", Algorithm::kSlidingWindowCounter, limit * 3, window_ms * 10, 0, false};
+  RuleLimit watch;
+  watch.limit = {"watch", Algorithm::kFixedWindow, limit / 2 + 1, window_ms, 0, true};
+  set.limits = {fast, slow, watch};
+  set.max_window_ms = window_ms * 10;
+  rules.tiers["free"]["search"] = set;
+  return rules;
+}
+
+class RedisLimiterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    redis_ = std::make_unique<testing::RedisServer>(dir_.path());
+    ASSERT_TRUE(redis_->Start()) << "redis-server did not start";
+    options_.port = redis_->port();
+    options_.command_timeout_ms = 500;  // sanitizer builds are slow
+  }
+  testing::TempDir dir_;
+  std::unique_ptr<testing::RedisServer> redis_;
+  RedisOptions options_;
+};
+
+// Redis's Lua and the in-process C++ give the same decision, remaining count and retry time
+// for every algorithm, on a random trace with several limits per request.
+TEST_F(RedisLimiterTest, DecidesExactlyAsTheInProcessLimiter) {
+  for (Algorithm a : kAll) {
+    ManualClock clock(1'767'225'600'000);
+    auto memory = Limiter::CreateWithRules(TwoLimits(a, 10, 1000), {}, clock);
+    RedisOptions o = options_;
+    o.key_prefix = std::string("eq:") + std::string(AlgorithmName(a)) + ":";
+    auto redis = CreateRedisLimiterWithRules(TwoLimits(a, 10, 1000), {}, o, clock);
+    std::mt19937_64 rng(static_cast<uint64_t>(a) + 1);
+    for (int i = 0; i < 600; ++i) {
+      clock.AdvanceMillis(static_cast<int64_t>(rng() % 4 == 0 ? rng() % 400 : 0));
+      const std::string key = "ts_" + std::to_string(rng() % 3);
+      const uint64_t units = 1 + rng() % 3;
+      const Verdict m = memory->Check({key, "free", "search", "", units, {}});
+      const Verdict r = redis->Check({key, "free", "search", "", units, {}});
+      ASSERT_EQ(m.allowed, r.allowed) << AlgorithmName(a) << " step " << i;
+      ASSERT_EQ(m.limited_by, r.limited_by) << AlgorithmName(a) << " step " << i;
+      ASSERT_EQ(m.remaining, r.remaining) << AlgorithmName(a) << " step " << i;
+      ASSERT_EQ(m.retry_after_ms, r.retry_after_ms) << AlgorithmName(a) << " step " << i;
+      ASSERT_EQ(m.delay_ms, r.delay_ms) << AlgorithmName(a) << " step " << i;
+      ASSERT_EQ(m.shadow_exceeded, r.shadow_exceeded) << AlgorithmName(a) << " step " << i;
+    }
+    EXPECT_TRUE(redis->Stats().redis_up);
+    EXPECT_EQ(redis->Stats().local_fallbacks, 0u);
+  }
+}
+
+// Two front doors (two limiters, as two processes would have) under concurrent load on the
+// same keys never admit more than the limit together.
+TEST_F(RedisLimiterTest, TwoFrontDoorsShareExactQuotas) {
+  ManualClock clock(1'767'225'600'000);
+  Rules rules;
+  RuleSet set;
+  RuleLimit hourly;
+  hourly.limit = {"hourly", Algorithm::kSlidingWindowLog, 40, 3'600'000, 0, false};
+  set.limits = {hourly};
+  set.max_window_ms = 3'600'000;
+  rules.tiers["free"]["search"] = set;
+  auto door_a = CreateRedisLimiterWithRules(rules, {}, options_, clock);
+  auto door_b = CreateRedisLimiterWithRules(rules, {}, options_, clock);
+  constexpr int kKeys = 20;
+  std::array<std::atomic<int>, kKeys> admitted{};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      Limiter& door = t % 2 ? *door_a : *door_b;
+      for (int i = 0; i < 200; ++i) {
+        const int k = (i * 7 + t) % kKeys;
+        if (door.Check({"ts_" + std::to_string(k), "free", "search", "", 1, {}}).allowed) ++admitted[k];
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int k = 0; k < kKeys; ++k) EXPECT_EQ(admitted[k].load(), 40) << "key " << k;
+  EXPECT_EQ(door_a->Stats().local_fallbacks + door_b->Stats().local_fallbacks, 0u);
+}
+
+// Redis down: fail-open limits are decided locally, fail-closed ones refuse; when Redis comes
+// back, the limiter returns to it by itself.
+TEST_F(RedisLimiterTest, SurvivesAnOutageAndRecovers) {
+  ManualClock clock(1'767'225'600'000);
+  Rules rules = TwoLimits(Algorithm::kGcra, 5, 60'000);
+  Rules closed = TwoLimits(Algorithm::kGcra, 5, 60'000, /*fail_closed=*/true);
+  closed.tiers["strict"] = closed.tiers["free"];
+  rules.tiers["strict"] = closed.tiers["strict"];
+  RedisOptions o = options_;
+  o.retry_interval_ms = 1000;
+  auto limiter = CreateRedisLimiterWithRules(rules, {}, o, clock);
+  EXPECT_TRUE(limiter->Check({"ts_a", "free", "search", "", 1, {}}).allowed);
+  EXPECT_TRUE(limiter->Stats().redis_up);
+
+  redis_->Stop();
+  Verdict open = limiter->Check({"ts_a", "free", "search", "", 1, {}});
+  EXPECT_TRUE(open.allowed);  // local limits: a fresh local state
+  EXPECT_FALSE(limiter->Stats().redis_up);
+  Verdict strict = limiter->Check({"ts_b", "strict", "search", "", 1, {}});
+  EXPECT_FALSE(strict.allowed);
+  EXPECT_NE(strict.limited_by.find("quota store unavailable"), std::string::npos);
+  for (int i = 0; i < 10; ++i) limiter->Check({"ts_c", "free", "search", "", 1, {}});
+  EXPECT_FALSE(limiter->Check({"ts_c", "free", "search", "", 1, {}}).allowed);  // local limits hold
+  EXPECT_GE(limiter->Stats().local_fallbacks, 12u);
+
+  ASSERT_TRUE(redis_->Start());
+  // Within the retry interval the limiter stays local; after it, it uses Redis again (which
+  // lost its scripts and data: the script is loaded again).
+  clock.AdvanceMillis(1001);
+  EXPECT_TRUE(limiter->Check({"ts_d", "free", "search", "", 1, {}}).allowed);
+  EXPECT_TRUE(limiter->Stats().redis_up);
+  EXPECT_TRUE(limiter->Check({"ts_b", "strict", "search", "", 1, {}}).allowed);
+}
+
+}  // namespace
+}  // namespace tweetsearch::limiter
