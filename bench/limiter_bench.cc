@@ -2,12 +2,15 @@
 //
 //   build/release/bench/limiter_bench                  # Google Benchmark timings, then memory
 //   build/release/bench/limiter_bench --benchmark_filter=OneKey
+//   build/release/bench/limiter_bench --redis=6379 --threads=8   # Redis decisions per second
 //
 // Decisions go through the whole Limiter (rule lookup, shard lock, state update, headers'
 // figures), as the front door calls it, with a ManualClock advancing 1 ms per call.
 #include <malloc.h>
 
+#include <atomic>
 #include <iostream>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -15,6 +18,7 @@
 
 #include "common/clock.h"
 #include "limiter/limiter.h"
+#include "limiter/redis_limiter.h"
 
 namespace ts = tweetsearch;
 using ts::limiter::Algorithm;
@@ -107,7 +111,50 @@ void MemoryPerKey() {
 
 }  // namespace
 
+// Decisions per second through the Redis backend: `threads` callers, each on its own pooled
+// connection, over 10,000 keys, for `seconds`.
+void RedisThroughput(int port, int threads, double seconds) {
+  ts::limiter::RedisOptions redis;
+  redis.port = port;
+  redis.pool_size = threads;
+  redis.command_timeout_ms = 1000;
+  auto limiter = ts::limiter::CreateRedisLimiterWithRules(
+      OneLimit(Algorithm::kSlidingWindowCounter, 1'000'000, 60'000), {}, redis,
+      ts::SystemClock());
+  const std::vector<std::string> keys = Keys(10'000);
+  std::atomic<uint64_t> done{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      uint64_t n = 0;
+      for (size_t i = static_cast<size_t>(t) * 977; !stop.load(std::memory_order_relaxed); ++n) {
+        limiter->Check({keys[i++ % keys.size()], "free", "search", "", 1, {}});
+      }
+      done += n;
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop = true;
+  for (auto& w : workers) w.join();
+  const auto stats = limiter->Stats();
+  std::cout << "redis backend, " << threads << " threads: "
+            << static_cast<uint64_t>(done.load() / seconds) << " decisions/s ("
+            << stats.redis_errors << " errors, " << stats.local_fallbacks << " local)\n";
+}
+
 int main(int argc, char** argv) {
+  // --redis=PORT [--threads=N]: only the Redis throughput, then exit.
+  int redis_port = 0, threads = 8;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a.starts_with("--redis=")) redis_port = std::stoi(std::string(a.substr(8)));
+    if (a.starts_with("--threads=")) threads = std::stoi(std::string(a.substr(10)));
+  }
+  if (redis_port != 0) {
+    RedisThroughput(redis_port, threads, 5);
+    return 0;
+  }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
