@@ -2,7 +2,7 @@
 //
 //   build/release/bench/limiter_bench                  # Google Benchmark timings, then memory
 //   build/release/bench/limiter_bench --benchmark_filter=OneKey
-//   build/release/bench/limiter_bench --redis=6379 --threads=8   # Redis decisions per second
+//   build/release/bench/limiter_bench --redis=6379 --threads=8 --lanes=2   # Redis decisions/s
 //
 // Decisions go through the whole Limiter (rule lookup, shard lock, state update, headers'
 // figures), as the front door calls it, with a ManualClock advancing 1 ms per call.
@@ -111,12 +111,12 @@ void MemoryPerKey() {
 
 }  // namespace
 
-// Decisions per second through the Redis backend: `threads` callers, each on its own pooled
-// connection, over 10,000 keys, for `seconds`.
-void RedisThroughput(int port, int threads, double seconds) {
+// Decisions per second through the Redis backend: `threads` callers sharing `lanes` pipelined
+// connections, over 10,000 keys, for `seconds`.
+void RedisThroughput(int port, int threads, int lanes, double seconds) {
   ts::limiter::RedisOptions redis;
   redis.port = port;
-  redis.pool_size = threads;
+  redis.pool_size = lanes;
   redis.command_timeout_ms = 1000;
   auto limiter = ts::limiter::CreateRedisLimiterWithRules(
       OneLimit(Algorithm::kSlidingWindowCounter, 1'000'000, 60'000), {}, redis,
@@ -138,21 +138,22 @@ void RedisThroughput(int port, int threads, double seconds) {
   stop = true;
   for (auto& w : workers) w.join();
   const auto stats = limiter->Stats();
-  std::cout << "redis backend, " << threads << " threads: "
+  std::cout << "redis backend, " << threads << " threads, " << lanes << " lanes: "
             << static_cast<uint64_t>(done.load() / seconds) << " decisions/s ("
             << stats.redis_errors << " errors, " << stats.local_fallbacks << " local)\n";
 }
 
 int main(int argc, char** argv) {
   // --redis=PORT [--threads=N]: only the Redis throughput, then exit.
-  int redis_port = 0, threads = 8;
+  int redis_port = 0, threads = 8, lanes = 2;
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
     if (a.starts_with("--redis=")) redis_port = std::stoi(std::string(a.substr(8)));
     if (a.starts_with("--threads=")) threads = std::stoi(std::string(a.substr(10)));
+    if (a.starts_with("--lanes=")) lanes = std::stoi(std::string(a.substr(8)));
   }
   if (redis_port != 0) {
-    RedisThroughput(redis_port, threads, 5);
+    RedisThroughput(redis_port, threads, lanes, 5);
     return 0;
   }
   benchmark::Initialize(&argc, argv);

@@ -4,6 +4,7 @@
 #include <openssl/sha.h>
 
 #include <array>
+#include <deque>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -48,6 +49,7 @@ class RedisLimiter final : public Limiter {
                Rules rules)
       : options_(options), redis_(redis), clock_(clock),
         local_(Limiter::CreateWithRules(rules, options, clock)) {
+    for (int i = 0; i < std::max(1, redis.pool_size); ++i) lanes_.push_back(std::make_unique<Lane>());
     SetRules(std::move(rules));
   }
 
@@ -163,79 +165,141 @@ class RedisLimiter final : public Limiter {
     if (!v.shadow_exceeded.empty()) shadow_.fetch_add(1, std::memory_order_relaxed);
   }
 
+  // One caller's script call, waiting in a lane.
+  struct Call {
+    const std::vector<std::string>* args = nullptr;
+    size_t expected = 0;
+    std::vector<int64_t>* out = nullptr;
+    bool ok = false;
+    bool done = false;
+    absl::CondVar cv;
+  };
+  // A connection and the calls queued for it. The call at the head leads: it pipelines every
+  // call queued behind it (up to kMaxBatch) — all requests written, then all replies read — and
+  // wakes them; so concurrent checks share round trips, and a lone check is one round trip.
+  struct Lane {
+    absl::Mutex mu;
+    std::deque<Call*> queue ABSL_GUARDED_BY(mu);
+    Connection connection;    // touched only by the lane's current leader
+    uint64_t generation = 0;  // failures_ when `connection` was made
+  };
+  static constexpr size_t kMaxBatch = 256;
+
   // Runs the script; true with `expected` integers in `*out`, false if Redis failed (then the
-  // connection is dropped and Redis is left alone for retry_interval_ms).
+  // lane's connection is dropped and Redis is left alone for retry_interval_ms).
   bool Evaluate(const std::vector<std::string>& args, size_t expected, std::vector<int64_t>* out) {
     const int64_t now = clock_.NowUnixMillis();
     if (!up_.load(std::memory_order_acquire) &&
         now < retry_at_.load(std::memory_order_acquire)) {
       return false;
     }
-    Connection c = Take();
-    if (c == nullptr) return Failed(now);
+    Lane& lane = *lanes_[next_lane_.fetch_add(1, std::memory_order_relaxed) % lanes_.size()];
+    Call call;
+    call.args = &args;
+    call.expected = expected;
+    call.out = out;
+    lane.mu.Lock();
+    lane.queue.push_back(&call);
+    while (!call.done && lane.queue.front() != &call) call.cv.Wait(&lane.mu);
+    if (call.done) {
+      lane.mu.Unlock();
+      return call.ok;
+    }
+    std::vector<Call*> batch(lane.queue.begin(),
+                             lane.queue.begin() + static_cast<long>(std::min(lane.queue.size(), kMaxBatch)));
+    lane.mu.Unlock();
+    RunBatch(lane, batch, now);
+    lane.mu.Lock();
+    for (Call* c : batch) {
+      lane.queue.pop_front();
+      c->done = true;
+      if (c != &call) c->cv.Signal();
+    }
+    if (!lane.queue.empty()) lane.queue.front()->cv.Signal();
+    lane.mu.Unlock();
+    return call.ok;
+  }
+
+  void RunBatch(Lane& lane, const std::vector<Call*>& batch, int64_t now) {
+    // A failure on any lane means the other lanes' connections predate an outage too.
+    const uint64_t generation = failures_.load(std::memory_order_acquire);
+    if (lane.generation != generation) lane.connection.reset();
+    if (lane.connection == nullptr) {
+      lane.connection = Connect();
+      lane.generation = generation;
+    }
+    redisContext* c = lane.connection.get();
+    if (c == nullptr) return Fail(lane, now);
     std::vector<const char*> argv;
     std::vector<size_t> lengths;
-    for (const std::string& a : args) {
-      argv.push_back(a.data());
-      lengths.push_back(a.size());
+    auto append = [&](const Call* call) {
+      argv.clear();
+      lengths.clear();
+      for (const std::string& a : *call->args) {
+        argv.push_back(a.data());
+        lengths.push_back(a.size());
+      }
+      return redisAppendCommandArgv(c, static_cast<int>(argv.size()), argv.data(),
+                                    lengths.data()) == REDIS_OK;
+    };
+    for (const Call* call : batch) {
+      if (!append(call)) return Fail(lane, now);
     }
-    Reply reply(static_cast<redisReply*>(
-        redisCommandArgv(c.get(), static_cast<int>(argv.size()), argv.data(), lengths.data())));
-    if (reply != nullptr && reply->type == REDIS_REPLY_ERROR &&
-        std::string_view(reply->str, reply->len).starts_with("NOSCRIPT")) {
-      // A restarted Redis lost its scripts: load it again, then retry once.
+    std::vector<Call*> unloaded;  // NOSCRIPT: a restarted Redis lost the script
+    for (Call* call : batch) {
+      void* raw = nullptr;
+      if (redisGetReply(c, &raw) != REDIS_OK) return Fail(lane, now);
+      Reply reply(static_cast<redisReply*>(raw));
+      if (reply->type == REDIS_REPLY_ERROR &&
+          std::string_view(reply->str, reply->len).starts_with("NOSCRIPT")) {
+        unloaded.push_back(call);
+        continue;
+      }
+      call->ok = Parse(reply.get(), call);
+    }
+    if (!unloaded.empty()) {
       Reply loaded(static_cast<redisReply*>(
-          redisCommand(c.get(), "SCRIPT LOAD %b", kDecideScript, sizeof(kDecideScript) - 1)));
-      if (loaded == nullptr || loaded->type != REDIS_REPLY_STRING) return Failed(now);
-      reply.reset(static_cast<redisReply*>(
-          redisCommandArgv(c.get(), static_cast<int>(argv.size()), argv.data(), lengths.data())));
+          redisCommand(c, "SCRIPT LOAD %b", kDecideScript, sizeof(kDecideScript) - 1)));
+      if (loaded == nullptr || loaded->type != REDIS_REPLY_STRING) return Fail(lane, now);
+      for (Call* call : unloaded) {
+        if (!append(call)) return Fail(lane, now);
+        void* raw = nullptr;
+        if (redisGetReply(c, &raw) != REDIS_OK) return Fail(lane, now);
+        Reply reply(static_cast<redisReply*>(raw));
+        call->ok = Parse(reply.get(), call);
+      }
     }
-    if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY || reply->elements != expected) {
-      return Failed(now);  // `c` (maybe broken) is dropped
-    }
-    out->resize(expected);
-    for (size_t i = 0; i < expected; ++i) {
-      const redisReply* e = reply->element[i];
-      if (e->type != REDIS_REPLY_INTEGER) return Failed(now);
-      (*out)[i] = e->integer;
-    }
-    Give(std::move(c));
     up_.store(true, std::memory_order_release);
+  }
+
+  static bool Parse(const redisReply* reply, Call* call) {
+    if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY || reply->elements != call->expected) {
+      return false;
+    }
+    call->out->resize(call->expected);
+    for (size_t i = 0; i < call->expected; ++i) {
+      const redisReply* e = reply->element[i];
+      if (e->type != REDIS_REPLY_INTEGER) return false;
+      (*call->out)[i] = e->integer;
+    }
     return true;
   }
 
-  bool Failed(int64_t now) {
+  // The connection broke or Redis is unreachable: every call of the batch falls back.
+  void Fail(Lane& lane, int64_t now) {
+    lane.connection.reset();
+    failures_.fetch_add(1, std::memory_order_acq_rel);
     errors_.fetch_add(1, std::memory_order_relaxed);
-    {
-      // The other pooled connections are most likely broken too.
-      absl::MutexLock lock(&pool_mu_);
-      pool_.clear();
-    }
     up_.store(false, std::memory_order_release);
     retry_at_.store(now + redis_.retry_interval_ms, std::memory_order_release);
-    return false;
   }
 
-  // A pooled connection, or a new one (null if Redis cannot be reached).
-  Connection Take() {
-    {
-      absl::MutexLock lock(&pool_mu_);
-      if (!pool_.empty()) {
-        Connection c = std::move(pool_.back());
-        pool_.pop_back();
-        return c;
-      }
-    }
+  Connection Connect() {
     Connection c(redisConnectWithTimeout(redis_.host.c_str(), redis_.port,
                                          Millis(redis_.connect_timeout_ms)));
     if (c == nullptr || c->err != 0) return nullptr;
     if (redisSetTimeout(c.get(), Millis(redis_.command_timeout_ms)) != REDIS_OK) return nullptr;
     return c;
-  }
-
-  void Give(Connection c) {
-    absl::MutexLock lock(&pool_mu_);
-    if (static_cast<int>(pool_.size()) < redis_.pool_size) pool_.push_back(std::move(c));
   }
 
   const LimiterOptions options_;
@@ -246,8 +310,9 @@ class RedisLimiter final : public Limiter {
   std::atomic<const Rules*> rules_{nullptr};
   absl::Mutex mu_;
   std::vector<std::unique_ptr<const Rules>> versions_ ABSL_GUARDED_BY(mu_);
-  absl::Mutex pool_mu_;
-  std::vector<Connection> pool_ ABSL_GUARDED_BY(pool_mu_);
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::atomic<size_t> next_lane_{0};
+  std::atomic<uint64_t> failures_{0};
   std::atomic<bool> up_{true};
   std::atomic<int64_t> retry_at_{0};
   std::atomic<uint64_t> checks_{0}, refused_{0}, shadow_{0}, reloads_{0}, reload_errors_{0},
