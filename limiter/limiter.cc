@@ -58,7 +58,7 @@ class MemoryLimiter final : public Limiter {
   // rules are a plain pointer), one or two shard locks.
   Verdict Check(const CheckRequest& request) override {
     checks_.fetch_add(1, std::memory_order_relaxed);
-    const Rules& rules = *rules_.load(std::memory_order_acquire);
+    const Rules& rules = rules_.current();
     thread_local std::array<std::string, 2> key_buffers;
     std::array<Bucket, 2> buckets;
     const size_t n = MatchRules(rules, request, key_buffers, buckets);
@@ -107,35 +107,18 @@ class MemoryLimiter final : public Limiter {
     if (second != first) shards_[second].mu.Unlock();
     shards_[first].mu.Unlock();
 
-    v.policy = buckets[0].set->policy;
-    if (n == 2 && !buckets[1].set->policy.empty()) {
-      if (!v.policy.empty()) v.policy += ", ";
-      v.policy += buckets[1].set->policy;
-    }
+    v.policy = JoinedPolicy(buckets, n);
     if (!allowed) refused_.fetch_add(1, std::memory_order_relaxed);
     if (!v.shadow_exceeded.empty()) shadow_.fetch_add(1, std::memory_order_relaxed);
     return v;
   }
 
   absl::Status Reload() override {
-    if (options_.rules_path.empty()) return absl::OkStatus();
-    absl::StatusOr<Rules> rules = LoadRulesFile(options_.rules_path);
-    if (!rules.ok()) {
-      reload_errors_.fetch_add(1, std::memory_order_relaxed);
-      return rules.status();
-    }
-    SetRules(*std::move(rules));
-    reloads_.fetch_add(1, std::memory_order_relaxed);
-    return absl::OkStatus();
+    return rules_.Reload(options_.rules_path, [this](Rules rules) { SetRules(std::move(rules)); });
   }
 
   void SetRules(Rules rules) override {
-    PrepareRules(rules);
-    // Earlier versions stay alive (a check in flight may hold one); reloads are rare.
-    auto owned = std::make_unique<const Rules>(std::move(rules));
-    absl::MutexLock lock(&versions_mu_);
-    rules_.store(owned.get(), std::memory_order_release);
-    versions_.push_back(std::move(owned));
+    rules_.Set(std::move(rules));
   }
 
   LimiterStats Stats() const override {
@@ -144,8 +127,8 @@ class MemoryLimiter final : public Limiter {
     s.refused = refused_.load(std::memory_order_relaxed);
     s.shadow_exceeded = shadow_.load(std::memory_order_relaxed);
     s.evicted = evicted_.load(std::memory_order_relaxed);
-    s.reloads = reloads_.load(std::memory_order_relaxed);
-    s.reload_errors = reload_errors_.load(std::memory_order_relaxed);
+    s.reloads = rules_.reloads();
+    s.reload_errors = rules_.reload_errors();
     for (const Shard& shard : shards_) {
       absl::MutexLock lock(&shard.mu);
       s.keys += shard.map.size();
@@ -196,12 +179,9 @@ class MemoryLimiter final : public Limiter {
   const LimiterOptions options_;
   const Clock& clock_;
   const size_t per_shard_;
-  std::atomic<const Rules*> rules_{nullptr};
-  absl::Mutex versions_mu_;
-  std::vector<std::unique_ptr<const Rules>> versions_ ABSL_GUARDED_BY(versions_mu_);
+  RulesHolder rules_;
   std::array<Shard, kShards> shards_;
-  std::atomic<uint64_t> checks_{0}, refused_{0}, shadow_{0}, evicted_{0}, reloads_{0},
-      reload_errors_{0};
+  std::atomic<uint64_t> checks_{0}, refused_{0}, shadow_{0}, evicted_{0};
 };
 
 }  // namespace

@@ -55,7 +55,7 @@ class RedisLimiter final : public Limiter {
 
   Verdict Check(const CheckRequest& request) override {
     checks_.fetch_add(1, std::memory_order_relaxed);
-    const Rules& rules = *rules_.load(std::memory_order_acquire);
+    const Rules& rules = rules_.current();
     thread_local std::array<std::string, 2> key_buffers;
     std::array<Bucket, 2> buckets;
     const size_t n = MatchRules(rules, request, key_buffers, buckets);
@@ -95,11 +95,7 @@ class RedisLimiter final : public Limiter {
         d.delay_ms = numbers[5 * k + 4];
         Fold(*limits[k], d, &v);
       }
-      v.policy = buckets[0].set->policy;
-      if (n == 2 && !buckets[1].set->policy.empty()) {
-        if (!v.policy.empty()) v.policy += ", ";
-        v.policy += buckets[1].set->policy;
-      }
+      v.policy = JoinedPolicy(buckets, n);
       if (!v.allowed) v.delay_ms = 0;
       Count(v);
       return v;
@@ -123,24 +119,12 @@ class RedisLimiter final : public Limiter {
   }
 
   absl::Status Reload() override {
-    if (options_.rules_path.empty()) return absl::OkStatus();
-    absl::StatusOr<Rules> rules = LoadRulesFile(options_.rules_path);
-    if (!rules.ok()) {
-      reload_errors_.fetch_add(1, std::memory_order_relaxed);
-      return rules.status();
-    }
-    SetRules(*std::move(rules));
-    reloads_.fetch_add(1, std::memory_order_relaxed);
-    return absl::OkStatus();
+    return rules_.Reload(options_.rules_path, [this](Rules rules) { SetRules(std::move(rules)); });
   }
 
   void SetRules(Rules rules) override {
     local_->SetRules(rules);
-    PrepareRules(rules);
-    auto owned = std::make_unique<const Rules>(std::move(rules));
-    absl::MutexLock lock(&mu_);
-    rules_.store(owned.get(), std::memory_order_release);
-    versions_.push_back(std::move(owned));
+    rules_.Set(std::move(rules));
   }
 
   LimiterStats Stats() const override {
@@ -148,8 +132,8 @@ class RedisLimiter final : public Limiter {
     s.checks = checks_.load(std::memory_order_relaxed);
     s.refused = refused_.load(std::memory_order_relaxed);
     s.shadow_exceeded = shadow_.load(std::memory_order_relaxed);
-    s.reloads = reloads_.load(std::memory_order_relaxed);
-    s.reload_errors = reload_errors_.load(std::memory_order_relaxed);
+    s.reloads = rules_.reloads();
+    s.reload_errors = rules_.reload_errors();
     s.uses_redis = true;
     s.redis_up = up_.load(std::memory_order_relaxed);
     s.redis_errors = errors_.load(std::memory_order_relaxed);
@@ -307,15 +291,13 @@ class RedisLimiter final : public Limiter {
   const Clock& clock_;
   const std::string script_sha_ = ScriptSha();
   std::unique_ptr<Limiter> local_;  // the fallback, with the same rules
-  std::atomic<const Rules*> rules_{nullptr};
-  absl::Mutex mu_;
-  std::vector<std::unique_ptr<const Rules>> versions_ ABSL_GUARDED_BY(mu_);
+  RulesHolder rules_;
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::atomic<size_t> next_lane_{0};
   std::atomic<uint64_t> failures_{0};
   std::atomic<bool> up_{true};
   std::atomic<int64_t> retry_at_{0};
-  std::atomic<uint64_t> checks_{0}, refused_{0}, shadow_{0}, reloads_{0}, reload_errors_{0},
+  std::atomic<uint64_t> checks_{0}, refused_{0}, shadow_{0},
       errors_{0}, fallbacks_{0};
 };
 

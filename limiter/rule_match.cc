@@ -42,6 +42,15 @@ size_t MatchRules(const Rules& rules, const CheckRequest& r, std::array<std::str
   return n;
 }
 
+std::string JoinedPolicy(const std::array<Bucket, 2>& buckets, size_t n) {
+  std::string policy = n > 0 ? buckets[0].set->policy : std::string();
+  if (n == 2 && !buckets[1].set->policy.empty()) {
+    if (!policy.empty()) policy += ", ";
+    policy += buckets[1].set->policy;
+  }
+  return policy;
+}
+
 void PrepareRules(Rules& rules) {
   auto prepare = [](RuleSet& set) {
     set.policy.clear();
@@ -84,6 +93,26 @@ bool Fold(const RuleLimit& r, const Decision& d, Verdict* v) {
     v->reset_ms = d.reset_ms;
   }
   return refused;
+}
+
+void RulesHolder::Set(Rules rules) {
+  PrepareRules(rules);
+  auto owned = std::make_unique<const Rules>(std::move(rules));
+  absl::MutexLock lock(&mu_);
+  current_.store(owned.get(), std::memory_order_release);
+  versions_.push_back(std::move(owned));
+}
+
+absl::Status RulesHolder::Reload(const std::string& path, const std::function<void(Rules)>& set) {
+  if (path.empty()) return absl::OkStatus();
+  absl::StatusOr<Rules> rules = LoadRulesFile(path);
+  if (!rules.ok()) {
+    reload_errors_.fetch_add(1, std::memory_order_relaxed);
+    return rules.status();
+  }
+  set(*std::move(rules));
+  reloads_.fetch_add(1, std::memory_order_relaxed);
+  return absl::OkStatus();
 }
 
 }  // namespace tweetsearch::limiter

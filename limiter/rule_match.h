@@ -4,7 +4,14 @@
 #define TWEETSEARCH_LIMITER_RULE_MATCH_H_
 
 #include <array>
+#include <atomic>
+#include <functional>
+#include <memory>
 #include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 #include "limiter/limiter.h"
 #include "limiter/rules.h"
@@ -25,12 +32,35 @@ struct Bucket {
 size_t MatchRules(const Rules& rules, const CheckRequest& request,
                   std::array<std::string, 2>& keys, std::array<Bucket, 2>& out);
 
+// The RateLimit-Policy text of the first `n` buckets' rule sets.
+std::string JoinedPolicy(const std::array<Bucket, 2>& buckets, size_t n);
+
 // Fills every rule set's policy text and fingerprint.
 void PrepareRules(Rules& rules);
 
 // Folds one limit's (dry-run) decision into `v`: refusal, delay, shadow overrun, and the
 // tightest enforced limit for the headers. Returns whether an enforced limit refused.
 bool Fold(const RuleLimit& r, const Decision& d, Verdict* v);
+
+// The current rules of a limiter, swapped by pointer: readers pay one atomic load. Every
+// version stays alive until the holder goes (a check in flight may hold one; reloads are rare).
+class RulesHolder {
+ public:
+  const Rules& current() const { return *current_.load(std::memory_order_acquire); }
+  // Prepares (PrepareRules) and publishes `rules`.
+  void Set(Rules rules);
+  // Re-reads `path` (nothing to do when empty) and hands the rules to `set`; on error the
+  // current rules stay and the error is returned. Counts both outcomes.
+  absl::Status Reload(const std::string& path, const std::function<void(Rules)>& set);
+  uint64_t reloads() const { return reloads_.load(std::memory_order_relaxed); }
+  uint64_t reload_errors() const { return reload_errors_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<const Rules*> current_{nullptr};
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<const Rules>> versions_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> reloads_{0}, reload_errors_{0};
+};
 
 }  // namespace tweetsearch::limiter
 
