@@ -16,6 +16,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "limiter/limiter.h"
 #include "limiter/redis_limiter.h"
@@ -144,6 +145,10 @@ void RedisThroughput(int port, int threads, int lanes, double seconds) {
 }
 
 int main(int argc, char** argv) {
+  // As in tweetsearchd: the lock-order graph is a debugging aid, not for production.
+  if (std::getenv("KEEP_DEADLOCK_DETECTION") == nullptr) {
+    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  }
   // --redis=PORT [--threads=N]: only the Redis throughput, then exit.
   int redis_port = 0, threads = 8, lanes = 2;
   for (int i = 1; i < argc; ++i) {

@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include "absl/synchronization/mutex.h"
 #include "aggregator/daemon.h"
 
 namespace agg = tweetsearch::aggregator;
@@ -27,6 +28,9 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // Abseil's lock-order graph (on in Debian's build) costs every mutex acquisition a lookup; it
+  // is for tests, which keep it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   CLI::App app{"tweetsearchd: the tweetsearch service (all roles in one process)"};
   agg::DaemonConfig config;
