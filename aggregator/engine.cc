@@ -1,7 +1,6 @@
 #include "aggregator/engine.h"
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 
 #include "absl/container/flat_hash_set.h"
@@ -452,10 +451,7 @@ absl::Status Engine::CheckpointLocked() {
   }
   if (absl::Status s = index_->Seal(); !s.ok()) return s;
   if (compact) {
-    const auto start = std::chrono::steady_clock::now();
     if (absl::Status s = index_->Compact(); !s.ok()) return s;
-    last_compaction_seconds_.store(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   if (absl::Status s = index_->Save(IndexDir(options_)); !s.ok()) return s;
   if (absl::Status s = WriteFileAtomically(CheckpointFile(options_), StrCat(sequence)); !s.ok()) {
@@ -482,7 +478,6 @@ EngineStats Engine::Stats() const {
   s.tweet_cache_hits = cache_.hits();
   s.tweet_cache_misses = cache_.misses();
   s.tweet_cache_bytes = cache_.bytes();
-  s.last_compaction_seconds = last_compaction_seconds_.load();
   return s;
 }
 

@@ -105,7 +105,6 @@ struct EngineStats {
   uint64_t tweet_cache_hits = 0;
   uint64_t tweet_cache_misses = 0;
   uint64_t tweet_cache_bytes = 0;
-  double last_compaction_seconds = 0;  // how long the last merge of segments blocked writes
 };
 
 class Engine {
@@ -182,7 +181,6 @@ class Engine {
   std::atomic<TweetId> max_id_{0};
   std::atomic<uint64_t> ingested_{0}, rejected_{0}, write_groups_{0};
   std::atomic<uint64_t> checkpoint_change_seen_{0};
-  std::atomic<double> last_compaction_seconds_{0};
 };
 
 }  // namespace tweetsearch::aggregator

@@ -61,7 +61,6 @@ struct Verdict {
   bool has_quota = false;
   uint64_t limit = 0;
   uint64_t remaining = 0;
-  int64_t window_ms = 0;
   int64_t reset_ms = 0;
   std::string policy;  // every applied limit as "limit;w=seconds", comma-separated
   std::vector<std::string> shadow_exceeded;  // shadow limits this request went over

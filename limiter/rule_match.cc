@@ -89,7 +89,6 @@ bool Fold(const RuleLimit& r, const Decision& d, Verdict* v) {
     v->has_quota = true;
     v->limit = r.limit.limit;
     v->remaining = d.remaining;
-    v->window_ms = r.limit.window_ms;
     v->reset_ms = d.reset_ms;
   }
   return refused;

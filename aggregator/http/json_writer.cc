@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "aggregator/tweet_json.h"
-#include "common/strings.h"
 
 namespace tweetsearch::aggregator {
 
