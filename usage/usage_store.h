@@ -1,0 +1,102 @@
+// UsageStore: usage counters per API key in time buckets that coarsen with age.
+//
+// Four resolutions, each kept for a while:
+//   minute    kept 24 hours
+//   5 minutes kept 7 days
+//   hour      kept 30 days
+//   day       kept for ever
+// Every increment is added to its bucket at all four resolutions at once, so a coarse bucket
+// always holds the sum of the fine buckets it covers, and expiring a fine bucket only deletes:
+// nothing is ever read back, summed and rewritten (which would race between front doors sharing
+// a store). Increments are RocksDB merge operands summed by a merge operator; expired buckets
+// are dropped by a compaction filter, and queries never return a bucket past its retention.
+//
+// Key layout: <key id> '\0' <resolution byte> <bucket start, Unix seconds, big-endian u64>, so
+// one key's series at one resolution is one ordered range.
+//
+// Thread-safety: every method may be called from any thread.
+#ifndef TWEETSEARCH_USAGE_USAGE_STORE_H_
+#define TWEETSEARCH_USAGE_USAGE_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "usage/counters.h"
+
+namespace tweetsearch::usage {
+
+enum class Resolution : uint8_t { kMinute = 0, kFiveMinutes = 1, kHour = 2, kDay = 3 };
+inline constexpr Resolution kResolutions[] = {Resolution::kMinute, Resolution::kFiveMinutes,
+                                             Resolution::kHour, Resolution::kDay};
+
+// Bucket width in seconds.
+int64_t BucketSeconds(Resolution r);
+// How long buckets of `r` are kept, seconds; 0 for ever.
+int64_t RetentionSeconds(Resolution r);
+// "1m", "5m", "1h", "1d".
+std::string_view ResolutionName(Resolution r);
+// Accepts the names above and "minute", "5min", "hour", "day". InvalidArgument otherwise.
+absl::StatusOr<Resolution> ParseResolution(std::string_view text);
+
+// The series of the requests made without a valid key.
+inline constexpr std::string_view kAnonymousKey = "anonymous";
+// The series of all keys together (written at flush time as the sum of the others).
+inline constexpr std::string_view kAllKeys = "all";
+
+// Counts to add to one key's minute bucket.
+struct Increment {
+  std::string key_id;
+  int64_t minute_start_s = 0;  // Unix seconds, a multiple of 60
+  Counters counters;
+};
+
+struct Point {
+  int64_t start_s = 0;  // bucket start, Unix seconds
+  Counters counters;
+};
+
+struct UsageStoreOptions {
+  // Sync each flush to disk (fsync of the WAL). Default true: a flush is every few seconds.
+  bool sync = true;
+};
+
+class UsageStore {
+ public:
+  // Opens or creates the store in `dir`. `clock` decides what has expired; it must outlive the
+  // store.
+  static absl::StatusOr<std::unique_ptr<UsageStore>> Open(const std::string& dir,
+                                                          const Clock& clock,
+                                                          const UsageStoreOptions& options = {});
+  virtual ~UsageStore() = default;
+
+  // Adds the increments to their buckets at every resolution, in one atomic write.
+  virtual absl::Status Add(const std::vector<Increment>& increments) = 0;
+
+  // The buckets of `key_id` at `resolution` starting in [from_s, to_s), one Point per bucket
+  // (zero counters where nothing was counted), oldest first. `from_s` is rounded down and `to_s`
+  // up to bucket boundaries. Buckets past their retention come back empty. InvalidArgument if
+  // from_s > to_s or the range holds more than `max_points` buckets.
+  virtual absl::StatusOr<std::vector<Point>> Query(std::string_view key_id, Resolution resolution,
+                                                   int64_t from_s, int64_t to_s,
+                                                   size_t max_points = 10'000) const = 0;
+
+  // The key ids that have any bucket, in order (kAllKeys and kAnonymousKey included).
+  virtual absl::StatusOr<std::vector<std::string>> Keys() const = 0;
+
+  // Removes expired buckets now (a compaction of the whole store; it also happens on its own
+  // as RocksDB compacts).
+  virtual absl::Status ExpireNow() = 0;
+
+  // How many buckets of `resolution` are stored (expired ones not yet removed included).
+  virtual absl::StatusOr<uint64_t> StoredBuckets(Resolution resolution) const = 0;
+};
+
+}  // namespace tweetsearch::usage
+
+#endif  // TWEETSEARCH_USAGE_USAGE_STORE_H_
