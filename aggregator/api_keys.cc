@@ -27,6 +27,11 @@ std::string Hash(std::string_view key) {
   return std::string(reinterpret_cast<char*>(digest), sizeof(digest));
 }
 
+// The key's public id: 16 hex digits of its hash.
+std::string IdOf(std::string_view hash) {
+  return absl::BytesToHexString(AsAbsl(hash.substr(0, 8)));
+}
+
 int64_t NowMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -96,7 +101,7 @@ class RocksDbKeyRegistry final : public KeyRegistry {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<ApiKey> Authenticate(std::string_view key, Scope scope) const override {
+  absl::StatusOr<ApiKey> Identify(std::string_view key) const override {
     if (key.empty()) return absl::UnauthenticatedError("missing api_dev_key");
     const std::string hash = Hash(key);
     absl::MutexLock lock(&mu_);
@@ -104,12 +109,17 @@ class RocksDbKeyRegistry final : public KeyRegistry {
     if (it == keys_.end() || it->second.revoked) {
       return absl::UnauthenticatedError("unknown or revoked api_dev_key");
     }
-    if (!it->second.Allows(scope)) {
+    ApiKey found = it->second;
+    found.id = IdOf(hash);
+    return found;
+  }
+
+  absl::StatusOr<ApiKey> Authenticate(std::string_view key, Scope scope) const override {
+    absl::StatusOr<ApiKey> found = Identify(key);
+    if (found.ok() && !found->Allows(scope)) {
       return absl::PermissionDeniedError(
           StrCat("this api_dev_key lacks the '", ScopeName(scope), "' scope"));
     }
-    ApiKey found = it->second;
-    found.id = absl::BytesToHexString(AsAbsl(std::string_view(hash).substr(0, 8)));
     return found;
   }
 
@@ -117,7 +127,10 @@ class RocksDbKeyRegistry final : public KeyRegistry {
     std::vector<ApiKey> out;
     {
       absl::MutexLock lock(&mu_);
-      for (const auto& [hash, key] : keys_) out.push_back(key);
+      for (const auto& [hash, key] : keys_) {
+        out.push_back(key);
+        out.back().id = IdOf(hash);
+      }
     }
     std::sort(out.begin(), out.end(), [](const ApiKey& a, const ApiKey& b) {
       return a.prefix < b.prefix || (a.prefix == b.prefix && a.created_at_ms < b.created_at_ms);

@@ -55,10 +55,12 @@ class KeyRegistry {
   // AlreadyExists if it is registered. InvalidArgument if shorter than 12 bytes.
   virtual absl::Status Register(std::string_view key, std::string_view owner,
                                 std::string_view tier, uint8_t scopes) = 0;
+  // The key's record, whatever its scopes: Unauthenticated if missing, unknown or revoked.
+  virtual absl::StatusOr<ApiKey> Identify(std::string_view key) const = 0;
   // The key's record: Unauthenticated if missing, unknown or revoked; PermissionDenied if it
   // lacks `scope`.
   virtual absl::StatusOr<ApiKey> Authenticate(std::string_view key, Scope scope) const = 0;
-  // Every key, revoked ones included, in prefix order.
+  // Every key (ids set), revoked ones included, in prefix order.
   virtual std::vector<ApiKey> List() const = 0;
   // Revokes the one key whose prefix (or full text) is `key_or_prefix`. NotFound if none,
   // InvalidArgument if several keys share the prefix.

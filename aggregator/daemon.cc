@@ -21,8 +21,11 @@
 #include "aggregator/metrics.h"
 #include "aggregator/page_token.h"
 #include "common/file_util.h"
+#include "common/periodic.h"
 #include "common/strings.h"
 #include "common/synthetic.h"
+#include "usage/usage_recorder.h"
+#include "usage/usage_store.h"
 
 namespace tweetsearch::aggregator {
 namespace {
@@ -130,6 +133,14 @@ class DaemonImpl final : public Daemon {
     handler_->set_ready(false);
     http_->Shutdown(std::chrono::seconds(20));
     if (grpc_) grpc_->Shutdown(std::chrono::seconds(5));
+    sampler_.reset();
+    if (usage_recorder_ != nullptr) {
+      usage_recorder_->Stop();
+      if (usage_recorder_->Stats().flush_errors > 0) {
+        spdlog::warn("some usage counts could not be saved ({} failed flushes)",
+                     usage_recorder_->Stats().flush_errors);
+      }
+    }
     absl::Status s = engine_->Checkpoint();
     if (s.ok()) {
       spdlog::info("index saved; stopped cleanly");
@@ -153,6 +164,10 @@ class DaemonImpl final : public Daemon {
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<GrpcServer> grpc_;
   std::shared_ptr<LimiterGate> gate_;
+  std::unique_ptr<usage::UsageStore> usage_store_;
+  std::unique_ptr<usage::UsageRecorder> usage_recorder_;
+  RateMeter ingest_rate_;
+  std::unique_ptr<PeriodicTask> sampler_;  // samples the ingest rate once a second
   std::string admin_key_;
   bool stopped_ = false;
   std::thread watcher_;
@@ -220,6 +235,7 @@ absl::Status LoadDaemonConfigFile(const std::string& path, DaemonConfig* c) {
     else if (key == "limits_poll_ms") s = Read(v, "limits_poll_ms", &c->limits_poll_ms);
     else if (key == "limiter_max_keys") s = Read(v, "limiter_max_keys", &c->limiter_max_keys);
     else if (key == "redis") s = Read(v, "redis", &c->redis);
+    else if (key == "usage_flush_ms") s = Read(v, "usage_flush_ms", &c->usage_flush_ms);
     else s = absl::InvalidArgumentError(StrCat("config ", path, ": unknown key '", key, "'"));
     if (!s.ok()) return s;
   }
@@ -274,6 +290,22 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   d->metrics_ = std::make_unique<Metrics>();
   d->door_ = std::make_unique<FrontDoor>(*d->engine_, *d->keys_, PageTokenCodec(*secret));
   d->handler_ = std::make_unique<ApiHandler>(*d->door_, *d->metrics_);
+  d->handler_->set_ingest_rate(&d->ingest_rate_);
+  d->sampler_ = std::make_unique<PeriodicTask>(absl::Seconds(1), [d = d.get()] {
+    d->ingest_rate_.Sample(SystemClock().NowUnixMillis(), d->engine_->Stats().tweets_ingested);
+  });
+  if (config.usage_flush_ms > 0) {
+    absl::StatusOr<std::unique_ptr<usage::UsageStore>> store =
+        usage::UsageStore::Open(config.data_dir + "/usage", SystemClock());
+    if (!store.ok()) return store.status();
+    d->usage_store_ = *std::move(store);
+    d->usage_recorder_ = std::make_unique<usage::UsageRecorder>(
+        *d->usage_store_, SystemClock(),
+        usage::UsageRecorderOptions{.flush_interval_ms = config.usage_flush_ms});
+    d->usage_recorder_->Start();
+    d->door_->set_usage_store(d->usage_store_.get());
+    d->handler_->set_usage(d->usage_recorder_.get());
+  }
   if (!config.limits_file.empty()) {
     limiter::LimiterOptions limiter_options;
     limiter_options.rules_path = config.limits_file;

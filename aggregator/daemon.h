@@ -5,6 +5,7 @@
 //   storage/           RocksDB: tweets and the change log
 //   index/             saved index segments, MANIFEST, CHECKPOINT
 //   keys/              RocksDB: API key registry
+//   usage/             RocksDB: usage series per key (usage/usage_store.h)
 //   page_token.secret  HMAC key of page tokens (created on first start, mode 0600)
 //   admin.key          the first admin API key (created on first start, mode 0600)
 //
@@ -51,12 +52,16 @@ struct DaemonConfig {
   // "HOST:PORT" of a Redis that holds the quota state, shared by every front door using it;
   // empty: state in process memory. Redis being down never stops the service (docs/limiter.md).
   std::string redis;
+  // Milliseconds between flushes of the usage counts to <data_dir>/usage; a crash loses at most
+  // this much. 0 turns usage analytics off. Default 5000.
+  int64_t usage_flush_ms = 5000;
 };
 
 // Reads a YAML config file into `config` (only the keys present change). Keys: data_dir,
 // http_address, http_port, grpc_port, sample, demo_key, max_body_bytes, io_threads,
 // worker_threads, max_text_bytes, checkpoint_every, node_id, block_cache_mb, sync_writes,
-// port_file, log_level, limits_file, limits_poll_ms, limiter_max_keys, redis. InvalidArgument naming the key for a bad value or an unknown key.
+// port_file, log_level, limits_file, limits_poll_ms, limiter_max_keys, redis, usage_flush_ms.
+// InvalidArgument naming the key for a bad value or an unknown key.
 absl::Status LoadDaemonConfigFile(const std::string& path, DaemonConfig* config);
 
 class Daemon {

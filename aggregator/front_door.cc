@@ -97,6 +97,7 @@ absl::StatusOr<ApiKey> FrontDoor::Authorize(std::string_view api_dev_key, Scope 
     }
     return key.status();
   }
+  if (call != nullptr) call->key_id = key->id;
   if (gate_ != nullptr) {
     if (absl::Status s = gate_->Admit(&*key, endpoint, cost, call); !s.ok()) return s;
   }
@@ -257,6 +258,85 @@ absl::Status FrontDoor::RevokeKey(std::string_view api_dev_key, std::string_view
     return key.status();
   }
   return keys_.Revoke(key_or_prefix);
+}
+
+std::string FrontDoor::KeyIdOf(std::string_view api_dev_key) const {
+  if (api_dev_key.empty()) return "";
+  absl::StatusOr<ApiKey> key = keys_.Identify(api_dev_key);
+  return key.ok() ? key->id : "";
+}
+
+absl::StatusOr<UsageResponse> FrontDoor::Usage(std::string_view api_dev_key,
+                                               const UsageRequest& request,
+                                               CallContext* call) const {
+  absl::StatusOr<ApiKey> caller = keys_.Identify(api_dev_key);
+  if (!caller.ok()) {
+    if (gate_ != nullptr) {
+      if (absl::Status s = gate_->Admit(nullptr, Endpoint::kAdmin, 1, call); !s.ok()) return s;
+    }
+    return caller.status();
+  }
+  if (call != nullptr) call->key_id = caller->id;
+  if (gate_ != nullptr) {
+    if (absl::Status s = gate_->Admit(&*caller, Endpoint::kAdmin, 1, call); !s.ok()) return s;
+  }
+  if (usage_ == nullptr) return absl::UnimplementedError("usage analytics are off");
+
+  UsageResponse response;
+  const std::string& wanted = request.key;
+  if (wanted.empty() || wanted == caller->id || wanted == caller->prefix) {
+    response.key_id = caller->id;
+  } else if (!caller->Allows(Scope::kAdmin)) {
+    return absl::PermissionDeniedError(
+        "a key may read its own usage only; other keys' usage needs the 'admin' scope");
+  } else if (wanted == usage::kAllKeys || wanted == usage::kAnonymousKey) {
+    response.key_id = wanted;
+  } else {
+    for (const ApiKey& k : keys_.List()) {
+      if (k.id == wanted || k.prefix == wanted) {
+        if (!response.key_id.empty() && response.key_id != k.id) {
+          return absl::InvalidArgumentError(
+              StrCat("several keys start with '", wanted, "': give the key id"));
+        }
+        response.key_id = k.id;
+      }
+    }
+    if (response.key_id.empty()) {
+      return absl::NotFoundError(StrCat("no key with id or prefix '", wanted.substr(0, 40), "'"));
+    }
+  }
+
+  if (request.from_s > request.to_s) {
+    return absl::InvalidArgumentError("usage: 'from' must not be after 'to'");
+  }
+  const int64_t now_s = engine_.clock().NowUnixMillis() / 1000;
+  auto keeps = [&](usage::Resolution r) {
+    const int64_t retention = usage::RetentionSeconds(r);
+    return retention == 0 || request.from_s >= now_s - retention;
+  };
+  if (request.resolution.has_value()) {
+    response.resolution = *request.resolution;
+    if (!keeps(response.resolution)) {
+      return absl::InvalidArgumentError(StrCat(
+          "buckets of ", usage::ResolutionName(response.resolution), " are kept for ",
+          usage::RetentionSeconds(response.resolution) / 3600,
+          " hours: 'from' is older; ask for a coarser resolution (5m, 1h, 1d)"));
+    }
+  } else {
+    response.resolution = usage::Resolution::kDay;
+    for (usage::Resolution r : usage::kResolutions) {
+      const int64_t buckets = (request.to_s - request.from_s) / usage::BucketSeconds(r) + 1;
+      if (keeps(r) && buckets <= static_cast<int64_t>(kMaxAutoUsagePoints)) {
+        response.resolution = r;
+        break;
+      }
+    }
+  }
+  absl::StatusOr<std::vector<usage::Point>> points =
+      usage_->Query(response.key_id, response.resolution, request.from_s, request.to_s);
+  if (!points.ok()) return points.status();
+  response.points = *std::move(points);
+  return response;
 }
 
 }  // namespace tweetsearch::aggregator

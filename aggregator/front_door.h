@@ -22,6 +22,7 @@
 #include "aggregator/api_keys.h"
 #include "aggregator/engine.h"
 #include "aggregator/page_token.h"
+#include "usage/usage_store.h"
 
 namespace tweetsearch::aggregator {
 
@@ -33,6 +34,8 @@ enum class Endpoint { kSearch, kIngest, kRead, kWrite, kAdmin };
 // What a transport knows about a call, and what the front door hands back for its answer.
 struct CallContext {
   std::string client_ip;  // in: the peer's address, for limits on requests without a key
+  std::string key_id;      // out: the caller's key id once authenticated (for usage counts)
+  std::string limited_by;  // out: the limit that refused the call, if one did
   // out: headers for the answer (quota: X-Ratelimit-*, RateLimit-Policy, RateLimit, and
   // Retry-After when refused), whatever the outcome.
   std::vector<std::pair<std::string, std::string>> headers;
@@ -70,6 +73,26 @@ struct IngestResponse {
   std::vector<IngestOutcome> outcomes;  // one per line, in order
   uint32_t accepted = 0;
   uint32_t rejected = 0;
+};
+
+// A usage series request (GET /v1/usage).
+struct UsageRequest {
+  // Whose series: a key id (16 hex digits), a key prefix as listings show it, "all" (every key
+  // together), "anonymous" (calls without a valid key), or empty for the caller's own key.
+  // Keys without the admin scope may read their own series only.
+  std::string key;
+  int64_t from_s = 0;  // Unix seconds; the range is [from_s, to_s)
+  int64_t to_s = 0;
+  // Empty: the finest resolution that still keeps `from_s` and gives at most
+  // kMaxAutoUsagePoints buckets.
+  std::optional<usage::Resolution> resolution;
+};
+inline constexpr size_t kMaxAutoUsagePoints = 1500;
+
+struct UsageResponse {
+  std::string key_id;  // the series' key id ("all", "anonymous" or 16 hex digits)
+  usage::Resolution resolution = usage::Resolution::kMinute;
+  std::vector<usage::Point> points;
 };
 
 // "0"/"newest", "1"/"best_match"/"relevance", "2"/"most_liked"/"likes".
@@ -115,6 +138,18 @@ class FrontDoor {
   absl::Status RevokeKey(std::string_view api_dev_key, std::string_view key_or_prefix,
                          CallContext* call = nullptr) const;
 
+  // Usage series (needs set_usage_store). Any valid key may ask for its own series; "all",
+  // "anonymous" and other keys need the admin scope.
+  absl::StatusOr<UsageResponse> Usage(std::string_view api_dev_key, const UsageRequest& request,
+                                      CallContext* call = nullptr) const;
+  // Where usage series are read from; null (the default) answers Usage() with Unimplemented.
+  // Not thread-safe: call it before serving.
+  void set_usage_store(const usage::UsageStore* store) { usage_ = store; }
+
+  // The id of a registered, unrevoked key; empty otherwise. For attributing calls refused
+  // before authentication (malformed requests) to their key.
+  std::string KeyIdOf(std::string_view api_dev_key) const;
+
   // Authenticates for `scope` and passes the gate. Public for transports' own admin calls.
   absl::StatusOr<ApiKey> Authorize(std::string_view api_dev_key, Scope scope, Endpoint endpoint,
                                    uint64_t cost, CallContext* call = nullptr) const;
@@ -126,6 +161,7 @@ class FrontDoor {
   KeyRegistry& keys_;
   const PageTokenCodec tokens_;
   std::shared_ptr<AdmissionGate> gate_;
+  const usage::UsageStore* usage_ = nullptr;
 };
 
 // Parses a decimal tweet id. InvalidArgument if it is not one.

@@ -59,11 +59,12 @@ void ToProto(const storage::StoredTweet& t, uint32_t likes, double score,
 
 class Service final : public v1::TweetSearch::Service {
  public:
-  Service(FrontDoor& door, Metrics& metrics) : door_(door), metrics_(metrics) {}
+  Service(FrontDoor& door, Metrics& metrics, usage::UsageRecorder* usage)
+      : door_(door), metrics_(metrics), usage_(usage) {}
 
   grpc::Status Search(grpc::ServerContext* context, const v1::SearchRequest* request,
                       v1::SearchResponse* response) override {
-    return Timed("search", [&] {
+    return Timed("search", context, [&](CallContext* call) {
       SearchRequest search;
       search.api_dev_key = KeyOf(context, request->api_dev_key());
       search.search_terms = request->search_terms();
@@ -74,9 +75,7 @@ class Service final : public v1::TweetSearch::Service {
       search.sort = static_cast<query::SortMode>(request->sort());
       search.page_token = request->page_token();
       if (search.search_terms.empty()) return absl::InvalidArgumentError("search_terms is required");
-      CallContext call{PeerIp(context), {}};
-      absl::StatusOr<SearchResponse> result = door_.Search(search, &call);
-      SendHeaders(context, call);
+      absl::StatusOr<SearchResponse> result = door_.Search(search, call);
       if (!result.ok()) return result.status();
       for (const SearchHit& h : result->hits) ToProto(*h.tweet, h.hit.likes, h.hit.score, response->add_results());
       response->set_next_page_token(result->next_page_token);
@@ -89,7 +88,7 @@ class Service final : public v1::TweetSearch::Service {
 
   grpc::Status Ingest(grpc::ServerContext* context, const v1::IngestRequest* request,
                       v1::IngestResponse* response) override {
-    return Timed("ingest", [&] {
+    return Timed("ingest", context, [&](CallContext* call) {
       std::vector<absl::StatusOr<NewTweet>> lines;
       lines.reserve(request->tweets_size());
       for (const v1::IngestTweet& in : request->tweets()) {
@@ -110,10 +109,8 @@ class Service final : public v1::TweetSearch::Service {
         }
         lines.push_back(std::move(t));
       }
-      CallContext call{PeerIp(context), {}};
       absl::StatusOr<IngestResponse> result =
-          door_.Ingest(KeyOf(context, request->api_dev_key()), std::move(lines), &call);
-      SendHeaders(context, call);
+          door_.Ingest(KeyOf(context, request->api_dev_key()), std::move(lines), call);
       if (!result.ok()) return result.status();
       for (const IngestOutcome& o : result->outcomes) {
         v1::IngestResult* r = response->add_results();
@@ -132,9 +129,9 @@ class Service final : public v1::TweetSearch::Service {
 
   grpc::Status GetTweet(grpc::ServerContext* context, const v1::GetTweetRequest* request,
                         v1::SearchResult* response) override {
-    return Timed("get", [&] {
+    return Timed("get", context, [&](CallContext* call) {
       absl::StatusOr<storage::StoredTweet> t =
-          door_.Get(KeyOf(context, request->api_dev_key()), request->id());
+          door_.Get(KeyOf(context, request->api_dev_key()), request->id(), call);
       if (!t.ok()) return t.status();
       ToProto(*t, t->likes, 0, response);
       return absl::OkStatus();
@@ -143,21 +140,22 @@ class Service final : public v1::TweetSearch::Service {
 
   grpc::Status DeleteTweet(grpc::ServerContext* context, const v1::DeleteTweetRequest* request,
                            v1::DeleteTweetResponse*) override {
-    return Timed("delete", [&] {
-      return door_.Delete(KeyOf(context, request->api_dev_key()), request->id());
+    return Timed("delete", context, [&](CallContext* call) {
+      return door_.Delete(KeyOf(context, request->api_dev_key()), request->id(), call);
     });
   }
 
   grpc::Status Likes(grpc::ServerContext* context, const v1::LikesRequest* request,
                      v1::LikesResponse* response) override {
-    return Timed("likes", [&] {
+    return Timed("likes", context, [&](CallContext* call) {
       if (request->change_case() == v1::LikesRequest::CHANGE_NOT_SET) {
         return absl::InvalidArgumentError("give set or add");
       }
       const bool add = request->change_case() == v1::LikesRequest::kAdd;
       absl::StatusOr<uint32_t> likes = door_.Likes(KeyOf(context, request->api_dev_key()),
                                                    request->id(),
-                                                   add ? request->add() : int64_t{request->set()}, add);
+                                                   add ? request->add() : int64_t{request->set()}, add,
+                                                   call);
       if (!likes.ok()) return likes.status();
       response->set_likes(*likes);
       return absl::OkStatus();
@@ -165,24 +163,38 @@ class Service final : public v1::TweetSearch::Service {
   }
 
  private:
-  // Runs `body` with the one catch-all of an RPC, and records the call.
+  // Runs `body` with the one catch-all of an RPC, sends the quota metadata, and records the
+  // call in the metrics and the usage series.
   template <typename Body>
-  grpc::Status Timed(std::string_view route, Body body) {
+  grpc::Status Timed(std::string_view route, grpc::ServerContext* context, Body body) {
     const auto start = std::chrono::steady_clock::now();
+    CallContext call;
+    call.client_ip = PeerIp(context);
     absl::Status status;
     try {
-      status = body();
+      status = body(&call);
     } catch (const std::exception& e) {
       status = absl::InternalError(StrCat("internal error: ", e.what()));
     }
-    metrics_.RecordRequest("grpc", route, HttpStatusFor(status),
-                           std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                               .count());
+    SendHeaders(context, call);
+    const auto elapsed = std::chrono::steady_clock::now() - start;
+    const int http_status = HttpStatusFor(status);
+    metrics_.RecordRequest("grpc", route, http_status,
+                           std::chrono::duration<double>(elapsed).count());
+    if (usage_ != nullptr) {
+      const usage::Outcome outcome = usage::OutcomeForHttpStatus(http_status);
+      const bool timed = route == "search" && outcome == usage::Outcome::kServed;
+      usage_->Record(call.key_id.empty() ? usage::kAnonymousKey : std::string_view(call.key_id),
+                     outcome, call.limited_by,
+                     timed ? std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count()
+                           : -1);
+    }
     return ToGrpc(status);
   }
 
   FrontDoor& door_;
   Metrics& metrics_;
+  usage::UsageRecorder* const usage_;
 };
 
 class Server final : public GrpcServer {
@@ -210,9 +222,10 @@ class Server final : public GrpcServer {
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const std::string& address,
                                                              uint16_t port, FrontDoor& door,
-                                                             Metrics& metrics) {
+                                                             Metrics& metrics,
+                                                             usage::UsageRecorder* usage) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  auto service = std::make_unique<Service>(door, metrics);
+  auto service = std::make_unique<Service>(door, metrics, usage);
   grpc::ServerBuilder builder;
   int bound = 0;
   const std::string host = address.find(':') != std::string::npos ? StrCat("[", address, "]")

@@ -13,16 +13,19 @@
 #include "absl/status/statusor.h"
 #include "aggregator/front_door.h"
 #include "aggregator/metrics.h"
+#include "usage/usage_recorder.h"
 
 namespace tweetsearch::aggregator {
 
 class GrpcServer {
  public:
   // Listens on `address:port` (port 0 picks a free one) with reflection on. Unavailable if it
-  // cannot bind. `door` and `metrics` must outlive the server.
+  // cannot bind. `door`, `metrics` and `usage` (null: calls are not counted) must outlive the
+  // server.
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(const std::string& address,
                                                            uint16_t port, FrontDoor& door,
-                                                           Metrics& metrics);
+                                                           Metrics& metrics,
+                                                           usage::UsageRecorder* usage = nullptr);
   virtual ~GrpcServer() = default;
   virtual uint16_t port() const = 0;
   // Stops taking calls and waits for calls in flight (at most `grace`). Idempotent.

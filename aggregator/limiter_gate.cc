@@ -53,6 +53,7 @@ absl::Status LimiterGate::Admit(const ApiKey* key, Endpoint endpoint, uint64_t c
   if (!v.allowed) {
     const int64_t retry = std::max<int64_t>(1, Seconds(v.retry_after_ms));
     if (call != nullptr) {
+      call->limited_by = v.limited_by;
       call->headers.emplace_back("X-Ratelimit-Retry-After", StrCat(retry));
       call->headers.emplace_back("Retry-After", StrCat(retry));
     }

@@ -54,4 +54,27 @@ void Metrics::Render(std::string* out) const {
   }
 }
 
+void RateMeter::Sample(int64_t now_ms, uint64_t total) {
+  absl::MutexLock lock(&mu_);
+  samples_[count_ % kSamples] = {now_ms, total};
+  ++count_;
+}
+
+double RateMeter::PerSecond(int64_t window_ms) const {
+  absl::MutexLock lock(&mu_);
+  if (count_ < 2) return 0;
+  const auto& newest = samples_[(count_ - 1) % kSamples];
+  // The oldest sample still inside the window (at least the one before the newest).
+  const size_t available = std::min(count_, kSamples);
+  size_t back = 1;
+  while (back + 1 < available &&
+         newest.first - samples_[(count_ - 1 - (back + 1)) % kSamples].first <= window_ms) {
+    ++back;
+  }
+  const auto& oldest = samples_[(count_ - 1 - back) % kSamples];
+  const int64_t dt = newest.first - oldest.first;
+  if (dt <= 0 || newest.second < oldest.second) return 0;
+  return static_cast<double>(newest.second - oldest.second) * 1000.0 / static_cast<double>(dt);
+}
+
 }  // namespace tweetsearch::aggregator

@@ -44,6 +44,22 @@ class Metrics {
   absl::node_hash_map<std::string, Histogram> latency_ ABSL_GUARDED_BY(mu_);
 };
 
+// RateMeter: the recent rate of a growing counter (tweets ingested), from samples taken about
+// once a second. Keeps the last kSamples samples.
+class RateMeter {
+ public:
+  static constexpr size_t kSamples = 64;
+
+  void Sample(int64_t now_ms, uint64_t total);
+  // Increase per second over about the last `window_ms`: 0 before two samples exist.
+  double PerSecond(int64_t window_ms) const;
+
+ private:
+  mutable absl::Mutex mu_;
+  std::array<std::pair<int64_t, uint64_t>, kSamples> samples_ ABSL_GUARDED_BY(mu_){};
+  size_t count_ ABSL_GUARDED_BY(mu_) = 0;  // samples taken; the newest is at (count_-1) % kSamples
+};
+
 }  // namespace tweetsearch::aggregator
 
 #endif  // TWEETSEARCH_AGGREGATOR_METRICS_H_

@@ -59,6 +59,9 @@ int main(int argc, char** argv) {
                                 "Quota rules (YAML); reloaded on SIGHUP and when the file changes");
   auto* redis = app.add_option("--redis", config.redis,
                                "HOST:PORT of a Redis holding quota state shared by front doors");
+  auto* usage_flush = app.add_option("--usage-flush-ms", config.usage_flush_ms,
+                                     "Milliseconds between usage flushes (0: usage off)")
+                          ->check(CLI::Range(int64_t{0}, int64_t{3'600'000}));
   bool no_demo_key = false;
   app.add_flag("--no-demo-key", no_demo_key, "Do not register the demo key on first start");
   CLI11_PARSE(app, argc, argv);
@@ -84,6 +87,7 @@ int main(int argc, char** argv) {
     if (*level) config.log_level = flags.log_level;
     if (*limits) config.limits_file = flags.limits_file;
     if (*redis) config.redis = flags.redis;
+    if (*usage_flush) config.usage_flush_ms = flags.usage_flush_ms;
     if (*port) config.http.port = static_cast<uint16_t>(http_port);
   } else {
     config.http.port = static_cast<uint16_t>(http_port);

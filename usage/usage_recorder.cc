@@ -81,25 +81,19 @@ void UsageRecorder::Restore(const std::vector<Increment>& increments) {
 }
 
 void UsageRecorder::Start() {
-  thread_ = std::thread([this] {
-    absl::MutexLock lock(&thread_mu_);
-    while (!stopping_) {
-      thread_mu_.AwaitWithTimeout(absl::Condition(&stopping_),
-                                  absl::Milliseconds(options_.flush_interval_ms));
-      if (stopping_) break;
-      thread_mu_.Unlock();
-      (void)Flush();  // a failure keeps the counts and shows in Stats()
-      thread_mu_.Lock();
+  last_expire_ms_ = clock_.NowUnixMillis();
+  thread_ = std::make_unique<PeriodicTask>(absl::Milliseconds(options_.flush_interval_ms), [this] {
+    (void)Flush();  // a failure keeps the counts and shows in Stats()
+    const int64_t now = clock_.NowUnixMillis();
+    if (options_.expire_interval_ms > 0 && now - last_expire_ms_ >= options_.expire_interval_ms) {
+      last_expire_ms_ = now;
+      (void)store_.ExpireNow();  // expired buckets are hidden from queries meanwhile
     }
   });
 }
 
 void UsageRecorder::Stop() {
-  {
-    absl::MutexLock lock(&thread_mu_);
-    stopping_ = true;
-  }
-  if (thread_.joinable()) thread_.join();
+  if (thread_ != nullptr) thread_->Stop();
   (void)Flush();
 }
 

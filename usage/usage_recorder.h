@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <thread>
+#include <memory>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
+#include "common/periodic.h"
 #include "usage/usage_store.h"
 
 namespace tweetsearch::usage {
@@ -31,6 +32,9 @@ namespace tweetsearch::usage {
 struct UsageRecorderOptions {
   // Milliseconds between flushes of the background thread (Start()). Default 5000.
   int64_t flush_interval_ms = 5000;
+  // Milliseconds between removals of expired buckets (UsageStore::ExpireNow); 0 never.
+  // Default one hour.
+  int64_t expire_interval_ms = 3'600'000;
 };
 
 struct RecorderStats {
@@ -56,7 +60,7 @@ class UsageRecorder {
   // Writes the counts gathered since the last flush.
   absl::Status Flush();
 
-  // Starts the background flush thread. Call once.
+  // Starts the background thread that flushes (and expires old buckets). Call once.
   void Start();
   // Stops the thread and flushes what is left. Safe to call more than once.
   void Stop();
@@ -84,9 +88,8 @@ class UsageRecorder {
   std::atomic<uint64_t> flush_errors_{0};
 
   absl::Mutex flush_mu_;  // one flush at a time
-  absl::Mutex thread_mu_;
-  bool stopping_ ABSL_GUARDED_BY(thread_mu_) = false;
-  std::thread thread_;
+  int64_t last_expire_ms_ = 0;  // used by the background thread only
+  std::unique_ptr<PeriodicTask> thread_;
 };
 
 }  // namespace tweetsearch::usage

@@ -1,6 +1,7 @@
 #include "aggregator/http/api_handler.h"
 
 #include <chrono>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -42,6 +43,16 @@ HttpResponse Error(const absl::Status& status, const HttpRequest& request) {
 }
 
 
+// The API key of an "X-Api-Key: <key>" or "Authorization: Bearer <key>" header.
+std::optional<std::string> HeaderApiKey(const HttpRequest& request) {
+  if (auto it = request.find("X-Api-Key"); it != request.end()) return std::string(it->value());
+  if (auto it = request.find(http::field::authorization); it != request.end()) {
+    std::string_view value(it->value().data(), it->value().size());
+    if (value.starts_with("Bearer ")) return std::string(value.substr(7));
+  }
+  return std::nullopt;
+}
+
 // The API key: the api_dev_key (or key) parameter, else an X-Api-Key header, else
 // "Authorization: Bearer <key>".
 std::string ApiKeyOf(const HttpRequest& request,
@@ -49,12 +60,7 @@ std::string ApiKeyOf(const HttpRequest& request,
   for (const auto& [name, value] : params) {
     if (name == "api_dev_key" || name == "key") return value;
   }
-  if (auto it = request.find("X-Api-Key"); it != request.end()) return std::string(it->value());
-  if (auto it = request.find(http::field::authorization); it != request.end()) {
-    std::string_view value(it->value().data(), it->value().size());
-    if (value.starts_with("Bearer ")) return std::string(value.substr(7));
-  }
-  return "";
+  return HeaderApiKey(request).value_or("");
 }
 
 const std::string* Param(const std::vector<std::pair<std::string, std::string>>& params,
@@ -116,6 +122,60 @@ HttpResponse MethodNotAllowed(const HttpRequest& request, std::string_view allow
                   {"message", StrCat("use ", allow, " on this path")}}}}));
   response.set(http::field::allow, Bsv(allow));
   return response;
+}
+
+// A time for /v1/usage: RFC 3339, Unix seconds, "now", or "-<n><s|m|h|d>" before `now_s`.
+absl::StatusOr<int64_t> ParseUsageTime(std::string_view name, std::string_view text,
+                                       int64_t now_s) {
+  auto bad = [&] {
+    return absl::InvalidArgumentError(StrCat(
+        "'", name, "' must be RFC 3339, Unix seconds, now, or a span back such as -24h, -7d"));
+  };
+  if (text == "now") return now_s;
+  if (text.size() >= 3 && text[0] == '-') {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(AsAbsl(text.substr(1, text.size() - 2)), &n) || n < 0 ||
+        n > 100'000'000) {
+      return bad();
+    }
+    switch (text.back()) {
+      case 's': return now_s - n;
+      case 'm': return now_s - n * 60;
+      case 'h': return now_s - n * 3600;
+      case 'd': return now_s - n * 86400;
+      default: return bad();
+    }
+  }
+  int64_t seconds = 0;
+  if (absl::SimpleAtoi(AsAbsl(text), &seconds)) {
+    if (seconds < 0 || seconds > 100'000'000'000) return bad();
+    return seconds;
+  }
+  absl::StatusOr<int64_t> ms = ParseRfc3339(text);
+  if (!ms.ok()) return bad();
+  return *ms / 1000;
+}
+
+json CountersJson(const usage::Counters& c) {
+  json limited_by = json::object();
+  for (const auto& [name, n] : c.limited_by) limited_by[SanitizeUtf8(name)] = n;
+  json out = {{"requests", c.requests()}, {"served", c.served},       {"limited", c.limited},
+              {"rejected", c.rejected},   {"failed", c.failed},       {"limited_by", limited_by},
+              {"searches", c.searches}};
+  if (c.searches > 0) {
+    out["search_latency_ms"] = {
+        {"mean", static_cast<double>(c.search_latency_us_sum) / 1000.0 / c.searches},
+        {"p50", c.SearchLatencyQuantileMs(0.5)},
+        {"p99", c.SearchLatencyQuantileMs(0.99)}};
+  }
+  return out;
+}
+
+// Whether a route's requests are counted in the usage series (API calls, not probes, metrics
+// or the web page's files).
+bool CountsAsUsage(std::string_view route) {
+  return route != "healthz" && route != "readyz" && route != "metrics" && route != "web" &&
+         route != "other" && route != "not_found";
 }
 
 }  // namespace
@@ -190,9 +250,24 @@ HttpResponse ApiHandler::Handle(const HttpRequest& request, std::string_view cli
     response = Error(absl::InternalError(StrCat("internal error: ", e.what())), request);
   }
   for (const auto& [name, value] : call.headers) response.set(Bsv(name), Bsv(value));
-  metrics_.RecordRequest(
-      "http", route, response.result_int(),
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  metrics_.RecordRequest("http", route, response.result_int(),
+                         std::chrono::duration<double>(elapsed).count());
+  if (usage_ != nullptr && CountsAsUsage(route)) {
+    if (call.key_id.empty()) {
+      // Refused before authentication (a malformed request): count it for its key all the same.
+      const std::string_view target(request.target().data(), request.target().size());
+      if (auto params = ParseQueryString(target); params.ok()) {
+        call.key_id = door_.KeyIdOf(ApiKeyOf(request, *params));
+      }
+    }
+    const usage::Outcome outcome = usage::OutcomeForHttpStatus(response.result_int());
+    const bool timed = route == "search" && outcome == usage::Outcome::kServed;
+    usage_->Record(call.key_id.empty() ? usage::kAnonymousKey : std::string_view(call.key_id),
+                   outcome, call.limited_by,
+                   timed ? std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count()
+                         : -1);
+  }
   return response;
 }
 
@@ -247,6 +322,14 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
           s.last_change);
     gauge("tweetsearch_checkpoint_change_sequence", "gauge",
           "Change reflected by the last saved index.", s.checkpoint_change);
+    if (usage_ != nullptr) {
+      const usage::RecorderStats u = usage_->Stats();
+      gauge("tweetsearch_usage_recorded_total", "counter", "API calls counted in usage series.",
+            u.recorded);
+      gauge("tweetsearch_usage_flushes_total", "counter", "Usage flushes written.", u.flushes);
+      gauge("tweetsearch_usage_flush_errors_total", "counter",
+            "Usage flushes that failed (their counts wait for the next one).", u.flush_errors);
+    }
     return MakeResponse(http::status::ok, request, std::move(body),
                         "text/plain; version=0.0.4; charset=utf-8");
   }
@@ -476,6 +559,62 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
     return MethodNotAllowed(request, segments.size() == 3 ? "GET, POST" : "DELETE");
   }
 
+  if (path == "/v1/usage") {
+    *route = "usage";
+    if (method != http::verb::get) return MethodNotAllowed(request, "GET");
+    UsageRequest usage_request;
+    const int64_t now_s = door_.engine().clock().NowUnixMillis() / 1000;
+    usage_request.to_s = now_s;
+    if (const std::string* to = Param(*params, {"to"})) {
+      absl::StatusOr<int64_t> t = ParseUsageTime("to", *to, now_s);
+      if (!t.ok()) return Error(t.status(), request);
+      usage_request.to_s = *t;
+    }
+    usage_request.from_s = usage_request.to_s - 3600;
+    if (const std::string* from = Param(*params, {"from"})) {
+      absl::StatusOr<int64_t> t = ParseUsageTime("from", *from, now_s);
+      if (!t.ok()) return Error(t.status(), request);
+      usage_request.from_s = *t;
+    }
+    if (const std::string* resolution = Param(*params, {"resolution"});
+        resolution != nullptr && *resolution != "auto") {
+      absl::StatusOr<usage::Resolution> r = usage::ParseResolution(*resolution);
+      if (!r.ok()) return Error(r.status(), request);
+      usage_request.resolution = *r;
+    }
+    // The caller's key comes from api_dev_key or a header, and then ?key= names the series;
+    // a lone ?key= is the caller's key, asking for its own series.
+    const std::string* dev_key = Param(*params, {"api_dev_key"});
+    const std::string* series_key = Param(*params, {"key"});
+    std::optional<std::string> credentials =
+        dev_key != nullptr ? std::optional<std::string>(*dev_key) : HeaderApiKey(request);
+    if (credentials.has_value()) {
+      if (series_key != nullptr) usage_request.key = *series_key;
+    } else if (series_key != nullptr) {
+      credentials = *series_key;
+    }
+    absl::StatusOr<UsageResponse> series =
+        door_.Usage(credentials.value_or(""), usage_request, call);
+    if (!series.ok()) return Error(series.status(), request);
+    usage::Counters totals;
+    json points = json::array();
+    for (const usage::Point& p : series->points) {
+      totals.Add(p.counters);
+      json point = CountersJson(p.counters);
+      point["start"] = FormatRfc3339(p.start_s * 1000);
+      points.push_back(std::move(point));
+    }
+    const int64_t step = usage::BucketSeconds(series->resolution);
+    json out = {{"key", series->key_id},
+                {"resolution", usage::ResolutionName(series->resolution)},
+                {"bucket_seconds", step},
+                {"from", FormatRfc3339(usage_request.from_s * 1000)},
+                {"to", FormatRfc3339(usage_request.to_s * 1000)},
+                {"totals", CountersJson(totals)},
+                {"points", std::move(points)}};
+    return MakeResponse(http::status::ok, request, Dump(out));
+  }
+
   if (path == "/v1/stats") {
     *route = "stats";
     if (absl::StatusOr<ApiKey> k = door_.Authorize(key, Scope::kAdmin, Endpoint::kAdmin, 1, call);
@@ -483,8 +622,25 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
       return Error(k.status(), request);
     }
     const EngineStats s = door_.engine().Stats();
+    json status = {
+        {"status", ready_.load(std::memory_order_acquire) ? "ready" : "not ready"},
+        {"shape", "one process"},
+        {"uptime_s", std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::steady_clock::now() - started_)
+                         .count()}};
+    if (ingest_rate_ != nullptr) {
+      status["ingest_per_second"] = {{"last_10s", ingest_rate_->PerSecond(10'000)},
+                                     {"last_60s", ingest_rate_->PerSecond(60'000)}};
+    }
+    if (usage_ != nullptr) {
+      const usage::RecorderStats u = usage_->Stats();
+      status["usage"] = {{"recorded", u.recorded},
+                         {"flushes", u.flushes},
+                         {"flush_errors", u.flush_errors}};
+    }
     return MakeResponse(http::status::ok, request,
-                        Dump(json{{"indexed_documents", s.indexed_documents},
+                        Dump(json{{"process", std::move(status)},
+                                  {"indexed_documents", s.indexed_documents},
                                   {"index_memory_bytes", s.index_memory_bytes},
                                   {"sealed_segments", s.sealed_segments},
                                   {"stored_tweets_estimate", s.stored_tweets_estimate},

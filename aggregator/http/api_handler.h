@@ -9,6 +9,7 @@
 #define TWEETSEARCH_AGGREGATOR_HTTP_API_HANDLER_H_
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -19,6 +20,7 @@
 
 #include "aggregator/front_door.h"
 #include "aggregator/metrics.h"
+#include "usage/usage_recorder.h"
 
 namespace tweetsearch::aggregator {
 
@@ -46,6 +48,13 @@ class ApiHandler {
   // /readyz answers 503 until this is set, and again after it is cleared (shutdown).
   void set_ready(bool ready) { ready_.store(ready, std::memory_order_release); }
 
+  // Counts every API call in the usage series; null (the default) counts nothing. Not
+  // thread-safe: set before serving.
+  void set_usage(usage::UsageRecorder* usage) { usage_ = usage; }
+
+  // The ingest rate /v1/stats reports; null reports none. Not thread-safe: set before serving.
+  void set_ingest_rate(const RateMeter* rate) { ingest_rate_ = rate; }
+
   // More series for /metrics (the limiter's). Not thread-safe: set before serving.
   void set_extra_metrics(std::function<void(std::string*)> extra) { extra_metrics_ = std::move(extra); }
 
@@ -57,6 +66,9 @@ class ApiHandler {
   Metrics& metrics_;
   std::atomic<bool> ready_{false};
   std::function<void(std::string*)> extra_metrics_;
+  usage::UsageRecorder* usage_ = nullptr;
+  const RateMeter* ingest_rate_ = nullptr;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 
 // An error response with the JSON body {"error":{"code":..., "message":...}}.

@@ -3,6 +3,7 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
 #include <thread>
 
 #include <boost/asio/connect.hpp>
@@ -357,7 +358,12 @@ class QuotaTest : public ::testing::Test {
     config.limits_file = limits_;
     config.limits_poll_ms = 20;
     config.engine.store.block_cache_bytes = 8 << 20;
-    auto daemon = Daemon::Start(config);
+    config.usage_flush_ms = 20;
+    config_ = config;
+    StartDaemon();
+  }
+  void StartDaemon() {
+    auto daemon = Daemon::Start(config_);
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = *std::move(daemon);
     client_ = std::make_unique<HttpClient>("127.0.0.1", std::to_string(daemon_->http_port()));
@@ -369,6 +375,7 @@ class QuotaTest : public ::testing::Test {
   }
   testing::TempDir dir_;
   std::string limits_;
+  DaemonConfig config_;
   std::unique_ptr<Daemon> daemon_;
   std::unique_ptr<HttpClient> client_;
 };
@@ -414,6 +421,92 @@ TEST_F(QuotaTest, AnswersCarryTheQuotaAndRefusalsAre429WithRetryTimes) {
             std::string::npos);
   EXPECT_NE(metrics.body.find("tweetsearch_ratelimit_shadow_exceeded_total{limit=\"demo_search_watch\"}"),
             std::string::npos);
+}
+
+// Polls `target` (with `key`) until `done(body)` holds; the last body either way.
+json PollJson(HttpClient& client, const std::string& target, std::string_view key,
+              const std::function<bool(const json&)>& done) {
+  json body;
+  for (int attempt = 0; attempt < 500; ++attempt) {
+    auto r = client.Send("GET", target, {}, "", key);
+    if (r.ok() && r->status == 200) {
+      body = json::parse(r->body);
+      if (done(body)) return body;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return body;
+}
+
+TEST_F(QuotaTest, UsageCountsEveryOutcomePerKeyAndSurvivesARestart) {
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(Get("/v1/search?q=the").status, 200);
+  EXPECT_EQ(Get("/v1/search?q=the").status, 429);                   // demo_search_burst
+  EXPECT_EQ(Get("/v1/search?q=the&limit=0").status, 400);            // bad input, still ours
+  EXPECT_EQ(client_->Send("POST", "/v1/tweets", "{\"text\":\"a\"}\n{\"text\":\"b\"}\n{\"text\":\"c\"}\n",
+                          "application/x-ndjson", kDemoKey)->status, 200);
+  EXPECT_EQ(client_->Send("POST", "/v1/tweets", "{\"text\":\"d\"}\n{\"text\":\"e\"}\n",
+                          "application/x-ndjson", kDemoKey)->status, 429);  // demo_ingest_lines
+  EXPECT_EQ(Get("/v1/search?q=the", "not-a-key-at-all").status, 401);   // anonymous
+
+  // The demo key reads its own series (this read is counted too, as served).
+  const json own = PollJson(*client_, "/v1/usage?from=-1h", kDemoKey, [](const json& b) {
+    return b["totals"]["limited"] == 2 && b["totals"]["rejected"] == 1;
+  });
+  ASSERT_FALSE(own.is_null());
+  EXPECT_EQ(own["resolution"], "1m");
+  EXPECT_EQ(own["bucket_seconds"], 60);
+  EXPECT_EQ(own["totals"]["limited"], 2);
+  EXPECT_EQ(own["totals"]["limited_by"]["demo_search_burst"], 1);
+  EXPECT_EQ(own["totals"]["limited_by"]["demo_ingest_lines"], 1);
+  EXPECT_EQ(own["totals"]["rejected"], 1);
+  EXPECT_EQ(own["totals"]["failed"], 0);
+  EXPECT_EQ(own["totals"]["searches"], 3);
+  EXPECT_GE(own["totals"]["served"].get<int>(), 4);
+  EXPECT_GT(own["totals"]["search_latency_ms"]["p99"].get<double>(), 0);
+  EXPECT_GE(own["points"].size(), 60u);
+  EXPECT_EQ(own["key"].get<std::string>().size(), 16u);
+
+  // Only admin keys read other series.
+  EXPECT_EQ(Get("/v1/usage?api_dev_key=" + std::string(kDemoKey) + "&key=all", "").status, 403);
+  const std::string admin = daemon_->admin_key();
+  const json anonymous = PollJson(*client_, "/v1/usage?key=anonymous", admin, [](const json& b) {
+    return b["totals"]["rejected"] == 1;
+  });
+  EXPECT_EQ(anonymous["totals"]["rejected"], 1);
+  const json by_prefix = PollJson(*client_, "/v1/usage?key=demo-key-0", admin,
+                                  [](const json& b) { return b["totals"]["limited"] == 2; });
+  EXPECT_EQ(by_prefix["key"], own["key"]);
+  const json all = PollJson(*client_, "/v1/usage?key=all&from=-2h", admin, [&](const json& b) {
+    return b["totals"]["limited"] == 2 && b["totals"]["rejected"] == 2;
+  });
+  EXPECT_EQ(all["totals"]["rejected"], 2);
+  // Week-long ranges come in hours, a year in days, unless asked otherwise.
+  EXPECT_EQ(PollJson(*client_, "/v1/usage?key=all&from=-7d", admin, [](const json&) { return true; })
+                ["resolution"], "1h");
+  EXPECT_EQ(PollJson(*client_, "/v1/usage?key=all&from=-365d", admin, [](const json&) { return true; })
+                ["resolution"], "1d");
+  EXPECT_EQ(PollJson(*client_, "/v1/usage?key=all&from=-6h&resolution=5m", admin,
+                     [](const json&) { return true; })["points"].size(), 73u);
+
+  // Bad requests say what is wrong.
+  for (const char* bad : {"/v1/usage?key=all&resolution=7m", "/v1/usage?key=all&from=yesterday",
+                          "/v1/usage?key=all&from=-1h&to=-2h", "/v1/usage?key=all&from=-3d&resolution=1m",
+                          "/v1/usage?key=all&from=0&resolution=1m"}) {
+    HttpReply r = Get(bad, admin);
+    EXPECT_EQ(r.status, 400) << bad << " " << r.body;
+    EXPECT_NE(r.body.find("message"), std::string::npos);
+  }
+  EXPECT_EQ(Get("/v1/usage?key=ffffffffffffffff", admin).status, 404);
+  EXPECT_EQ(Get("/v1/usage", "").status, 401);
+
+  // Counts are on disk: a restart keeps them.
+  ASSERT_TRUE(daemon_->Stop().ok());
+  daemon_.reset();
+  StartDaemon();
+  const json after = PollJson(*client_, "/v1/usage?key=demo-key-0", admin,
+                              [](const json& b) { return b["totals"]["limited"] == 2; });
+  EXPECT_EQ(after["totals"]["limited_by"]["demo_search_burst"], 1);
+  EXPECT_EQ(after["totals"]["searches"], 3);
 }
 
 TEST_F(QuotaTest, RulesReloadWhenTheFileChangesAndABrokenFileChangesNothing) {
