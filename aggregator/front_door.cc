@@ -2,8 +2,10 @@
 
 #include <chrono>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "common/strings.h"
+#include "indexer/analysis/analyzer.h"
 #include "indexer/query/plan.h"
 
 namespace tweetsearch::aggregator {
@@ -69,6 +71,25 @@ absl::Status ApplyTokenStats(const PageCursor& cursor, query::CollectionStats* s
   stats->avg_length = cursor.avg_length;
   for (size_t i = 0; i < terms.size(); ++i) stats->doc_freq[terms[i].first] = cursor.doc_freqs[i];
   return absl::OkStatus();
+}
+
+// The index terms a query looks for (what a highlighter marks): terms and phrase words, but
+// not excluded ones nor unscored filters (from:, lang:).
+void CollectHighlightTerms(const query::PlanNode& node, absl::flat_hash_set<std::string>* out) {
+  switch (node.kind) {
+    case query::PlanNode::Kind::kTerm:
+      if (node.scored) out->insert(node.term);
+      break;
+    case query::PlanNode::Kind::kPhrase:
+      out->insert(node.phrase_terms.begin(), node.phrase_terms.end());
+      break;
+    case query::PlanNode::Kind::kAnd:
+    case query::PlanNode::Kind::kOr:
+      for (const query::PlanNode& child : node.children) CollectHighlightTerms(child, out);
+      break;
+    case query::PlanNode::Kind::kNothing:
+      break;
+  }
 }
 
 }  // namespace
@@ -173,6 +194,22 @@ absl::StatusOr<SearchResponse> FrontDoor::Search(const SearchRequest& request,
       for (const auto& [term, df] : SortedTerms(stats)) next.doc_freqs.push_back(df);
     }
     response.next_page_token = tokens_.Encode(next);
+  }
+  if (request.highlight) {
+    absl::flat_hash_set<std::string> terms;
+    CollectHighlightTerms(plan->root, &terms);
+    response.highlights.reserve(response.hits.size());
+    std::vector<analysis::Token> tokens;
+    for (const SearchHit& h : response.hits) {
+      std::vector<TextSpan>& spans = response.highlights.emplace_back();
+      tokens.clear();
+      if (!engine_.analyzer().Analyze(h.tweet->text, &tokens).ok()) continue;
+      for (const analysis::Token& t : tokens) {
+        if (!terms.contains(t.text)) continue;
+        if (!spans.empty() && t.begin < spans.back().end) continue;  // one URL, several hosts
+        spans.push_back(TextSpan{t.begin, t.end});
+      }
+    }
   }
   response.took_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

@@ -59,10 +59,21 @@ struct SearchRequest {
   uint32_t maximum_results_to_return = 0;  // 0: kDefaultResults
   query::SortMode sort = query::SortMode::kNewest;
   std::string page_token;  // empty for the first page
+  bool highlight = false;  // fill SearchResponse::highlights
+};
+
+// Bytes [begin, end) of a tweet's text that matched a query word.
+struct TextSpan {
+  uint32_t begin = 0;
+  uint32_t end = 0;
+  bool operator==(const TextSpan&) const = default;
 };
 
 struct SearchResponse {
   std::vector<SearchHit> hits;
+  // With SearchRequest::highlight: per hit, the spans of its text that match the query's
+  // words (not its excluded words or its from:/lang: filters), in order, not overlapping.
+  std::vector<std::vector<TextSpan>> highlights;
   std::string next_page_token;  // empty when there is no further page
   uint64_t total_hits = 0;      // matches after the page token; a lower bound unless exact
   bool total_is_exact = true;

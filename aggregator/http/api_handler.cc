@@ -156,6 +156,23 @@ absl::StatusOr<int64_t> ParseUsageTime(std::string_view name, std::string_view t
   return *ms / 1000;
 }
 
+// ,"highlighted_text":[plain, match, plain, match, ..., plain]: the text cut at the spans, so
+// that a client marks the odd entries without counting characters.
+void AppendHighlightedText(std::string* out, std::string_view text,
+                           const std::vector<TextSpan>& spans) {
+  *out += ",\"highlighted_text\":[";
+  size_t at = 0;
+  for (const TextSpan& span : spans) {
+    AppendJsonString(out, text.substr(at, span.begin - at));
+    *out += ',';
+    AppendJsonString(out, text.substr(span.begin, span.end - span.begin));
+    *out += ',';
+    at = span.end;
+  }
+  AppendJsonString(out, text.substr(at));
+  *out += ']';
+}
+
 json CountersJson(const usage::Counters& c) {
   json limited_by = json::object();
   for (const auto& [name, n] : c.limited_by) limited_by[SanitizeUtf8(name)] = n;
@@ -365,6 +382,12 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
       search.sort = *mode;
     }
     if (const std::string* token = Param(*params, {"page_token"})) search.page_token = *token;
+    if (const std::string* highlight = Param(*params, {"highlight"})) {
+      if (*highlight != "true" && *highlight != "1" && *highlight != "false" && *highlight != "0") {
+        return Error(absl::InvalidArgumentError("highlight must be true or false"), request);
+      }
+      search.highlight = *highlight == "true" || *highlight == "1";
+    }
     absl::StatusOr<SearchResponse> result = door_.Search(search, call);
     if (!result.ok()) return Error(result.status(), request);
     std::string body = "{\"results\":[";
@@ -373,6 +396,11 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
       if (i > 0) body += ',';
       const SearchHit& h = result->hits[i];
       AppendTweetJson(&body, *h.tweet, h.hit.likes, /*with_score=*/true, h.hit.score);
+      if (i < result->highlights.size()) {
+        body.pop_back();  // the object's '}'
+        AppendHighlightedText(&body, h.tweet->text, result->highlights[i]);
+        body += '}';
+      }
     }
     body += "],\"next_page_token\":";
     if (result->next_page_token.empty()) {

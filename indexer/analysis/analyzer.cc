@@ -164,9 +164,16 @@ std::string EmojiTerm(std::string_view segment) {
 
 class TokenSink {
  public:
+  // `text` is the text being split (words are views into it); `origin`, when not null, maps its
+  // byte offsets to those of the caller's text (see DecodeHtmlEntities).
   TokenSink(const AnalyzerOptions& options, ThreadState& state, std::vector<Token>* out,
-            uint32_t first_position)
-      : options_(options), state_(state), out_(out), position_(first_position) {}
+            uint32_t first_position, std::string_view text, const std::vector<uint32_t>* origin)
+      : options_(options),
+        state_(state),
+        out_(out),
+        position_(first_position),
+        text_(text),
+        origin_(origin) {}
 
   // A word segment of the original text, with the sigil that precedes it (0 for none).
   void AddWord(std::string_view word, char sigil) {
@@ -180,6 +187,8 @@ class TokenSink {
       kind = TokenKind::kCashtag;
     }
     if (kind != TokenKind::kWord) text.push_back(sigil);
+    const size_t begin = static_cast<size_t>(word.data() - text_.data()) - (sigil != 0 ? 1 : 0);
+    span_ = {begin, static_cast<size_t>(word.data() - text_.data()) + word.size()};
     Fold(word, options_, state_, &text);
     if (kind == TokenKind::kWord) {
       if (options_.drop_stop_words && Analyzer::IsStopWord(text)) {
@@ -191,10 +200,13 @@ class TokenSink {
     Add(std::move(text), kind);
   }
 
+  // A token made from text_[span_.first, span_.second) (set by AddWord, or by the caller).
   void Add(std::string text, TokenKind kind) {
     if (text.empty() || text.size() > options_.max_token_bytes) return;
-    out_->push_back(Token{std::move(text), position_++, kind});
+    out_->push_back(Token{std::move(text), position_++, kind, Original(span_.first),
+                          Original(span_.second)});
   }
+  void set_span(size_t begin, size_t end) { span_ = {begin, end}; }
 
  private:
   void Stem(std::string* text) {
@@ -207,10 +219,17 @@ class TokenSink {
                  static_cast<size_t>(sb_stemmer_length(stemmer)));
   }
 
+  uint32_t Original(size_t offset) const {
+    return static_cast<uint32_t>(origin_ != nullptr ? (*origin_)[offset] : offset);
+  }
+
   const AnalyzerOptions& options_;
   ThreadState& state_;
   std::vector<Token>* out_;
   uint32_t position_;
+  std::string_view text_;
+  const std::vector<uint32_t>* origin_;
+  std::pair<size_t, size_t> span_{0, 0};
 };
 
 // Feeds the word text[ws, we) of `text` to `sink`, with its sigil.
@@ -302,7 +321,10 @@ absl::Status BreakWords(std::string_view text, size_t begin, size_t end, ThreadS
     const size_t ws = begin + static_cast<size_t>(start);
     std::string_view segment = text.substr(ws, static_cast<size_t>(stop - start));
     if (words.getRuleStatus() < UBRK_WORD_NONE_LIMIT) {
-      if (IsEmojiStart(segment)) sink.Add(EmojiTerm(segment), TokenKind::kEmoji);
+      if (IsEmojiStart(segment)) {
+        sink.set_span(ws, ws + segment.size());
+        sink.Add(EmojiTerm(segment), TokenKind::kEmoji);
+      }
       continue;
     }
     EmitWord(text, ws, ws + segment.size(), sink);
@@ -335,12 +357,14 @@ absl::Status Analyzer::Analyze(std::string_view text, std::vector<Token>* out,
   if (!state.ok()) return state.status();
 
   std::string decoded;
+  std::vector<uint32_t> origin;
   if (text.find('&') != std::string_view::npos) {
-    decoded = DecodeHtmlEntities(text);
+    decoded = DecodeHtmlEntities(text, &origin);
     text = decoded;
   }
   const size_t old_size = out->size();
-  TokenSink sink(options_, **state, out, first_position);
+  TokenSink sink(options_, **state, out, first_position, text,
+                 origin.empty() ? nullptr : &origin);
   size_t plain_begin = 0;
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
@@ -353,6 +377,7 @@ absl::Status Analyzer::Analyze(std::string_view text, std::vector<Token>* out,
     }
     std::string host;
     Fold(UrlHost(text.substr(i, url_length)), options_, **state, &host);
+    sink.set_span(i, i + url_length);
     sink.Add(std::move(host), TokenKind::kUrlHost);
     i += url_length - 1;
     plain_begin = i + 1;
@@ -383,20 +408,29 @@ bool Analyzer::IsStopWord(std::string_view folded_word) {
   return kStopWords->contains(folded_word);
 }
 
-std::string DecodeHtmlEntities(std::string_view text) {
+std::string DecodeHtmlEntities(std::string_view text, std::vector<uint32_t>* origin) {
   static constexpr std::array<std::pair<std::string_view, std::string_view>, 6> kNamed = {{
       {"amp", "&"}, {"lt", "<"}, {"gt", ">"}, {"quot", "\""}, {"apos", "'"}, {"nbsp", " "}}};
   std::string out;
   out.reserve(text.size());
+  if (origin != nullptr) {
+    origin->clear();
+    origin->reserve(text.size() + 1);
+  }
   size_t i = 0;
+  // Appends text[i] and moves on.
+  auto copy_one = [&] {
+    if (origin != nullptr) origin->push_back(static_cast<uint32_t>(i));
+    out.push_back(text[i++]);
+  };
   while (i < text.size()) {
     if (text[i] != '&') {
-      out.push_back(text[i++]);
+      copy_one();
       continue;
     }
     const size_t semi = text.find(';', i + 1);
     if (semi == std::string_view::npos || semi - i > 10) {
-      out.push_back(text[i++]);
+      copy_one();
       continue;
     }
     std::string_view name = text.substr(i + 1, semi - i - 1);
@@ -440,11 +474,13 @@ std::string DecodeHtmlEntities(std::string_view text) {
       }
     }
     if (decoded) {
+      if (origin != nullptr) origin->resize(out.size(), static_cast<uint32_t>(i));
       i = semi + 1;
     } else {
-      out.push_back(text[i++]);
+      copy_one();
     }
   }
+  if (origin != nullptr) origin->push_back(static_cast<uint32_t>(text.size()));
   return out;
 }
 

@@ -42,6 +42,10 @@ struct Token {
   std::string text;       // the index term, folded; sigil included for tags and mentions
   uint32_t position = 0;  // 0-based; dropped stop words leave a gap
   TokenKind kind = TokenKind::kWord;
+  // Where the token came from: bytes [begin, end) of the analyzed text (sigil included; a
+  // whole URL for a host), for highlighting.
+  uint32_t begin = 0;
+  uint32_t end = 0;
 
   bool operator==(const Token&) const = default;
 };
@@ -95,8 +99,10 @@ void AsciiWordBreak(std::string_view text,
                     const std::function<void(size_t begin, size_t end)>& on_word);
 
 // Decodes the HTML entities tweets carry: named ones (&amp; &lt; &gt; &quot; &apos; &nbsp;) and
-// numeric ones (&#39; &#x27;). Unknown or malformed entities are left as they are.
-std::string DecodeHtmlEntities(std::string_view text);
+// numeric ones (&#39; &#x27;). Unknown or malformed entities are left as they are. When `origin`
+// is given, it receives for each byte of the result the offset of the byte or entity of `text`
+// it came from, plus text.size() at the end.
+std::string DecodeHtmlEntities(std::string_view text, std::vector<uint32_t>* origin = nullptr);
 
 }  // namespace tweetsearch::analysis
 

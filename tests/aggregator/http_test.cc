@@ -126,6 +126,27 @@ TEST_F(HttpTest, IngestSearchGetLikesDelete) {
   EXPECT_EQ(Search("q=zebra")["results"].size(), 1u);
 }
 
+TEST_F(HttpTest, HighlightsCutTheTextAtTheMatchedWords) {
+  const std::string body =
+      "{\"text\":\"Quokkas &amp; QUOKKA pics: https://www.quokka.org/a #quokka, not wombats\","
+      "\"user_name\":\"quokkafan\"}\n";
+  ASSERT_EQ(Call("POST", "/v1/tweets?api_dev_key=" + std::string(kDemoKey), body).status, 200);
+  json found = Search("q=" + UrlEncode("(quokka OR quokkas OR quokka.org) \"not\" -wombat from:quokkafan") +
+                      "&highlight=true");
+  ASSERT_EQ(found["results"].size(), 1u) << found;
+  // Matched: the words and the URL (by its host); not "QUOKKA"'s hashtag form, the excluded
+  // word or the author filter. Plain and matched pieces alternate and join to the text.
+  EXPECT_EQ(found["results"][0]["highlighted_text"],
+            json::parse(R"(["", "Quokkas", " &amp; ", "QUOKKA", " pics: ",
+                            "https://www.quokka.org/a", " #quokka, ", "not", " wombats"])"));
+  std::string joined;
+  for (const json& piece : found["results"][0]["highlighted_text"]) joined += piece.get<std::string>();
+  EXPECT_EQ(joined, found["results"][0]["text"]);
+  // Without the parameter the field is absent; a bad value is a 400.
+  EXPECT_FALSE(Search("q=quokka")["results"][0].contains("highlighted_text"));
+  Search("q=quokka&highlight=maybe", 400);
+}
+
 TEST_F(HttpTest, PagesThroughHttp) {
   // The sample corpus has many tweets with its commonest word; walk them 7 at a time.
   json first = Search("q=the&maximum_results_to_return=7&sort=best_match");

@@ -46,9 +46,36 @@ TEST(AnalyzerTest, PositionsCountDroppedStopWords) {
   absl::StatusOr<std::vector<Token>> tokens = a->Analyze("the quick fox is here");
   ASSERT_TRUE(tokens.ok());
   ASSERT_EQ(tokens->size(), 3u);
-  EXPECT_EQ((*tokens)[0], (Token{"quick", 1, TokenKind::kWord}));
-  EXPECT_EQ((*tokens)[1], (Token{"fox", 2, TokenKind::kWord}));
-  EXPECT_EQ((*tokens)[2], (Token{"here", 4, TokenKind::kWord}));
+  EXPECT_EQ((*tokens)[0], (Token{"quick", 1, TokenKind::kWord, 4, 9}));
+  EXPECT_EQ((*tokens)[1], (Token{"fox", 2, TokenKind::kWord, 10, 13}));
+  EXPECT_EQ((*tokens)[2], (Token{"here", 4, TokenKind::kWord, 17, 21}));
+}
+
+// Each token's span is where it came from in the text as given: sigils and whole URLs
+// included, HTML entities counted as written, non-ASCII text by bytes.
+TEST(AnalyzerTest, TokensKnowTheirPlaceInTheOriginalText) {
+  auto a = Make();
+  const std::string text =
+      "Caf\u00e9 &amp; #Tea with @Ann: see https://www.example.com/x?y=1 \U0001F600 fin&#39;s $TSLA";
+  absl::StatusOr<std::vector<Token>> tokens = a->Analyze(text);
+  ASSERT_TRUE(tokens.ok());
+  std::vector<std::pair<std::string, std::string>> spans;
+  for (const Token& t : *tokens) {
+    ASSERT_LE(t.begin, t.end);
+    ASSERT_LE(t.end, text.size());
+    spans.emplace_back(t.text, text.substr(t.begin, t.end - t.begin));
+  }
+  EXPECT_THAT(spans, ::testing::ElementsAre(
+                         std::pair<std::string, std::string>{"caf\u00e9", "Caf\u00e9"},
+                         std::pair<std::string, std::string>{"#tea", "#Tea"},
+                         std::pair<std::string, std::string>{"with", "with"},
+                         std::pair<std::string, std::string>{"@ann", "@Ann"},
+                         std::pair<std::string, std::string>{"see", "see"},
+                         std::pair<std::string, std::string>{"example.com",
+                                                             "https://www.example.com/x?y=1"},
+                         std::pair<std::string, std::string>{"\U0001F600", "\U0001F600"},
+                         std::pair<std::string, std::string>{"fin's", "fin&#39;s"},
+                         std::pair<std::string, std::string>{"$tsla", "$TSLA"}));
 }
 
 TEST(AnalyzerTest, HashtagsMentionsAndCashtagsKeepTheirSigil) {
