@@ -351,6 +351,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     spdlog::info("try: curl 'http://{}:{}/v1/search?api_dev_key={}&search_terms=love'", host,
                  d->http_port(), kDemoKey);
   }
+  spdlog::info("web page: http://{}:{}/  (dashboard: /dashboard, with the admin key)", host,
+               d->http_port());
   spdlog::info("admin key in {}/admin.key", config.data_dir);
   if (!config.port_file.empty()) {
     if (absl::Status s = WriteFileAtomically(

@@ -11,7 +11,13 @@ PACKAGES=(
   librocksdb-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   libboost-dev libssl-dev libyaml-cpp-dev libspdlog-dev libhiredis-dev redis-server
   wrk
+  chromium chromium-driver
 )
+# Node.js and npm run the browser tests (web/tests); a machine that has them from elsewhere
+# keeps its own, else Debian's are installed.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  PACKAGES+=(nodejs npm)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
+# playwright-core for the browser tests (the browser itself is Debian's Chromium).
+npm ci --prefix web --no-audit --no-fund
 
 JOBS="${JOBS:-$(nproc)}"
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"

@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "aggregator/http/json_writer.h"
+#include "aggregator/http/web_assets.h"
 #include "aggregator/tweet_json.h"
 #include "common/strings.h"
 #include "common/utf8.h"
@@ -239,7 +240,8 @@ bool ApiHandler::MayBlock(const HttpRequest& request) {
   const std::string_view target(request.target().data(), request.target().size());
   if (request.method() != http::verb::get) return true;
   if (target.starts_with("/healthz") || target.starts_with("/readyz") ||
-      target.starts_with("/metrics")) {
+      target.starts_with("/metrics") || target.starts_with("/assets/") ||
+      target.starts_with("/v1/web-config") || target == "/" || target.starts_with("/dashboard")) {
     return false;
   }
   if (!target.starts_with("/v1/search")) return true;
@@ -349,6 +351,31 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
     }
     return MakeResponse(http::status::ok, request, std::move(body),
                         "text/plain; version=0.0.4; charset=utf-8");
+  }
+
+  if (const WebFile* file = FindWebFile(path)) {
+    *route = "web";
+    if (method != http::verb::get && method != http::verb::head) {
+      return MethodNotAllowed(request, "GET, HEAD");
+    }
+    HttpResponse response = MakeResponse(http::status::ok, request, std::string(file->body),
+                                         file->content_type);
+    // The page talks to this server only, and runs no script but its own files.
+    response.set("Content-Security-Policy",
+                 "default-src 'self'; img-src 'self' data:; object-src 'none'; "
+                 "base-uri 'none'; frame-ancestors 'none'");
+    response.set("X-Content-Type-Options", "nosniff");
+    response.set("Referrer-Policy", "no-referrer");
+    response.set(http::field::cache_control, "no-cache");
+    return response;
+  }
+  if (path == "/v1/web-config") {
+    *route = "web";
+    // What the page needs before the user types a key: the demo key, while it is valid.
+    const bool demo = !door_.KeyIdOf(kDemoKey).empty();
+    return MakeResponse(http::status::ok, request,
+                        Dump(json{{"demo_key", demo ? json(kDemoKey) : json(nullptr)},
+                                  {"max_results", kMaxResults}}));
   }
 
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> params =
@@ -535,7 +562,8 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
         for (Scope s : {Scope::kSearch, Scope::kIngest, Scope::kAdmin}) {
           if (k.Allows(s)) scopes.push_back(ScopeName(s));
         }
-        list.push_back({{"prefix", k.prefix},
+        list.push_back({{"id", k.id},
+                        {"prefix", k.prefix},
                         {"owner", k.owner},
                         {"tier", k.tier},
                         {"scopes", scopes},

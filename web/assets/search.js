@@ -1,0 +1,130 @@
+// The search page: query, sort, results with highlighted words, "load more" through page
+// tokens, the quota left, and clear messages for refused requests.
+import {
+  apiGet, bindKeyInput, el, formatNumber, formatSeconds, quotaText, showMessage,
+} from './common.js';
+
+const form = document.getElementById('search-form');
+const queryInput = document.getElementById('query');
+const sortSelect = document.getElementById('sort');
+const results = document.getElementById('results');
+const more = document.getElementById('more');
+const message = document.getElementById('message');
+const summary = document.getElementById('summary');
+const quota = document.getElementById('quota');
+let getKey = () => '';
+
+// The search on screen: its query, sort, and the token of its next page.
+let current = null;
+// Counts down to the end of a 429's wait.
+let countdown = null;
+
+function renderTweet(tweet) {
+  const text = el('p', { class: 'text' });
+  const pieces = tweet.highlighted_text || [tweet.text];
+  pieces.forEach((piece, i) => text.append(i % 2 === 1 ? el('mark', {}, piece) : piece));
+  const created = new Date(tweet.created_at);
+  const meta = el('div', { class: 'meta' },
+    el('span', { class: 'author' }, `@${tweet.user_name || tweet.user_id}`),
+    el('time', { datetime: tweet.created_at, title: created.toISOString() },
+      created.toLocaleString()),
+    el('span', { class: 'likes', title: 'likes' }, `♥ ${formatNumber(tweet.likes)}`));
+  return el('li', { class: 'tweet', 'data-id': tweet.tweet_id, 'data-likes': tweet.likes },
+    meta, text);
+}
+
+function startCountdown(seconds) {
+  clearInterval(countdown);
+  let left = seconds;
+  const show = () => {
+    quota.textContent = left > 0 ? `Quota exhausted: searches resume in ${formatSeconds(left)}`
+      : 'Quota available again';
+  };
+  show();
+  countdown = setInterval(() => {
+    left -= 1;
+    show();
+    if (left <= 0) clearInterval(countdown);
+  }, 1000);
+}
+
+async function run(append) {
+  const params = {
+    q: current.q,
+    sort: current.sort,
+    limit: 20,
+    highlight: 'true',
+    page_token: append ? current.next : undefined,
+  };
+  more.disabled = true;
+  document.body.dataset.busy = 'true';
+  try {
+    const { body, headers } = await apiGet('/v1/search', params, getKey());
+    showMessage(message, '');
+    clearInterval(countdown);
+    if (!append) results.replaceChildren();
+    for (const tweet of body.results) results.append(renderTweet(tweet));
+    current.next = body.next_page_token;
+    more.hidden = !current.next;
+    const shown = results.children.length;
+    // total_hits counts the matches from this page on; a lower bound unless exact.
+    const count = formatNumber(shown - body.results.length + body.total_hits);
+    const total = body.total_is_exact ? count : `at least ${count}`;
+    summary.textContent = shown === 0 ? 'No tweets match.'
+      : `${formatNumber(shown)} shown of ${total} matching · ${body.took_ms.toFixed(1)} ms`;
+    quota.textContent = quotaText(headers);
+  } catch (error) {
+    showMessage(message, error.message);
+    if (error.status === 429) startCountdown(error.retryAfter);
+    if (!append) {
+      results.replaceChildren();
+      summary.textContent = '';
+      more.hidden = true;
+    }
+  } finally {
+    more.disabled = false;
+    document.body.dataset.busy = 'false';
+  }
+}
+
+function search() {
+  const q = queryInput.value.trim();
+  if (!q) {
+    showMessage(message, 'Type something to search for.', 'info');
+    return;
+  }
+  current = { q, sort: sortSelect.value, next: null };
+  const url = new URL(window.location);
+  url.searchParams.set('q', q);
+  url.searchParams.set('sort', current.sort);
+  history.replaceState(null, '', url);
+  run(false);
+}
+
+form.addEventListener('submit', (event) => {
+  event.preventDefault();
+  search();
+});
+sortSelect.addEventListener('change', () => {
+  if (queryInput.value.trim()) search();
+});
+more.addEventListener('click', () => run(true));
+
+async function start() {
+  let demoKey = '';
+  try {
+    const { body } = await apiGet('/v1/web-config', {}, '');
+    demoKey = body.demo_key || '';
+  } catch (e) {
+    // Without it the page still works with a typed key.
+  }
+  getKey = bindKeyInput(document.getElementById('api-key'), demoKey, 'tweetsearch.search_key');
+  const params = new URLSearchParams(window.location.search);
+  if (params.get('sort')) sortSelect.value = params.get('sort');
+  if (params.get('q')) {
+    queryInput.value = params.get('q');
+    search();
+  }
+  document.body.dataset.ready = 'true';
+}
+start();
