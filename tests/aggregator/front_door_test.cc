@@ -213,10 +213,20 @@ namespace {
 TEST_F(FrontDoorTest, HandlerSurvivesRandomRequests) {
   Metrics metrics;
   ApiHandler handler(*door_, metrics);
+  auto usage_store = usage::UsageStore::Open(dir_.path() + "/usage", clock_);
+  ASSERT_TRUE(usage_store.ok());
+  usage::UsageRecorder recorder(**usage_store, clock_);
+  door_->set_usage_store(usage_store->get());
+  handler.set_usage(&recorder);
   IngestSynthetic(200);
   std::mt19937_64 rng(3);
   const std::vector<std::string> seeds = {
       "/v1/search?api_dev_key=test-key-search-ingest&q=the+cat&sort=1&limit=5",
+      "/v1/search?api_dev_key=test-key-search-ingest&q=(the+OR+%22cat+day%22)+-dog&highlight=1",
+      "/v1/usage?api_dev_key=test-key-search-ingest&key=all&from=-2h&to=now&resolution=5m",
+      "/v1/usage?key=test-key-search-ingest&from=1793577600&to=-1d&resolution=auto",
+      "/assets/search.js",
+      "/v1/web-config",
       "/v1/tweets?api_dev_key=test-key-search-ingest",
       "/v1/tweets/12345/likes?add=3&api_dev_key=test-key-search-ingest",
       "/v1/admin/keys/abc?key=test-key-search-ingest",
@@ -243,6 +253,9 @@ TEST_F(FrontDoorTest, HandlerSurvivesRandomRequests) {
     ASSERT_TRUE(status == 200 || status == 201 || status == 400 || status == 401 ||
                 status == 403 || status == 404 || status == 405 || status == 409)
         << status << " for " << target << ": " << response.body();
+    if (i % 1000 == 0) {
+      ASSERT_TRUE(recorder.Flush().ok());
+    }
     if (response[boost::beast::http::field::content_type] == "application/json") {
       ASSERT_FALSE(nlohmann::json::parse(response.body(), nullptr, false).is_discarded())
           << target << " -> " << response.body();
