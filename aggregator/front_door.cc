@@ -40,6 +40,7 @@ int HttpStatusFor(const absl::Status& status) {
     case absl::StatusCode::kNotFound: return 404;
     case absl::StatusCode::kAlreadyExists: return 409;
     case absl::StatusCode::kResourceExhausted: return 429;
+    case absl::StatusCode::kUnimplemented: return 501;
     case absl::StatusCode::kUnavailable: return 503;
     case absl::StatusCode::kDeadlineExceeded: return 504;
     default: return 500;

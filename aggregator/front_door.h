@@ -110,7 +110,7 @@ struct UsageResponse {
 absl::StatusOr<query::SortMode> ParseSortMode(std::string_view text);
 std::string_view SortModeName(query::SortMode mode);
 
-// The HTTP status for a Status code (400, 401, 403, 404, 409, 413, 429, 503, 504, else 500).
+// The HTTP status for a Status code (400, 401, 403, 404, 409, 429, 501, 503, 504, else 500).
 int HttpStatusFor(const absl::Status& status);
 // "invalid_argument", "unauthenticated", ... for the JSON error body.
 std::string ErrorCodeName(const absl::Status& status);

@@ -208,6 +208,34 @@ TEST(KeyRegistryTest, KeysPersistHashedAndRevokeByPrefix) {
 namespace tweetsearch::aggregator {
 namespace {
 
+TEST_F(FrontDoorTest, UsageNeedsAStoreAndAKeyAndReadsOnlyItsOwnSeriesWithoutAdmin) {
+  UsageRequest request;
+  request.to_s = clock_.NowUnixMillis() / 1000;
+  request.from_s = request.to_s - 3600;
+  // Usage analytics off: 501, after the key is checked.
+  EXPECT_EQ(door_->Usage("no-such-key-at-all", request).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  absl::Status off = door_->Usage(kKey, request).status();
+  EXPECT_EQ(off.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(HttpStatusFor(off), 501);
+
+  auto store = usage::UsageStore::Open(dir_.path() + "/usage", clock_);
+  ASSERT_TRUE(store.ok());
+  door_->set_usage_store(store->get());
+  auto own = door_->Usage(kSearchOnly, request);
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_EQ(own->key_id, door_->KeyIdOf(kSearchOnly));
+  EXPECT_EQ(own->resolution, usage::Resolution::kMinute);
+  EXPECT_EQ(own->points.size(), 60u);
+  request.key = usage::kAllKeys;
+  EXPECT_EQ(door_->Usage(kSearchOnly, request).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  request.key = door_->KeyIdOf(kKey);  // another key's id
+  EXPECT_EQ(door_->Usage(kSearchOnly, request).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  door_->set_usage_store(nullptr);
+}
+
 // Random request targets, methods and bodies through the whole HTTP handler: every answer is a
 // known status with a JSON body (or plain text for the probes), and nothing throws or crashes.
 TEST_F(FrontDoorTest, HandlerSurvivesRandomRequests) {
