@@ -129,9 +129,10 @@ class DaemonImpl final : public Daemon {
       }
       watcher_.join();
     }
-    spdlog::info("shutting down: finishing requests in flight");
-    handler_->set_ready(false);
-    http_->Shutdown(std::chrono::seconds(20));
+    // A start that failed half way stops here too: every part may be missing.
+    if (http_ != nullptr) spdlog::info("shutting down: finishing requests in flight");
+    if (handler_ != nullptr) handler_->set_ready(false);
+    if (http_ != nullptr) http_->Shutdown(std::chrono::seconds(20));
     if (grpc_) grpc_->Shutdown(std::chrono::seconds(5));
     sampler_.reset();
     if (usage_recorder_ != nullptr) {
@@ -141,6 +142,7 @@ class DaemonImpl final : public Daemon {
                      usage_recorder_->Stats().flush_errors);
       }
     }
+    if (engine_ == nullptr) return absl::OkStatus();
     absl::Status s = engine_->Checkpoint();
     if (s.ok()) {
       spdlog::info("index saved; stopped cleanly");

@@ -186,7 +186,7 @@ class RocksUsageStore final : public UsageStore {
     if (count > max_points) {
       return absl::InvalidArgumentError(StrCat("the range holds ", count, " buckets of ",
                                                ResolutionName(r), "; at most ", max_points,
-                                               " are returned: choose a coarser resolution"));
+                                               " are returned: narrow the range or choose a coarser resolution"));
     }
     std::vector<Point> points(count);
     for (uint64_t i = 0; i < count; ++i) points[i].start_s = first + static_cast<int64_t>(i) * step;

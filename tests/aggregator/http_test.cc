@@ -319,6 +319,28 @@ TEST_F(HttpTest, GrpcServesTheSameCallsWithReflection) {
 namespace tweetsearch::aggregator {
 namespace {
 
+// A start that fails half way (its HTTP port is taken) reports why and cleans up.
+TEST(DaemonStartTest, ABusyPortIsAnErrorNotACrash) {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor taken(
+      io, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
+  testing::TempDir dir;
+  DaemonConfig config;
+  config.data_dir = dir.path();
+  config.http.port = taken.local_endpoint().port();
+  config.grpc_port = -1;
+  config.sample = 10;
+  config.engine.store.block_cache_bytes = 8 << 20;
+  auto daemon = Daemon::Start(config);
+  ASSERT_FALSE(daemon.ok());
+  EXPECT_EQ(daemon.status().code(), absl::StatusCode::kUnavailable) << daemon.status();
+  // The data directory is left usable: the next start on a free port works.
+  config.http.port = 0;
+  auto again = Daemon::Start(config);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE((*again)->Stop().ok());
+}
+
 TEST(DaemonConfigTest, ReadsTheExampleAndRejectsUnknownKeysAndBadValues) {
   DaemonConfig config;
   ASSERT_TRUE(LoadDaemonConfigFile(std::string(TWEETSEARCH_SOURCE_DIR) +
