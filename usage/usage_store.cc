@@ -184,9 +184,9 @@ class RocksUsageStore final : public UsageStore {
     const int64_t end = FloorTo(to_s, step) + (FloorTo(to_s, step) == to_s ? 0 : step);
     const uint64_t count = static_cast<uint64_t>((end - first) / step);
     if (count > max_points) {
-      return absl::InvalidArgumentError(StrCat("the range holds ", count, " buckets of ",
-                                               ResolutionName(r), "; at most ", max_points,
-                                               " are returned: narrow the range or choose a coarser resolution"));
+      return absl::InvalidArgumentError(
+          StrCat("the range holds ", count, " buckets of ", ResolutionName(r), "; at most ",
+                 max_points, " are returned: narrow the range or choose a coarser resolution"));
     }
     std::vector<Point> points(count);
     for (uint64_t i = 0; i < count; ++i) points[i].start_s = first + static_cast<int64_t>(i) * step;
