@@ -202,7 +202,7 @@ test('dashboard: status, and a usage chart with allowed and limited requests', a
   // The chart: one line per series, the allowed line above the baseline somewhere.
   const allowedPath = await page.locator('#chart path.line.allowed').getAttribute('d');
   const ys = [...allowedPath.matchAll(/[ML][\d.]+,([\d.]+)/g)].map((m) => Number(m[1]));
-  assert.equal(ys.length, 60 + 1, 'an hour of minutes');
+  assert.ok(ys.length === 60 || ys.length === 61, `an hour of minutes, got ${ys.length}`);
   assert.ok(Math.min(...ys) < Math.max(...ys), 'the allowed line is flat');
   assert.equal(await page.locator('#chart path.line.limited').count(), 1);
   await screenshot(page, 'dashboard-hour');
