@@ -355,9 +355,7 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
 
   if (const WebFile* file = FindWebFile(path)) {
     *route = "web";
-    if (method != http::verb::get && method != http::verb::head) {
-      return MethodNotAllowed(request, "GET, HEAD");
-    }
+    if (method != http::verb::get) return MethodNotAllowed(request, "GET");
     HttpResponse response = MakeResponse(http::status::ok, request, std::string(file->body),
                                          file->content_type);
     // The page talks to this server only, and runs no script but its own files.
