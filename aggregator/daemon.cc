@@ -294,7 +294,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   d->handler_ = std::make_unique<ApiHandler>(*d->door_, *d->metrics_);
   d->handler_->set_ingest_rate(&d->ingest_rate_);
   d->sampler_ = std::make_unique<PeriodicTask>(absl::Seconds(1), [d = d.get()] {
-    d->ingest_rate_.Sample(SystemClock().NowUnixMillis(), d->engine_->Stats().tweets_ingested);
+    d->ingest_rate_.Sample(SystemClock().NowUnixMillis(), d->engine_->tweets_ingested());
   });
   if (config.usage_flush_ms > 0) {
     absl::StatusOr<std::unique_ptr<usage::UsageStore>> store =

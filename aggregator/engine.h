@@ -146,6 +146,8 @@ class Engine {
   const analysis::Analyzer& analyzer() const { return index_->analyzer(); }
   const Clock& clock() const { return clock_; }
   EngineStats Stats() const;
+  // Tweets accepted since start (Stats().tweets_ingested without the rest of Stats()).
+  uint64_t tweets_ingested() const { return ingested_.load(std::memory_order_relaxed); }
 
   // Seals and saves the index and trims the change log now.
   absl::Status Checkpoint();

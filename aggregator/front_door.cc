@@ -111,7 +111,11 @@ FrontDoor::FrontDoor(Engine& engine, KeyRegistry& keys, PageTokenCodec tokens)
 absl::StatusOr<ApiKey> FrontDoor::Authorize(std::string_view api_dev_key, Scope scope,
                                             Endpoint endpoint, uint64_t cost,
                                             CallContext* call) const {
-  absl::StatusOr<ApiKey> key = keys_.Authenticate(api_dev_key, scope);
+  return Admit(keys_.Authenticate(api_dev_key, scope), endpoint, cost, call);
+}
+
+absl::StatusOr<ApiKey> FrontDoor::Admit(absl::StatusOr<ApiKey> key, Endpoint endpoint,
+                                        uint64_t cost, CallContext* call) const {
   if (!key.ok()) {
     // Callers without a valid key are limited per client IP: floods of guesses get 429.
     if (gate_ != nullptr && absl::IsUnauthenticated(key.status())) {
@@ -298,6 +302,17 @@ absl::Status FrontDoor::RevokeKey(std::string_view api_dev_key, std::string_view
   return keys_.Revoke(key_or_prefix);
 }
 
+void RecordUsage(usage::UsageRecorder* usage, const CallContext& call, bool is_search,
+                 int http_status, std::chrono::nanoseconds elapsed) {
+  if (usage == nullptr) return;
+  const usage::Outcome outcome = usage::OutcomeForHttpStatus(http_status);
+  const bool timed = is_search && outcome == usage::Outcome::kServed;
+  usage->Record(call.key_id.empty() ? usage::kAnonymousKey : std::string_view(call.key_id),
+                outcome, call.limited_by,
+                timed ? std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count()
+                      : -1);
+}
+
 std::string FrontDoor::KeyIdOf(std::string_view api_dev_key) const {
   if (api_dev_key.empty()) return "";
   absl::StatusOr<ApiKey> key = keys_.Identify(api_dev_key);
@@ -307,17 +322,9 @@ std::string FrontDoor::KeyIdOf(std::string_view api_dev_key) const {
 absl::StatusOr<UsageResponse> FrontDoor::Usage(std::string_view api_dev_key,
                                                const UsageRequest& request,
                                                CallContext* call) const {
-  absl::StatusOr<ApiKey> caller = keys_.Identify(api_dev_key);
-  if (!caller.ok()) {
-    if (gate_ != nullptr) {
-      if (absl::Status s = gate_->Admit(nullptr, Endpoint::kAdmin, 1, call); !s.ok()) return s;
-    }
-    return caller.status();
-  }
-  if (call != nullptr) call->key_id = caller->id;
-  if (gate_ != nullptr) {
-    if (absl::Status s = gate_->Admit(&*caller, Endpoint::kAdmin, 1, call); !s.ok()) return s;
-  }
+  // Any valid key may read its own series, whatever its scopes.
+  absl::StatusOr<ApiKey> caller = Admit(keys_.Identify(api_dev_key), Endpoint::kAdmin, 1, call);
+  if (!caller.ok()) return caller.status();
   if (usage_ == nullptr) return absl::UnimplementedError("usage analytics are off");
 
   UsageResponse response;

@@ -9,6 +9,7 @@
 #ifndef TWEETSEARCH_AGGREGATOR_FRONT_DOOR_H_
 #define TWEETSEARCH_AGGREGATOR_FRONT_DOOR_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -22,6 +23,7 @@
 #include "aggregator/api_keys.h"
 #include "aggregator/engine.h"
 #include "aggregator/page_token.h"
+#include "usage/usage_recorder.h"
 #include "usage/usage_store.h"
 
 namespace tweetsearch::aggregator {
@@ -173,7 +175,18 @@ class FrontDoor {
   const PageTokenCodec tokens_;
   std::shared_ptr<AdmissionGate> gate_;
   const usage::UsageStore* usage_ = nullptr;
+
+  // The rest of Authorize() once the key is looked up: key id into `call`, then the gate
+  // (callers without a valid key are limited per IP, and a refusal wins over the 401).
+  absl::StatusOr<ApiKey> Admit(absl::StatusOr<ApiKey> key, Endpoint endpoint, uint64_t cost,
+                               CallContext* call) const;
 };
+
+// Counts a finished call in `usage` (nothing when null): for its key (kAnonymousKey without a
+// valid one), with the outcome `http_status` means and the refusing limit, and for an answered
+// search its latency. Every transport calls it once per call.
+void RecordUsage(usage::UsageRecorder* usage, const CallContext& call, bool is_search,
+                 int http_status, std::chrono::nanoseconds elapsed);
 
 // Parses a decimal tweet id. InvalidArgument if it is not one.
 absl::StatusOr<TweetId> ParseTweetId(std::string_view text);

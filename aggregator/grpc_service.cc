@@ -181,14 +181,7 @@ class Service final : public v1::TweetSearch::Service {
     const int http_status = HttpStatusFor(status);
     metrics_.RecordRequest("grpc", route, http_status,
                            std::chrono::duration<double>(elapsed).count());
-    if (usage_ != nullptr) {
-      const usage::Outcome outcome = usage::OutcomeForHttpStatus(http_status);
-      const bool timed = route == "search" && outcome == usage::Outcome::kServed;
-      usage_->Record(call.key_id.empty() ? usage::kAnonymousKey : std::string_view(call.key_id),
-                     outcome, call.limited_by,
-                     timed ? std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count()
-                           : -1);
-    }
+    RecordUsage(usage_, call, route == "search", http_status, elapsed);
     return ToGrpc(status);
   }
 

@@ -280,12 +280,7 @@ HttpResponse ApiHandler::Handle(const HttpRequest& request, std::string_view cli
         call.key_id = door_.KeyIdOf(ApiKeyOf(request, *params));
       }
     }
-    const usage::Outcome outcome = usage::OutcomeForHttpStatus(response.result_int());
-    const bool timed = route == "search" && outcome == usage::Outcome::kServed;
-    usage_->Record(call.key_id.empty() ? usage::kAnonymousKey : std::string_view(call.key_id),
-                   outcome, call.limited_by,
-                   timed ? std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count()
-                         : -1);
+    RecordUsage(usage_, call, route == "search", response.result_int(), elapsed);
   }
   return response;
 }

@@ -72,12 +72,17 @@ function usageParams(key) {
 }
 
 async function refreshUsage() {
-  const { body } = await apiGet('/v1/usage', usageParams(keySelect.value), getKey());
+  const key = keySelect.value;
+  const label = keySelect.selectedOptions[0].textContent;
+  const shownRange = range;
+  const { body } = await apiGet('/v1/usage', usageParams(key), getKey());
+  // A slower answer for a key or range no longer chosen must not replace the current one.
+  if (key !== keySelect.value || shownRange !== range) return;
   const points = body.points.map((p) => ({ start: new Date(p.start), values: p }));
   drawChart(chartBox, points, SERIES);
   const t = body.totals;
-  caption.textContent = `Requests of ${keySelect.selectedOptions[0].textContent} over ` +
-    `${RANGES[range].label}: ${formatNumber(t.requests)} in all.`;
+  caption.textContent = `Requests of ${label} over ${RANGES[shownRange].label}: ` +
+    `${formatNumber(t.requests)} in all.`;
   const latency = t.search_latency_ms;
   cards(totalsList, [
     ['Allowed', formatNumber(t.served), 'allowed'],

@@ -192,8 +192,9 @@ test('dashboard: status, and a usage chart with allowed and limited requests', a
   const demoOption = await page.locator('#usage-key option', { hasText: 'demo-key-0' }).getAttribute('value');
   await page.selectOption('#usage-key', demoOption);
   await waitFor(async () => {
+    const caption = await page.locator('#chart-caption').textContent();
     const limited = await page.locator('[data-field="limited"]').textContent().catch(() => '0');
-    return Number(limited) >= 1;
+    return caption.includes('demo-key-0') && Number(limited) >= 1;
   }, 'the limited requests to reach the usage series');
   // Every admitted search used a unit of quota; the malformed one was admitted, then rejected.
   assert.equal(await page.locator('[data-field="allowed"]').textContent(), String(SEARCH_LIMIT - 1));
