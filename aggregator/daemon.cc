@@ -142,7 +142,10 @@ class DaemonImpl final : public Daemon {
                      usage_recorder_->Stats().flush_errors);
       }
     }
-    if (engine_ == nullptr) return absl::OkStatus();
+    if (engine_ == nullptr) {
+      backend_.reset();
+      return absl::OkStatus();
+    }
     absl::Status s = engine_->Checkpoint();
     if (s.ok()) {
       spdlog::info("index saved; stopped cleanly");
@@ -158,7 +161,8 @@ class DaemonImpl final : public Daemon {
     (void)Stop();
   }
 
-  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<Backend> backend_;
+  Engine* engine_ = nullptr;  // backend_ in the one-process shape
   std::unique_ptr<KeyRegistry> keys_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<FrontDoor> door_;
@@ -244,25 +248,31 @@ absl::Status LoadDaemonConfigFile(const std::string& path, DaemonConfig* c) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config) {
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config,
+                                                      std::unique_ptr<Backend> backend) {
   if (config.data_dir.empty()) return absl::InvalidArgumentError("data_dir is required");
   auto d = std::make_unique<DaemonImpl>();
   std::error_code ec;
   std::filesystem::create_directories(config.data_dir, ec);
   if (ec) return absl::UnavailableError(StrCat("cannot create ", config.data_dir, ": ", ec.message()));
-  const bool first_start = !std::filesystem::exists(config.data_dir + "/storage/CURRENT");
+  const bool first_start = !std::filesystem::exists(config.data_dir + "/keys/CURRENT");
 
-  EngineOptions engine_options = config.engine;
-  engine_options.data_dir = config.data_dir;
-  const auto open_start = std::chrono::steady_clock::now();
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Open(engine_options, SystemClock());
-  if (!engine.ok()) return engine.status();
-  d->engine_ = *std::move(engine);
-  const EngineStats stats = d->engine_->Stats();
-  spdlog::info("opened {} in {:.2f} s: {} tweets indexed, change {} (index saved at {})",
-               config.data_dir,
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - open_start).count(),
-               stats.indexed_documents, stats.last_change, stats.checkpoint_change);
+  if (backend != nullptr) {
+    d->backend_ = std::move(backend);
+  } else {
+    EngineOptions engine_options = config.engine;
+    engine_options.data_dir = config.data_dir;
+    const auto open_start = std::chrono::steady_clock::now();
+    absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Open(engine_options, SystemClock());
+    if (!engine.ok()) return engine.status();
+    d->engine_ = engine->get();
+    d->backend_ = *std::move(engine);
+    const EngineStats stats = d->engine_->Stats();
+    spdlog::info("opened {} in {:.2f} s: {} tweets indexed, change {} (index saved at {})",
+                 config.data_dir,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - open_start).count(),
+                 stats.indexed_documents, stats.last_change, stats.checkpoint_change);
+  }
 
   absl::StatusOr<std::unique_ptr<KeyRegistry>> keys = KeyRegistry::Open(config.data_dir + "/keys");
   if (!keys.ok()) return keys.status();
@@ -285,16 +295,16 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     return absl::DataLossError(StrCat(config.data_dir, "/page_token.secret is under 16 bytes"));
   }
 
-  if (first_start && config.sample > 0) {
+  if (first_start && config.sample > 0 && d->engine_ != nullptr) {
     if (absl::Status s = LoadSample(*d->engine_, config.sample); !s.ok()) return s;
   }
 
   d->metrics_ = std::make_unique<Metrics>();
-  d->door_ = std::make_unique<FrontDoor>(*d->engine_, *d->keys_, PageTokenCodec(*secret));
+  d->door_ = std::make_unique<FrontDoor>(*d->backend_, *d->keys_, PageTokenCodec(*secret));
   d->handler_ = std::make_unique<ApiHandler>(*d->door_, *d->metrics_);
   d->handler_->set_ingest_rate(&d->ingest_rate_);
   d->sampler_ = std::make_unique<PeriodicTask>(absl::Seconds(1), [d = d.get()] {
-    d->ingest_rate_.Sample(SystemClock().NowUnixMillis(), d->engine_->tweets_ingested());
+    d->ingest_rate_.Sample(SystemClock().NowUnixMillis(), d->backend_->tweets_ingested());
   });
   if (config.usage_flush_ms > 0) {
     absl::StatusOr<std::unique_ptr<usage::UsageStore>> store =

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "aggregator/backend.h"
 #include "aggregator/engine.h"
 #include "aggregator/http/http_server.h"
 
@@ -66,8 +67,11 @@ absl::Status LoadDaemonConfigFile(const std::string& path, DaemonConfig* config)
 
 class Daemon {
  public:
-  // Opens the data directory, loads the sample on first start, and starts serving.
-  static absl::StatusOr<std::unique_ptr<Daemon>> Start(const DaemonConfig& config);
+  // Opens the data directory, loads the sample on first start, and starts serving. With a
+  // `backend` (a cluster's front door) the daemon serves it instead of opening an Engine on
+  // the data directory, which then only holds the keys, usage series and secrets.
+  static absl::StatusOr<std::unique_ptr<Daemon>> Start(const DaemonConfig& config,
+                                                       std::unique_ptr<Backend> backend = nullptr);
   virtual ~Daemon() = default;
 
   virtual uint16_t http_port() const = 0;

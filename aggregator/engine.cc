@@ -437,6 +437,16 @@ absl::StatusOr<std::vector<SearchHit>> Engine::Search(const query::Plan& plan,
   return hits;
 }
 
+absl::StatusOr<SearchOutcome> Engine::RunSearch(const SearchCall& call) const {
+  SearchOutcome out;
+  out.max_id = MaxTweetId();
+  absl::StatusOr<std::vector<SearchHit>> hits =
+      Search(*call.plan, call.options, &out.total_hits, &out.total_is_exact);
+  if (!hits.ok()) return hits.status();
+  out.hits = *std::move(hits);
+  return out;
+}
+
 absl::Status Engine::Checkpoint() {
   absl::MutexLock leader(&leader_mu_);
   return CheckpointLocked();

@@ -38,6 +38,7 @@
 #include "common/snowflake.h"
 #include "indexer/index/index.h"
 #include "indexer/query/searcher.h"
+#include "aggregator/backend.h"
 #include "aggregator/tweet_cache.h"
 #include "storage/tweet_store.h"
 
@@ -66,70 +67,29 @@ struct EngineOptions {
   uint32_t node_id = 0;
 };
 
-// A tweet offered for ingest.
-struct NewTweet {
-  std::optional<TweetId> id;  // absent: a snowflake id is assigned
-  UserId user_id = 0;
-  std::string user_name;
-  std::string text;
-  std::optional<int64_t> created_at_ms;  // absent: the time of a snowflake id, else now
-  std::string lang;
-  uint32_t likes = 0;
-};
-
-// The answer for one offered tweet: its id when accepted, or why it was rejected
-// (InvalidArgument for bad fields, AlreadyExists for a duplicate id).
-struct IngestOutcome {
-  absl::Status status;
-  TweetId id = 0;
-};
-
-// A search result: where it ranked (hit.likes is the current like count; the stored tweet's
-// may be older) and the tweet itself, shared with the cache (never null).
-struct SearchHit {
-  query::Hit hit;
-  std::shared_ptr<const storage::StoredTweet> tweet;
-};
-
-struct EngineStats {
-  uint64_t indexed_documents = 0;
-  uint64_t index_memory_bytes = 0;
-  uint64_t sealed_segments = 0;
-  uint64_t stored_tweets_estimate = 0;
-  uint64_t storage_disk_bytes = 0;
-  uint64_t tweets_ingested = 0;  // accepted since start
-  uint64_t tweets_rejected = 0;
-  uint64_t write_groups = 0;     // synced store writes made by ingest
-  uint64_t last_change = 0;
-  uint64_t checkpoint_change = 0;
-  uint64_t tweet_cache_hits = 0;
-  uint64_t tweet_cache_misses = 0;
-  uint64_t tweet_cache_bytes = 0;
-};
-
-class Engine {
+class Engine final : public Backend {
  public:
   // Opens the data directory (creating it), loads the saved index and catches up with the
   // store. `clock` must outlive the engine.
   static absl::StatusOr<std::unique_ptr<Engine>> Open(const EngineOptions& options,
                                                        const Clock& clock);
   // Checkpoints the index (errors are logged by the caller through Close()).
-  ~Engine();
+  ~Engine() override;
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
   // Ingests `tweets` with one outcome each, in order; one bad tweet never affects the others.
   // Accepted tweets are durable and searchable when this returns. A store failure rejects the
   // whole call's tweets with Unavailable (nothing was acknowledged).
-  std::vector<IngestOutcome> Ingest(std::vector<NewTweet> tweets);
+  std::vector<IngestOutcome> Ingest(std::vector<NewTweet> tweets) override;
 
   // Deletes a tweet from storage and the index. NotFound if it is not stored.
-  absl::Status Delete(TweetId id);
+  absl::Status Delete(TweetId id) override;
   // Sets (`add` false) or adds to (`add` true; clamped at 0 and 2^32-1) a tweet's likes;
   // returns the new value, which sort 2 uses at once. NotFound if the tweet is not stored.
-  absl::StatusOr<uint32_t> Likes(TweetId id, int64_t value, bool add);
+  absl::StatusOr<uint32_t> Likes(TweetId id, int64_t value, bool add) override;
 
-  absl::StatusOr<storage::StoredTweet> Get(TweetId id) const;
+  absl::StatusOr<storage::StoredTweet> Get(TweetId id) const override;
 
   // Runs `plan` and hydrates the hits from storage (hits deleted meanwhile are dropped).
   absl::StatusOr<std::vector<SearchHit>> Search(const query::Plan& plan,
@@ -143,11 +103,17 @@ class Engine {
 
   // The largest tweet id indexed so far (the watermark of a new first page).
   TweetId MaxTweetId() const { return max_id_.load(std::memory_order_acquire); }
-  const analysis::Analyzer& analyzer() const { return index_->analyzer(); }
-  const Clock& clock() const { return clock_; }
-  EngineStats Stats() const;
-  // Tweets accepted since start (Stats().tweets_ingested without the rest of Stats()).
-  uint64_t tweets_ingested() const { return ingested_.load(std::memory_order_relaxed); }
+
+  // Backend: one partition, so the search is Search() and the statistics ComputeStats().
+  absl::StatusOr<SearchOutcome> RunSearch(const SearchCall& call) const override;
+  absl::StatusOr<query::CollectionStats> CollectStats(const SearchCall& call) const override {
+    return ComputeStats(*call.plan);
+  }
+  TweetId Watermark() const override { return MaxTweetId(); }
+  const analysis::Analyzer& analyzer() const override { return index_->analyzer(); }
+  const Clock& clock() const override { return clock_; }
+  EngineStats Stats() const override;
+  uint64_t tweets_ingested() const override { return ingested_.load(std::memory_order_relaxed); }
 
   // Seals and saves the index and trims the change log now.
   absl::Status Checkpoint();

@@ -105,8 +105,8 @@ absl::StatusOr<TweetId> ParseTweetId(std::string_view text) {
   return id;
 }
 
-FrontDoor::FrontDoor(Engine& engine, KeyRegistry& keys, PageTokenCodec tokens)
-    : engine_(engine), keys_(keys), tokens_(std::move(tokens)) {}
+FrontDoor::FrontDoor(Backend& backend, KeyRegistry& keys, PageTokenCodec tokens)
+    : backend_(backend), keys_(keys), tokens_(std::move(tokens)) {}
 
 absl::StatusOr<ApiKey> FrontDoor::Authorize(std::string_view api_dev_key, Scope scope,
                                             Endpoint endpoint, uint64_t cost,
@@ -142,7 +142,7 @@ absl::StatusOr<SearchResponse> FrontDoor::Search(const SearchRequest& request,
     return absl::InvalidArgumentError(
         StrCat("maximum_results_to_return must be from 1 to ", kMaxResults));
   }
-  absl::StatusOr<query::Plan> plan = query::PlanQuery(request.search_terms, engine_.analyzer());
+  absl::StatusOr<query::Plan> plan = query::PlanQuery(request.search_terms, backend_.analyzer());
   if (!plan.ok()) return plan.status();
 
   const uint64_t fingerprint = QueryFingerprint(request.search_terms);
@@ -151,8 +151,8 @@ absl::StatusOr<SearchResponse> FrontDoor::Search(const SearchRequest& request,
   options.limit = limit + 1;  // one more than asked tells whether a next page exists
   std::optional<PageCursor> cursor_from_token;
   if (request.page_token.empty()) {
-    options.watermark = engine_.MaxTweetId();
-    options.now_ms = engine_.clock().NowUnixMillis();
+    options.watermark = backend_.Watermark();
+    options.now_ms = backend_.clock().NowUnixMillis();
   } else {
     absl::StatusOr<PageCursor> cursor = tokens_.Decode(request.page_token);
     if (!cursor.ok()) return cursor.status();
@@ -170,7 +170,10 @@ absl::StatusOr<SearchResponse> FrontDoor::Search(const SearchRequest& request,
   // Best match scores with the statistics of page 1 on every page (see page_token.h).
   query::CollectionStats stats;
   if (request.sort == query::SortMode::kBestMatch) {
-    stats = engine_.ComputeStats(*plan);
+    SearchCall stats_call{request.search_terms, &*plan, options, request.allow_partial};
+    absl::StatusOr<query::CollectionStats> collected = backend_.CollectStats(stats_call);
+    if (!collected.ok()) return collected.status();
+    stats = *std::move(collected);
     if (cursor_from_token.has_value()) {
       if (absl::Status s = ApplyTokenStats(*cursor_from_token, &stats); !s.ok()) return s;
     }
@@ -178,10 +181,15 @@ absl::StatusOr<SearchResponse> FrontDoor::Search(const SearchRequest& request,
   }
 
   SearchResponse response;
-  absl::StatusOr<std::vector<SearchHit>> hits =
-      engine_.Search(*plan, options, &response.total_hits, &response.total_is_exact);
-  if (!hits.ok()) return hits.status();
-  response.hits = *std::move(hits);
+  absl::StatusOr<SearchOutcome> outcome =
+      backend_.RunSearch(SearchCall{request.search_terms, &*plan, options, request.allow_partial});
+  if (!outcome.ok()) return outcome.status();
+  response.hits = std::move(outcome->hits);
+  response.total_hits = outcome->total_hits;
+  response.total_is_exact = outcome->total_is_exact;
+  response.missing_partitions = std::move(outcome->missing_partitions);
+  // A backend that learns the watermark from the search itself (a cluster) fixes it now.
+  if (options.watermark == kMaxTweetId) options.watermark = outcome->max_id;
   if (response.hits.size() > limit) {
     response.hits.resize(limit);
     const query::SortKey& last = response.hits.back().hit.key;
@@ -208,7 +216,7 @@ absl::StatusOr<SearchResponse> FrontDoor::Search(const SearchRequest& request,
     for (const SearchHit& h : response.hits) {
       std::vector<TextSpan>& spans = response.highlights.emplace_back();
       tokens.clear();
-      if (!engine_.analyzer().Analyze(h.tweet->text, &tokens).ok()) continue;
+      if (!backend_.analyzer().Analyze(h.tweet->text, &tokens).ok()) continue;
       for (const analysis::Token& t : tokens) {
         if (!terms.contains(t.text)) continue;
         if (!spans.empty() && t.begin < spans.back().end) continue;  // one URL, several hosts
@@ -240,7 +248,7 @@ absl::StatusOr<IngestResponse> FrontDoor::Ingest(
       response.outcomes[i].status = lines[i].status();
     }
   }
-  std::vector<IngestOutcome> outcomes = engine_.Ingest(std::move(tweets));
+  std::vector<IngestOutcome> outcomes = backend_.Ingest(std::move(tweets));
   for (size_t j = 0; j < outcomes.size(); ++j) response.outcomes[line_of[j]] = outcomes[j];
   for (const IngestOutcome& o : response.outcomes) ++(o.status.ok() ? response.accepted
                                                                      : response.rejected);
@@ -253,7 +261,7 @@ absl::StatusOr<storage::StoredTweet> FrontDoor::Get(std::string_view api_dev_key
       !key.ok()) {
     return key.status();
   }
-  return engine_.Get(id);
+  return backend_.Get(id);
 }
 
 absl::Status FrontDoor::Delete(std::string_view api_dev_key, TweetId id,
@@ -262,7 +270,7 @@ absl::Status FrontDoor::Delete(std::string_view api_dev_key, TweetId id,
       !key.ok()) {
     return key.status();
   }
-  return engine_.Delete(id);
+  return backend_.Delete(id);
 }
 
 absl::StatusOr<uint32_t> FrontDoor::Likes(std::string_view api_dev_key, TweetId id,
@@ -271,7 +279,7 @@ absl::StatusOr<uint32_t> FrontDoor::Likes(std::string_view api_dev_key, TweetId 
       !key.ok()) {
     return key.status();
   }
-  return engine_.Likes(id, value, add);
+  return backend_.Likes(id, value, add);
 }
 
 absl::StatusOr<std::string> FrontDoor::CreateKey(std::string_view api_dev_key,
@@ -354,7 +362,7 @@ absl::StatusOr<UsageResponse> FrontDoor::Usage(std::string_view api_dev_key,
   if (request.from_s > request.to_s) {
     return absl::InvalidArgumentError("usage: 'from' must not be after 'to'");
   }
-  const int64_t now_s = engine_.clock().NowUnixMillis() / 1000;
+  const int64_t now_s = backend_.clock().NowUnixMillis() / 1000;
   auto keeps = [&](usage::Resolution r) {
     const int64_t retention = usage::RetentionSeconds(r);
     return retention == 0 || request.from_s >= now_s - retention;

@@ -21,7 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "aggregator/api_keys.h"
-#include "aggregator/engine.h"
+#include "aggregator/backend.h"
 #include "aggregator/page_token.h"
 #include "usage/usage_recorder.h"
 #include "usage/usage_store.h"
@@ -62,6 +62,9 @@ struct SearchRequest {
   query::SortMode sort = query::SortMode::kNewest;
   std::string page_token;  // empty for the first page
   bool highlight = false;  // fill SearchResponse::highlights
+  // In a cluster, answer without the partitions that have no live replica (partial: true)
+  // instead of failing with Unavailable.
+  bool allow_partial = false;
 };
 
 // Bytes [begin, end) of a tweet's text that matched a query word.
@@ -80,6 +83,9 @@ struct SearchResponse {
   uint64_t total_hits = 0;      // matches after the page token; a lower bound unless exact
   bool total_is_exact = true;
   double took_ms = 0;
+  // Index partitions left out (allow_partial only): the results may miss their tweets.
+  std::vector<uint32_t> missing_partitions;
+  bool partial() const { return !missing_partitions.empty(); }
 };
 
 struct IngestResponse {
@@ -119,8 +125,8 @@ std::string ErrorCodeName(const absl::Status& status);
 
 class FrontDoor {
  public:
-  // `engine` and `keys` must outlive the front door.
-  FrontDoor(Engine& engine, KeyRegistry& keys, PageTokenCodec tokens);
+  // `backend` and `keys` must outlive the front door.
+  FrontDoor(Backend& backend, KeyRegistry& keys, PageTokenCodec tokens);
 
   // Installs the admission gate (the limiter); null for none. Not thread-safe: call it before
   // serving.
@@ -167,10 +173,10 @@ class FrontDoor {
   absl::StatusOr<ApiKey> Authorize(std::string_view api_dev_key, Scope scope, Endpoint endpoint,
                                    uint64_t cost, CallContext* call = nullptr) const;
 
-  Engine& engine() const { return engine_; }
+  Backend& backend() const { return backend_; }
 
  private:
-  Engine& engine_;
+  Backend& backend_;
   KeyRegistry& keys_;
   const PageTokenCodec tokens_;
   std::shared_ptr<AdmissionGate> gate_;

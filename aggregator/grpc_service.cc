@@ -74,6 +74,7 @@ class Service final : public v1::TweetSearch::Service {
       }
       search.sort = static_cast<query::SortMode>(request->sort());
       search.page_token = request->page_token();
+      search.allow_partial = request->allow_partial();
       if (search.search_terms.empty()) return absl::InvalidArgumentError("search_terms is required");
       absl::StatusOr<SearchResponse> result = door_.Search(search, call);
       if (!result.ok()) return result.status();
@@ -82,6 +83,8 @@ class Service final : public v1::TweetSearch::Service {
       response->set_took_ms(result->took_ms);
       response->set_total_hits(result->total_hits);
       response->set_total_is_exact(result->total_is_exact);
+      response->set_partial(result->partial());
+      for (uint32_t p : result->missing_partitions) response->add_missing_partitions(p);
       return absl::OkStatus();
     });
   }

@@ -8,6 +8,7 @@
 #include <rocksdb/write_batch.h>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "common/strings.h"
 #include "proto/tweetsearch.pb.h"
@@ -131,6 +132,95 @@ class RocksDbTweetStore final : public TweetStore {
     if (absl::Status s = FromRocks(db_->Write(options, &batch), "write"); !s.ok()) return s;
     last_sequence_ = sequence;
     return sequence;
+  }
+
+  absl::Status Apply(std::span<const ReplicatedChange> changes) override {
+    absl::MutexLock lock(&write_mu_);
+    if (changes.empty()) return absl::OkStatus();
+    uint64_t sequence = last_sequence_;
+    rocksdb::WriteBatch batch;
+    // Likes changes read the tweet as this batch leaves it (a put earlier in the same batch).
+    absl::flat_hash_map<TweetId, std::optional<StoredTweet>> pending;
+    auto current = [&](TweetId id) -> absl::StatusOr<std::optional<StoredTweet>> {
+      if (auto it = pending.find(id); it != pending.end()) return it->second;
+      absl::StatusOr<StoredTweet> t = Get(id);
+      if (absl::IsNotFound(t.status())) return std::optional<StoredTweet>();
+      if (!t.ok()) return t.status();
+      return std::optional<StoredTweet>(*std::move(t));
+    };
+    for (const ReplicatedChange& rc : changes) {
+      const Change& c = rc.change;
+      if (c.sequence != sequence + 1) {
+        return absl::FailedPreconditionError(
+            StrCat("change ", c.sequence, " out of order: expected ", sequence + 1));
+      }
+      sequence = c.sequence;
+      rocksdb::Status s;
+      const std::string key = EncodeKey(c.id);
+      if (c.kind == ChangeKind::kPut) {
+        if (rc.tweet.has_value()) {
+          if (rc.tweet->id != c.id) return absl::InvalidArgumentError("put of another tweet");
+          s = batch.Put(tweets_, key, EncodeTweet(*rc.tweet));
+          pending[c.id] = rc.tweet;
+        }
+      } else if (c.kind == ChangeKind::kDelete) {
+        s = batch.Delete(tweets_, key);
+        pending[c.id] = std::nullopt;
+      } else {
+        absl::StatusOr<std::optional<StoredTweet>> t = current(c.id);
+        if (!t.ok()) return t.status();
+        if (t->has_value()) {
+          (*t)->likes = c.likes;
+          s = batch.Put(tweets_, key, EncodeTweet(**t));
+          pending[c.id] = *std::move(t);
+        }
+      }
+      if (!s.ok()) return FromRocks(s, "batch");
+      s = batch.Put(changes_, EncodeKey(c.sequence), EncodeChange(c.kind, c.id, c.likes));
+      if (!s.ok()) return FromRocks(s, "batch");
+    }
+    rocksdb::WriteOptions options;
+    options.sync = sync_;
+    if (absl::Status s = FromRocks(db_->Write(options, &batch), "write"); !s.ok()) return s;
+    last_sequence_ = sequence;
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::vector<ReplicatedChange>> ReadChanges(uint64_t after,
+                                                            size_t max) const override {
+    std::vector<ReplicatedChange> out;
+    if (after + 1 < FirstSequence()) {
+      return absl::FailedPreconditionError(
+          StrCat("changes after ", after, " were trimmed; the oldest kept is ", FirstSequence()));
+    }
+    absl::Status s = ScanChanges(after, [&](const Change& c) {
+      out.push_back(ReplicatedChange{c, std::nullopt});
+      return out.size() < max;
+    });
+    if (!s.ok()) return s;
+    std::vector<TweetId> ids;
+    std::vector<size_t> at;
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (out[i].change.kind != ChangeKind::kPut) continue;
+      ids.push_back(out[i].change.id);
+      at.push_back(i);
+    }
+    std::vector<absl::StatusOr<StoredTweet>> tweets = MultiGet(ids);
+    for (size_t j = 0; j < ids.size(); ++j) {
+      if (tweets[j].ok()) {
+        out[at[j]].tweet = *std::move(tweets[j]);
+      } else if (!absl::IsNotFound(tweets[j].status())) {
+        return tweets[j].status();
+      }
+    }
+    return out;
+  }
+
+  uint64_t FirstSequence() const override {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), changes_));
+    it->SeekToFirst();
+    if (it->Valid()) return DecodeKey(it->key());
+    return LastSequence() + 1;
   }
 
   absl::StatusOr<StoredTweet> Get(TweetId id) const override {

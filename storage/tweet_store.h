@@ -65,6 +65,13 @@ struct Mutation {
   bool empty() const { return puts.empty() && deletes.empty() && likes.empty(); }
 };
 
+// A change as a replica or an index server needs it: the change, and for a put the tweet as
+// stored now (absent when it was deleted since: the delete follows later in the log).
+struct ReplicatedChange {
+  Change change;
+  std::optional<StoredTweet> tweet;
+};
+
 struct StoreOptions {
   // fsync the WAL before Write() returns. Default true; false only for benchmarks and tests
   // that measure what durability costs.
@@ -102,6 +109,19 @@ class TweetStore {
   // false.
   virtual absl::Status Scan(TweetId first, TweetId last,
                             const std::function<bool(const StoredTweet&)>& visit) const = 0;
+
+  // Applies changes numbered by another replica (storage replication): `changes` must be
+  // consecutive and start at LastSequence() + 1 (FailedPrecondition otherwise, naming the
+  // sequence expected). A put stores its tweet (a put without one only enters the log); a
+  // likes change sets the stored tweet's likes; a delete deletes. Atomic and, with sync_writes,
+  // durable when this returns.
+  virtual absl::Status Apply(std::span<const ReplicatedChange> changes) = 0;
+  // Up to `max` changes after `after`, in order, with the tweets of puts. FailedPrecondition if
+  // changes after `after` were trimmed already (the reader must start over from a full copy).
+  virtual absl::StatusOr<std::vector<ReplicatedChange>> ReadChanges(uint64_t after,
+                                                                    size_t max) const = 0;
+  // The sequence of the oldest change still in the log (LastSequence() + 1 when it is empty).
+  virtual uint64_t FirstSequence() const = 0;
 
   // Calls `visit` for every change with a sequence number above `after`, in order, until it
   // returns false.

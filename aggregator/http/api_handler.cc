@@ -306,7 +306,7 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
     std::string body;
     metrics_.Render(&body);
     if (extra_metrics_) extra_metrics_(&body);
-    const EngineStats s = door_.engine().Stats();
+    const EngineStats s = door_.backend().Stats();
     auto gauge = [&](std::string_view name, std::string_view type, std::string_view help,
                      uint64_t value) {
       StrAppend(&body, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n", name, " ",
@@ -402,11 +402,14 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
       search.sort = *mode;
     }
     if (const std::string* token = Param(*params, {"page_token"})) search.page_token = *token;
-    if (const std::string* highlight = Param(*params, {"highlight"})) {
-      if (*highlight != "true" && *highlight != "1" && *highlight != "false" && *highlight != "0") {
-        return Error(absl::InvalidArgumentError("highlight must be true or false"), request);
+    for (auto [name, flag] : {std::pair{"highlight", &search.highlight},
+                              std::pair{"allow_partial", &search.allow_partial}}) {
+      const std::string* value = Param(*params, {name});
+      if (value == nullptr) continue;
+      if (*value != "true" && *value != "1" && *value != "false" && *value != "0") {
+        return Error(absl::InvalidArgumentError(StrCat(name, " must be true or false")), request);
       }
-      search.highlight = *highlight == "true" || *highlight == "1";
+      *flag = *value == "true" || *value == "1";
     }
     absl::StatusOr<SearchResponse> result = door_.Search(search, call);
     if (!result.ok()) return Error(result.status(), request);
@@ -430,7 +433,15 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
     }
     StrAppend(&body, ",\"took_ms\":", result->took_ms, ",\"total_hits\":", result->total_hits,
               ",\"total_is_exact\":", result->total_is_exact ? "true" : "false", ",\"sort\":\"",
-              SortModeName(search.sort), "\",\"partial\":false}");
+              SortModeName(search.sort), "\",\"partial\":", result->partial() ? "true" : "false");
+    if (result->partial()) {
+      body += ",\"missing_partitions\":[";
+      for (size_t i = 0; i < result->missing_partitions.size(); ++i) {
+        StrAppend(&body, i == 0 ? "" : ",", result->missing_partitions[i]);
+      }
+      body += ']';
+    }
+    body += '}';
     return MakeResponse(http::status::ok, request, std::move(body));
   }
 
@@ -612,7 +623,7 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
     *route = "usage";
     if (method != http::verb::get) return MethodNotAllowed(request, "GET");
     UsageRequest usage_request;
-    const int64_t now_s = door_.engine().clock().NowUnixMillis() / 1000;
+    const int64_t now_s = door_.backend().clock().NowUnixMillis() / 1000;
     usage_request.to_s = now_s;
     if (const std::string* to = Param(*params, {"to"})) {
       absl::StatusOr<int64_t> t = ParseUsageTime("to", *to, now_s);
@@ -670,7 +681,7 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
         !k.ok()) {
       return Error(k.status(), request);
     }
-    const EngineStats s = door_.engine().Stats();
+    const EngineStats s = door_.backend().Stats();
     json status = {
         {"status", ready_.load(std::memory_order_acquire) ? "ready" : "not ready"},
         {"shape", "one process"},

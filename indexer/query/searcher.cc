@@ -788,6 +788,19 @@ void CollectTerms(const PlanNode& node, std::vector<const std::string*>* terms) 
 
 }  // namespace
 
+static double AverageLength(const CollectionStats& stats) {
+  return stats.num_docs == 0 ? 1.0
+                             : std::max(1.0, static_cast<double>(stats.total_length) /
+                                                 static_cast<double>(stats.num_docs));
+}
+
+void AddStats(const CollectionStats& partition, CollectionStats* total) {
+  total->num_docs += partition.num_docs;
+  total->total_length += partition.total_length;
+  total->avg_length = AverageLength(*total);
+  for (const auto& [term, df] : partition.doc_freq) total->doc_freq[term] += df;
+}
+
 CollectionStats ComputeStats(const index::IndexSnapshot& snapshot, const Plan& plan) {
   CollectionStats stats;
   uint64_t total_length = 0;
@@ -795,10 +808,8 @@ CollectionStats ComputeStats(const index::IndexSnapshot& snapshot, const Plan& p
     stats.num_docs += s->VisibleDocs();
     total_length += s->TotalLength();
   }
-  stats.avg_length =
-      stats.num_docs == 0 ? 1.0
-                          : std::max(1.0, static_cast<double>(total_length) /
-                                              static_cast<double>(stats.num_docs));
+  stats.total_length = total_length;
+  stats.avg_length = AverageLength(stats);
   std::vector<const std::string*> terms;
   CollectTerms(plan.root, &terms);
   for (const std::string* term : terms) {

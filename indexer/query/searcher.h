@@ -45,7 +45,8 @@ inline bool Before(const SortKey& a, const SortKey& b) {
 // Collection statistics the best-match score uses, over a whole snapshot.
 struct CollectionStats {
   uint64_t num_docs = 0;
-  double avg_length = 1;
+  uint64_t total_length = 0;  // of the num_docs documents: what partitions add up
+  double avg_length = 1;      // total_length / num_docs, at least 1
   absl::flat_hash_map<std::string, uint64_t> doc_freq;  // for the plan's terms
 };
 
@@ -79,6 +80,9 @@ struct SearchResult {
 };
 
 CollectionStats ComputeStats(const index::IndexSnapshot& snapshot, const Plan& plan);
+// Adds the statistics of one partition into `total` (documents, lengths, document frequencies)
+// and recomputes its avg_length: the statistics of the partitions together.
+void AddStats(const CollectionStats& partition, CollectionStats* total);
 
 // InvalidArgument for a limit outside [1, kMaxLimit].
 absl::StatusOr<SearchResult> Search(const index::IndexSnapshot& snapshot, const Plan& plan,

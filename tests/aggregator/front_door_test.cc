@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "aggregator/engine.h"
 #include "aggregator/http/api_handler.h"
 #include "aggregator/metrics.h"
 

@@ -1,0 +1,118 @@
+// Backend: what the front door needs from the rest of the service, in either shape.
+//
+// In one process it is the Engine (storage and index together, aggregator/engine.h); in a
+// cluster it is the ClusterBackend (cluster/cluster_backend.h), which routes writes to storage
+// primaries and fans searches out to index partitions over gRPC. The front door's logic
+// (authentication, quotas, validation, paging, highlighting) is the same for both.
+//
+// Thread-safety: every method may be called from any thread.
+#ifndef TWEETSEARCH_AGGREGATOR_BACKEND_H_
+#define TWEETSEARCH_AGGREGATOR_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "common/ids.h"
+#include "indexer/analysis/analyzer.h"
+#include "indexer/query/plan.h"
+#include "indexer/query/searcher.h"
+#include "storage/tweet_store.h"
+
+namespace tweetsearch::aggregator {
+
+// A tweet offered for ingest.
+struct NewTweet {
+  std::optional<TweetId> id;  // absent: a snowflake id is assigned
+  UserId user_id = 0;
+  std::string user_name;
+  std::string text;
+  std::optional<int64_t> created_at_ms;  // absent: the time of a snowflake id, else now
+  std::string lang;
+  uint32_t likes = 0;
+};
+
+// The answer for one offered tweet: its id when accepted, or why it was rejected
+// (InvalidArgument for bad fields, AlreadyExists for a duplicate id, Unavailable when it could
+// not be stored).
+struct IngestOutcome {
+  absl::Status status;
+  TweetId id = 0;
+};
+
+// A search result: where it ranked (hit.likes is the current like count; the stored tweet's
+// may be older) and the tweet itself, shared with the cache (never null).
+struct SearchHit {
+  query::Hit hit;
+  std::shared_ptr<const storage::StoredTweet> tweet;
+};
+
+// One search as the front door hands it on.
+struct SearchCall {
+  std::string_view search_terms;
+  const query::Plan* plan = nullptr;  // search_terms planned with the backend's analyzer
+  query::SearchOptions options;
+  bool allow_partial = false;         // answer without partitions that have no live replica
+};
+
+struct SearchOutcome {
+  std::vector<SearchHit> hits;  // at most options.limit, in sort order, hydrated
+  uint64_t total_hits = 0;
+  bool total_is_exact = true;
+  TweetId max_id = 0;  // the largest id the searched partitions held (a new first page's watermark)
+  std::vector<uint32_t> missing_partitions;  // with allow_partial: partitions not searched
+};
+
+struct EngineStats {
+  uint64_t indexed_documents = 0;
+  uint64_t index_memory_bytes = 0;
+  uint64_t sealed_segments = 0;
+  uint64_t stored_tweets_estimate = 0;
+  uint64_t storage_disk_bytes = 0;
+  uint64_t tweets_ingested = 0;  // accepted since start
+  uint64_t tweets_rejected = 0;
+  uint64_t write_groups = 0;     // synced store writes made by ingest
+  uint64_t last_change = 0;
+  uint64_t checkpoint_change = 0;
+  uint64_t tweet_cache_hits = 0;
+  uint64_t tweet_cache_misses = 0;
+  uint64_t tweet_cache_bytes = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // Ingests `tweets` with one outcome each, in order. Accepted tweets are durable and
+  // searchable when this returns.
+  virtual std::vector<IngestOutcome> Ingest(std::vector<NewTweet> tweets) = 0;
+  // NotFound if the tweet is not stored.
+  virtual absl::Status Delete(TweetId id) = 0;
+  // Sets (`add` false) or adds to (`add` true; clamped at 0 and 2^32-1) a tweet's likes and
+  // returns the new value. NotFound if the tweet is not stored.
+  virtual absl::StatusOr<uint32_t> Likes(TweetId id, int64_t value, bool add) = 0;
+  virtual absl::StatusOr<storage::StoredTweet> Get(TweetId id) const = 0;
+
+  // Runs a search and hydrates its hits (hits deleted meanwhile are dropped). Unavailable when
+  // a partition has no live replica and partial answers were not allowed.
+  virtual absl::StatusOr<SearchOutcome> RunSearch(const SearchCall& call) const = 0;
+  // The best-match statistics of the whole collection for `call`'s terms.
+  virtual absl::StatusOr<query::CollectionStats> CollectStats(const SearchCall& call) const = 0;
+  // The watermark of a new first page: the largest visible id, or kMaxTweetId when the backend
+  // learns it from the search itself (SearchOutcome::max_id).
+  virtual TweetId Watermark() const = 0;
+
+  virtual const analysis::Analyzer& analyzer() const = 0;
+  virtual const Clock& clock() const = 0;
+  virtual EngineStats Stats() const = 0;
+  // Tweets accepted since start.
+  virtual uint64_t tweets_ingested() const = 0;
+};
+
+}  // namespace tweetsearch::aggregator
+
+#endif  // TWEETSEARCH_AGGREGATOR_BACKEND_H_

@@ -1,0 +1,338 @@
+#include "indexer/server/index_node.h"
+
+#include <filesystem>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "cluster/topology.h"
+#include "common/file_util.h"
+#include "common/strings.h"
+
+namespace tweetsearch::indexer {
+namespace {
+
+constexpr size_t kReadBatch = 4096;
+
+std::string IndexDir(const IndexNodeOptions& o) { return o.data_dir + "/index"; }
+std::string CursorsFile(const IndexNodeOptions& o) { return IndexDir(o) + "/CURSORS"; }
+
+index::IndexDoc ToDoc(const storage::StoredTweet& t) {
+  index::IndexDoc doc;
+  doc.id = t.id;
+  doc.user_id = t.user_id;
+  doc.user_name = t.user_name;
+  doc.text = t.text;
+  doc.created_at_ms = t.created_at_ms;
+  doc.lang = t.lang;
+  doc.likes = t.likes;
+  return doc;
+}
+
+absl::StatusOr<std::vector<uint64_t>> ReadCursors(const std::string& path, size_t count) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  std::vector<uint64_t> cursors;
+  for (absl::string_view part : absl::StrSplit(AsAbsl(*text), ',', absl::SkipEmpty())) {
+    uint64_t v = 0;
+    if (!absl::SimpleAtoi(part, &v)) return absl::DataLossError(StrCat(path, " is damaged"));
+    cursors.push_back(v);
+  }
+  if (cursors.size() != count) {
+    return absl::FailedPreconditionError(
+        StrCat(path, " has ", cursors.size(), " storage partitions, the topology ", count));
+  }
+  return cursors;
+}
+
+std::string JoinCursors(const std::vector<uint64_t>& cursors) {
+  std::string out;
+  for (size_t i = 0; i < cursors.size(); ++i) out += StrCat(i == 0 ? "" : ",", cursors[i]);
+  return out;
+}
+
+}  // namespace
+
+std::string_view IndexStateName(IndexState state) {
+  switch (state) {
+    case IndexState::kCatchingUp: return "catching_up";
+    case IndexState::kServing: return "serving";
+    case IndexState::kNeedsRebuild: return "needs_rebuild";
+    case IndexState::kRebuilding: return "rebuilding";
+  }
+  return "?";
+}
+
+IndexNode::IndexNode(const IndexNodeOptions& options,
+                     std::vector<std::unique_ptr<ChangeSource>> sources,
+                     std::unique_ptr<index::Index> index, std::vector<uint64_t> cursors)
+    : options_(options), sources_(std::move(sources)), index_(std::move(index)), saved_(cursors),
+      applied_(std::move(cursors)), caught_up_(sources_.size(), false) {
+  for (const auto& segment : index_->Snapshot()->segments) {
+    max_id_ = std::max(max_id_, segment->MaxTweetId());
+  }
+}
+
+absl::StatusOr<std::unique_ptr<IndexNode>> IndexNode::Open(
+    const IndexNodeOptions& options, std::vector<std::unique_ptr<ChangeSource>> sources) {
+  if (options.data_dir.empty()) return absl::InvalidArgumentError("data_dir is empty");
+  if (sources.empty()) return absl::InvalidArgumentError("no storage partitions to read");
+  std::error_code ec;
+  std::filesystem::create_directories(IndexDir(options), ec);
+  if (ec) return absl::UnavailableError(StrCat("cannot create ", IndexDir(options), ": ", ec.message()));
+  std::vector<uint64_t> cursors(sources.size(), 0);
+  absl::StatusOr<std::unique_ptr<index::Index>> index =
+      index::Index::Open(options.index, IndexDir(options));
+  if (absl::IsNotFound(index.status())) {
+    index = index::Index::Create(options.index);  // new: tail every log from its start
+  } else if (index.ok()) {
+    absl::StatusOr<std::vector<uint64_t>> saved = ReadCursors(CursorsFile(options), sources.size());
+    if (!saved.ok()) return saved.status();
+    cursors = *std::move(saved);
+  }
+  if (!index.ok()) return index.status();
+  return std::unique_ptr<IndexNode>(
+      new IndexNode(options, std::move(sources), *std::move(index), std::move(cursors)));
+}
+
+IndexNode::~IndexNode() {
+  Stop();
+  (void)Checkpoint();  // best effort: a failure only means a longer replay next start
+}
+
+void IndexNode::Start() {
+  if (!tailers_.empty()) return;
+  for (uint32_t s = 0; s < sources_.size(); ++s) tailers_.emplace_back([this, s] { Tail(s); });
+}
+
+void IndexNode::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  for (std::thread& t : tailers_) t.join();
+  tailers_.clear();
+}
+
+void IndexNode::Tail(uint32_t storage) {
+  for (;;) {
+    uint64_t after = 0, keeps = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      // Idle while a rebuild owns the index (or one is needed).
+      auto may_tail = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return stopping_ || state_ == IndexState::kCatchingUp || state_ == IndexState::kServing;
+      };
+      mu_.Await(absl::Condition(&may_tail));
+      if (stopping_) return;
+      after = applied_[storage];
+    }
+    {
+      absl::ReaderMutexLock lock(&checkpoint_mu_);
+      keeps = saved_[storage];
+    }
+    absl::StatusOr<std::vector<storage::ReplicatedChange>> changes =
+        sources_[storage]->ReadChanges(after, kReadBatch, options_.poll_wait, keeps);
+    if (absl::IsFailedPrecondition(changes.status())) {
+      absl::MutexLock lock(&mu_);
+      if (state_ != IndexState::kRebuilding) state_ = IndexState::kNeedsRebuild;
+      continue;
+    }
+    if (!changes.ok()) {
+      absl::MutexLock lock(&mu_);  // storage unreachable: try again shortly
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(200));
+      continue;
+    }
+    if (!changes->empty()) Apply(storage, *changes);
+    if (changes->size() < kReadBatch) {
+      absl::MutexLock lock(&mu_);
+      caught_up_[storage] = true;
+      if (state_ == IndexState::kCatchingUp &&
+          std::all_of(caught_up_.begin(), caught_up_.end(), [](bool b) { return b; })) {
+        state_ = IndexState::kServing;
+      }
+    }
+    bool checkpoint = false;
+    {
+      absl::ReaderMutexLock lock(&checkpoint_mu_);
+      checkpoint = since_checkpoint_.load(std::memory_order_relaxed) >= options_.checkpoint_every;
+    }
+    if (checkpoint) (void)Checkpoint();  // a failure leaves the previous one in force
+  }
+}
+
+void IndexNode::Apply(uint32_t storage, const std::vector<storage::ReplicatedChange>& changes) {
+  absl::ReaderMutexLock lock(&checkpoint_mu_);
+  size_t first = 0;
+  {
+    absl::MutexLock state(&mu_);
+    // A rebuild began while these were read: they are older than its starting point.
+    if (state_ == IndexState::kRebuilding || state_ == IndexState::kNeedsRebuild) return;
+    const uint64_t applied = applied_[storage];
+    while (first < changes.size() && changes[first].change.sequence <= applied) ++first;
+    if (first == changes.size() || changes[first].change.sequence != applied + 1) return;
+  }
+  TweetId max_id = 0;
+  std::vector<index::IndexDoc> docs;
+  auto flush = [&] {
+    if (docs.empty()) return;
+    index_->AddBatch(docs);  // AlreadyExists: a replay of what the index holds
+    docs.clear();
+  };
+  for (size_t i = first; i < changes.size(); ++i) {
+    const storage::ReplicatedChange& rc = changes[i];
+    const storage::Change& c = rc.change;
+    if (cluster::IndexPartitionOf(c.id, options_.partitions) != options_.partition) continue;
+    if (c.kind == storage::ChangeKind::kPut) {
+      if (rc.tweet.has_value()) {
+        docs.push_back(ToDoc(*rc.tweet));
+        max_id = std::max(max_id, c.id);
+      }
+      continue;
+    }
+    flush();
+    if (c.kind == storage::ChangeKind::kDelete) {
+      (void)index_->Delete(c.id);  // NotFound: never indexed, or deleted already
+    } else {
+      (void)index_->SetLikes(c.id, c.likes);  // NotFound: deleted later in the log
+    }
+  }
+  flush();
+  since_checkpoint_.fetch_add(changes.size() - first, std::memory_order_relaxed);
+  absl::MutexLock state(&mu_);
+  applied_[storage] = changes.back().change.sequence;
+  max_id_ = std::max(max_id_, max_id);
+}
+
+bool IndexNode::WaitApplied(uint32_t storage, uint64_t sequence, absl::Duration timeout) const {
+  if (storage >= sources_.size()) return false;
+  absl::MutexLock lock(&mu_);
+  auto applied = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return applied_[storage] >= sequence; };
+  return mu_.AwaitWithTimeout(absl::Condition(&applied), timeout);
+}
+
+absl::StatusOr<PartitionResult> IndexNode::Search(std::string_view search_terms,
+                                                  const query::SearchOptions& options) const {
+  absl::ReaderMutexLock lock(&checkpoint_mu_);
+  absl::StatusOr<query::Plan> plan = query::PlanQuery(search_terms, index_->analyzer());
+  if (!plan.ok()) return plan.status();
+  PartitionResult out;
+  {
+    absl::MutexLock state(&mu_);
+    out.max_id = max_id_;
+  }
+  std::shared_ptr<const index::IndexSnapshot> snapshot = index_->Snapshot();
+  absl::StatusOr<query::SearchResult> result = query::Search(*snapshot, *plan, options);
+  if (!result.ok()) return result.status();
+  out.result = *std::move(result);
+  return out;
+}
+
+absl::StatusOr<query::CollectionStats> IndexNode::Stats(std::string_view search_terms) const {
+  absl::ReaderMutexLock lock(&checkpoint_mu_);
+  absl::StatusOr<query::Plan> plan = query::PlanQuery(search_terms, index_->analyzer());
+  if (!plan.ok()) return plan.status();
+  return query::ComputeStats(*index_->Snapshot(), *plan);
+}
+
+absl::Status IndexNode::BeginRebuild(std::vector<uint64_t> from_sequences) {
+  if (from_sequences.size() != sources_.size()) {
+    return absl::InvalidArgumentError(
+        StrCat("expected ", sources_.size(), " storage sequences, got ", from_sequences.size()));
+  }
+  absl::MutexLock lock(&checkpoint_mu_);
+  absl::StatusOr<std::unique_ptr<index::Index>> fresh = index::Index::Create(options_.index);
+  if (!fresh.ok()) return fresh.status();
+  index_ = *std::move(fresh);
+  std::error_code ec;
+  std::filesystem::remove_all(IndexDir(options_), ec);
+  std::filesystem::create_directories(IndexDir(options_), ec);
+  if (ec) return absl::UnavailableError(StrCat("cannot reset ", IndexDir(options_), ": ", ec.message()));
+  saved_ = from_sequences;
+  since_checkpoint_.store(0, std::memory_order_relaxed);
+  absl::MutexLock state(&mu_);
+  state_ = IndexState::kRebuilding;
+  applied_ = std::move(from_sequences);
+  caught_up_.assign(sources_.size(), false);
+  max_id_ = 0;
+  return absl::OkStatus();
+}
+
+absl::Status IndexNode::AddTweets(std::span<const storage::StoredTweet> tweets) {
+  absl::ReaderMutexLock lock(&checkpoint_mu_);
+  {
+    absl::MutexLock state(&mu_);
+    if (state_ != IndexState::kRebuilding) {
+      return absl::FailedPreconditionError("not rebuilding: call BeginRebuild first");
+    }
+  }
+  std::vector<index::IndexDoc> docs;
+  docs.reserve(tweets.size());
+  TweetId max_id = 0;
+  for (const storage::StoredTweet& t : tweets) {
+    if (cluster::IndexPartitionOf(t.id, options_.partitions) != options_.partition) {
+      return absl::InvalidArgumentError(StrCat("tweet ", t.id, " belongs to another partition"));
+    }
+    docs.push_back(ToDoc(t));
+    max_id = std::max(max_id, t.id);
+  }
+  for (const absl::Status& s : index_->AddBatch(docs)) {
+    if (!s.ok() && !absl::IsAlreadyExists(s)) return s;
+  }
+  absl::MutexLock state(&mu_);
+  max_id_ = std::max(max_id_, max_id);
+  return absl::OkStatus();
+}
+
+absl::Status IndexNode::FinishRebuild() {
+  {
+    absl::MutexLock state(&mu_);
+    if (state_ != IndexState::kRebuilding) return absl::FailedPreconditionError("not rebuilding");
+  }
+  absl::MutexLock lock(&checkpoint_mu_);
+  if (absl::Status s = CheckpointLocked(); !s.ok()) return s;
+  absl::MutexLock state(&mu_);
+  state_ = IndexState::kCatchingUp;  // tailing from the rebuild's starting sequences
+  return absl::OkStatus();
+}
+
+absl::Status IndexNode::Checkpoint() {
+  absl::MutexLock lock(&checkpoint_mu_);
+  return CheckpointLocked();
+}
+
+absl::Status IndexNode::CheckpointLocked() {
+  std::vector<uint64_t> cursors;
+  {
+    absl::MutexLock state(&mu_);
+    if (state_ == IndexState::kNeedsRebuild) return absl::OkStatus();  // nothing worth saving
+    cursors = applied_;
+  }
+  if (cursors == saved_ && std::filesystem::exists(CursorsFile(options_))) return absl::OkStatus();
+  if (absl::Status s = index_->Seal(); !s.ok()) return s;
+  if (index_->Snapshot()->segments.size() > options_.max_sealed_segments) {
+    if (absl::Status s = index_->Compact(); !s.ok()) return s;
+  }
+  if (absl::Status s = index_->Save(IndexDir(options_)); !s.ok()) return s;
+  if (absl::Status s = WriteFileAtomically(CursorsFile(options_), JoinCursors(cursors)); !s.ok()) {
+    return s;
+  }
+  saved_ = std::move(cursors);
+  since_checkpoint_.store(0, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+IndexNodeStatus IndexNode::Status() const {
+  IndexNodeStatus out;
+  {
+    absl::ReaderMutexLock lock(&checkpoint_mu_);
+    index::IndexStats stats = index_->Stats();
+    out.documents = stats.documents;
+    out.memory_bytes = stats.memory_bytes;
+  }
+  absl::MutexLock state(&mu_);
+  out.state = state_;
+  out.applied = applied_;
+  return out;
+}
+
+}  // namespace tweetsearch::indexer

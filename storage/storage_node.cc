@@ -1,0 +1,349 @@
+#include "storage/storage_node.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "absl/strings/numbers.h"
+#include "common/file_util.h"
+#include "common/strings.h"
+
+namespace tweetsearch::storage {
+namespace {
+
+constexpr size_t kCatchUpBatch = 4096;
+
+std::string EpochFile(const StorageNodeOptions& o) { return o.data_dir + "/EPOCH"; }
+
+}  // namespace
+
+StorageNode::StorageNode(const StorageNodeOptions& options, std::unique_ptr<TweetStore> store,
+                         uint64_t epoch)
+    : options_(options), store_(std::move(store)), epoch_(epoch) {
+  applied_ = store_->LastSequence();
+}
+
+StorageNode::~StorageNode() = default;
+
+absl::StatusOr<std::unique_ptr<StorageNode>> StorageNode::Open(const StorageNodeOptions& options) {
+  if (options.data_dir.empty()) return absl::InvalidArgumentError("data_dir is empty");
+  std::error_code ec;
+  std::filesystem::create_directories(options.data_dir + "/storage", ec);
+  if (ec) return absl::UnavailableError(StrCat("cannot create ", options.data_dir, ": ", ec.message()));
+  uint64_t epoch = 0;
+  if (std::filesystem::exists(EpochFile(options))) {
+    absl::StatusOr<std::string> text = ReadFile(EpochFile(options));
+    if (!text.ok()) return text.status();
+    if (!absl::SimpleAtoi(AsAbsl(*text), &epoch)) {
+      return absl::DataLossError(StrCat(EpochFile(options), " is not a number"));
+    }
+  }
+  absl::StatusOr<std::unique_ptr<TweetStore>> store =
+      TweetStore::Open(options.data_dir + "/storage", options.store);
+  if (!store.ok()) return store.status();
+  return std::unique_ptr<StorageNode>(new StorageNode(options, *std::move(store), epoch));
+}
+
+absl::Status StorageNode::PersistEpoch(uint64_t epoch) {
+  if (epoch <= epoch_) return absl::OkStatus();
+  if (absl::Status s = WriteFileAtomically(EpochFile(options_), StrCat(epoch)); !s.ok()) return s;
+  epoch_ = epoch;
+  return absl::OkStatus();
+}
+
+absl::Status StorageNode::BecomePrimary(uint64_t epoch, StoragePeer* peer,
+                                        std::function<bool()> holds_role,
+                                        std::function<absl::Status()> on_peer_stale,
+                                        std::function<absl::Status()> on_peer_in_sync) {
+  absl::MutexLock lock(&write_mu_);
+  if (epoch <= epoch_) {
+    return absl::FailedPreconditionError(
+        StrCat("epoch ", epoch, " is not above the highest seen, ", epoch_));
+  }
+  if (absl::Status s = PersistEpoch(epoch); !s.ok()) return s;
+  role_ = ReplicaRole::kPrimary;
+  peer_ = peer;
+  peer_in_sync_ = false;
+  peer_last_ = 0;
+  holds_role_ = std::move(holds_role);
+  on_peer_stale_ = std::move(on_peer_stale);
+  on_peer_in_sync_ = std::move(on_peer_in_sync);
+  return absl::OkStatus();
+}
+
+void StorageNode::StepDown() {
+  absl::MutexLock lock(&write_mu_);
+  StepDownLocked();
+}
+
+void StorageNode::StepDownLocked() {
+  role_ = ReplicaRole::kSecondary;
+  peer_ = nullptr;
+  peer_in_sync_ = false;
+  holds_role_ = nullptr;
+  on_peer_stale_ = nullptr;
+  on_peer_in_sync_ = nullptr;
+}
+
+bool StorageNode::is_primary() const {
+  absl::MutexLock lock(&write_mu_);
+  return role_ == ReplicaRole::kPrimary;
+}
+
+uint64_t StorageNode::epoch() const {
+  absl::MutexLock lock(&write_mu_);
+  return epoch_;
+}
+
+absl::StatusOr<WriteResult> StorageNode::Write(WriteOp op) {
+  absl::MutexLock lock(&write_mu_);
+  if (role_ != ReplicaRole::kPrimary) {
+    return absl::FailedPreconditionError(
+        StrCat("not the primary of storage partition ", options_.partition));
+  }
+  if (holds_role_ && !holds_role_()) {
+    StepDownLocked();
+    return absl::FailedPreconditionError(
+        StrCat("the primary lease of storage partition ", options_.partition, " has lapsed"));
+  }
+
+  // The changes this write makes, checked against the store as it is now.
+  WriteResult result;
+  std::vector<ReplicatedChange> changes;
+  uint64_t sequence = store_->LastSequence();
+  if (!op.puts.empty()) {
+    result.outcomes.resize(op.puts.size());
+    std::vector<TweetId> ids;
+    ids.reserve(op.puts.size());
+    for (const StoredTweet& t : op.puts) ids.push_back(t.id);
+    std::vector<absl::StatusOr<StoredTweet>> stored = store_->MultiGet(ids);
+    absl::flat_hash_map<TweetId, size_t> seen;
+    for (size_t i = 0; i < op.puts.size(); ++i) {
+      StoredTweet& t = op.puts[i];
+      if (stored[i].ok()) {
+        result.outcomes[i] = op.retry && *stored[i] == t
+                                 ? absl::OkStatus()
+                                 : absl::AlreadyExistsError(StrCat("duplicate id ", t.id));
+        continue;
+      }
+      if (!absl::IsNotFound(stored[i].status())) return stored[i].status();
+      if (!seen.emplace(t.id, i).second) {
+        result.outcomes[i] = absl::AlreadyExistsError(StrCat("duplicate id ", t.id));
+        continue;
+      }
+      changes.push_back({Change{++sequence, ChangeKind::kPut, t.id, 0}, std::move(t)});
+    }
+  } else if (op.delete_id.has_value()) {
+    absl::StatusOr<StoredTweet> t = store_->Get(*op.delete_id);
+    if (!t.ok()) return t.status();
+    changes.push_back({Change{++sequence, ChangeKind::kDelete, *op.delete_id, 0}, std::nullopt});
+  } else if (op.likes.has_value()) {
+    absl::StatusOr<StoredTweet> t = store_->Get(op.likes->id);
+    if (!t.ok()) return t.status();
+    if (!op.likes->add && (op.likes->value < 0 || op.likes->value > UINT32_MAX)) {
+      return absl::InvalidArgumentError("likes must be between 0 and 4294967295");
+    }
+    int64_t likes = op.likes->add ? int64_t{t->likes} + op.likes->value : op.likes->value;
+    result.likes = static_cast<uint32_t>(std::clamp<int64_t>(likes, 0, UINT32_MAX));
+    changes.push_back({Change{++sequence, ChangeKind::kLikes, op.likes->id, result.likes}, std::nullopt});
+  }
+  if (changes.empty()) {
+    result.last_sequence = store_->LastSequence();
+    return result;
+  }
+
+  // Durable on the secondary first: a stale primary is refused before it writes anything.
+  bool alone = peer_ == nullptr;
+  if (!alone && peer_in_sync_) {
+    absl::Status sent = SendToPeer(changes);
+    if (absl::IsFailedPrecondition(sent)) {
+      StepDownLocked();
+      return absl::FailedPreconditionError(StrCat("no longer the primary: ", sent.message()));
+    }
+    if (!sent.ok()) {
+      if (!options_.allow_single_replica) {
+        return absl::UnavailableError(
+            StrCat("the secondary of storage partition ", options_.partition,
+                   " is unreachable and single-replica writes are off: ", sent.message()));
+      }
+      peer_in_sync_ = false;
+      alone = true;
+    }
+  } else if (!alone) {
+    alone = true;  // out of sync: CatchUpPeer() brings it back
+    if (!options_.allow_single_replica) {
+      return absl::UnavailableError(StrCat("the secondary of storage partition ",
+                                           options_.partition, " is catching up"));
+    }
+  }
+  if (alone && peer_ != nullptr) {
+    // The peer must not be promoted while it lacks this write.
+    absl::Status marked = on_peer_stale_ ? on_peer_stale_() : absl::OkStatus();
+    if (!marked.ok()) {
+      return absl::UnavailableError(
+          StrCat("cannot record the secondary as stale: ", marked.message()));
+    }
+  }
+  if (absl::Status s = store_->Apply(changes); !s.ok()) {
+    // The secondary may hold changes this replica failed to write: it cannot stay primary.
+    StepDownLocked();
+    return absl::UnavailableError(StrCat("primary write failed, stepped down: ", s.message()));
+  }
+  if (alone && peer_ != nullptr) {
+    single_replica_writes_.fetch_add(1, std::memory_order_relaxed);
+  } else if (!alone) {
+    replicated_writes_.fetch_add(1, std::memory_order_relaxed);
+  }
+  result.last_sequence = changes.back().change.sequence;
+  {
+    absl::MutexLock applied(&applied_mu_);
+    applied_ = result.last_sequence;
+  }
+  return result;
+}
+
+absl::Status StorageNode::SendToPeer(std::span<const ReplicatedChange> changes) {
+  absl::StatusOr<uint64_t> last = peer_->Replicate(epoch_, options_.node, changes);
+  // The peer may be missing changes before these: send them from the log, then these again.
+  for (int round = 0; last.ok() && *last < changes.back().change.sequence; ++round) {
+    if (round > 1000) return absl::UnavailableError("the secondary does not catch up");
+    peer_last_ = *last;
+    if (*last + 1 >= changes.front().change.sequence) {
+      last = peer_->Replicate(epoch_, options_.node, changes);
+      continue;
+    }
+    absl::StatusOr<std::vector<ReplicatedChange>> missing = store_->ReadChanges(
+        *last, std::min<uint64_t>(kCatchUpBatch, changes.front().change.sequence - 1 - *last));
+    if (!missing.ok()) return missing.status();
+    if (missing->empty()) return absl::DataLossError("the change log lacks what the secondary needs");
+    last = peer_->Replicate(epoch_, options_.node, *missing);
+  }
+  if (!last.ok()) return last.status();
+  peer_last_ = *last;
+  return absl::OkStatus();
+}
+
+absl::Status StorageNode::CatchUpPeer() {
+  for (;;) {
+    StoragePeer* peer = nullptr;
+    uint64_t epoch = 0, from = 0;
+    {
+      absl::MutexLock lock(&write_mu_);
+      if (role_ != ReplicaRole::kPrimary || peer_ == nullptr || peer_in_sync_) return absl::OkStatus();
+      peer = peer_;
+      epoch = epoch_;
+      from = peer_last_;
+    }
+    // Far behind: send without holding up writes. Near the end: finish under the write lock,
+    // so that no write slips between the last change sent and the peer counting as in sync.
+    if (store_->LastSequence() > from + kCatchUpBatch) {
+      absl::StatusOr<uint64_t> last = peer->Replicate(epoch, options_.node, {});
+      if (!last.ok()) return last.status();
+      absl::StatusOr<std::vector<ReplicatedChange>> batch = store_->ReadChanges(*last, kCatchUpBatch);
+      if (!batch.ok()) return batch.status();
+      absl::StatusOr<uint64_t> after = peer->Replicate(epoch, options_.node, *batch);
+      if (!after.ok()) return after.status();
+      absl::MutexLock lock(&write_mu_);
+      if (peer_ == peer) peer_last_ = *after;
+      continue;
+    }
+    absl::MutexLock lock(&write_mu_);
+    if (role_ != ReplicaRole::kPrimary || peer_ != peer) return absl::OkStatus();
+    absl::StatusOr<uint64_t> last = peer_->Replicate(epoch_, options_.node, {});
+    if (!last.ok()) return last.status();
+    peer_last_ = *last;
+    while (peer_last_ < store_->LastSequence()) {
+      absl::StatusOr<std::vector<ReplicatedChange>> batch = store_->ReadChanges(peer_last_, kCatchUpBatch);
+      if (!batch.ok()) return batch.status();
+      if (batch->empty()) return absl::DataLossError("the change log lacks what the secondary needs");
+      absl::StatusOr<uint64_t> after = peer_->Replicate(epoch_, options_.node, *batch);
+      if (!after.ok()) return after.status();
+      if (*after <= peer_last_) return absl::InternalError("the secondary made no progress");
+      peer_last_ = *after;
+    }
+    if (on_peer_in_sync_) {
+      if (absl::Status s = on_peer_in_sync_(); !s.ok()) return s;
+    }
+    peer_in_sync_ = true;
+    return absl::OkStatus();
+  }
+}
+
+absl::StatusOr<uint64_t> StorageNode::Replicate(uint64_t epoch, const std::string& primary,
+                                                std::span<const ReplicatedChange> changes) {
+  absl::MutexLock lock(&write_mu_);
+  if (epoch < epoch_) {
+    return absl::FailedPreconditionError(
+        StrCat("epoch ", epoch, " of ", primary, " is stale: ", epoch_, " has been seen"));
+  }
+  if (role_ == ReplicaRole::kPrimary) {
+    if (epoch == epoch_ || primary == options_.node) {
+      return absl::FailedPreconditionError(StrCat(options_.node, " is the primary of epoch ", epoch_));
+    }
+    StepDownLocked();  // a newer primary exists
+  }
+  if (absl::Status s = PersistEpoch(epoch); !s.ok()) return s;
+  const uint64_t last = store_->LastSequence();
+  size_t skip = 0;
+  while (skip < changes.size() && changes[skip].change.sequence <= last) ++skip;
+  changes = changes.subspan(skip);
+  if (changes.empty() || changes.front().change.sequence != last + 1) return last;  // a gap
+  if (absl::Status s = store_->Apply(changes); !s.ok()) return s;
+  {
+    absl::MutexLock applied(&applied_mu_);
+    applied_ = changes.back().change.sequence;
+  }
+  return changes.back().change.sequence;
+}
+
+absl::StatusOr<std::vector<ReplicatedChange>> StorageNode::ReadChanges(
+    uint64_t after, size_t max, absl::Duration wait, const std::string& reader,
+    uint64_t reader_keeps) {
+  if (!reader.empty()) {
+    absl::MutexLock lock(&readers_mu_);
+    reader_keeps_[reader] = reader_keeps;
+  }
+  if (wait > absl::ZeroDuration()) {
+    absl::MutexLock lock(&applied_mu_);
+    auto ready = [&]() ABSL_SHARED_LOCKS_REQUIRED(applied_mu_) { return applied_ > after; };
+    applied_mu_.AwaitWithTimeout(absl::Condition(&ready), wait);
+  }
+  return store_->ReadChanges(after, std::max<size_t>(1, max));
+}
+
+absl::Status StorageNode::TrimLog() {
+  const uint64_t last = store_->LastSequence();
+  uint64_t through = last > options_.max_log_changes ? last - options_.max_log_changes : 0;
+  uint64_t needed = last;
+  {
+    absl::MutexLock lock(&readers_mu_);
+    for (const std::string& reader : options_.readers) {
+      auto it = reader_keeps_.find(reader);
+      needed = std::min(needed, it == reader_keeps_.end() ? 0 : it->second);
+    }
+  }
+  {
+    absl::MutexLock lock(&write_mu_);
+    if (role_ == ReplicaRole::kPrimary && peer_ != nullptr) needed = std::min(needed, peer_last_);
+  }
+  through = std::max(through, needed);
+  if (through == 0) return absl::OkStatus();
+  return store_->TrimChanges(through);
+}
+
+StorageNodeStatus StorageNode::Status() const {
+  StorageNodeStatus s;
+  {
+    absl::MutexLock lock(&write_mu_);
+    s.role = role_;
+    s.epoch = epoch_;
+    s.peer_in_sync = peer_in_sync_;
+  }
+  s.last_sequence = store_->LastSequence();
+  s.first_sequence = store_->FirstSequence();
+  s.tweets_estimate = store_->ApproximateCount();
+  s.single_replica_writes = single_replica_writes_.load(std::memory_order_relaxed);
+  s.replicated_writes = replicated_writes_.load(std::memory_order_relaxed);
+  return s;
+}
+
+}  // namespace tweetsearch::storage
