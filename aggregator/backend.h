@@ -44,6 +44,14 @@ struct IngestOutcome {
   TweetId id = 0;
 };
 
+// InvalidArgument naming the field when `t` cannot be stored: text missing, over
+// `max_text_bytes` or not UTF-8; user_name over 64 bytes or not UTF-8; lang not a language code;
+// id 0.
+absl::Status ValidateNewTweet(const NewTweet& t, size_t max_text_bytes);
+// The tweet to store for `t` with `id`: created_at is the given time, else the id's time when
+// the id was assigned here (`t.id` absent), else now.
+storage::StoredTweet ToStoredTweet(NewTweet&& t, TweetId id, const Clock& clock);
+
 // A search result: where it ranked (hit.likes is the current like count; the stored tweet's
 // may be older) and the tweet itself, shared with the cache (never null).
 struct SearchHit {

@@ -7,7 +7,6 @@
 #include "absl/strings/numbers.h"
 #include "common/file_util.h"
 #include "common/strings.h"
-#include "common/utf8.h"
 
 namespace tweetsearch::aggregator {
 namespace {
@@ -16,8 +15,6 @@ namespace {
 constexpr size_t kMaxGroupTweets = 50'000;
 // Changes replayed or tweets re-indexed per batch on recovery.
 constexpr size_t kRecoveryBatch = 4096;
-constexpr size_t kMaxUserNameBytes = 64;
-constexpr size_t kMaxLangBytes = 16;
 
 std::string IndexDir(const EngineOptions& o) { return o.data_dir + "/index"; }
 std::string CheckpointFile(const EngineOptions& o) { return IndexDir(o) + "/CHECKPOINT"; }
@@ -32,32 +29,6 @@ index::IndexDoc ToDoc(const storage::StoredTweet& t) {
   doc.lang = t.lang;
   doc.likes = t.likes;
   return doc;
-}
-
-absl::Status ValidateFields(const NewTweet& t, size_t max_text_bytes) {
-  if (t.text.empty()) return absl::InvalidArgumentError("missing text");
-  if (t.text.size() > max_text_bytes) {
-    return absl::InvalidArgumentError(
-        StrCat("text has ", t.text.size(), " bytes, over the limit of ", max_text_bytes));
-  }
-  if (absl::Status s = ValidateUtf8(t.text); !s.ok()) {
-    return absl::InvalidArgumentError(StrCat("text: ", s.message()));
-  }
-  if (t.user_name.size() > kMaxUserNameBytes) {
-    return absl::InvalidArgumentError(StrCat("user_name over ", kMaxUserNameBytes, " bytes"));
-  }
-  if (absl::Status s = ValidateUtf8(t.user_name); !s.ok()) {
-    return absl::InvalidArgumentError(StrCat("user_name: ", s.message()));
-  }
-  if (t.lang.size() > kMaxLangBytes ||
-      !std::all_of(t.lang.begin(), t.lang.end(), [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-               c == '-';
-      })) {
-    return absl::InvalidArgumentError("lang must be a language code such as \"en\" or \"pt-BR\"");
-  }
-  if (t.id.has_value() && *t.id == 0) return absl::InvalidArgumentError("id 0 is reserved");
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -281,30 +252,18 @@ void Engine::WriteIngest(std::vector<Writer*>& group) {
     for (size_t i = 0; i < w->tweets->size(); ++i) {
       NewTweet& t = (*w->tweets)[i];
       IngestOutcome& outcome = (*w->outcomes)[i];
-      outcome.status = ValidateFields(t, options_.max_text_bytes);
+      outcome.status = ValidateNewTweet(t, options_.max_text_bytes);
       if (!outcome.status.ok()) {
         ++rejected;
         continue;
       }
-      storage::StoredTweet s;
-      s.id = t.id.has_value() ? *t.id : ids_.Next();
-      if (!seen.insert(s.id).second) {
-        outcome.status = absl::AlreadyExistsError(StrCat("duplicate id ", s.id));
+      const TweetId id = t.id.has_value() ? *t.id : ids_.Next();
+      if (!seen.insert(id).second) {
+        outcome.status = absl::AlreadyExistsError(StrCat("duplicate id ", id));
         ++rejected;
         continue;
       }
-      s.user_id = t.user_id;
-      s.user_name = std::move(t.user_name);
-      s.text = std::move(t.text);
-      if (t.created_at_ms.has_value()) {
-        s.created_at_ms = *t.created_at_ms;
-      } else if (!t.id.has_value()) {
-        s.created_at_ms = SnowflakeUnixMillis(s.id);
-      } else {
-        s.created_at_ms = clock_.NowUnixMillis();
-      }
-      s.lang = std::move(t.lang);
-      s.likes = t.likes;
+      storage::StoredTweet s = ToStoredTweet(std::move(t), id, clock_);
       outcome.id = s.id;
       candidates.push_back({&outcome, std::move(s)});
     }

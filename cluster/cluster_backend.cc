@@ -1,0 +1,549 @@
+#include "cluster/cluster_backend.h"
+
+#include <algorithm>
+#include <functional>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "cluster/convert.h"
+#include "common/strings.h"
+
+namespace tweetsearch::cluster {
+namespace {
+
+namespace ipb = internal::v1;
+using Steady = std::chrono::steady_clock;
+
+// One call per partition, in parallel, each to the first of its `replicas`; a failed call goes
+// on to the next replica at once, a slow one is hedged to the next after `hedge_after`. Returns
+// per partition the first successful response, or the last error.
+template <typename Response>
+class FanOut {
+ public:
+  // Starts the call for partition p on replica r; must call `done` exactly once.
+  using Start = std::function<void(uint32_t p, uint32_t r, grpc::ClientContext* ctx,
+                                   Response* response, std::function<void(grpc::Status)> done)>;
+
+  FanOut(std::vector<std::vector<uint32_t>> replicas, Start start)
+      : start_(std::move(start)), parts_(replicas.size()) {
+    for (size_t p = 0; p < replicas.size(); ++p) parts_[p].replicas = std::move(replicas[p]);
+  }
+
+  std::vector<absl::StatusOr<Response>> Run(std::chrono::milliseconds deadline,
+                                            std::chrono::milliseconds hedge_after) {
+    const auto now = std::chrono::system_clock::now();
+    deadline_ = now + deadline;
+    std::vector<std::pair<uint32_t, Attempt*>> to_start;
+    {
+      absl::MutexLock lock(&mu_);
+      for (uint32_t p = 0; p < parts_.size(); ++p) {
+        if (Attempt* a = LaunchLocked(p)) to_start.emplace_back(p, a);
+        else parts_[p].error = absl::UnavailableError(StrCat("partition ", p, " has no live replica"));
+      }
+    }
+    StartAll(to_start);
+    {
+      absl::MutexLock lock(&mu_);
+      auto resolved = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return AllResolvedLocked(); };
+      if (!mu_.AwaitWithDeadline(absl::Condition(&resolved),
+                                 absl::FromChrono(now + hedge_after))) {
+        to_start.clear();
+        for (uint32_t p = 0; p < parts_.size(); ++p) {
+          Part& part = parts_[p];
+          if (part.winner < 0 && part.outstanding > 0) {
+            if (Attempt* a = LaunchLocked(p)) to_start.emplace_back(p, a);
+          }
+        }
+      } else {
+        to_start.clear();
+      }
+    }
+    StartAll(to_start);
+    absl::MutexLock lock(&mu_);
+    auto resolved = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return AllResolvedLocked(); };
+    mu_.AwaitWithDeadline(absl::Condition(&resolved), absl::FromChrono(deadline_));
+    // Cancel what is still running (losing hedges, calls past the deadline) and wait for their
+    // callbacks: the contexts and responses they use live here.
+    for (Part& part : parts_) {
+      for (auto& a : part.attempts) {
+        if (!a->finished) a->ctx.TryCancel();
+      }
+    }
+    auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return running_ == 0; };
+    mu_.Await(absl::Condition(&idle));
+    std::vector<absl::StatusOr<Response>> out;
+    out.reserve(parts_.size());
+    for (uint32_t p = 0; p < parts_.size(); ++p) {
+      Part& part = parts_[p];
+      if (part.winner >= 0) {
+        out.push_back(std::move(part.attempts[part.winner]->response));
+      } else if (!part.error.ok()) {
+        out.push_back(part.error);
+      } else {
+        out.push_back(absl::DeadlineExceededError(StrCat("partition ", p, " did not answer in time")));
+      }
+    }
+    return out;
+  }
+
+ private:
+  struct Attempt {
+    grpc::ClientContext ctx;
+    Response response;
+    bool finished = false;
+  };
+  struct Part {
+    std::vector<uint32_t> replicas;
+    size_t next = 0;
+    std::vector<std::unique_ptr<Attempt>> attempts;
+    int outstanding = 0;
+    int winner = -1;
+    absl::Status error;
+  };
+
+  bool AllResolvedLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    for (const Part& p : parts_) {
+      if (p.winner < 0 && p.outstanding > 0) return false;
+    }
+    return true;
+  }
+
+  // The next attempt for partition p, or null when every replica was tried.
+  Attempt* LaunchLocked(uint32_t p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Part& part = parts_[p];
+    if (part.next >= part.replicas.size()) return nullptr;
+    auto a = std::make_unique<Attempt>();
+    a->ctx.set_deadline(deadline_);
+    Attempt* raw = a.get();
+    part.attempts.push_back(std::move(a));
+    ++part.next;
+    ++part.outstanding;
+    ++running_;
+    return raw;
+  }
+
+  void StartAll(const std::vector<std::pair<uint32_t, Attempt*>>& attempts) {
+    for (const auto& [p, a] : attempts) {
+      uint32_t replica = 0;
+      int index = 0;
+      {
+        absl::MutexLock lock(&mu_);
+        Part& part = parts_[p];
+        replica = part.replicas[part.next - 1];
+        for (size_t i = 0; i < part.attempts.size(); ++i) {
+          if (part.attempts[i].get() == a) index = static_cast<int>(i);
+        }
+      }
+      start_(p, replica, &a->ctx, &a->response,
+             [this, p = p, a = a, index](grpc::Status s) { Finished(p, a, index, s); });
+    }
+  }
+
+  void Finished(uint32_t p, Attempt* a, int index, const grpc::Status& s) {
+    Attempt* retry = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      Part& part = parts_[p];
+      a->finished = true;
+      --part.outstanding;
+      --running_;
+      if (s.ok()) {
+        if (part.winner < 0) part.winner = index;
+      } else if (part.winner < 0) {
+        part.error = FromGrpc(s);
+        // A refused request (bad query) would be refused by every replica: do not retry it.
+        if (s.error_code() != grpc::StatusCode::INVALID_ARGUMENT &&
+            s.error_code() != grpc::StatusCode::CANCELLED &&
+            std::chrono::system_clock::now() < deadline_) {
+          retry = LaunchLocked(p);
+        }
+      }
+    }
+    if (retry != nullptr) StartAll({{p, retry}});
+  }
+
+  Start start_;
+  std::chrono::system_clock::time_point deadline_;
+  absl::Mutex mu_;
+  std::vector<Part> parts_ ABSL_GUARDED_BY(mu_);
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+absl::Status OutcomeStatus(const ipb::Outcome& o) {
+  return absl::Status(static_cast<absl::StatusCode>(o.code()), o.message());
+}
+
+bool Retryable(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+         s.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
+         s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+         s.error_code() == grpc::StatusCode::CANCELLED;
+}
+
+}  // namespace
+
+ClusterBackend::ClusterBackend(ClusterView& view, const ClusterBackendOptions& options,
+                               const Clock& clock, SnowflakeGenerator ids,
+                               std::unique_ptr<analysis::Analyzer> analyzer)
+    : view_(view), options_(options), clock_(clock), ids_(std::move(ids)),
+      analyzer_(std::move(analyzer)), cache_(options.tweet_cache_bytes) {}
+
+ClusterBackend::~ClusterBackend() = default;
+
+absl::StatusOr<std::unique_ptr<ClusterBackend>> ClusterBackend::Create(
+    ClusterView& view, const ClusterBackendOptions& options, const Clock& clock) {
+  absl::StatusOr<SnowflakeGenerator> ids = SnowflakeGenerator::Create(options.node_id, clock);
+  if (!ids.ok()) return ids.status();
+  absl::StatusOr<std::unique_ptr<analysis::Analyzer>> analyzer =
+      analysis::Analyzer::Create(options.index.analyzer);
+  if (!analyzer.ok()) return analyzer.status();
+  return std::unique_ptr<ClusterBackend>(
+      new ClusterBackend(view, options, clock, *std::move(ids), *std::move(analyzer)));
+}
+
+absl::StatusOr<ipb::WriteResponse> ClusterBackend::WriteToPrimary(uint32_t p,
+                                                                  ipb::WriteRequest request) {
+  const auto deadline = Steady::now() + options_.write_deadline;
+  absl::Status last = absl::UnavailableError(StrCat("storage partition ", p, " has no primary"));
+  for (int attempt = 0; Steady::now() < deadline; ++attempt) {
+    if (attempt > 0) {
+      view_.Refresh();
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(50 * attempt, 500)));
+    }
+    std::optional<uint32_t> primary = view_.StoragePrimary(p);
+    if (!primary.has_value()) continue;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    ipb::WriteResponse response;
+    grpc::Status s = view_.storage(p, *primary).Write(&context, request, &response);
+    if (s.ok()) return response;
+    last = FromGrpc(s);
+    if (!Retryable(s)) return last;
+    request.set_retry(true);  // the write may have landed before its answer was lost
+  }
+  return absl::UnavailableError(StrCat("storage partition ", p, ": ", last.message()));
+}
+
+void ClusterBackend::WaitVisible(const std::vector<std::pair<uint32_t, uint64_t>>& written) const {
+  if (written.empty()) return;
+  struct Call {
+    grpc::ClientContext ctx;
+    ipb::WaitAppliedRequest request;
+    ipb::WaitAppliedResponse response;
+  };
+  std::vector<std::unique_ptr<Call>> calls;
+  absl::Mutex mu;
+  size_t pending = 0;
+  for (uint32_t ip = 0; ip < view_.topology().index.size(); ++ip) {
+    for (uint32_t r : view_.LiveIndexReplicas(ip)) {
+      for (const auto& [sp, sequence] : written) {
+        auto call = std::make_unique<Call>();
+        call->request.set_storage_partition(sp);
+        call->request.set_sequence(sequence);
+        call->request.set_timeout_ms(static_cast<uint32_t>(options_.visible_wait.count()));
+        call->ctx.set_deadline(std::chrono::system_clock::now() + options_.visible_wait +
+                               std::chrono::milliseconds(500));
+        calls.push_back(std::move(call));
+        Call* c = calls.back().get();
+        {
+          absl::MutexLock lock(&mu);
+          ++pending;
+        }
+        view_.index(ip, r).async()->WaitApplied(&c->ctx, &c->request, &c->response,
+                                                [&mu, &pending](grpc::Status) {
+                                                  absl::MutexLock lock(&mu);
+                                                  --pending;
+                                                });
+      }
+    }
+  }
+  absl::MutexLock lock(&mu);
+  auto done = [&pending]() { return pending == 0; };
+  mu.Await(absl::Condition(&done));
+}
+
+std::vector<aggregator::IngestOutcome> ClusterBackend::Ingest(
+    std::vector<aggregator::NewTweet> tweets) {
+  std::vector<aggregator::IngestOutcome> outcomes(tweets.size());
+  const uint32_t partitions = static_cast<uint32_t>(view_.topology().storage.size());
+  std::vector<ipb::WriteRequest> requests(partitions);
+  std::vector<std::vector<size_t>> positions(partitions);
+  absl::flat_hash_set<TweetId> seen;
+  uint64_t rejected = 0;
+  for (size_t i = 0; i < tweets.size(); ++i) {
+    aggregator::NewTweet& t = tweets[i];
+    outcomes[i].status = aggregator::ValidateNewTweet(t, options_.max_text_bytes);
+    if (!outcomes[i].status.ok()) {
+      ++rejected;
+      continue;
+    }
+    const TweetId id = t.id.has_value() ? *t.id : ids_.Next();
+    if (!seen.insert(id).second) {
+      outcomes[i].status = absl::AlreadyExistsError(StrCat("duplicate id ", id));
+      ++rejected;
+      continue;
+    }
+    outcomes[i].id = id;
+    const uint32_t p = StoragePartitionOf(id, partitions);
+    ToProto(aggregator::ToStoredTweet(std::move(t), id, clock_), requests[p].add_puts());
+    positions[p].push_back(i);
+  }
+  // One writer thread per storage partition with tweets.
+  std::vector<absl::StatusOr<ipb::WriteResponse>> answers(partitions, absl::OkStatus());
+  std::vector<std::thread> writers;
+  for (uint32_t p = 0; p < partitions; ++p) {
+    if (positions[p].empty()) continue;
+    writers.emplace_back([this, p, &requests, &answers] {
+      answers[p] = WriteToPrimary(p, std::move(requests[p]));
+    });
+  }
+  for (std::thread& w : writers) w.join();
+  std::vector<std::pair<uint32_t, uint64_t>> written;
+  uint64_t accepted = 0;
+  for (uint32_t p = 0; p < partitions; ++p) {
+    if (positions[p].empty()) continue;
+    const absl::StatusOr<ipb::WriteResponse>& answer = answers[p];
+    for (size_t j = 0; j < positions[p].size(); ++j) {
+      aggregator::IngestOutcome& o = outcomes[positions[p][j]];
+      if (!answer.ok()) {
+        o.status = answer.status();
+      } else if (j < static_cast<size_t>(answer->outcomes_size())) {
+        o.status = OutcomeStatus(answer->outcomes(static_cast<int>(j)));
+      } else {
+        o.status = absl::InternalError("storage answered fewer outcomes than tweets");
+      }
+      if (o.status.ok()) {
+        ++accepted;
+      } else {
+        ++rejected;
+      }
+    }
+    if (answer.ok()) written.emplace_back(p, answer->last_sequence());
+  }
+  WaitVisible(written);
+  ingested_.fetch_add(accepted, std::memory_order_relaxed);
+  rejected_.fetch_add(rejected, std::memory_order_relaxed);
+  return outcomes;
+}
+
+absl::Status ClusterBackend::Delete(TweetId id) {
+  const uint32_t p = StoragePartitionOf(id, static_cast<uint32_t>(view_.topology().storage.size()));
+  ipb::WriteRequest request;
+  request.set_delete_id(id);
+  absl::StatusOr<ipb::WriteResponse> answer = WriteToPrimary(p, std::move(request));
+  if (!answer.ok()) return answer.status();
+  cache_.Invalidate(id);
+  WaitVisible({{p, answer->last_sequence()}});
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint32_t> ClusterBackend::Likes(TweetId id, int64_t value, bool add) {
+  if (!add && (value < 0 || value > UINT32_MAX)) {
+    return absl::InvalidArgumentError("likes must be between 0 and 4294967295");
+  }
+  const uint32_t p = StoragePartitionOf(id, static_cast<uint32_t>(view_.topology().storage.size()));
+  ipb::WriteRequest request;
+  request.set_likes_id(id);
+  request.set_likes_value(value);
+  request.set_likes_add(add);
+  // A retried "add" could count twice if its first attempt landed: likes are a popularity
+  // signal, and the retry only happens across a failover.
+  absl::StatusOr<ipb::WriteResponse> answer = WriteToPrimary(p, std::move(request));
+  if (!answer.ok()) return answer.status();
+  cache_.Invalidate(id);
+  WaitVisible({{p, answer->last_sequence()}});
+  return answer->likes();
+}
+
+absl::StatusOr<storage::StoredTweet> ClusterBackend::Get(TweetId id) const {
+  const uint32_t partitions = static_cast<uint32_t>(view_.topology().storage.size());
+  const uint32_t p = StoragePartitionOf(id, partitions);
+  std::vector<std::vector<uint32_t>> replicas(partitions);
+  std::optional<uint32_t> primary = view_.StoragePrimary(p);
+  for (uint32_t r = 0; r < view_.topology().storage[p].replicas.size(); ++r) replicas[p].push_back(r);
+  if (primary.has_value()) std::swap(replicas[p][0], replicas[p][*primary]);
+  ipb::MultiGetRequest request;
+  request.add_ids(id);
+  for (uint32_t q = 0; q < partitions; ++q) {
+    if (q != p) replicas[q].clear();
+  }
+  FanOut<ipb::MultiGetResponse> fan(std::move(replicas), [&](uint32_t q, uint32_t r, grpc::ClientContext* ctx,
+                                                             ipb::MultiGetResponse* response,
+                                                             std::function<void(grpc::Status)> done) {
+    view_.storage(q, r).async()->MultiGet(ctx, &request, response, std::move(done));
+  });
+  std::vector<absl::StatusOr<ipb::MultiGetResponse>> answers =
+      fan.Run(options_.search_deadline, options_.hedge_after);
+  if (!answers[p].ok()) return answers[p].status();
+  if (answers[p]->tweets_size() == 0) return absl::NotFoundError(StrCat("tweet ", id, " not found"));
+  return FromProto(answers[p]->tweets(0));
+}
+
+absl::StatusOr<query::CollectionStats> ClusterBackend::CollectStats(
+    const aggregator::SearchCall& call) const {
+  const uint32_t partitions = static_cast<uint32_t>(view_.topology().index.size());
+  std::vector<std::vector<uint32_t>> replicas(partitions);
+  const uint32_t turn = rotation_.fetch_add(1, std::memory_order_relaxed);
+  for (uint32_t p = 0; p < partitions; ++p) {
+    replicas[p] = view_.LiveIndexReplicas(p);
+    if (!replicas[p].empty()) std::rotate(replicas[p].begin(), replicas[p].begin() + turn % replicas[p].size(), replicas[p].end());
+  }
+  ipb::StatsRequest request;
+  request.set_search_terms(std::string(call.search_terms));
+  FanOut<ipb::CollectionStats> fan(std::move(replicas), [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx,
+                                                            ipb::CollectionStats* response,
+                                                            std::function<void(grpc::Status)> done) {
+    view_.index(p, r).async()->Stats(ctx, &request, response, std::move(done));
+  });
+  query::CollectionStats total;
+  std::vector<absl::StatusOr<ipb::CollectionStats>> answers =
+      fan.Run(options_.search_deadline, options_.hedge_after);
+  for (uint32_t p = 0; p < partitions; ++p) {
+    if (answers[p].ok()) {
+      query::AddStats(FromProto(*answers[p]), &total);
+    } else if (absl::IsInvalidArgument(answers[p].status()) || !call.allow_partial) {
+      return absl::IsInvalidArgument(answers[p].status())
+                 ? answers[p].status()
+                 : absl::UnavailableError(StrCat("index partition ", p, ": ", answers[p].status().message()));
+    }
+  }
+  return total;
+}
+
+absl::StatusOr<aggregator::SearchOutcome> ClusterBackend::RunSearch(
+    const aggregator::SearchCall& call) const {
+  const uint32_t partitions = static_cast<uint32_t>(view_.topology().index.size());
+  std::vector<std::vector<uint32_t>> replicas(partitions);
+  const uint32_t turn = rotation_.fetch_add(1, std::memory_order_relaxed);
+  for (uint32_t p = 0; p < partitions; ++p) {
+    replicas[p] = view_.LiveIndexReplicas(p);
+    if (!replicas[p].empty()) std::rotate(replicas[p].begin(), replicas[p].begin() + turn % replicas[p].size(), replicas[p].end());
+  }
+  const query::SearchOptions& o = call.options;
+  ipb::PartitionSearchRequest request;
+  request.set_search_terms(std::string(call.search_terms));
+  request.set_sort(static_cast<int>(o.sort));
+  request.set_limit(o.limit);
+  if (o.after.has_value()) {
+    request.set_has_after(true);
+    request.set_after_primary(o.after->primary);
+    request.set_after_id(o.after->id);
+  }
+  request.set_watermark(o.watermark);
+  request.set_now_ms(o.now_ms);
+  if (o.stats != nullptr) ToProto(*o.stats, request.mutable_stats());
+  FanOut<ipb::PartitionSearchResponse> fan(
+      std::move(replicas), [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx,
+                               ipb::PartitionSearchResponse* response,
+                               std::function<void(grpc::Status)> done) {
+        view_.index(p, r).async()->Search(ctx, &request, response, std::move(done));
+      });
+  std::vector<absl::StatusOr<ipb::PartitionSearchResponse>> answers =
+      fan.Run(options_.search_deadline, options_.hedge_after);
+
+  // k-way merge of the partitions' top-k (each sorted), by sort key.
+  aggregator::SearchOutcome out;
+  std::vector<query::Hit> hits;
+  for (uint32_t p = 0; p < partitions; ++p) {
+    if (!answers[p].ok()) {
+      if (absl::IsInvalidArgument(answers[p].status())) return answers[p].status();
+      if (!call.allow_partial) {
+        return absl::UnavailableError(StrCat("index partition ", p, " has no replica answering (",
+                                             answers[p].status().message(), ")"));
+      }
+      out.missing_partitions.push_back(p);
+      continue;
+    }
+    const ipb::PartitionSearchResponse& r = *answers[p];
+    out.total_hits += r.total_hits();
+    out.total_is_exact = out.total_is_exact && r.total_is_exact();
+    out.max_id = std::max<TweetId>(out.max_id, r.max_id());
+    for (const ipb::PartitionHit& h : r.hits()) {
+      hits.push_back(query::Hit{h.id(), h.score(), h.likes(), h.created_at_ms(),
+                                query::SortKey{h.primary(), h.id()}});
+    }
+  }
+  std::sort(hits.begin(), hits.end(),
+            [](const query::Hit& a, const query::Hit& b) { return query::Before(a.key, b.key); });
+  if (hits.size() > o.limit) hits.resize(o.limit);
+
+  // Hydrate: the cache, then one MultiGet per storage partition for the rest.
+  const uint32_t storage_partitions = static_cast<uint32_t>(view_.topology().storage.size());
+  out.hits.resize(hits.size());
+  std::vector<ipb::MultiGetRequest> gets(storage_partitions);
+  std::vector<std::vector<uint32_t>> storage_replicas(storage_partitions);
+  for (size_t i = 0; i < hits.size(); ++i) {
+    out.hits[i].hit = hits[i];
+    out.hits[i].tweet = cache_.Get(hits[i].id);
+    if (out.hits[i].tweet == nullptr) {
+      gets[StoragePartitionOf(hits[i].id, storage_partitions)].add_ids(hits[i].id);
+    }
+  }
+  bool any_missing = false;
+  for (uint32_t p = 0; p < storage_partitions; ++p) {
+    if (gets[p].ids_size() == 0) continue;
+    any_missing = true;
+    for (uint32_t r = 0; r < view_.topology().storage[p].replicas.size(); ++r) storage_replicas[p].push_back(r);
+    std::optional<uint32_t> primary = view_.StoragePrimary(p);
+    if (primary.has_value()) std::swap(storage_replicas[p][0], storage_replicas[p][*primary]);
+  }
+  if (any_missing) {
+    const uint64_t epoch = cache_.epoch();
+    FanOut<ipb::MultiGetResponse> fetch(
+        std::move(storage_replicas), [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx,
+                                         ipb::MultiGetResponse* response,
+                                         std::function<void(grpc::Status)> done) {
+          view_.storage(p, r).async()->MultiGet(ctx, &gets[p], response, std::move(done));
+        });
+    std::vector<absl::StatusOr<ipb::MultiGetResponse>> fetched =
+        fetch.Run(options_.search_deadline, options_.hedge_after);
+    absl::flat_hash_map<TweetId, std::shared_ptr<const storage::StoredTweet>> found;
+    for (uint32_t p = 0; p < storage_partitions; ++p) {
+      if (gets[p].ids_size() == 0) continue;
+      if (!fetched[p].ok()) {
+        return absl::UnavailableError(
+            StrCat("storage partition ", p, ": ", fetched[p].status().message()));
+      }
+      for (const v1::Tweet& t : fetched[p]->tweets()) {
+        auto tweet = std::make_shared<const storage::StoredTweet>(FromProto(t));
+        cache_.PutIfUnchanged(tweet, epoch);
+        found[t.id()] = std::move(tweet);
+      }
+    }
+    for (aggregator::SearchHit& h : out.hits) {
+      if (h.tweet != nullptr) continue;
+      auto it = found.find(h.hit.id);
+      if (it != found.end()) h.tweet = it->second;  // absent: deleted since it was indexed
+    }
+  }
+  std::erase_if(out.hits, [](const aggregator::SearchHit& h) { return h.tweet == nullptr; });
+  return out;
+}
+
+aggregator::EngineStats ClusterBackend::Stats() const {
+  aggregator::EngineStats s;
+  s.tweets_ingested = ingested_.load(std::memory_order_relaxed);
+  s.tweets_rejected = rejected_.load(std::memory_order_relaxed);
+  s.tweet_cache_hits = cache_.hits();
+  s.tweet_cache_misses = cache_.misses();
+  s.tweet_cache_bytes = cache_.bytes();
+  const uint32_t partitions = static_cast<uint32_t>(view_.topology().index.size());
+  std::vector<std::vector<uint32_t>> replicas(partitions);
+  for (uint32_t p = 0; p < partitions; ++p) replicas[p] = view_.LiveIndexReplicas(p);
+  ipb::StatusRequest request;
+  FanOut<ipb::IndexStatus> fan(std::move(replicas), [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx,
+                                                        ipb::IndexStatus* response,
+                                                        std::function<void(grpc::Status)> done) {
+    view_.index(p, r).async()->Status(ctx, &request, response, std::move(done));
+  });
+  for (const absl::StatusOr<ipb::IndexStatus>& st : fan.Run(options_.search_deadline, options_.hedge_after)) {
+    if (!st.ok()) continue;
+    s.indexed_documents += st->documents();
+    s.index_memory_bytes += st->memory_bytes();
+  }
+  return s;
+}
+
+}  // namespace tweetsearch::cluster

@@ -1,0 +1,313 @@
+#include "cluster/services.h"
+
+#include "absl/synchronization/mutex.h"
+#include "cluster/convert.h"
+#include "common/strings.h"
+
+namespace tweetsearch::cluster {
+namespace {
+
+using internal::v1::Index;
+using internal::v1::Storage;
+namespace ipb = internal::v1;
+
+constexpr size_t kDefaultReadMax = 4096;
+constexpr uint32_t kMaxWaitMs = 10'000;
+
+std::chrono::system_clock::time_point Deadline(std::chrono::milliseconds timeout) {
+  return std::chrono::system_clock::now() + timeout;
+}
+
+class StorageService final : public Storage::Service {
+ public:
+  explicit StorageService(storage::StorageNode& node) : node_(node) {}
+
+  grpc::Status Write(grpc::ServerContext*, const ipb::WriteRequest* request,
+                     ipb::WriteResponse* response) override {
+    storage::WriteOp op;
+    op.retry = request->retry();
+    op.puts.reserve(request->puts_size());
+    for (const v1::Tweet& t : request->puts()) op.puts.push_back(FromProto(t));
+    if (request->delete_id() != 0) op.delete_id = request->delete_id();
+    if (request->likes_id() != 0) {
+      op.likes = storage::LikesChange{request->likes_id(), request->likes_value(), request->likes_add()};
+    }
+    absl::StatusOr<storage::WriteResult> result = node_.Write(std::move(op));
+    if (!result.ok()) return ToGrpc(result.status());
+    for (const absl::Status& s : result->outcomes) {
+      ipb::Outcome* o = response->add_outcomes();
+      o->set_code(static_cast<int>(s.code()));
+      o->set_message(std::string(s.message()));
+    }
+    response->set_likes(result->likes);
+    response->set_last_sequence(result->last_sequence);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Replicate(grpc::ServerContext*, const ipb::ReplicateRequest* request,
+                         ipb::ReplicateResponse* response) override {
+    std::vector<storage::ReplicatedChange> changes;
+    changes.reserve(request->changes_size());
+    for (const ipb::Change& c : request->changes()) {
+      absl::StatusOr<storage::ReplicatedChange> change = FromProto(c);
+      if (!change.ok()) return ToGrpc(change.status());
+      changes.push_back(*std::move(change));
+    }
+    absl::StatusOr<uint64_t> last = node_.Replicate(request->epoch(), request->primary(), changes);
+    if (!last.ok()) return ToGrpc(last.status());
+    response->set_last_sequence(*last);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ReadChanges(grpc::ServerContext*, const ipb::ReadChangesRequest* request,
+                           ipb::ReadChangesResponse* response) override {
+    const size_t max = request->max() == 0 ? kDefaultReadMax : std::min<size_t>(request->max(), 65536);
+    absl::StatusOr<std::vector<storage::ReplicatedChange>> changes = node_.ReadChanges(
+        request->after(), max, absl::Milliseconds(std::min(request->wait_ms(), kMaxWaitMs)),
+        request->reader(), request->reader_keeps());
+    if (!changes.ok()) return ToGrpc(changes.status());
+    for (const storage::ReplicatedChange& c : *changes) ToProto(c, response->add_changes());
+    response->set_last_sequence(node_.LastSequence());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status MultiGet(grpc::ServerContext*, const ipb::MultiGetRequest* request,
+                        ipb::MultiGetResponse* response) override {
+    std::vector<TweetId> ids(request->ids().begin(), request->ids().end());
+    for (absl::StatusOr<storage::StoredTweet>& t : node_.MultiGet(ids)) {
+      if (t.ok()) {
+        ToProto(*t, response->add_tweets());
+      } else if (!absl::IsNotFound(t.status())) {
+        return ToGrpc(t.status());
+      }
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Status(grpc::ServerContext*, const ipb::StatusRequest*,
+                      ipb::StorageStatus* response) override {
+    const storage::StorageNodeStatus s = node_.Status();
+    response->set_node(node_.options().node);
+    response->set_partition(node_.options().partition);
+    response->set_role(s.role == storage::ReplicaRole::kPrimary ? "primary" : "secondary");
+    response->set_epoch(s.epoch);
+    response->set_last_sequence(s.last_sequence);
+    response->set_tweets_estimate(s.tweets_estimate);
+    response->set_single_replica_writes(s.single_replica_writes);
+    response->set_peer_in_sync(s.peer_in_sync);
+    return grpc::Status::OK;
+  }
+
+ private:
+  storage::StorageNode& node_;
+};
+
+query::SearchOptions ToOptions(const ipb::PartitionSearchRequest& r, query::CollectionStats* stats) {
+  query::SearchOptions o;
+  o.sort = static_cast<query::SortMode>(r.sort());
+  o.limit = r.limit();
+  if (r.has_after()) o.after = query::SortKey{r.after_primary(), r.after_id()};
+  o.watermark = r.watermark() == 0 ? kMaxTweetId : r.watermark();
+  o.now_ms = r.now_ms();
+  if (r.has_stats()) {
+    *stats = FromProto(r.stats());
+    o.stats = stats;
+  }
+  return o;
+}
+
+class IndexService final : public Index::Service {
+ public:
+  explicit IndexService(indexer::IndexNode& node) : node_(node) {}
+
+  grpc::Status Search(grpc::ServerContext*, const ipb::PartitionSearchRequest* request,
+                      ipb::PartitionSearchResponse* response) override {
+    if (request->sort() < 0 || request->sort() > 2) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "sort must be 0, 1 or 2");
+    }
+    query::CollectionStats stats;
+    absl::StatusOr<indexer::PartitionResult> result =
+        node_.Search(request->search_terms(), ToOptions(*request, &stats));
+    if (!result.ok()) return ToGrpc(result.status());
+    for (const query::Hit& h : result->result.hits) {
+      ipb::PartitionHit* out = response->add_hits();
+      out->set_id(h.id);
+      out->set_score(h.score);
+      out->set_likes(h.likes);
+      out->set_created_at_ms(h.created_at_ms);
+      out->set_primary(h.key.primary);
+    }
+    response->set_total_hits(result->result.total_hits);
+    response->set_total_is_exact(result->result.total_is_exact);
+    response->set_max_id(result->max_id);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Stats(grpc::ServerContext*, const ipb::StatsRequest* request,
+                     ipb::CollectionStats* response) override {
+    absl::StatusOr<query::CollectionStats> stats = node_.Stats(request->search_terms());
+    if (!stats.ok()) return ToGrpc(stats.status());
+    ToProto(*stats, response);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status WaitApplied(grpc::ServerContext*, const ipb::WaitAppliedRequest* request,
+                           ipb::WaitAppliedResponse* response) override {
+    response->set_applied(node_.WaitApplied(
+        request->storage_partition(), request->sequence(),
+        absl::Milliseconds(std::min(request->timeout_ms(), kMaxWaitMs))));
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Status(grpc::ServerContext*, const ipb::StatusRequest*,
+                      ipb::IndexStatus* response) override {
+    const indexer::IndexNodeStatus s = node_.Status();
+    response->set_state(std::string(indexer::IndexStateName(s.state)));
+    response->set_documents(s.documents);
+    response->set_memory_bytes(s.memory_bytes);
+    for (uint64_t a : s.applied) response->add_applied(a);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status BeginRebuild(grpc::ServerContext*, const ipb::BeginRebuildRequest* request,
+                            ipb::Empty*) override {
+    return ToGrpc(node_.BeginRebuild(
+        std::vector<uint64_t>(request->from_sequences().begin(), request->from_sequences().end())));
+  }
+
+  grpc::Status AddTweets(grpc::ServerContext*, const ipb::AddTweetsRequest* request,
+                         ipb::AddTweetsResponse* response) override {
+    std::vector<storage::StoredTweet> tweets;
+    tweets.reserve(request->tweets_size());
+    for (const v1::Tweet& t : request->tweets()) tweets.push_back(FromProto(t));
+    if (absl::Status s = node_.AddTweets(tweets); !s.ok()) return ToGrpc(s);
+    response->set_documents(node_.Status().documents);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status FinishRebuild(grpc::ServerContext*, const ipb::FinishRebuildRequest*,
+                             ipb::Empty*) override {
+    return ToGrpc(node_.FinishRebuild());
+  }
+
+ private:
+  indexer::IndexNode& node_;
+};
+
+class GrpcStoragePeer final : public storage::StoragePeer {
+ public:
+  GrpcStoragePeer(const std::string& address, std::chrono::milliseconds timeout)
+      : stub_(Storage::NewStub(Connect(address))), timeout_(timeout) {}
+
+  absl::StatusOr<uint64_t> Replicate(uint64_t epoch, const std::string& primary,
+                                     std::span<const storage::ReplicatedChange> changes) override {
+    ipb::ReplicateRequest request;
+    request.set_epoch(epoch);
+    request.set_primary(primary);
+    for (const storage::ReplicatedChange& c : changes) ToProto(c, request.add_changes());
+    ipb::ReplicateResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(Deadline(timeout_));
+    grpc::Status s = stub_->Replicate(&context, request, &response);
+    if (!s.ok()) {
+      // Only a refusal is FailedPrecondition; every transport failure is "unreachable".
+      if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION) return FromGrpc(s);
+      return absl::UnavailableError(StrCat("secondary: ", s.error_message()));
+    }
+    return response.last_sequence();
+  }
+
+ private:
+  std::unique_ptr<Storage::Stub> stub_;
+  const std::chrono::milliseconds timeout_;
+};
+
+class GrpcChangeSource final : public indexer::ChangeSource {
+ public:
+  GrpcChangeSource(std::vector<std::string> replicas, std::string reader)
+      : reader_(std::move(reader)) {
+    for (const std::string& r : replicas) stubs_.push_back(Storage::NewStub(Connect(r)));
+  }
+
+  absl::StatusOr<std::vector<storage::ReplicatedChange>> ReadChanges(
+      uint64_t after, size_t max, absl::Duration wait, uint64_t keeps) override {
+    absl::Status last = absl::UnavailableError("no replica");
+    for (size_t attempt = 0; attempt < stubs_.size(); ++attempt) {
+      const size_t i = (current_ + attempt) % stubs_.size();
+      ipb::ReadChangesRequest request;
+      request.set_after(after);
+      request.set_max(static_cast<uint32_t>(max));
+      request.set_wait_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(wait)));
+      request.set_reader(reader_);
+      request.set_reader_keeps(keeps);
+      ipb::ReadChangesResponse response;
+      grpc::ClientContext context;
+      context.set_deadline(Deadline(std::chrono::milliseconds(absl::ToInt64Milliseconds(wait)) +
+                                    std::chrono::seconds(5)));
+      grpc::Status s = stubs_[i]->ReadChanges(&context, request, &response);
+      if (s.ok()) {
+        current_ = i;
+        std::vector<storage::ReplicatedChange> out;
+        out.reserve(response.changes_size());
+        for (const ipb::Change& c : response.changes()) {
+          absl::StatusOr<storage::ReplicatedChange> change = FromProto(c);
+          if (!change.ok()) return change.status();
+          out.push_back(*std::move(change));
+        }
+        return out;
+      }
+      last = FromGrpc(s);
+      if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION) return last;  // trimmed
+    }
+    return last;
+  }
+
+ private:
+  const std::string reader_;
+  std::vector<std::unique_ptr<Storage::Stub>> stubs_;
+  size_t current_ = 0;  // Tail() calls from one thread
+};
+
+}  // namespace
+
+std::shared_ptr<grpc::Channel> Connect(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(256 << 20);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+std::unique_ptr<grpc::Service> MakeStorageService(storage::StorageNode& node) {
+  return std::make_unique<StorageService>(node);
+}
+
+std::unique_ptr<grpc::Service> MakeIndexService(indexer::IndexNode& node) {
+  return std::make_unique<IndexService>(node);
+}
+
+std::unique_ptr<storage::StoragePeer> MakeStoragePeer(const std::string& address,
+                                                      std::chrono::milliseconds timeout) {
+  return std::make_unique<GrpcStoragePeer>(address, timeout);
+}
+
+std::unique_ptr<indexer::ChangeSource> MakeChangeSource(std::vector<std::string> replicas,
+                                                        std::string reader) {
+  return std::make_unique<GrpcChangeSource>(std::move(replicas), std::move(reader));
+}
+
+absl::StatusOr<RunningServer> StartServer(const std::string& address,
+                                          const std::vector<grpc::Service*>& services) {
+  RunningServer out;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &out.port);
+  builder.SetMaxReceiveMessageSize(256 << 20);
+  for (grpc::Service* s : services) builder.RegisterService(s);
+  out.server = builder.BuildAndStart();
+  if (out.server == nullptr || out.port == 0) {
+    return absl::UnavailableError(StrCat("cannot listen on ", address));
+  }
+  return out;
+}
+
+}  // namespace tweetsearch::cluster
