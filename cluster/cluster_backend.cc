@@ -291,7 +291,7 @@ std::vector<aggregator::IngestOutcome> ClusterBackend::Ingest(
     positions[p].push_back(i);
   }
   // One writer thread per storage partition with tweets.
-  std::vector<absl::StatusOr<ipb::WriteResponse>> answers(partitions, absl::OkStatus());
+  std::vector<absl::StatusOr<ipb::WriteResponse>> answers(partitions, ipb::WriteResponse());
   std::vector<std::thread> writers;
   for (uint32_t p = 0; p < partitions; ++p) {
     if (positions[p].empty()) continue;
@@ -450,8 +450,8 @@ absl::StatusOr<aggregator::SearchOutcome> ClusterBackend::RunSearch(
     if (!answers[p].ok()) {
       if (absl::IsInvalidArgument(answers[p].status())) return answers[p].status();
       if (!call.allow_partial) {
-        return absl::UnavailableError(StrCat("index partition ", p, " has no replica answering (",
-                                             answers[p].status().message(), ")"));
+        return absl::UnavailableError(
+            StrCat("index partition ", p, " is unavailable: no replica answered"));
       }
       out.missing_partitions.push_back(p);
       continue;

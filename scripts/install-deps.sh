@@ -9,7 +9,7 @@ PACKAGES=(
   libabsl-dev libicu-dev libstemmer-dev libxxhash-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   librocksdb-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
-  libboost-dev libssl-dev libyaml-cpp-dev libspdlog-dev libhiredis-dev redis-server
+  libboost-dev libssl-dev libyaml-cpp-dev libspdlog-dev libhiredis-dev redis-server etcd-server etcd-client curl
   wrk
   chromium chromium-driver
 )

@@ -171,8 +171,9 @@ absl::StatusOr<WriteResult> StorageNode::Write(WriteOp op) {
   } else if (!alone) {
     alone = true;  // out of sync: CatchUpPeer() brings it back
     if (!options_.allow_single_replica) {
-      return absl::UnavailableError(StrCat("the secondary of storage partition ",
-                                           options_.partition, " is catching up"));
+      return absl::UnavailableError(
+          StrCat("the secondary of storage partition ", options_.partition,
+                 " is not in sync (down or catching up) and single-replica writes are off"));
     }
   }
   if (alone && peer_ != nullptr) {

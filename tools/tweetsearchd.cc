@@ -3,6 +3,7 @@
 //
 //   tweetsearchd --data-dir data --http-port 8080 --grpc-port 9090
 //   tweetsearchd --config tweetsearchd.yaml --http-port 0     # flags win over the file
+//   tweetsearchd --topology cluster.yaml --role index --node i0a   # one process of a cluster
 //
 // SIGTERM or SIGINT: graceful stop (finish requests in flight, save the index), exit 0.
 // SIGHUP: reload the quota rules (--limits).
@@ -15,8 +16,44 @@
 
 #include "absl/synchronization/mutex.h"
 #include "aggregator/daemon.h"
+#include "cluster/node.h"
 
 namespace agg = tweetsearch::aggregator;
+namespace cluster = tweetsearch::cluster;
+
+namespace {
+
+// One process of a cluster, until SIGTERM or SIGINT.
+int RunClusterNode(const std::string& topology_file, const std::string& role_name,
+                   const std::string& node_name, const agg::DaemonConfig& config,
+                   sigset_t& signals) {
+  absl::StatusOr<cluster::Topology> topology = cluster::LoadTopology(topology_file);
+  if (!topology.ok()) {
+    std::cerr << "tweetsearchd: " << topology.status().message() << "\n";
+    return 2;
+  }
+  absl::StatusOr<cluster::Role> role = cluster::ParseRole(role_name);
+  if (!role.ok() || node_name.empty()) {
+    std::cerr << "tweetsearchd: --topology needs --role (storage, index, aggregator) and --node\n";
+    return 2;
+  }
+  absl::StatusOr<std::unique_ptr<cluster::ClusterNode>> node =
+      cluster::ClusterNode::Start(*topology, *role, node_name, config);
+  if (!node.ok()) {
+    spdlog::error("cannot start {} {}: {}", role_name, node_name, node.status().ToString());
+    return 1;
+  }
+  int signal_number = 0;
+  while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
+    (void)(*node)->ReloadLimits();
+  }
+  spdlog::info("received {}: stopping {}", signal_number == SIGTERM ? "SIGTERM" : "SIGINT", node_name);
+  absl::Status stopped = (*node)->Stop();
+  node->reset();
+  return stopped.ok() ? 0 : 1;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // Signals are taken by sigwait below; block them before any thread starts so none of the
@@ -32,7 +69,7 @@ int main(int argc, char** argv) {
   // is for tests, which keep it.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
-  CLI::App app{"tweetsearchd: the tweetsearch service (all roles in one process)"};
+  CLI::App app{"tweetsearchd: the tweetsearch service (all roles in one process, or one role of a cluster)"};
   agg::DaemonConfig config;
   std::string config_file;
   int http_port = 8080;
@@ -62,6 +99,10 @@ int main(int argc, char** argv) {
   auto* usage_flush = app.add_option("--usage-flush-ms", config.usage_flush_ms,
                                      "Milliseconds between usage flushes (0: usage off)")
                           ->check(CLI::Range(int64_t{0}, int64_t{3'600'000}));
+  std::string topology_file, role_name, node_name;
+  app.add_option("--topology", topology_file, "Cluster topology (YAML): run one role of it");
+  app.add_option("--role", role_name, "With --topology: storage, index or aggregator");
+  app.add_option("--node", node_name, "With --topology: this process's node name");
   bool no_demo_key = false;
   app.add_flag("--no-demo-key", no_demo_key, "Do not register the demo key on first start");
   CLI11_PARSE(app, argc, argv);
@@ -93,6 +134,10 @@ int main(int argc, char** argv) {
     config.http.port = static_cast<uint16_t>(http_port);
   }
   if (no_demo_key) config.demo_key = false;
+  if (!topology_file.empty()) {
+    spdlog::set_level(spdlog::level::from_str(config.log_level));
+    return RunClusterNode(topology_file, role_name, node_name, config, signals);
+  }
   if (config.data_dir.empty()) {
     std::cerr << "tweetsearchd: --data-dir (or data_dir in --config) is required\n";
     return 2;

@@ -52,6 +52,9 @@ class TweetsearchdProcess {
 std::optional<int> RunCommand(const std::vector<std::string>& argv, const std::string& log_path,
                               std::chrono::milliseconds timeout);
 
+// A port the kernel just handed out on 127.0.0.1 (free at this moment).
+int FreeLoopbackPort();
+
 // Polls `path` until it exists and is not empty (bounded by `timeout`); returns its contents.
 std::optional<std::string> WaitForFile(const std::string& path, std::chrono::milliseconds timeout);
 

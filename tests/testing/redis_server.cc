@@ -12,23 +12,6 @@
 namespace tweetsearch::testing {
 namespace {
 
-// A port the kernel just handed out on loopback (free at this moment).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t length = sizeof(addr);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
-}
-
 bool Pings(int port) {
   redisContext* c = redisConnectWithTimeout("127.0.0.1", port, timeval{0, 200'000});
   bool ok = false;
@@ -43,7 +26,7 @@ bool Pings(int port) {
 
 }  // namespace
 
-RedisServer::RedisServer(const std::string& dir) : dir_(dir), port_(FreePort()) {}
+RedisServer::RedisServer(const std::string& dir) : dir_(dir), port_(FreeLoopbackPort()) {}
 
 bool RedisServer::Start() {
   process_ = std::make_unique<ChildProcess>(

@@ -1,0 +1,327 @@
+#include "cluster/node.h"
+
+#include <openssl/rand.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+
+#include "absl/strings/escaping.h"
+
+#include "absl/strings/numbers.h"
+#include "cluster/cluster_backend.h"
+#include "cluster/cluster_view.h"
+#include "cluster/membership.h"
+#include "cluster/services.h"
+#include "common/clock.h"
+#include "common/file_util.h"
+#include "common/periodic.h"
+#include "common/strings.h"
+
+namespace tweetsearch::cluster {
+namespace {
+
+constexpr auto kPeerTimeout = std::chrono::seconds(3);
+
+class StorageProcess final : public ClusterNode {
+ public:
+  absl::Status Stop() override {
+    election_.reset();
+    if (server_.server) server_.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    if (node_) node_->StepDown();
+    membership_.reset();  // revokes the lease: the primary key goes at once
+    return absl::OkStatus();
+  }
+  ~StorageProcess() override { (void)Stop(); }
+
+  // One round of the election (every quarter second).
+  void Elect() {
+    const std::string primary_key = PrimaryKey(place_.partition);
+    if (node_->is_primary()) {
+      if (!membership_->Holds() || membership_->generation() != generation_) {
+        spdlog::warn("storage {}: primary lease lapsed, stepping down", name_);
+        node_->StepDown();
+        return;
+      }
+      if (absl::Status s = node_->CatchUpPeer(); !s.ok() && ++catch_up_errors_ % 40 == 1) {
+        spdlog::info("storage {}: the secondary is not in sync yet: {}", name_, s.message());
+      }
+      if (++rounds_ % 40 == 0) (void)node_->TrimLog();
+      return;
+    }
+    absl::StatusOr<std::optional<KeyValue>> current = etcd().Get(primary_key);
+    if (!current.ok() || current->has_value()) return;  // etcd down, or a primary holds it
+    absl::StatusOr<std::optional<KeyValue>> stale = etcd().Get(StaleKey(place_.partition, name_));
+    if (!stale.ok() || stale->has_value()) return;  // lacks acknowledged writes: never promote
+    if (!membership_->Holds()) return;
+    // A new epoch above every one handed out and every one this replica has seen.
+    absl::StatusOr<std::optional<KeyValue>> epoch_kv = etcd().Get(EpochKey(place_.partition));
+    if (!epoch_kv.ok()) return;
+    uint64_t epoch = node_->epoch();
+    int64_t revision = 0;
+    if (epoch_kv->has_value()) {
+      uint64_t handed = 0;
+      if (absl::SimpleAtoi((*epoch_kv)->value, &handed)) epoch = std::max(epoch, handed);
+      revision = (*epoch_kv)->mod_revision;
+    }
+    ++epoch;
+    absl::StatusOr<bool> reserved =
+        revision == 0 ? etcd().CreateIfAbsent(EpochKey(place_.partition), StrCat(epoch), 0)
+                      : etcd().CompareAndPut(EpochKey(place_.partition), revision, StrCat(epoch), 0);
+    if (!reserved.ok() || !*reserved) return;
+    const uint64_t generation = membership_->generation();
+    absl::StatusOr<bool> created =
+        etcd().CreateIfAbsent(primary_key, PrimaryValue(name_, epoch), membership_->lease());
+    if (!created.ok() || !*created) return;
+    generation_ = generation;
+    const std::string stale_peer = peer_name_.empty() ? "" : StaleKey(place_.partition, peer_name_);
+    absl::Status s = node_->BecomePrimary(
+        epoch, peer_.get(),
+        [this, generation] { return membership_->Holds() && membership_->generation() == generation; },
+        [this, stale_peer] { return etcd().Put(stale_peer, "1"); },
+        [this, stale_peer] { return etcd().Delete(stale_peer); });
+    if (!s.ok()) {
+      spdlog::error("storage {}: cannot take the primary role: {}", name_, s.message());
+      (void)etcd().Delete(primary_key);
+      return;
+    }
+    spdlog::info("storage {}: primary of partition {} with epoch {}", name_, place_.partition, epoch);
+  }
+
+  EtcdClient& etcd() { return *etcd_; }
+
+  std::string name_;
+  Topology::Place place_;
+  std::unique_ptr<storage::StorageNode> node_;
+  std::unique_ptr<grpc::Service> service_;
+  RunningServer server_;
+  std::unique_ptr<Membership> membership_;
+  std::unique_ptr<EtcdClient> etcd_;  // the election's own connection
+  std::unique_ptr<storage::StoragePeer> peer_;
+  std::string peer_name_;
+  uint64_t generation_ = 0;
+  uint64_t rounds_ = 0, catch_up_errors_ = 0;
+  std::unique_ptr<PeriodicTask> election_;
+};
+
+class IndexProcess final : public ClusterNode {
+ public:
+  absl::Status Stop() override {
+    watcher_.reset();
+    membership_.reset();
+    if (server_.server) server_.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    if (node_) {
+      node_->Stop();
+      absl::Status s = node_->Checkpoint();
+      node_.reset();
+      return s;
+    }
+    return absl::OkStatus();
+  }
+  ~IndexProcess() override { (void)Stop(); }
+
+  // Serving index replicas are members; others are not searched.
+  void Watch() {
+    const bool serving = node_->Status().state == indexer::IndexState::kServing;
+    if (serving == member_) return;
+    absl::Status s = serving ? membership_->Put(key_, address_) : membership_->Remove(key_);
+    if (!s.ok()) return;
+    member_ = serving;
+    spdlog::info("index {}: {}", key_, serving ? "serving: joined" : "not serving: left");
+  }
+
+  std::string key_, address_;
+  bool member_ = false;
+  std::unique_ptr<indexer::IndexNode> node_;
+  std::unique_ptr<grpc::Service> service_;
+  RunningServer server_;
+  std::unique_ptr<Membership> membership_;
+  std::unique_ptr<PeriodicTask> watcher_;
+};
+
+class AggregatorProcess final : public ClusterNode {
+ public:
+  absl::Status Stop() override {
+    membership_.reset();
+    absl::Status s = daemon_ ? daemon_->Stop() : absl::OkStatus();
+    daemon_.reset();
+    view_.reset();
+    return s;
+  }
+  ~AggregatorProcess() override { (void)Stop(); }
+  absl::Status ReloadLimits() override { return daemon_->ReloadLimits(); }
+
+  std::unique_ptr<ClusterView> view_;
+  std::unique_ptr<aggregator::Daemon> daemon_;
+  std::unique_ptr<Membership> membership_;
+};
+
+std::vector<std::string> ReadersOf(const Topology& t) {
+  std::vector<std::string> readers;
+  for (const Partition& p : t.index) {
+    for (const NodeSpec& n : p.replicas) readers.push_back(n.node);
+  }
+  return readers;
+}
+
+absl::StatusOr<std::pair<std::string, uint16_t>> SplitHostPort(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(StrCat("\"", address, "\" is not HOST:PORT"));
+  }
+  return std::make_pair(address.substr(0, colon), static_cast<uint16_t>(port));
+}
+
+absl::StatusOr<std::unique_ptr<ClusterNode>> StartStorage(const Topology& t,
+                                                          const Topology::Place& place,
+                                                          const std::string& data_dir) {
+  auto p = std::make_unique<StorageProcess>();
+  p->name_ = place.spec->node;
+  p->place_ = place;
+  storage::StorageNodeOptions options;
+  options.node = place.spec->node;
+  options.partition = place.partition;
+  options.data_dir = data_dir;
+  options.allow_single_replica = t.allow_single_replica;
+  options.readers = ReadersOf(t);
+  absl::StatusOr<std::unique_ptr<storage::StorageNode>> node = storage::StorageNode::Open(options);
+  if (!node.ok()) return node.status();
+  p->node_ = *std::move(node);
+  const Partition& partition = t.storage[place.partition];
+  if (partition.replicas.size() == 2) {
+    const NodeSpec& peer = partition.replicas[1 - place.replica];
+    p->peer_ = MakeStoragePeer(peer.grpc, kPeerTimeout);
+    p->peer_name_ = peer.node;
+  }
+  p->service_ = MakeStorageService(*p->node_);
+  absl::StatusOr<RunningServer> server = StartServer(place.spec->grpc, {p->service_.get()});
+  if (!server.ok()) return server.status();
+  p->server_ = *std::move(server);
+  absl::StatusOr<std::unique_ptr<Membership>> membership = Membership::Start(t.etcd, t.lease_ttl_s);
+  if (!membership.ok()) return membership.status();
+  p->membership_ = *std::move(membership);
+  if (absl::Status s = p->membership_->Put(MemberKey(Role::kStorage, p->name_), place.spec->grpc); !s.ok()) {
+    return s;
+  }
+  p->etcd_ = std::make_unique<EtcdClient>(t.etcd, std::chrono::seconds(2));
+  p->election_ = std::make_unique<PeriodicTask>(absl::Milliseconds(250), [p = p.get()] { p->Elect(); });
+  spdlog::info("storage {} (partition {}, replica {}) on {}, data in {}", p->name_, place.partition,
+               place.replica, place.spec->grpc, data_dir);
+  return std::unique_ptr<ClusterNode>(std::move(p));
+}
+
+absl::StatusOr<std::unique_ptr<ClusterNode>> StartIndex(const Topology& t,
+                                                        const Topology::Place& place,
+                                                        const std::string& data_dir) {
+  auto p = std::make_unique<IndexProcess>();
+  indexer::IndexNodeOptions options;
+  options.node = place.spec->node;
+  options.partition = place.partition;
+  options.partitions = static_cast<uint32_t>(t.index.size());
+  options.data_dir = data_dir;
+  std::vector<std::unique_ptr<indexer::ChangeSource>> sources;
+  for (const Partition& sp : t.storage) {
+    std::vector<std::string> replicas;
+    for (const NodeSpec& n : sp.replicas) replicas.push_back(n.grpc);
+    sources.push_back(MakeChangeSource(std::move(replicas), options.node));
+  }
+  absl::StatusOr<std::unique_ptr<indexer::IndexNode>> node =
+      indexer::IndexNode::Open(options, std::move(sources));
+  if (!node.ok()) return node.status();
+  p->node_ = *std::move(node);
+  p->node_->Start();
+  p->service_ = MakeIndexService(*p->node_);
+  absl::StatusOr<RunningServer> server = StartServer(place.spec->grpc, {p->service_.get()});
+  if (!server.ok()) return server.status();
+  p->server_ = *std::move(server);
+  absl::StatusOr<std::unique_ptr<Membership>> membership = Membership::Start(t.etcd, t.lease_ttl_s);
+  if (!membership.ok()) return membership.status();
+  p->membership_ = *std::move(membership);
+  p->key_ = MemberKey(Role::kIndex, place.spec->node);
+  p->address_ = place.spec->grpc;
+  p->watcher_ = std::make_unique<PeriodicTask>(absl::Milliseconds(200), [p = p.get()] { p->Watch(); });
+  spdlog::info("index {} (partition {}, replica {}) on {}, data in {}", place.spec->node,
+               place.partition, place.replica, place.spec->grpc, data_dir);
+  return std::unique_ptr<ClusterNode>(std::move(p));
+}
+
+absl::StatusOr<std::unique_ptr<ClusterNode>> StartAggregator(const Topology& t,
+                                                             const Topology::Place& place,
+                                                             const aggregator::DaemonConfig& base) {
+  auto p = std::make_unique<AggregatorProcess>();
+  aggregator::DaemonConfig config = base;
+  if (config.data_dir.empty()) config.data_dir = place.spec->data;
+  absl::StatusOr<std::pair<std::string, uint16_t>> http = SplitHostPort(place.spec->http);
+  if (!http.ok()) return http.status();
+  absl::StatusOr<std::pair<std::string, uint16_t>> grpc = SplitHostPort(place.spec->grpc);
+  if (!grpc.ok()) return grpc.status();
+  config.http.address = http->first;
+  config.http.port = http->second;
+  config.grpc_port = grpc->second;
+  if (config.redis.empty()) config.redis = t.redis;
+  config.sample = 0;
+  // Front doors share one page-token secret (a page from one, the next page from another): the
+  // first to start puts one in etcd, the others take it.
+  {
+    EtcdClient etcd(t.etcd, std::chrono::seconds(2));
+    unsigned char random[32];
+    if (RAND_bytes(random, sizeof random) != 1) return absl::InternalError("no randomness");
+    KeyValue current;
+    const std::string mine = absl::BytesToHexString(
+        absl::string_view(reinterpret_cast<const char*>(random), sizeof random));
+    absl::StatusOr<bool> created = etcd.CreateIfAbsent("/ts/secrets/page_token", mine, 0, &current);
+    if (!created.ok()) return created.status();
+    std::error_code ec;
+    std::filesystem::create_directories(config.data_dir, ec);
+    const std::string secret = *created ? mine : current.value;
+    if (absl::Status s = WriteFileAtomically(config.data_dir + "/page_token.secret", secret); !s.ok()) {
+      return s;
+    }
+    std::filesystem::permissions(config.data_dir + "/page_token.secret",
+                                 std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
+                                 ec);
+  }
+  p->view_ = std::make_unique<ClusterView>(t);
+  ClusterBackendOptions options;
+  options.max_text_bytes = config.engine.max_text_bytes;
+  options.node_id = config.engine.node_id != 0 ? config.engine.node_id : 1 + place.replica;
+  absl::StatusOr<std::unique_ptr<ClusterBackend>> backend =
+      ClusterBackend::Create(*p->view_, options, SystemClock());
+  if (!backend.ok()) return backend.status();
+  absl::StatusOr<std::unique_ptr<aggregator::Daemon>> daemon =
+      aggregator::Daemon::Start(config, *std::move(backend));
+  if (!daemon.ok()) return daemon.status();
+  p->daemon_ = *std::move(daemon);
+  absl::StatusOr<std::unique_ptr<Membership>> membership = Membership::Start(t.etcd, t.lease_ttl_s);
+  if (!membership.ok()) return membership.status();
+  p->membership_ = *std::move(membership);
+  (void)p->membership_->Put(MemberKey(Role::kAggregator, place.spec->node), place.spec->http);
+  return std::unique_ptr<ClusterNode>(std::move(p));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Start(
+    const Topology& topology, Role role, const std::string& node,
+    const aggregator::DaemonConfig& base) {
+  std::optional<Topology::Place> place = topology.Find(node);
+  if (!place.has_value()) return absl::NotFoundError(StrCat("node \"", node, "\" is not in the topology"));
+  if (place->role != role) {
+    return absl::InvalidArgumentError(StrCat("node \"", node, "\" is a ", RoleName(place->role),
+                                             " node in the topology, not ", RoleName(role)));
+  }
+  const std::string data_dir = base.data_dir.empty() ? place->spec->data : base.data_dir;
+  if (data_dir.empty() && role != Role::kAggregator) {
+    return absl::InvalidArgumentError(StrCat("node \"", node, "\" has no data directory"));
+  }
+  switch (role) {
+    case Role::kStorage: return StartStorage(topology, *place, data_dir);
+    case Role::kIndex: return StartIndex(topology, *place, data_dir);
+    case Role::kAggregator: return StartAggregator(topology, *place, base);
+    case Role::kBuilder: break;
+  }
+  return absl::UnimplementedError("the builder role is not built yet");
+}
+
+}  // namespace tweetsearch::cluster

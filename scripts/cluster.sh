@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# A whole tweetsearch cluster on loopback, for demos and trying failover by hand:
+# etcd, Redis, 2 storage partitions x 2 replicas, 2 index partitions x 2 replicas, and two front
+# doors, each its own tweetsearchd process (docs/cluster.md).
+#
+#   scripts/cluster.sh start [--sample N]   install, build, start, wait until ready, load N
+#                                           generated tweets (default 100000; 0: none)
+#   scripts/cluster.sh status               which processes run; the cluster state in etcd
+#   scripts/cluster.sh stop                 stop every process (data stays in build/cluster)
+#   scripts/cluster.sh kill NODE            SIGKILL one node (e.g. s0a, i1b, a0)
+#   scripts/cluster.sh restart NODE         start a node again
+#
+# Ports: etcd 2479, Redis 6479, storage 7100-7103, index 7200-7203, front doors HTTP 8081 and
+# 8082, gRPC 9091 and 9092. CLUSTER_DIR overrides build/cluster.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DIR=${CLUSTER_DIR:-build/cluster}
+BIN=${TWEETSEARCH_BIN:-build/run/tools}  # set it to use binaries built elsewhere (no build)
+ETCD_PORT=2479
+REDIS_PORT=6479
+NODES="s0a s0b s1a s1b i0a i0b i1a i1b a0 a1"
+
+role_of() {
+  case $1 in s*) echo storage ;; i*) echo index ;; a*) echo aggregator ;; esac
+}
+
+write_topology() {
+  mkdir -p "$DIR"
+  local d; d=$(cd "$DIR" && pwd)
+  cat > "$DIR/topology.yaml" <<YAML
+etcd: [127.0.0.1:$ETCD_PORT]
+redis: 127.0.0.1:$REDIS_PORT
+lease_ttl_s: 5
+allow_single_replica: true   # a primary whose secondary is down keeps taking writes
+storage_partitions:
+  - replicas: [{node: s0a, grpc: 127.0.0.1:7100, data: $d/s0a}, {node: s0b, grpc: 127.0.0.1:7101, data: $d/s0b}]
+  - replicas: [{node: s1a, grpc: 127.0.0.1:7102, data: $d/s1a}, {node: s1b, grpc: 127.0.0.1:7103, data: $d/s1b}]
+index_partitions:
+  - replicas: [{node: i0a, grpc: 127.0.0.1:7200, data: $d/i0a}, {node: i0b, grpc: 127.0.0.1:7201, data: $d/i0b}]
+  - replicas: [{node: i1a, grpc: 127.0.0.1:7202, data: $d/i1a}, {node: i1b, grpc: 127.0.0.1:7203, data: $d/i1b}]
+aggregators:
+  - {node: a0, http: 127.0.0.1:8081, grpc: 127.0.0.1:9091, data: $d/a0}
+  - {node: a1, http: 127.0.0.1:8082, grpc: 127.0.0.1:9092, data: $d/a1}
+YAML
+}
+
+running() { [[ -f "$DIR/$1.pid" ]] && kill -0 "$(cat "$DIR/$1.pid")" 2>/dev/null; }
+
+start_node() {
+  local node=$1
+  running "$node" && return 0
+  "$BIN/tweetsearchd" --topology "$DIR/topology.yaml" --role "$(role_of "$node")" --node "$node" \
+    >> "$DIR/$node.log" 2>&1 &
+  echo $! > "$DIR/$node.pid"
+}
+
+start() {
+  local sample=100000
+  if [[ ${1:-} == --sample ]]; then sample=$2; fi
+  if [[ -z ${TWEETSEARCH_BIN:-} ]]; then
+    scripts/install-deps.sh
+    cmake -S . -B build/run -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OFF \
+      -DBUILD_BENCHMARKS=OFF > /dev/null
+    cmake --build build/run -j "$(nproc)" --target tweetsearchd tweetctl tweetgen
+  fi
+  write_topology
+  if ! running etcd; then
+    etcd --name ts --data-dir "$DIR/etcd" \
+      --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+      --listen-peer-urls http://127.0.0.1:2480 --initial-advertise-peer-urls http://127.0.0.1:2480 \
+      --initial-cluster ts=http://127.0.0.1:2480 >> "$DIR/etcd.log" 2>&1 &
+    echo $! > "$DIR/etcd.pid"
+  fi
+  if ! running redis; then
+    redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$DIR" \
+      >> "$DIR/redis.log" 2>&1 &
+    echo $! > "$DIR/redis.pid"
+  fi
+  for _ in $(seq 50); do
+    curl -sf -X POST "http://127.0.0.1:$ETCD_PORT/v3/kv/range" -d '{"key":"AA=="}' > /dev/null && break
+    sleep 0.2
+  done
+  for node in $NODES; do start_node "$node"; done
+  echo -n "waiting for the cluster"
+  local key=demo-key-0123456789 ready=""
+  for _ in $(seq 150); do
+    if curl -sf "http://127.0.0.1:8081/v1/search?api_dev_key=$key&search_terms=x" > /dev/null &&
+       curl -sf "http://127.0.0.1:8082/v1/search?api_dev_key=$key&search_terms=x" > /dev/null; then
+      ready=1; break
+    fi
+    echo -n "."; sleep 0.2
+  done
+  echo
+  [[ -n $ready ]] || { echo "the cluster did not become ready; see $DIR/*.log" >&2; exit 1; }
+  if [[ $sample -gt 0 && ! -f $DIR/sample-loaded ]]; then
+    "$BIN/tweetgen" --count "$sample" | "$BIN/tweetctl" --server http://127.0.0.1:8081 ingest -
+    touch "$DIR/sample-loaded"
+  fi
+  cat <<TXT
+cluster running (data and logs in $DIR):
+  search:  curl 'http://127.0.0.1:8081/v1/search?api_dev_key=$key&search_terms=love'
+           (or :8082, the second front door; gRPC on 127.0.0.1:9091 and :9092)
+  web:     http://127.0.0.1:8081/
+  state:   scripts/cluster.sh status
+  stop:    scripts/cluster.sh stop
+TXT
+}
+
+status() {
+  for node in etcd redis $NODES; do
+    if running "$node"; then echo "$node: running (pid $(cat "$DIR/$node.pid"))"; else echo "$node: stopped"; fi
+  done
+  if running etcd; then
+    echo "etcd:"
+    ETCDCTL_API=3 etcdctl --endpoints "127.0.0.1:$ETCD_PORT" get --prefix /ts/ | paste - - | sed 's/^/  /'
+  fi
+}
+
+stop_node() {
+  local node=$1 signal=${2:-TERM}
+  running "$node" || return 0
+  local pid; pid=$(cat "$DIR/$node.pid")
+  kill -"$signal" "$pid" 2>/dev/null || true
+  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+  rm -f "$DIR/$node.pid"
+}
+
+stop() {
+  for node in a0 a1 i0a i0b i1a i1b s0a s0b s1a s1b redis etcd; do stop_node "$node"; done
+  echo "stopped"
+}
+
+case ${1:-} in
+  start) shift; start "$@" ;;
+  status) status ;;
+  stop) stop ;;
+  kill) stop_node "$2" KILL ;;
+  restart) start_node "$2" ;;
+  *) sed -n '2,16p' "$0"; exit 2 ;;
+esac

@@ -1,0 +1,169 @@
+#include "tests/testing/local_cluster.h"
+
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/escaping.h"
+#include "aggregator/http/http_client.h"
+#include "common/strings.h"
+#include "nlohmann/json.hpp"
+
+namespace tweetsearch::testing {
+namespace {
+
+// Keys under `prefix` in etcd, through its JSON gateway.
+std::map<std::string, std::string> EtcdRange(const std::string& endpoint, const std::string& prefix) {
+  std::map<std::string, std::string> out;
+  const size_t colon = endpoint.rfind(':');
+  aggregator::HttpClient client(endpoint.substr(0, colon), endpoint.substr(colon + 1),
+                                std::chrono::seconds(2));
+  std::string end = prefix;
+  end.back() = static_cast<char>(end.back() + 1);
+  nlohmann::json body = {{"key", absl::Base64Escape(prefix)}, {"range_end", absl::Base64Escape(end)}};
+  absl::StatusOr<aggregator::HttpReply> reply = client.Send("POST", "/v3/kv/range", body.dump());
+  if (!reply.ok() || reply->status != 200) return out;
+  nlohmann::json j = nlohmann::json::parse(reply->body, nullptr, false);
+  if (!j.is_object() || !j.contains("kvs")) return out;
+  for (const auto& kv : j["kvs"]) {
+    std::string key, value;
+    absl::Base64Unescape(kv.value("key", ""), &key);
+    absl::Base64Unescape(kv.value("value", ""), &value);
+    out[key] = value;
+  }
+  return out;
+}
+
+}  // namespace
+
+LocalCluster::LocalCluster(LocalClusterOptions options) : options_(std::move(options)) {}
+
+LocalCluster::~LocalCluster() {
+  for (auto& [node, process] : processes_) {
+    process->Signal(SIGCONT);  // a frozen process must be able to die
+  }
+  processes_.clear();  // SIGKILL and reap
+  etcd_.reset();
+}
+
+std::string LocalCluster::RoleOf(const std::string& node) const {
+  switch (node[0]) {
+    case 's': return "storage";
+    case 'i': return "index";
+    default: return "aggregator";
+  }
+}
+
+bool LocalCluster::Start() {
+  std::filesystem::create_directories(options_.dir);
+  const int client = FreeLoopbackPort(), peer = FreeLoopbackPort();
+  etcd_endpoint_ = StrCat("127.0.0.1:", client);
+  etcd_ = std::make_unique<ChildProcess>(
+      std::vector<std::string>{
+          "etcd", "--name", "test", "--data-dir", options_.dir + "/etcd",
+          "--listen-client-urls", StrCat("http://", etcd_endpoint_),
+          "--advertise-client-urls", StrCat("http://", etcd_endpoint_),
+          "--listen-peer-urls", StrCat("http://127.0.0.1:", peer),
+          "--initial-advertise-peer-urls", StrCat("http://127.0.0.1:", peer),
+          "--initial-cluster", StrCat("test=http://127.0.0.1:", peer)},
+      options_.dir + "/etcd.log");
+
+  std::string yaml = StrCat("etcd: [", etcd_endpoint_, "]\n");
+  if (!options_.redis.empty()) yaml += StrCat("redis: ", options_.redis, "\n");
+  yaml += StrCat("lease_ttl_s: ", options_.lease_ttl_s, "\nallow_single_replica: ",
+                 options_.allow_single_replica ? "true" : "false", "\n");
+  auto partitions = [&](const char* name, char prefix, int count) {
+    yaml += StrCat(name, ":\n");
+    for (int p = 0; p < count; ++p) {
+      yaml += "  - replicas:\n";
+      for (const char* r : {"a", "b"}) {
+        const std::string node = StrCat(std::string(1, prefix), p, r);
+        nodes_.push_back(node);
+        yaml += StrCat("      - {node: ", node, ", grpc: 127.0.0.1:", FreeLoopbackPort(),
+                       ", data: ", options_.dir, "/", node, "}\n");
+      }
+    }
+  };
+  partitions("storage_partitions", 's', options_.storage_partitions);
+  partitions("index_partitions", 'i', options_.index_partitions);
+  yaml += "aggregators:\n";
+  for (const char* a : {"a0", "a1"}) {
+    nodes_.push_back(a);
+    http_ports_[a] = FreeLoopbackPort();
+    yaml += StrCat("  - {node: ", a, ", http: 127.0.0.1:", http_ports_[a], ", grpc: 127.0.0.1:",
+                   FreeLoopbackPort(), ", data: ", options_.dir, "/", a, "}\n");
+  }
+  topology_path_ = options_.dir + "/topology.yaml";
+  std::ofstream(topology_path_) << yaml;
+
+  // etcd first: nodes need it to start.
+  bool etcd_up = false;
+  for (int i = 0; i < 100 && !etcd_up; ++i) {
+    const size_t colon = etcd_endpoint_.rfind(':');
+    aggregator::HttpClient c(etcd_endpoint_.substr(0, colon), etcd_endpoint_.substr(colon + 1),
+                             std::chrono::seconds(1));
+    absl::StatusOr<aggregator::HttpReply> r = c.Send("POST", "/v3/kv/range", R"({"key":"AA=="})");
+    etcd_up = r.ok() && r->status == 200;
+    if (!etcd_up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (!etcd_up) return false;
+  for (const std::string& node : nodes_) StartNode(node);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (std::chrono::steady_clock::now() < deadline) {
+    bool ready = true;
+    for (const char* a : {"a0", "a1"}) {
+      aggregator::HttpClient c("127.0.0.1", http_port(a), std::chrono::seconds(2));
+      absl::StatusOr<aggregator::HttpReply> r =
+          c.Send("GET", "/v1/search?api_dev_key=demo-key-0123456789&search_terms=x");
+      ready = ready && r.ok() && r->status == 200;
+    }
+    bool primaries = true;
+    for (int p = 0; p < options_.storage_partitions; ++p) primaries = primaries && !StoragePrimary(p).empty();
+    if (ready && primaries) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return false;
+}
+
+void LocalCluster::StartNode(const std::string& node) {
+  processes_[node] = std::make_unique<ChildProcess>(
+      std::vector<std::string>{options_.tweetsearchd, "--topology", topology_path_, "--role",
+                               RoleOf(node), "--node", node, "--log-level", "info"},
+      options_.dir + "/" + node + ".log");
+}
+
+void LocalCluster::Signal(const std::string& node, int signal_number) {
+  auto it = processes_.find(node);
+  if (it == processes_.end()) return;
+  it->second->Signal(signal_number);
+  if (signal_number == SIGKILL) {
+    it->second->Wait(std::chrono::seconds(10));
+    processes_.erase(it);
+  }
+}
+
+void LocalCluster::Restart(const std::string& node) { StartNode(node); }
+
+std::string LocalCluster::http_port(const std::string& aggregator) const {
+  auto it = http_ports_.find(aggregator);
+  return it == http_ports_.end() ? "" : StrCat(it->second);
+}
+
+std::string LocalCluster::StoragePrimary(int partition) const {
+  auto kvs = EtcdRange(etcd_endpoint_, StrCat("/ts/storage/", partition, "/primary"));
+  if (kvs.empty()) return "";
+  const std::string& value = kvs.begin()->second;
+  return value.substr(0, value.find(' '));
+}
+
+std::vector<std::string> LocalCluster::ServingIndexNodes() const {
+  std::vector<std::string> out;
+  for (const auto& [key, value] : EtcdRange(etcd_endpoint_, "/ts/members/index/")) {
+    out.push_back(key.substr(key.rfind('/') + 1));
+  }
+  return out;
+}
+
+}  // namespace tweetsearch::testing

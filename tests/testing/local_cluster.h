@@ -1,0 +1,64 @@
+// A real cluster for tests, every process on loopback: etcd (Debian's etcd-server), and
+// tweetsearchd processes for S storage partitions x 2 replicas (s<p>a, s<p>b), I index
+// partitions x 2 replicas (i<p>a, i<p>b) and two front doors (a0, a1), on free ports, with
+// data under one directory. Every process it starts, it stops (SIGKILL in the destructor).
+#ifndef TWEETSEARCH_TESTS_TESTING_LOCAL_CLUSTER_H_
+#define TWEETSEARCH_TESTS_TESTING_LOCAL_CLUSTER_H_
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/testing/process.h"
+
+namespace tweetsearch::testing {
+
+struct LocalClusterOptions {
+  std::string tweetsearchd;  // the binary
+  std::string dir;           // data, logs and the topology file go here
+  int storage_partitions = 2;
+  int index_partitions = 2;
+  bool allow_single_replica = true;
+  int lease_ttl_s = 2;
+  std::string redis;  // HOST:PORT, optional
+};
+
+class LocalCluster {
+ public:
+  explicit LocalCluster(LocalClusterOptions options);
+  ~LocalCluster();
+
+  // Starts etcd and every node; true once both front doors answer searches (every index
+  // partition serving), within two minutes.
+  bool Start();
+  // Sends `signal_number` to a node (SIGKILL, SIGSTOP, SIGCONT, SIGTERM).
+  void Signal(const std::string& node, int signal_number);
+  // Starts a node again (after a kill).
+  void Restart(const std::string& node);
+  // The front door's HTTP port ("a0" or "a1").
+  std::string http_port(const std::string& aggregator) const;
+  const std::string& etcd_endpoint() const { return etcd_endpoint_; }
+  const std::string& topology_path() const { return topology_path_; }
+  // The node holding storage partition p's primary role according to etcd ("" if none).
+  std::string StoragePrimary(int partition) const;
+  // Index nodes registered as serving.
+  std::vector<std::string> ServingIndexNodes() const;
+
+ private:
+  void StartNode(const std::string& node);
+  std::string RoleOf(const std::string& node) const;
+
+  LocalClusterOptions options_;
+  std::string topology_path_;
+  std::string etcd_endpoint_;
+  std::unique_ptr<ChildProcess> etcd_;
+  std::map<std::string, int> http_ports_;
+  std::vector<std::string> nodes_;
+  std::map<std::string, std::unique_ptr<ChildProcess>> processes_;
+};
+
+}  // namespace tweetsearch::testing
+
+#endif  // TWEETSEARCH_TESTS_TESTING_LOCAL_CLUSTER_H_
