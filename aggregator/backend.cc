@@ -29,8 +29,7 @@ absl::Status ValidateNewTweet(const NewTweet& t, size_t max_text_bytes) {
   if (absl::Status s = ValidateUtf8(t.user_name); !s.ok()) {
     return absl::InvalidArgumentError(StrCat("user_name: ", s.message()));
   }
-  if (t.lang.size() > kMaxLangBytes ||
-      !std::all_of(t.lang.begin(), t.lang.end(), [](char c) {
+  if (t.lang.size() > kMaxLangBytes || !std::all_of(t.lang.begin(), t.lang.end(), [](char c) {
         return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                c == '-';
       })) {

@@ -1,9 +1,12 @@
-// Backend: what the front door needs from the rest of the service, in either shape.
+// Backend: what the front door needs from the rest of the service, in either
+// shape.
 //
-// In one process it is the Engine (storage and index together, aggregator/engine.h); in a
-// cluster it is the ClusterBackend (cluster/cluster_backend.h), which routes writes to storage
-// primaries and fans searches out to index partitions over gRPC. The front door's logic
-// (authentication, quotas, validation, paging, highlighting) is the same for both.
+// In one process it is the Engine (storage and index together,
+// aggregator/engine.h); in a cluster it is the ClusterBackend
+// (cluster/cluster_backend.h), which routes writes to storage primaries and
+// fans searches out to index partitions over gRPC. The front door's logic
+// (authentication, quotas, validation, paging, highlighting) is the same for
+// both.
 //
 // Thread-safety: every method may be called from any thread.
 #ifndef TWEETSEARCH_AGGREGATOR_BACKEND_H_
@@ -36,24 +39,25 @@ struct NewTweet {
   uint32_t likes = 0;
 };
 
-// The answer for one offered tweet: its id when accepted, or why it was rejected
-// (InvalidArgument for bad fields, AlreadyExists for a duplicate id, Unavailable when it could
-// not be stored).
+// The answer for one offered tweet: its id when accepted, or why it was
+// rejected (InvalidArgument for bad fields, AlreadyExists for a duplicate id,
+// Unavailable when it could not be stored).
 struct IngestOutcome {
   absl::Status status;
   TweetId id = 0;
 };
 
-// InvalidArgument naming the field when `t` cannot be stored: text missing, over
-// `max_text_bytes` or not UTF-8; user_name over 64 bytes or not UTF-8; lang not a language code;
-// id 0.
+// InvalidArgument naming the field when `t` cannot be stored: text missing,
+// over `max_text_bytes` or not UTF-8; user_name over 64 bytes or not UTF-8;
+// lang not a language code; id 0.
 absl::Status ValidateNewTweet(const NewTweet& t, size_t max_text_bytes);
-// The tweet to store for `t` with `id`: created_at is the given time, else the id's time when
-// the id was assigned here (`t.id` absent), else now.
+// The tweet to store for `t` with `id`: created_at is the given time, else the
+// id's time when the id was assigned here (`t.id` absent), else now.
 storage::StoredTweet ToStoredTweet(NewTweet&& t, TweetId id, const Clock& clock);
 
-// A search result: where it ranked (hit.likes is the current like count; the stored tweet's
-// may be older) and the tweet itself, shared with the cache (never null).
+// A search result: where it ranked (hit.likes is the current like count; the
+// stored tweet's may be older) and the tweet itself, shared with the cache
+// (never null).
 struct SearchHit {
   query::Hit hit;
   std::shared_ptr<const storage::StoredTweet> tweet;
@@ -64,14 +68,15 @@ struct SearchCall {
   std::string_view search_terms;
   const query::Plan* plan = nullptr;  // search_terms planned with the backend's analyzer
   query::SearchOptions options;
-  bool allow_partial = false;         // answer without partitions that have no live replica
+  bool allow_partial = false;  // answer without partitions that have no live replica
 };
 
 struct SearchOutcome {
   std::vector<SearchHit> hits;  // at most options.limit, in sort order, hydrated
   uint64_t total_hits = 0;
   bool total_is_exact = true;
-  TweetId max_id = 0;  // the largest id the searched partitions held (a new first page's watermark)
+  TweetId max_id = 0;                        // the largest id the searched partitions held (a new
+                                             // first page's watermark)
   std::vector<uint32_t> missing_partitions;  // with allow_partial: partitions not searched
 };
 
@@ -83,7 +88,7 @@ struct EngineStats {
   uint64_t storage_disk_bytes = 0;
   uint64_t tweets_ingested = 0;  // accepted since start
   uint64_t tweets_rejected = 0;
-  uint64_t write_groups = 0;     // synced store writes made by ingest
+  uint64_t write_groups = 0;  // synced store writes made by ingest
   uint64_t last_change = 0;
   uint64_t checkpoint_change = 0;
   uint64_t tweet_cache_hits = 0;
@@ -95,23 +100,25 @@ class Backend {
  public:
   virtual ~Backend() = default;
 
-  // Ingests `tweets` with one outcome each, in order. Accepted tweets are durable and
-  // searchable when this returns.
+  // Ingests `tweets` with one outcome each, in order. Accepted tweets are
+  // durable and searchable when this returns.
   virtual std::vector<IngestOutcome> Ingest(std::vector<NewTweet> tweets) = 0;
   // NotFound if the tweet is not stored.
   virtual absl::Status Delete(TweetId id) = 0;
-  // Sets (`add` false) or adds to (`add` true; clamped at 0 and 2^32-1) a tweet's likes and
-  // returns the new value. NotFound if the tweet is not stored.
+  // Sets (`add` false) or adds to (`add` true; clamped at 0 and 2^32-1) a
+  // tweet's likes and returns the new value. NotFound if the tweet is not
+  // stored.
   virtual absl::StatusOr<uint32_t> Likes(TweetId id, int64_t value, bool add) = 0;
   virtual absl::StatusOr<storage::StoredTweet> Get(TweetId id) const = 0;
 
-  // Runs a search and hydrates its hits (hits deleted meanwhile are dropped). Unavailable when
-  // a partition has no live replica and partial answers were not allowed.
+  // Runs a search and hydrates its hits (hits deleted meanwhile are dropped).
+  // Unavailable when a partition has no live replica and partial answers were
+  // not allowed.
   virtual absl::StatusOr<SearchOutcome> RunSearch(const SearchCall& call) const = 0;
   // The best-match statistics of the whole collection for `call`'s terms.
   virtual absl::StatusOr<query::CollectionStats> CollectStats(const SearchCall& call) const = 0;
-  // The watermark of a new first page: the largest visible id, or kMaxTweetId when the backend
-  // learns it from the search itself (SearchOutcome::max_id).
+  // The watermark of a new first page: the largest visible id, or kMaxTweetId
+  // when the backend learns it from the search itself (SearchOutcome::max_id).
   virtual TweetId Watermark() const = 0;
 
   virtual const analysis::Analyzer& analyzer() const = 0;

@@ -16,13 +16,16 @@ namespace {
 namespace ipb = internal::v1;
 using Steady = std::chrono::steady_clock;
 
-// One call per partition, in parallel, each to the first of its `replicas`; a failed call goes
-// on to the next replica at once, a slow one is hedged to the next after `hedge_after`. Returns
-// per partition the first successful response, or the last error.
+// One call per partition, in parallel, each to the first of its `replicas`; a
+// failed call goes on to the next replica at once, a slow one is hedged to the
+// next after `hedge_after`. Returns per partition the first successful
+// response, or the last error. Held by shared_ptr: each call's callback keeps
+// it alive until the callback has returned.
 template <typename Response>
-class FanOut {
+class FanOut : public std::enable_shared_from_this<FanOut<Response>> {
  public:
-  // Starts the call for partition p on replica r; must call `done` exactly once.
+  // Starts the call for partition p on replica r; must call `done` exactly
+  // once.
   using Start = std::function<void(uint32_t p, uint32_t r, grpc::ClientContext* ctx,
                                    Response* response, std::function<void(grpc::Status)> done)>;
 
@@ -39,16 +42,17 @@ class FanOut {
     {
       absl::MutexLock lock(&mu_);
       for (uint32_t p = 0; p < parts_.size(); ++p) {
-        if (Attempt* a = LaunchLocked(p)) to_start.emplace_back(p, a);
-        else parts_[p].error = absl::UnavailableError(StrCat("partition ", p, " has no live replica"));
+        if (Attempt* a = LaunchLocked(p))
+          to_start.emplace_back(p, a);
+        else
+          parts_[p].error = absl::UnavailableError(StrCat("partition ", p, " has no live replica"));
       }
     }
     StartAll(to_start);
     {
       absl::MutexLock lock(&mu_);
       auto resolved = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return AllResolvedLocked(); };
-      if (!mu_.AwaitWithDeadline(absl::Condition(&resolved),
-                                 absl::FromChrono(now + hedge_after))) {
+      if (!mu_.AwaitWithDeadline(absl::Condition(&resolved), absl::FromChrono(now + hedge_after))) {
         to_start.clear();
         for (uint32_t p = 0; p < parts_.size(); ++p) {
           Part& part = parts_[p];
@@ -64,8 +68,8 @@ class FanOut {
     absl::MutexLock lock(&mu_);
     auto resolved = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return AllResolvedLocked(); };
     mu_.AwaitWithDeadline(absl::Condition(&resolved), absl::FromChrono(deadline_));
-    // Cancel what is still running (losing hedges, calls past the deadline) and wait for their
-    // callbacks: the contexts and responses they use live here.
+    // Cancel what is still running (losing hedges, calls past the deadline) and
+    // wait for their callbacks: the contexts and responses they use live here.
     for (Part& part : parts_) {
       for (auto& a : part.attempts) {
         if (!a->finished) a->ctx.TryCancel();
@@ -82,7 +86,8 @@ class FanOut {
       } else if (!part.error.ok()) {
         out.push_back(part.error);
       } else {
-        out.push_back(absl::DeadlineExceededError(StrCat("partition ", p, " did not answer in time")));
+        out.push_back(
+            absl::DeadlineExceededError(StrCat("partition ", p, " did not answer in time")));
       }
     }
     return out;
@@ -137,7 +142,9 @@ class FanOut {
         }
       }
       start_(p, replica, &a->ctx, &a->response,
-             [this, p = p, a = a, index](grpc::Status s) { Finished(p, a, index, s); });
+             [self = this->shared_from_this(), p = p, a = a, index](grpc::Status s) {
+               self->Finished(p, a, index, s);
+             });
     }
   }
 
@@ -153,7 +160,8 @@ class FanOut {
         if (part.winner < 0) part.winner = index;
       } else if (part.winner < 0) {
         part.error = FromGrpc(s);
-        // A refused request (bad query) would be refused by every replica: do not retry it.
+        // A refused request (bad query) would be refused by every replica: do
+        // not retry it.
         if (s.error_code() != grpc::StatusCode::INVALID_ARGUMENT &&
             s.error_code() != grpc::StatusCode::CANCELLED &&
             std::chrono::system_clock::now() < deadline_) {
@@ -187,8 +195,12 @@ bool Retryable(const grpc::Status& s) {
 ClusterBackend::ClusterBackend(ClusterView& view, const ClusterBackendOptions& options,
                                const Clock& clock, SnowflakeGenerator ids,
                                std::unique_ptr<analysis::Analyzer> analyzer)
-    : view_(view), options_(options), clock_(clock), ids_(std::move(ids)),
-      analyzer_(std::move(analyzer)), cache_(options.tweet_cache_bytes) {}
+    : view_(view),
+      options_(options),
+      clock_(clock),
+      ids_(std::move(ids)),
+      analyzer_(std::move(analyzer)),
+      cache_(options.tweet_cache_bytes) {}
 
 ClusterBackend::~ClusterBackend() = default;
 
@@ -233,9 +245,14 @@ void ClusterBackend::WaitVisible(const std::vector<std::pair<uint32_t, uint64_t>
     ipb::WaitAppliedRequest request;
     ipb::WaitAppliedResponse response;
   };
-  std::vector<std::unique_ptr<Call>> calls;
-  absl::Mutex mu;
-  size_t pending = 0;
+  // Shared with the callbacks, which may still be returning when the wait below
+  // ends.
+  struct Pending {
+    absl::Mutex mu;
+    size_t count ABSL_GUARDED_BY(mu) = 0;
+    std::vector<std::unique_ptr<Call>> calls;
+  };
+  auto state = std::make_shared<Pending>();
   for (uint32_t ip = 0; ip < view_.topology().index.size(); ++ip) {
     for (uint32_t r : view_.LiveIndexReplicas(ip)) {
       for (const auto& [sp, sequence] : written) {
@@ -245,23 +262,23 @@ void ClusterBackend::WaitVisible(const std::vector<std::pair<uint32_t, uint64_t>
         call->request.set_timeout_ms(static_cast<uint32_t>(options_.visible_wait.count()));
         call->ctx.set_deadline(std::chrono::system_clock::now() + options_.visible_wait +
                                std::chrono::milliseconds(500));
-        calls.push_back(std::move(call));
-        Call* c = calls.back().get();
+        Call* c = call.get();
         {
-          absl::MutexLock lock(&mu);
-          ++pending;
+          absl::MutexLock lock(&state->mu);
+          state->calls.push_back(std::move(call));
+          ++state->count;
         }
         view_.index(ip, r).async()->WaitApplied(&c->ctx, &c->request, &c->response,
-                                                [&mu, &pending](grpc::Status) {
-                                                  absl::MutexLock lock(&mu);
-                                                  --pending;
+                                                [state](grpc::Status) {
+                                                  absl::MutexLock lock(&state->mu);
+                                                  --state->count;
                                                 });
       }
     }
   }
-  absl::MutexLock lock(&mu);
-  auto done = [&pending]() { return pending == 0; };
-  mu.Await(absl::Condition(&done));
+  absl::MutexLock lock(&state->mu);
+  auto done = [&state]() ABSL_SHARED_LOCKS_REQUIRED(state->mu) { return state->count == 0; };
+  state->mu.Await(absl::Condition(&done));
 }
 
 std::vector<aggregator::IngestOutcome> ClusterBackend::Ingest(
@@ -295,9 +312,8 @@ std::vector<aggregator::IngestOutcome> ClusterBackend::Ingest(
   std::vector<std::thread> writers;
   for (uint32_t p = 0; p < partitions; ++p) {
     if (positions[p].empty()) continue;
-    writers.emplace_back([this, p, &requests, &answers] {
-      answers[p] = WriteToPrimary(p, std::move(requests[p]));
-    });
+    writers.emplace_back(
+        [this, p, &requests, &answers] { answers[p] = WriteToPrimary(p, std::move(requests[p])); });
   }
   for (std::thread& w : writers) w.join();
   std::vector<std::pair<uint32_t, uint64_t>> written;
@@ -348,8 +364,8 @@ absl::StatusOr<uint32_t> ClusterBackend::Likes(TweetId id, int64_t value, bool a
   request.set_likes_id(id);
   request.set_likes_value(value);
   request.set_likes_add(add);
-  // A retried "add" could count twice if its first attempt landed: likes are a popularity
-  // signal, and the retry only happens across a failover.
+  // A retried "add" could count twice if its first attempt landed: likes are a
+  // popularity signal, and the retry only happens across a failover.
   absl::StatusOr<ipb::WriteResponse> answer = WriteToPrimary(p, std::move(request));
   if (!answer.ok()) return answer.status();
   cache_.Invalidate(id);
@@ -362,22 +378,25 @@ absl::StatusOr<storage::StoredTweet> ClusterBackend::Get(TweetId id) const {
   const uint32_t p = StoragePartitionOf(id, partitions);
   std::vector<std::vector<uint32_t>> replicas(partitions);
   std::optional<uint32_t> primary = view_.StoragePrimary(p);
-  for (uint32_t r = 0; r < view_.topology().storage[p].replicas.size(); ++r) replicas[p].push_back(r);
+  for (uint32_t r = 0; r < view_.topology().storage[p].replicas.size(); ++r)
+    replicas[p].push_back(r);
   if (primary.has_value()) std::swap(replicas[p][0], replicas[p][*primary]);
   ipb::MultiGetRequest request;
   request.add_ids(id);
   for (uint32_t q = 0; q < partitions; ++q) {
     if (q != p) replicas[q].clear();
   }
-  FanOut<ipb::MultiGetResponse> fan(std::move(replicas), [&](uint32_t q, uint32_t r, grpc::ClientContext* ctx,
-                                                             ipb::MultiGetResponse* response,
-                                                             std::function<void(grpc::Status)> done) {
-    view_.storage(q, r).async()->MultiGet(ctx, &request, response, std::move(done));
-  });
+  auto fan = std::make_shared<FanOut<ipb::MultiGetResponse>>(
+      std::move(replicas),
+      [&](uint32_t q, uint32_t r, grpc::ClientContext* ctx, ipb::MultiGetResponse* response,
+          std::function<void(grpc::Status)> done) {
+        view_.storage(q, r).async()->MultiGet(ctx, &request, response, std::move(done));
+      });
   std::vector<absl::StatusOr<ipb::MultiGetResponse>> answers =
-      fan.Run(options_.search_deadline, options_.hedge_after);
+      fan->Run(options_.search_deadline, options_.hedge_after);
   if (!answers[p].ok()) return answers[p].status();
-  if (answers[p]->tweets_size() == 0) return absl::NotFoundError(StrCat("tweet ", id, " not found"));
+  if (answers[p]->tweets_size() == 0)
+    return absl::NotFoundError(StrCat("tweet ", id, " not found"));
   return FromProto(answers[p]->tweets(0));
 }
 
@@ -388,25 +407,29 @@ absl::StatusOr<query::CollectionStats> ClusterBackend::CollectStats(
   const uint32_t turn = rotation_.fetch_add(1, std::memory_order_relaxed);
   for (uint32_t p = 0; p < partitions; ++p) {
     replicas[p] = view_.LiveIndexReplicas(p);
-    if (!replicas[p].empty()) std::rotate(replicas[p].begin(), replicas[p].begin() + turn % replicas[p].size(), replicas[p].end());
+    if (!replicas[p].empty())
+      std::rotate(replicas[p].begin(), replicas[p].begin() + turn % replicas[p].size(),
+                  replicas[p].end());
   }
   ipb::StatsRequest request;
   request.set_search_terms(std::string(call.search_terms));
-  FanOut<ipb::CollectionStats> fan(std::move(replicas), [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx,
-                                                            ipb::CollectionStats* response,
-                                                            std::function<void(grpc::Status)> done) {
-    view_.index(p, r).async()->Stats(ctx, &request, response, std::move(done));
-  });
+  auto fan = std::make_shared<FanOut<ipb::CollectionStats>>(
+      std::move(replicas),
+      [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx, ipb::CollectionStats* response,
+          std::function<void(grpc::Status)> done) {
+        view_.index(p, r).async()->Stats(ctx, &request, response, std::move(done));
+      });
   query::CollectionStats total;
   std::vector<absl::StatusOr<ipb::CollectionStats>> answers =
-      fan.Run(options_.search_deadline, options_.hedge_after);
+      fan->Run(options_.search_deadline, options_.hedge_after);
   for (uint32_t p = 0; p < partitions; ++p) {
     if (answers[p].ok()) {
       query::AddStats(FromProto(*answers[p]), &total);
     } else if (absl::IsInvalidArgument(answers[p].status()) || !call.allow_partial) {
       return absl::IsInvalidArgument(answers[p].status())
                  ? answers[p].status()
-                 : absl::UnavailableError(StrCat("index partition ", p, ": ", answers[p].status().message()));
+                 : absl::UnavailableError(
+                       StrCat("index partition ", p, ": ", answers[p].status().message()));
     }
   }
   return total;
@@ -419,7 +442,9 @@ absl::StatusOr<aggregator::SearchOutcome> ClusterBackend::RunSearch(
   const uint32_t turn = rotation_.fetch_add(1, std::memory_order_relaxed);
   for (uint32_t p = 0; p < partitions; ++p) {
     replicas[p] = view_.LiveIndexReplicas(p);
-    if (!replicas[p].empty()) std::rotate(replicas[p].begin(), replicas[p].begin() + turn % replicas[p].size(), replicas[p].end());
+    if (!replicas[p].empty())
+      std::rotate(replicas[p].begin(), replicas[p].begin() + turn % replicas[p].size(),
+                  replicas[p].end());
   }
   const query::SearchOptions& o = call.options;
   ipb::PartitionSearchRequest request;
@@ -434,14 +459,14 @@ absl::StatusOr<aggregator::SearchOutcome> ClusterBackend::RunSearch(
   request.set_watermark(o.watermark);
   request.set_now_ms(o.now_ms);
   if (o.stats != nullptr) ToProto(*o.stats, request.mutable_stats());
-  FanOut<ipb::PartitionSearchResponse> fan(
-      std::move(replicas), [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx,
-                               ipb::PartitionSearchResponse* response,
-                               std::function<void(grpc::Status)> done) {
+  auto fan = std::make_shared<FanOut<ipb::PartitionSearchResponse>>(
+      std::move(replicas),
+      [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx, ipb::PartitionSearchResponse* response,
+          std::function<void(grpc::Status)> done) {
         view_.index(p, r).async()->Search(ctx, &request, response, std::move(done));
       });
   std::vector<absl::StatusOr<ipb::PartitionSearchResponse>> answers =
-      fan.Run(options_.search_deadline, options_.hedge_after);
+      fan->Run(options_.search_deadline, options_.hedge_after);
 
   // k-way merge of the partitions' top-k (each sorted), by sort key.
   aggregator::SearchOutcome out;
@@ -485,20 +510,21 @@ absl::StatusOr<aggregator::SearchOutcome> ClusterBackend::RunSearch(
   for (uint32_t p = 0; p < storage_partitions; ++p) {
     if (gets[p].ids_size() == 0) continue;
     any_missing = true;
-    for (uint32_t r = 0; r < view_.topology().storage[p].replicas.size(); ++r) storage_replicas[p].push_back(r);
+    for (uint32_t r = 0; r < view_.topology().storage[p].replicas.size(); ++r)
+      storage_replicas[p].push_back(r);
     std::optional<uint32_t> primary = view_.StoragePrimary(p);
     if (primary.has_value()) std::swap(storage_replicas[p][0], storage_replicas[p][*primary]);
   }
   if (any_missing) {
     const uint64_t epoch = cache_.epoch();
-    FanOut<ipb::MultiGetResponse> fetch(
-        std::move(storage_replicas), [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx,
-                                         ipb::MultiGetResponse* response,
-                                         std::function<void(grpc::Status)> done) {
+    auto fetch = std::make_shared<FanOut<ipb::MultiGetResponse>>(
+        std::move(storage_replicas),
+        [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx, ipb::MultiGetResponse* response,
+            std::function<void(grpc::Status)> done) {
           view_.storage(p, r).async()->MultiGet(ctx, &gets[p], response, std::move(done));
         });
     std::vector<absl::StatusOr<ipb::MultiGetResponse>> fetched =
-        fetch.Run(options_.search_deadline, options_.hedge_after);
+        fetch->Run(options_.search_deadline, options_.hedge_after);
     absl::flat_hash_map<TweetId, std::shared_ptr<const storage::StoredTweet>> found;
     for (uint32_t p = 0; p < storage_partitions; ++p) {
       if (gets[p].ids_size() == 0) continue;
@@ -533,12 +559,13 @@ aggregator::EngineStats ClusterBackend::Stats() const {
   std::vector<std::vector<uint32_t>> replicas(partitions);
   for (uint32_t p = 0; p < partitions; ++p) replicas[p] = view_.LiveIndexReplicas(p);
   ipb::StatusRequest request;
-  FanOut<ipb::IndexStatus> fan(std::move(replicas), [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx,
-                                                        ipb::IndexStatus* response,
-                                                        std::function<void(grpc::Status)> done) {
-    view_.index(p, r).async()->Status(ctx, &request, response, std::move(done));
-  });
-  for (const absl::StatusOr<ipb::IndexStatus>& st : fan.Run(options_.search_deadline, options_.hedge_after)) {
+  auto fan = std::make_shared<FanOut<ipb::IndexStatus>>(
+      std::move(replicas), [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx,
+                               ipb::IndexStatus* response, std::function<void(grpc::Status)> done) {
+        view_.index(p, r).async()->Status(ctx, &request, response, std::move(done));
+      });
+  for (const absl::StatusOr<ipb::IndexStatus>& st :
+       fan->Run(options_.search_deadline, options_.hedge_after)) {
     if (!st.ok()) continue;
     s.indexed_documents += st->documents();
     s.index_memory_bytes += st->memory_bytes();

@@ -1,19 +1,24 @@
-// ClusterBackend: the front door's Backend in the cluster shape (docs/cluster.md).
+// ClusterBackend: the front door's Backend in the cluster shape
+// (docs/cluster.md).
 //
-// Writes: the front door validates and assigns ids, groups tweets by storage partition and
-// sends each group to that partition's primary (in parallel); a primary that is gone or no
-// longer primary is looked up again in etcd and the write retried (marked as a retry, so a
-// write that landed before its answer was lost is not a duplicate) until `write_deadline`. Once
-// acknowledged, the call waits (up to `visible_wait`) until every serving index replica has
-// applied the write, so that what Ingest() returns is searchable, as in one process.
+// Writes: the front door validates and assigns ids, groups tweets by storage
+// partition and sends each group to that partition's primary (in parallel); a
+// primary that is gone or no longer primary is looked up again in etcd and the
+// write retried (marked as a retry, so a write that landed before its answer
+// was lost is not a duplicate) until `write_deadline`. Once acknowledged, the
+// call waits (up to `visible_wait`) until every serving index replica has
+// applied the write, so that what Ingest() returns is searchable, as in one
+// process.
 //
-// Searches: one call per index partition, in parallel, to a serving replica (rotating); a
-// failed call is retried on the other replica, a slow one is hedged to it after `hedge_after`;
-// the whole fan-out has `search_deadline`. The partitions' top-k lists are merged by sort key.
-// A partition with no replica answering fails the search (Unavailable), or with allow_partial
-// is left out and named. Best match first collects the statistics of every partition (summed),
-// then scores with them everywhere. Hits are hydrated from storage in one batch per storage
-// partition, through an LRU cache of tweet bodies.
+// Searches: one call per index partition, in parallel, to a serving replica
+// (rotating); a failed call is retried on the other replica, a slow one is
+// hedged to it after `hedge_after`; the whole fan-out has `search_deadline`.
+// The partitions' top-k lists are merged by sort key. A partition with no
+// replica answering fails the search (Unavailable), or with allow_partial is
+// left out and named. Best match first collects the statistics of every
+// partition (summed), then scores with them everywhere. Hits are hydrated from
+// storage in one batch per storage partition, through an LRU cache of tweet
+// bodies.
 //
 // Thread-safety: every method may be called from any thread.
 #ifndef TWEETSEARCH_CLUSTER_CLUSTER_BACKEND_H_
@@ -44,17 +49,18 @@ struct ClusterBackendOptions {
 class ClusterBackend final : public aggregator::Backend {
  public:
   // `view` must outlive the backend.
-  static absl::StatusOr<std::unique_ptr<ClusterBackend>> Create(ClusterView& view,
-                                                                const ClusterBackendOptions& options,
-                                                                const Clock& clock);
+  static absl::StatusOr<std::unique_ptr<ClusterBackend>> Create(
+      ClusterView& view, const ClusterBackendOptions& options, const Clock& clock);
   ~ClusterBackend() override;
 
   std::vector<aggregator::IngestOutcome> Ingest(std::vector<aggregator::NewTweet> tweets) override;
   absl::Status Delete(TweetId id) override;
   absl::StatusOr<uint32_t> Likes(TweetId id, int64_t value, bool add) override;
   absl::StatusOr<storage::StoredTweet> Get(TweetId id) const override;
-  absl::StatusOr<aggregator::SearchOutcome> RunSearch(const aggregator::SearchCall& call) const override;
-  absl::StatusOr<query::CollectionStats> CollectStats(const aggregator::SearchCall& call) const override;
+  absl::StatusOr<aggregator::SearchOutcome> RunSearch(
+      const aggregator::SearchCall& call) const override;
+  absl::StatusOr<query::CollectionStats> CollectStats(
+      const aggregator::SearchCall& call) const override;
   TweetId Watermark() const override { return kMaxTweetId; }
   const analysis::Analyzer& analyzer() const override { return *analyzer_; }
   const Clock& clock() const override { return clock_; }
@@ -64,10 +70,12 @@ class ClusterBackend final : public aggregator::Backend {
  private:
   ClusterBackend(ClusterView& view, const ClusterBackendOptions& options, const Clock& clock,
                  SnowflakeGenerator ids, std::unique_ptr<analysis::Analyzer> analyzer);
-  // Sends `request` to storage partition `p`'s primary until it answers or the deadline passes.
+  // Sends `request` to storage partition `p`'s primary until it answers or the
+  // deadline passes.
   absl::StatusOr<internal::v1::WriteResponse> WriteToPrimary(uint32_t p,
                                                              internal::v1::WriteRequest request);
-  // Waits until the serving index replicas have applied storage partition `p` through `sequence`.
+  // Waits until the serving index replicas have applied storage partition `p`
+  // through `sequence`.
   void WaitVisible(const std::vector<std::pair<uint32_t, uint64_t>>& written) const;
 
   ClusterView& view_;

@@ -15,7 +15,9 @@ std::string EpochKey(uint32_t p) { return StrCat("/ts/storage/", p, "/epoch"); }
 std::string StaleKey(uint32_t p, const std::string& node) {
   return StrCat("/ts/storage/", p, "/stale/", node);
 }
-std::string PrimaryValue(const std::string& node, uint64_t epoch) { return StrCat(node, " ", epoch); }
+std::string PrimaryValue(const std::string& node, uint64_t epoch) {
+  return StrCat(node, " ", epoch);
+}
 
 bool ParsePrimaryValue(const std::string& value, std::string* node, uint64_t* epoch) {
   std::vector<std::string> parts = absl::StrSplit(value, ' ');
@@ -27,11 +29,13 @@ ClusterView::ClusterView(Topology topology, absl::Duration refresh)
     : topology_(std::move(topology)), etcd_(topology_.etcd, std::chrono::seconds(2)) {
   for (const Partition& p : topology_.storage) {
     auto& stubs = storage_.emplace_back();
-    for (const NodeSpec& n : p.replicas) stubs.push_back(internal::v1::Storage::NewStub(Connect(n.grpc)));
+    for (const NodeSpec& n : p.replicas)
+      stubs.push_back(internal::v1::Storage::NewStub(Connect(n.grpc)));
   }
   for (const Partition& p : topology_.index) {
     auto& stubs = index_.emplace_back();
-    for (const NodeSpec& n : p.replicas) stubs.push_back(internal::v1::Index::NewStub(Connect(n.grpc)));
+    for (const NodeSpec& n : p.replicas)
+      stubs.push_back(internal::v1::Index::NewStub(Connect(n.grpc)));
   }
   {
     absl::MutexLock lock(&mu_);

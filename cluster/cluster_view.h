@@ -1,13 +1,16 @@
-// ClusterView: what a front door (or tweetctl) knows of the cluster: the topology, and from
-// etcd, refreshed every `refresh` (and at once on Refresh()), which storage replica is primary
-// and which index replicas are serving. Holds one gRPC stub per node.
+// ClusterView: what a front door (or tweetctl) knows of the cluster: the
+// topology, and from etcd, refreshed every `refresh` (and at once on
+// Refresh()), which storage replica is primary and which index replicas are
+// serving. Holds one gRPC stub per node.
 //
 // etcd keys (docs/cluster.md):
-//   /ts/members/<role>/<node>        the node's address, on the node's lease (index servers
+//   /ts/members/<role>/<node>        the node's address, on the node's lease
+//   (index servers
 //                                    only while serving)
 //   /ts/storage/<p>/primary          "<node> <epoch>", on the primary's lease
 //   /ts/storage/<p>/epoch            the last epoch handed out (no lease)
-//   /ts/storage/<p>/stale/<node>     that replica lacks acknowledged writes: never promote it
+//   /ts/storage/<p>/stale/<node>     that replica lacks acknowledged writes:
+//   never promote it
 //
 // Thread-safety: every method may be called from any thread.
 #ifndef TWEETSEARCH_CLUSTER_CLUSTER_VIEW_H_

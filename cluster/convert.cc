@@ -42,10 +42,17 @@ absl::StatusOr<storage::ReplicatedChange> FromProto(const internal::v1::Change& 
   out.change.id = c.id();
   out.change.likes = c.likes();
   switch (c.kind()) {
-    case v1::ChangeRecord::KIND_PUT: out.change.kind = storage::ChangeKind::kPut; break;
-    case v1::ChangeRecord::KIND_DELETE: out.change.kind = storage::ChangeKind::kDelete; break;
-    case v1::ChangeRecord::KIND_LIKES: out.change.kind = storage::ChangeKind::kLikes; break;
-    default: return absl::InvalidArgumentError(StrCat("change ", c.sequence(), ": unknown kind"));
+    case v1::ChangeRecord::KIND_PUT:
+      out.change.kind = storage::ChangeKind::kPut;
+      break;
+    case v1::ChangeRecord::KIND_DELETE:
+      out.change.kind = storage::ChangeKind::kDelete;
+      break;
+    case v1::ChangeRecord::KIND_LIKES:
+      out.change.kind = storage::ChangeKind::kLikes;
+      break;
+    default:
+      return absl::InvalidArgumentError(StrCat("change ", c.sequence(), ": unknown kind"));
   }
   if (c.has_tweet()) out.tweet = FromProto(c.tweet());
   return out;

@@ -40,7 +40,8 @@ KeyValue ToKeyValue(const json& kv) {
   return out;
 }
 
-// The end of the range of keys starting with `prefix` (etcd's "range_end" convention).
+// The end of the range of keys starting with `prefix` (etcd's "range_end"
+// convention).
 std::string PrefixEnd(std::string_view prefix) {
   std::string end(prefix);
   while (!end.empty()) {
@@ -80,7 +81,8 @@ absl::StatusOr<std::string> EtcdClient::Call(std::string_view path, const std::s
     absl::StatusOr<aggregator::HttpReply> reply = http_->Send("POST", path, body);
     if (reply.ok() && reply->status == 200) return std::move(reply->body);
     if (reply.ok()) {
-      // etcd's gateway answers errors as {"error": ..., "code": N, "message": ...}.
+      // etcd's gateway answers errors as {"error": ..., "code": N, "message":
+      // ...}.
       json j = json::parse(reply->body, nullptr, false);
       std::string message = j.is_object() ? j.value("message", reply->body) : reply->body;
       const int code = j.is_object() ? j.value("code", 2) : 2;
@@ -114,9 +116,11 @@ absl::Status EtcdClient::KeepAlive(int64_t lease) {
   if (!text.ok()) return text.status();
   absl::StatusOr<json> j = Parse(*text);
   if (!j.ok()) return j.status();
-  // {"result": {"ID": .., "TTL": ..}}; an expired lease comes back without a TTL.
+  // {"result": {"ID": .., "TTL": ..}}; an expired lease comes back without a
+  // TTL.
   const json& result = j->contains("result") ? (*j)["result"] : *j;
-  if (Int(result, "TTL") <= 0) return absl::NotFoundError(StrCat("etcd: lease ", lease, " expired"));
+  if (Int(result, "TTL") <= 0)
+    return absl::NotFoundError(StrCat("etcd: lease ", lease, " expired"));
   return absl::OkStatus();
 }
 
@@ -142,8 +146,8 @@ absl::StatusOr<std::optional<KeyValue>> EtcdClient::Get(std::string_view key) {
 }
 
 absl::StatusOr<std::vector<KeyValue>> EtcdClient::GetPrefix(std::string_view prefix) {
-  absl::StatusOr<std::string> text =
-      Call("/v3/kv/range", json{{"key", B64(prefix)}, {"range_end", B64(PrefixEnd(prefix))}}.dump());
+  absl::StatusOr<std::string> text = Call(
+      "/v3/kv/range", json{{"key", B64(prefix)}, {"range_end", B64(PrefixEnd(prefix))}}.dump());
   if (!text.ok()) return text.status();
   absl::StatusOr<json> j = Parse(*text);
   if (!j.ok()) return j.status();
@@ -162,10 +166,10 @@ absl::StatusOr<bool> EtcdClient::CreateIfAbsent(std::string_view key, std::strin
                                                 int64_t lease, KeyValue* current) {
   json put = {{"key", B64(key)}, {"value", B64(value)}};
   if (lease != 0) put["lease"] = std::to_string(lease);
-  json body = {
-      {"compare", json::array({{{"key", B64(key)}, {"target", "CREATE"}, {"create_revision", "0"}}})},
-      {"success", json::array({{{"requestPut", put}}})},
-      {"failure", json::array({{{"requestRange", {{"key", B64(key)}}}}})}};
+  json body = {{"compare",
+                json::array({{{"key", B64(key)}, {"target", "CREATE"}, {"create_revision", "0"}}})},
+               {"success", json::array({{{"requestPut", put}}})},
+               {"failure", json::array({{{"requestRange", {{"key", B64(key)}}}}})}};
   absl::StatusOr<std::string> text = Call("/v3/kv/txn", body.dump());
   if (!text.ok()) return text.status();
   absl::StatusOr<json> j = Parse(*text);

@@ -1,9 +1,11 @@
-// EtcdClient: the few etcd v3 calls the cluster needs (keys, leases, one-key transactions),
-// over etcd's JSON gateway (POST /v3/kv/range, /v3/kv/txn, /v3/lease/...) on its client port.
-// Keys and values are bytes (base64 on the wire, which this class hides).
+// EtcdClient: the few etcd v3 calls the cluster needs (keys, leases, one-key
+// transactions), over etcd's JSON gateway (POST /v3/kv/range, /v3/kv/txn,
+// /v3/lease/...) on its client port. Keys and values are bytes (base64 on the
+// wire, which this class hides).
 //
-// Thread-safety: every method may be called from any thread (calls are serialized on one
-// kept-alive connection per client; use one client per busy thread).
+// Thread-safety: every method may be called from any thread (calls are
+// serialized on one kept-alive connection per client; use one client per busy
+// thread).
 #ifndef TWEETSEARCH_CLUSTER_ETCD_CLIENT_H_
 #define TWEETSEARCH_CLUSTER_ETCD_CLIENT_H_
 
@@ -35,12 +37,14 @@ struct KeyValue {
 
 class EtcdClient {
  public:
-  // `endpoints`: HOST:PORT of etcd members; a call that cannot reach one tries the next.
+  // `endpoints`: HOST:PORT of etcd members; a call that cannot reach one tries
+  // the next.
   explicit EtcdClient(std::vector<std::string> endpoints,
                       std::chrono::milliseconds timeout = std::chrono::seconds(3));
   ~EtcdClient();
 
-  // A lease of `ttl_s` seconds; keys put with it vanish when it is not kept alive.
+  // A lease of `ttl_s` seconds; keys put with it vanish when it is not kept
+  // alive.
   absl::StatusOr<int64_t> GrantLease(int64_t ttl_s);
   // Renews `lease`. NotFound when it has expired (its keys are gone).
   absl::Status KeepAlive(int64_t lease);
@@ -51,12 +55,12 @@ class EtcdClient {
   // Every key starting with `prefix`, in key order.
   absl::StatusOr<std::vector<KeyValue>> GetPrefix(std::string_view prefix);
   absl::Status Delete(std::string_view key);
-  // Creates `key` if it does not exist: true; otherwise false and the current value in `*current`
-  // (when not null).
+  // Creates `key` if it does not exist: true; otherwise false and the current
+  // value in `*current` (when not null).
   absl::StatusOr<bool> CreateIfAbsent(std::string_view key, std::string_view value, int64_t lease,
                                       KeyValue* current = nullptr);
-  // Replaces `key` if it was last modified at `mod_revision`: true; false if it changed or is
-  // gone.
+  // Replaces `key` if it was last modified at `mod_revision`: true; false if it
+  // changed or is gone.
   absl::StatusOr<bool> CompareAndPut(std::string_view key, int64_t mod_revision,
                                      std::string_view value, int64_t lease);
 

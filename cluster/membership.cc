@@ -4,7 +4,8 @@ namespace tweetsearch::cluster {
 
 Membership::Membership(std::vector<std::string> etcd, int64_t ttl_s)
     : ttl_s_(ttl_s),
-      etcd_(std::make_unique<EtcdClient>(std::move(etcd), std::chrono::milliseconds(ttl_s * 250))) {}
+      etcd_(std::make_unique<EtcdClient>(std::move(etcd), std::chrono::milliseconds(ttl_s * 250))) {
+}
 
 absl::StatusOr<std::unique_ptr<Membership>> Membership::Start(std::vector<std::string> etcd,
                                                               int64_t ttl_s) {
@@ -35,8 +36,8 @@ void Membership::Renew() {
     absl::MutexLock lock(&mu_);
     lease = lease_;
   }
-  // The renewal counts from when it was asked for, not answered: the lease may have been
-  // extended at any moment in between.
+  // The renewal counts from when it was asked for, not answered: the lease may
+  // have been extended at any moment in between.
   const auto asked = std::chrono::steady_clock::now();
   absl::Status s = etcd_->KeepAlive(lease);
   if (s.ok()) {
@@ -45,7 +46,8 @@ void Membership::Renew() {
     return;
   }
   if (!absl::IsNotFound(s)) return;  // etcd unreachable: Holds() runs out by itself
-  // The lease expired while this process lived: take a new one and put the keys back.
+  // The lease expired while this process lived: take a new one and put the keys
+  // back.
   absl::StatusOr<int64_t> fresh = etcd_->GrantLease(ttl_s_);
   if (!fresh.ok()) return;
   std::map<std::string, std::string> keys;

@@ -1,10 +1,12 @@
-// Membership: one process's etcd lease, kept alive, and the keys it holds with it.
+// Membership: one process's etcd lease, kept alive, and the keys it holds with
+// it.
 //
-// Keys put through Put() vanish when the lease expires (the process died or was frozen past
-// its TTL), which is how the cluster learns that a process is gone. If the lease is lost while
-// the process lives on (etcd unreachable too long, or a SIGSTOP), a new lease is granted, the
-// keys are put again, and generation() changes: roles tied to the old lease (a storage primary)
-// must treat it as lost.
+// Keys put through Put() vanish when the lease expires (the process died or was
+// frozen past its TTL), which is how the cluster learns that a process is gone.
+// If the lease is lost while the process lives on (etcd unreachable too long,
+// or a SIGSTOP), a new lease is granted, the keys are put again, and
+// generation() changes: roles tied to the old lease (a storage primary) must
+// treat it as lost.
 //
 // Thread-safety: every method may be called from any thread.
 #ifndef TWEETSEARCH_CLUSTER_MEMBERSHIP_H_
@@ -32,12 +34,13 @@ class Membership {
   // Revokes the lease: its keys vanish at once.
   ~Membership();
 
-  // Puts `key` with the lease (again after a lease is replaced). Empty value: removes it.
+  // Puts `key` with the lease (again after a lease is replaced). Empty value:
+  // removes it.
   absl::Status Put(const std::string& key, const std::string& value);
   absl::Status Remove(const std::string& key);
 
-  // True while the current lease is certainly alive: its last renewal, plus the TTL, minus a
-  // second of margin, is still ahead.
+  // True while the current lease is certainly alive: its last renewal, plus the
+  // TTL, minus a second of margin, is still ahead.
   bool Holds() const;
   int64_t lease() const;
   uint64_t generation() const;

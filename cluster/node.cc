@@ -6,7 +6,6 @@
 #include <filesystem>
 
 #include "absl/strings/escaping.h"
-
 #include "absl/strings/numbers.h"
 #include "cluster/cluster_backend.h"
 #include "cluster/cluster_view.h"
@@ -26,7 +25,8 @@ class StorageProcess final : public ClusterNode {
  public:
   absl::Status Stop() override {
     election_.reset();
-    if (server_.server) server_.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    if (server_.server)
+      server_.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     if (node_) node_->StepDown();
     membership_.reset();  // revokes the lease: the primary key goes at once
     return absl::OkStatus();
@@ -53,7 +53,8 @@ class StorageProcess final : public ClusterNode {
     absl::StatusOr<std::optional<KeyValue>> stale = etcd().Get(StaleKey(place_.partition, name_));
     if (!stale.ok() || stale->has_value()) return;  // lacks acknowledged writes: never promote
     if (!membership_->Holds()) return;
-    // A new epoch above every one handed out and every one this replica has seen.
+    // A new epoch above every one handed out and every one this replica has
+    // seen.
     absl::StatusOr<std::optional<KeyValue>> epoch_kv = etcd().Get(EpochKey(place_.partition));
     if (!epoch_kv.ok()) return;
     uint64_t epoch = node_->epoch();
@@ -65,8 +66,9 @@ class StorageProcess final : public ClusterNode {
     }
     ++epoch;
     absl::StatusOr<bool> reserved =
-        revision == 0 ? etcd().CreateIfAbsent(EpochKey(place_.partition), StrCat(epoch), 0)
-                      : etcd().CompareAndPut(EpochKey(place_.partition), revision, StrCat(epoch), 0);
+        revision == 0
+            ? etcd().CreateIfAbsent(EpochKey(place_.partition), StrCat(epoch), 0)
+            : etcd().CompareAndPut(EpochKey(place_.partition), revision, StrCat(epoch), 0);
     if (!reserved.ok() || !*reserved) return;
     const uint64_t generation = membership_->generation();
     absl::StatusOr<bool> created =
@@ -76,7 +78,9 @@ class StorageProcess final : public ClusterNode {
     const std::string stale_peer = peer_name_.empty() ? "" : StaleKey(place_.partition, peer_name_);
     absl::Status s = node_->BecomePrimary(
         epoch, peer_.get(),
-        [this, generation] { return membership_->Holds() && membership_->generation() == generation; },
+        [this, generation] {
+          return membership_->Holds() && membership_->generation() == generation;
+        },
         [this, stale_peer] { return etcd().Put(stale_peer, "1"); },
         [this, stale_peer] { return etcd().Delete(stale_peer); });
     if (!s.ok()) {
@@ -84,7 +88,8 @@ class StorageProcess final : public ClusterNode {
       (void)etcd().Delete(primary_key);
       return;
     }
-    spdlog::info("storage {}: primary of partition {} with epoch {}", name_, place_.partition, epoch);
+    spdlog::info("storage {}: primary of partition {} with epoch {}", name_, place_.partition,
+                 epoch);
   }
 
   EtcdClient& etcd() { return *etcd_; }
@@ -108,7 +113,8 @@ class IndexProcess final : public ClusterNode {
   absl::Status Stop() override {
     watcher_.reset();
     membership_.reset();
-    if (server_.server) server_.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    if (server_.server)
+      server_.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     if (node_) {
       node_->Stop();
       absl::Status s = node_->Checkpoint();
@@ -201,11 +207,13 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> StartStorage(const Topology& t,
   absl::StatusOr<std::unique_ptr<Membership>> membership = Membership::Start(t.etcd, t.lease_ttl_s);
   if (!membership.ok()) return membership.status();
   p->membership_ = *std::move(membership);
-  if (absl::Status s = p->membership_->Put(MemberKey(Role::kStorage, p->name_), place.spec->grpc); !s.ok()) {
+  if (absl::Status s = p->membership_->Put(MemberKey(Role::kStorage, p->name_), place.spec->grpc);
+      !s.ok()) {
     return s;
   }
   p->etcd_ = std::make_unique<EtcdClient>(t.etcd, std::chrono::seconds(2));
-  p->election_ = std::make_unique<PeriodicTask>(absl::Milliseconds(250), [p = p.get()] { p->Elect(); });
+  p->election_ =
+      std::make_unique<PeriodicTask>(absl::Milliseconds(250), [p = p.get()] { p->Elect(); });
   spdlog::info("storage {} (partition {}, replica {}) on {}, data in {}", p->name_, place.partition,
                place.replica, place.spec->grpc, data_dir);
   return std::unique_ptr<ClusterNode>(std::move(p));
@@ -240,7 +248,8 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> StartIndex(const Topology& t,
   p->membership_ = *std::move(membership);
   p->key_ = MemberKey(Role::kIndex, place.spec->node);
   p->address_ = place.spec->grpc;
-  p->watcher_ = std::make_unique<PeriodicTask>(absl::Milliseconds(200), [p = p.get()] { p->Watch(); });
+  p->watcher_ =
+      std::make_unique<PeriodicTask>(absl::Milliseconds(200), [p = p.get()] { p->Watch(); });
   spdlog::info("index {} (partition {}, replica {}) on {}, data in {}", place.spec->node,
                place.partition, place.replica, place.spec->grpc, data_dir);
   return std::unique_ptr<ClusterNode>(std::move(p));
@@ -261,8 +270,8 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> StartAggregator(const Topology& t,
   config.grpc_port = grpc->second;
   if (config.redis.empty()) config.redis = t.redis;
   config.sample = 0;
-  // Front doors share one page-token secret (a page from one, the next page from another): the
-  // first to start puts one in etcd, the others take it.
+  // Front doors share one page-token secret (a page from one, the next page
+  // from another): the first to start puts one in etcd, the others take it.
   {
     EtcdClient etcd(t.etcd, std::chrono::seconds(2));
     unsigned char random[32];
@@ -275,12 +284,13 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> StartAggregator(const Topology& t,
     std::error_code ec;
     std::filesystem::create_directories(config.data_dir, ec);
     const std::string secret = *created ? mine : current.value;
-    if (absl::Status s = WriteFileAtomically(config.data_dir + "/page_token.secret", secret); !s.ok()) {
+    if (absl::Status s = WriteFileAtomically(config.data_dir + "/page_token.secret", secret);
+        !s.ok()) {
       return s;
     }
-    std::filesystem::permissions(config.data_dir + "/page_token.secret",
-                                 std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
-                                 ec);
+    std::filesystem::permissions(
+        config.data_dir + "/page_token.secret",
+        std::filesystem::perms::owner_read | std::filesystem::perms::owner_write, ec);
   }
   p->view_ = std::make_unique<ClusterView>(t);
   ClusterBackendOptions options;
@@ -306,7 +316,8 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Start(
     const Topology& topology, Role role, const std::string& node,
     const aggregator::DaemonConfig& base) {
   std::optional<Topology::Place> place = topology.Find(node);
-  if (!place.has_value()) return absl::NotFoundError(StrCat("node \"", node, "\" is not in the topology"));
+  if (!place.has_value())
+    return absl::NotFoundError(StrCat("node \"", node, "\" is not in the topology"));
   if (place->role != role) {
     return absl::InvalidArgumentError(StrCat("node \"", node, "\" is a ", RoleName(place->role),
                                              " node in the topology, not ", RoleName(role)));
@@ -316,10 +327,14 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Start(
     return absl::InvalidArgumentError(StrCat("node \"", node, "\" has no data directory"));
   }
   switch (role) {
-    case Role::kStorage: return StartStorage(topology, *place, data_dir);
-    case Role::kIndex: return StartIndex(topology, *place, data_dir);
-    case Role::kAggregator: return StartAggregator(topology, *place, base);
-    case Role::kBuilder: break;
+    case Role::kStorage:
+      return StartStorage(topology, *place, data_dir);
+    case Role::kIndex:
+      return StartIndex(topology, *place, data_dir);
+    case Role::kAggregator:
+      return StartAggregator(topology, *place, base);
+    case Role::kBuilder:
+      break;
   }
   return absl::UnimplementedError("the builder role is not built yet");
 }

@@ -30,7 +30,8 @@ class StorageService final : public Storage::Service {
     for (const v1::Tweet& t : request->puts()) op.puts.push_back(FromProto(t));
     if (request->delete_id() != 0) op.delete_id = request->delete_id();
     if (request->likes_id() != 0) {
-      op.likes = storage::LikesChange{request->likes_id(), request->likes_value(), request->likes_add()};
+      op.likes =
+          storage::LikesChange{request->likes_id(), request->likes_value(), request->likes_add()};
     }
     absl::StatusOr<storage::WriteResult> result = node_.Write(std::move(op));
     if (!result.ok()) return ToGrpc(result.status());
@@ -61,7 +62,8 @@ class StorageService final : public Storage::Service {
 
   grpc::Status ReadChanges(grpc::ServerContext*, const ipb::ReadChangesRequest* request,
                            ipb::ReadChangesResponse* response) override {
-    const size_t max = request->max() == 0 ? kDefaultReadMax : std::min<size_t>(request->max(), 65536);
+    const size_t max =
+        request->max() == 0 ? kDefaultReadMax : std::min<size_t>(request->max(), 65536);
     absl::StatusOr<std::vector<storage::ReplicatedChange>> changes = node_.ReadChanges(
         request->after(), max, absl::Milliseconds(std::min(request->wait_ms(), kMaxWaitMs)),
         request->reader(), request->reader_keeps());
@@ -102,7 +104,8 @@ class StorageService final : public Storage::Service {
   storage::StorageNode& node_;
 };
 
-query::SearchOptions ToOptions(const ipb::PartitionSearchRequest& r, query::CollectionStats* stats) {
+query::SearchOptions ToOptions(const ipb::PartitionSearchRequest& r,
+                               query::CollectionStats* stats) {
   query::SearchOptions o;
   o.sort = static_cast<query::SortMode>(r.sort());
   o.limit = r.limit();
@@ -153,9 +156,9 @@ class IndexService final : public Index::Service {
 
   grpc::Status WaitApplied(grpc::ServerContext*, const ipb::WaitAppliedRequest* request,
                            ipb::WaitAppliedResponse* response) override {
-    response->set_applied(node_.WaitApplied(
-        request->storage_partition(), request->sequence(),
-        absl::Milliseconds(std::min(request->timeout_ms(), kMaxWaitMs))));
+    response->set_applied(
+        node_.WaitApplied(request->storage_partition(), request->sequence(),
+                          absl::Milliseconds(std::min(request->timeout_ms(), kMaxWaitMs))));
     return grpc::Status::OK;
   }
 
@@ -210,7 +213,8 @@ class GrpcStoragePeer final : public storage::StoragePeer {
     context.set_deadline(Deadline(timeout_));
     grpc::Status s = stub_->Replicate(&context, request, &response);
     if (!s.ok()) {
-      // Only a refusal is FailedPrecondition; every transport failure is "unreachable".
+      // Only a refusal is FailedPrecondition; every transport failure is
+      // "unreachable".
       if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION) return FromGrpc(s);
       return absl::UnavailableError(StrCat("secondary: ", s.error_message()));
     }
@@ -229,8 +233,9 @@ class GrpcChangeSource final : public indexer::ChangeSource {
     for (const std::string& r : replicas) stubs_.push_back(Storage::NewStub(Connect(r)));
   }
 
-  absl::StatusOr<std::vector<storage::ReplicatedChange>> ReadChanges(
-      uint64_t after, size_t max, absl::Duration wait, uint64_t keeps) override {
+  absl::StatusOr<std::vector<storage::ReplicatedChange>> ReadChanges(uint64_t after, size_t max,
+                                                                     absl::Duration wait,
+                                                                     uint64_t keeps) override {
     absl::Status last = absl::UnavailableError("no replica");
     for (size_t attempt = 0; attempt < stubs_.size(); ++attempt) {
       const size_t i = (current_ + attempt) % stubs_.size();

@@ -1,5 +1,6 @@
-// The gRPC faces of the cluster's roles (proto/cluster.proto): servers for a storage replica
-// and an index replica, and the clients other roles use to reach them.
+// The gRPC faces of the cluster's roles (proto/cluster.proto): servers for a
+// storage replica and an index replica, and the clients other roles use to
+// reach them.
 //
 // Thread-safety: services and clients may be used from any thread.
 #ifndef TWEETSEARCH_CLUSTER_SERVICES_H_
@@ -29,8 +30,8 @@ std::shared_ptr<grpc::Channel> Connect(const std::string& address);
 std::unique_ptr<storage::StoragePeer> MakeStoragePeer(const std::string& address,
                                                       std::chrono::milliseconds timeout);
 
-// Reads one storage partition's change log from whichever of its replicas answers (the one that
-// answered last first), as `reader`.
+// Reads one storage partition's change log from whichever of its replicas
+// answers (the one that answered last first), as `reader`.
 std::unique_ptr<indexer::ChangeSource> MakeChangeSource(std::vector<std::string> replicas,
                                                         std::string reader);
 

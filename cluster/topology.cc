@@ -98,10 +98,14 @@ uint32_t HashToPartition(TweetId id, uint64_t seed, uint32_t count) {
 
 std::string_view RoleName(Role role) {
   switch (role) {
-    case Role::kStorage: return "storage";
-    case Role::kIndex: return "index";
-    case Role::kBuilder: return "builder";
-    case Role::kAggregator: return "aggregator";
+    case Role::kStorage:
+      return "storage";
+    case Role::kIndex:
+      return "index";
+    case Role::kBuilder:
+      return "builder";
+    case Role::kAggregator:
+      return "aggregator";
   }
   return "?";
 }
@@ -117,12 +121,14 @@ absl::StatusOr<Role> ParseRole(std::string_view name) {
 std::optional<Topology::Place> Topology::Find(std::string_view node) const {
   for (uint32_t p = 0; p < storage.size(); ++p) {
     for (uint32_t r = 0; r < storage[p].replicas.size(); ++r) {
-      if (storage[p].replicas[r].node == node) return Place{Role::kStorage, p, r, &storage[p].replicas[r]};
+      if (storage[p].replicas[r].node == node)
+        return Place{Role::kStorage, p, r, &storage[p].replicas[r]};
     }
   }
   for (uint32_t p = 0; p < index.size(); ++p) {
     for (uint32_t r = 0; r < index[p].replicas.size(); ++r) {
-      if (index[p].replicas[r].node == node) return Place{Role::kIndex, p, r, &index[p].replicas[r]};
+      if (index[p].replicas[r].node == node)
+        return Place{Role::kIndex, p, r, &index[p].replicas[r]};
     }
   }
   for (uint32_t i = 0; i < builders.size(); ++i) {
@@ -140,8 +146,8 @@ absl::StatusOr<Topology> ParseTopology(std::string_view yaml) {
     const YAML::Node root = YAML::Load(std::string(yaml));
     if (!root.IsMap()) return absl::InvalidArgumentError("topology: expected a map");
     static const std::set<std::string> kKeys = {
-        "etcd", "redis", "storage_partitions", "index_partitions", "builders", "aggregators",
-        "allow_single_replica", "lease_ttl_s"};
+        "etcd",     "redis",       "storage_partitions",   "index_partitions",
+        "builders", "aggregators", "allow_single_replica", "lease_ttl_s"};
     for (const auto& entry : root) {
       const std::string key = entry.first.as<std::string>();
       if (!kKeys.contains(key)) {
@@ -156,10 +162,12 @@ absl::StatusOr<Topology> ParseTopology(std::string_view yaml) {
     }
     if (t.etcd.empty()) return absl::InvalidArgumentError("topology: etcd is required");
     for (const std::string& e : t.etcd) {
-      if (!IsHostPort(e)) return absl::InvalidArgumentError(StrCat("etcd: \"", e, "\" is not HOST:PORT"));
+      if (!IsHostPort(e))
+        return absl::InvalidArgumentError(StrCat("etcd: \"", e, "\" is not HOST:PORT"));
     }
     if (root["redis"]) t.redis = root["redis"].as<std::string>();
-    if (root["allow_single_replica"]) t.allow_single_replica = root["allow_single_replica"].as<bool>();
+    if (root["allow_single_replica"])
+      t.allow_single_replica = root["allow_single_replica"].as<bool>();
     if (root["lease_ttl_s"]) t.lease_ttl_s = root["lease_ttl_s"].as<int64_t>();
     if (t.lease_ttl_s < 2 || t.lease_ttl_s > 600) {
       return absl::InvalidArgumentError("lease_ttl_s must be from 2 to 600");
@@ -179,7 +187,8 @@ absl::StatusOr<Topology> ParseTopology(std::string_view yaml) {
         ReadNodes(root["aggregators"], "aggregators", true);
     if (!aggregators.ok()) return aggregators.status();
     t.aggregators = *std::move(aggregators);
-    if (t.aggregators.empty()) return absl::InvalidArgumentError("aggregators: at least one is required");
+    if (t.aggregators.empty())
+      return absl::InvalidArgumentError("aggregators: at least one is required");
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(StrCat("topology: ", e.what()));
   }
@@ -191,13 +200,15 @@ absl::StatusOr<Topology> ParseTopology(std::string_view yaml) {
   for (const auto* list : {&t.storage, &t.index}) {
     for (const Partition& p : *list) {
       for (const NodeSpec& n : p.replicas) {
-        if (!unique(n)) return absl::InvalidArgumentError(StrCat("node \"", n.node, "\" appears twice"));
+        if (!unique(n))
+          return absl::InvalidArgumentError(StrCat("node \"", n.node, "\" appears twice"));
       }
     }
   }
   for (const auto* list : {&t.builders, &t.aggregators}) {
     for (const NodeSpec& n : *list) {
-      if (!unique(n)) return absl::InvalidArgumentError(StrCat("node \"", n.node, "\" appears twice"));
+      if (!unique(n))
+        return absl::InvalidArgumentError(StrCat("node \"", n.node, "\" appears twice"));
     }
   }
   return t;

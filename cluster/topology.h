@@ -1,14 +1,17 @@
-// Topology: every process of a cluster, read from a YAML file (docs/cluster.md shows one), and
-// the partition of a tweet.
+// Topology: every process of a cluster, read from a YAML file (docs/cluster.md
+// shows one), and the partition of a tweet.
 //
 //   etcd: [127.0.0.1:2379]
 //   redis: 127.0.0.1:6379
 //   storage_partitions:
-//     - replicas: [{node: s0a, grpc: 127.0.0.1:7100, data: /var/lib/ts/s0a}, {node: s0b, ...}]
+//     - replicas: [{node: s0a, grpc: 127.0.0.1:7100, data: /var/lib/ts/s0a},
+//     {node: s0b, ...}]
 //   index_partitions:
-//     - replicas: [{node: i0a, grpc: 127.0.0.1:7200, data: ...}, {node: i0b, ...}]
+//     - replicas: [{node: i0a, grpc: 127.0.0.1:7200, data: ...}, {node: i0b,
+//     ...}]
 //   builders: [{node: b0, grpc: 127.0.0.1:7300, data: ...}]
-//   aggregators: [{node: a0, http: 127.0.0.1:8080, grpc: 127.0.0.1:9090, data: ...}]
+//   aggregators: [{node: a0, http: 127.0.0.1:8080, grpc: 127.0.0.1:9090, data:
+//   ...}]
 //
 // Thread-safety: a Topology is a value; read it from any thread.
 #ifndef TWEETSEARCH_CLUSTER_TOPOLOGY_H_
@@ -48,13 +51,16 @@ struct Topology {
   std::vector<Partition> index;
   std::vector<NodeSpec> builders;
   std::vector<NodeSpec> aggregators;
-  // Storage primaries may acknowledge alone while their secondary is down (counted in
-  // metrics). Default false: a write then fails until the secondary is back or removed.
+  // Storage primaries may acknowledge alone while their secondary is down
+  // (counted in metrics). Default false: a write then fails until the secondary
+  // is back or removed.
   bool allow_single_replica = false;
-  // Seconds an etcd lease lives without a keep-alive (membership, primary role). Default 5.
+  // Seconds an etcd lease lives without a keep-alive (membership, primary
+  // role). Default 5.
   int64_t lease_ttl_s = 5;
 
-  // Where `node` sits: its role, partition (storage and index) and replica number.
+  // Where `node` sits: its role, partition (storage and index) and replica
+  // number.
   struct Place {
     Role role = Role::kAggregator;
     uint32_t partition = 0;
@@ -64,15 +70,18 @@ struct Topology {
   std::optional<Place> Find(std::string_view node) const;
 };
 
-// Reads and checks a topology file: at least one storage and one index partition, one or two
-// replicas each, at least one aggregator, unique node names, HOST:PORT addresses. InvalidArgument
-// naming the offending entry otherwise.
+// Reads and checks a topology file: at least one storage and one index
+// partition, one or two replicas each, at least one aggregator, unique node
+// names, HOST:PORT addresses. InvalidArgument naming the offending entry
+// otherwise.
 absl::StatusOr<Topology> LoadTopology(const std::string& path);
 absl::StatusOr<Topology> ParseTopology(std::string_view yaml);
 
-// The storage partition of a tweet: xxh64 of its id as 8 big-endian bytes, seed 0, mod count.
+// The storage partition of a tweet: xxh64 of its id as 8 big-endian bytes, seed
+// 0, mod count.
 uint32_t StoragePartitionOf(TweetId id, uint32_t count);
-// The index partition of a tweet: the same hash with seed 1, so the two counts are independent.
+// The index partition of a tweet: the same hash with seed 1, so the two counts
+// are independent.
 uint32_t IndexPartitionOf(TweetId id, uint32_t count);
 
 }  // namespace tweetsearch::cluster

@@ -28,7 +28,8 @@ absl::StatusOr<std::unique_ptr<StorageNode>> StorageNode::Open(const StorageNode
   if (options.data_dir.empty()) return absl::InvalidArgumentError("data_dir is empty");
   std::error_code ec;
   std::filesystem::create_directories(options.data_dir + "/storage", ec);
-  if (ec) return absl::UnavailableError(StrCat("cannot create ", options.data_dir, ": ", ec.message()));
+  if (ec)
+    return absl::UnavailableError(StrCat("cannot create ", options.data_dir, ": ", ec.message()));
   uint64_t epoch = 0;
   if (std::filesystem::exists(EpochFile(options))) {
     absl::StatusOr<std::string> text = ReadFile(EpochFile(options));
@@ -144,14 +145,16 @@ absl::StatusOr<WriteResult> StorageNode::Write(WriteOp op) {
     }
     int64_t likes = op.likes->add ? int64_t{t->likes} + op.likes->value : op.likes->value;
     result.likes = static_cast<uint32_t>(std::clamp<int64_t>(likes, 0, UINT32_MAX));
-    changes.push_back({Change{++sequence, ChangeKind::kLikes, op.likes->id, result.likes}, std::nullopt});
+    changes.push_back(
+        {Change{++sequence, ChangeKind::kLikes, op.likes->id, result.likes}, std::nullopt});
   }
   if (changes.empty()) {
     result.last_sequence = store_->LastSequence();
     return result;
   }
 
-  // Durable on the secondary first: a stale primary is refused before it writes anything.
+  // Durable on the secondary first: a stale primary is refused before it writes
+  // anything.
   bool alone = peer_ == nullptr;
   if (!alone && peer_in_sync_) {
     absl::Status sent = SendToPeer(changes);
@@ -173,7 +176,8 @@ absl::StatusOr<WriteResult> StorageNode::Write(WriteOp op) {
     if (!options_.allow_single_replica) {
       return absl::UnavailableError(
           StrCat("the secondary of storage partition ", options_.partition,
-                 " is not in sync (down or catching up) and single-replica writes are off"));
+                 " is not in sync (down or catching up) and single-replica "
+                 "writes are off"));
     }
   }
   if (alone && peer_ != nullptr) {
@@ -185,7 +189,8 @@ absl::StatusOr<WriteResult> StorageNode::Write(WriteOp op) {
     }
   }
   if (absl::Status s = store_->Apply(changes); !s.ok()) {
-    // The secondary may hold changes this replica failed to write: it cannot stay primary.
+    // The secondary may hold changes this replica failed to write: it cannot
+    // stay primary.
     StepDownLocked();
     return absl::UnavailableError(StrCat("primary write failed, stepped down: ", s.message()));
   }
@@ -204,7 +209,8 @@ absl::StatusOr<WriteResult> StorageNode::Write(WriteOp op) {
 
 absl::Status StorageNode::SendToPeer(std::span<const ReplicatedChange> changes) {
   absl::StatusOr<uint64_t> last = peer_->Replicate(epoch_, options_.node, changes);
-  // The peer may be missing changes before these: send them from the log, then these again.
+  // The peer may be missing changes before these: send them from the log, then
+  // these again.
   for (int round = 0; last.ok() && *last < changes.back().change.sequence; ++round) {
     if (round > 1000) return absl::UnavailableError("the secondary does not catch up");
     peer_last_ = *last;
@@ -215,7 +221,8 @@ absl::Status StorageNode::SendToPeer(std::span<const ReplicatedChange> changes) 
     absl::StatusOr<std::vector<ReplicatedChange>> missing = store_->ReadChanges(
         *last, std::min<uint64_t>(kCatchUpBatch, changes.front().change.sequence - 1 - *last));
     if (!missing.ok()) return missing.status();
-    if (missing->empty()) return absl::DataLossError("the change log lacks what the secondary needs");
+    if (missing->empty())
+      return absl::DataLossError("the change log lacks what the secondary needs");
     last = peer_->Replicate(epoch_, options_.node, *missing);
   }
   if (!last.ok()) return last.status();
@@ -229,17 +236,20 @@ absl::Status StorageNode::CatchUpPeer() {
     uint64_t epoch = 0, from = 0;
     {
       absl::MutexLock lock(&write_mu_);
-      if (role_ != ReplicaRole::kPrimary || peer_ == nullptr || peer_in_sync_) return absl::OkStatus();
+      if (role_ != ReplicaRole::kPrimary || peer_ == nullptr || peer_in_sync_)
+        return absl::OkStatus();
       peer = peer_;
       epoch = epoch_;
       from = peer_last_;
     }
-    // Far behind: send without holding up writes. Near the end: finish under the write lock,
-    // so that no write slips between the last change sent and the peer counting as in sync.
+    // Far behind: send without holding up writes. Near the end: finish under
+    // the write lock, so that no write slips between the last change sent and
+    // the peer counting as in sync.
     if (store_->LastSequence() > from + kCatchUpBatch) {
       absl::StatusOr<uint64_t> last = peer->Replicate(epoch, options_.node, {});
       if (!last.ok()) return last.status();
-      absl::StatusOr<std::vector<ReplicatedChange>> batch = store_->ReadChanges(*last, kCatchUpBatch);
+      absl::StatusOr<std::vector<ReplicatedChange>> batch =
+          store_->ReadChanges(*last, kCatchUpBatch);
       if (!batch.ok()) return batch.status();
       absl::StatusOr<uint64_t> after = peer->Replicate(epoch, options_.node, *batch);
       if (!after.ok()) return after.status();
@@ -253,9 +263,11 @@ absl::Status StorageNode::CatchUpPeer() {
     if (!last.ok()) return last.status();
     peer_last_ = *last;
     while (peer_last_ < store_->LastSequence()) {
-      absl::StatusOr<std::vector<ReplicatedChange>> batch = store_->ReadChanges(peer_last_, kCatchUpBatch);
+      absl::StatusOr<std::vector<ReplicatedChange>> batch =
+          store_->ReadChanges(peer_last_, kCatchUpBatch);
       if (!batch.ok()) return batch.status();
-      if (batch->empty()) return absl::DataLossError("the change log lacks what the secondary needs");
+      if (batch->empty())
+        return absl::DataLossError("the change log lacks what the secondary needs");
       absl::StatusOr<uint64_t> after = peer_->Replicate(epoch_, options_.node, *batch);
       if (!after.ok()) return after.status();
       if (*after <= peer_last_) return absl::InternalError("the secondary made no progress");
@@ -278,7 +290,8 @@ absl::StatusOr<uint64_t> StorageNode::Replicate(uint64_t epoch, const std::strin
   }
   if (role_ == ReplicaRole::kPrimary) {
     if (epoch == epoch_ || primary == options_.node) {
-      return absl::FailedPreconditionError(StrCat(options_.node, " is the primary of epoch ", epoch_));
+      return absl::FailedPreconditionError(
+          StrCat(options_.node, " is the primary of epoch ", epoch_));
     }
     StepDownLocked();  // a newer primary exists
   }
@@ -296,9 +309,10 @@ absl::StatusOr<uint64_t> StorageNode::Replicate(uint64_t epoch, const std::strin
   return changes.back().change.sequence;
 }
 
-absl::StatusOr<std::vector<ReplicatedChange>> StorageNode::ReadChanges(
-    uint64_t after, size_t max, absl::Duration wait, const std::string& reader,
-    uint64_t reader_keeps) {
+absl::StatusOr<std::vector<ReplicatedChange>> StorageNode::ReadChanges(uint64_t after, size_t max,
+                                                                       absl::Duration wait,
+                                                                       const std::string& reader,
+                                                                       uint64_t reader_keeps) {
   if (!reader.empty()) {
     absl::MutexLock lock(&readers_mu_);
     reader_keeps_[reader] = reader_keeps;

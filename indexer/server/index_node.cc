@@ -54,10 +54,14 @@ std::string JoinCursors(const std::vector<uint64_t>& cursors) {
 
 std::string_view IndexStateName(IndexState state) {
   switch (state) {
-    case IndexState::kCatchingUp: return "catching_up";
-    case IndexState::kServing: return "serving";
-    case IndexState::kNeedsRebuild: return "needs_rebuild";
-    case IndexState::kRebuilding: return "rebuilding";
+    case IndexState::kCatchingUp:
+      return "catching_up";
+    case IndexState::kServing:
+      return "serving";
+    case IndexState::kNeedsRebuild:
+      return "needs_rebuild";
+    case IndexState::kRebuilding:
+      return "rebuilding";
   }
   return "?";
 }
@@ -65,8 +69,12 @@ std::string_view IndexStateName(IndexState state) {
 IndexNode::IndexNode(const IndexNodeOptions& options,
                      std::vector<std::unique_ptr<ChangeSource>> sources,
                      std::unique_ptr<index::Index> index, std::vector<uint64_t> cursors)
-    : options_(options), sources_(std::move(sources)), index_(std::move(index)), saved_(cursors),
-      applied_(std::move(cursors)), caught_up_(sources_.size(), false) {
+    : options_(options),
+      sources_(std::move(sources)),
+      index_(std::move(index)),
+      saved_(cursors),
+      applied_(std::move(cursors)),
+      caught_up_(sources_.size(), false) {
   for (const auto& segment : index_->Snapshot()->segments) {
     max_id_ = std::max(max_id_, segment->MaxTweetId());
   }
@@ -78,7 +86,8 @@ absl::StatusOr<std::unique_ptr<IndexNode>> IndexNode::Open(
   if (sources.empty()) return absl::InvalidArgumentError("no storage partitions to read");
   std::error_code ec;
   std::filesystem::create_directories(IndexDir(options), ec);
-  if (ec) return absl::UnavailableError(StrCat("cannot create ", IndexDir(options), ": ", ec.message()));
+  if (ec)
+    return absl::UnavailableError(StrCat("cannot create ", IndexDir(options), ": ", ec.message()));
   std::vector<uint64_t> cursors(sources.size(), 0);
   absl::StatusOr<std::unique_ptr<index::Index>> index =
       index::Index::Open(options.index, IndexDir(options));
@@ -96,7 +105,8 @@ absl::StatusOr<std::unique_ptr<IndexNode>> IndexNode::Open(
 
 IndexNode::~IndexNode() {
   Stop();
-  (void)Checkpoint();  // best effort: a failure only means a longer replay next start
+  (void)Checkpoint();  // best effort: a failure only means a longer replay next
+                       // start
 }
 
 void IndexNode::Start() {
@@ -165,7 +175,8 @@ void IndexNode::Apply(uint32_t storage, const std::vector<storage::ReplicatedCha
   size_t first = 0;
   {
     absl::MutexLock state(&mu_);
-    // A rebuild began while these were read: they are older than its starting point.
+    // A rebuild began while these were read: they are older than its starting
+    // point.
     if (state_ == IndexState::kRebuilding || state_ == IndexState::kNeedsRebuild) return;
     const uint64_t applied = applied_[storage];
     while (first < changes.size() && changes[first].change.sequence <= applied) ++first;
@@ -193,7 +204,8 @@ void IndexNode::Apply(uint32_t storage, const std::vector<storage::ReplicatedCha
     if (c.kind == storage::ChangeKind::kDelete) {
       (void)index_->Delete(c.id);  // NotFound: never indexed, or deleted already
     } else {
-      (void)index_->SetLikes(c.id, c.likes);  // NotFound: deleted later in the log
+      (void)index_->SetLikes(c.id,
+                             c.likes);  // NotFound: deleted later in the log
     }
   }
   flush();
@@ -246,7 +258,8 @@ absl::Status IndexNode::BeginRebuild(std::vector<uint64_t> from_sequences) {
   std::error_code ec;
   std::filesystem::remove_all(IndexDir(options_), ec);
   std::filesystem::create_directories(IndexDir(options_), ec);
-  if (ec) return absl::UnavailableError(StrCat("cannot reset ", IndexDir(options_), ": ", ec.message()));
+  if (ec)
+    return absl::UnavailableError(StrCat("cannot reset ", IndexDir(options_), ": ", ec.message()));
   saved_ = from_sequences;
   since_checkpoint_.store(0, std::memory_order_relaxed);
   absl::MutexLock state(&mu_);

@@ -1,18 +1,21 @@
-// IndexNode: one replica of one index partition (docs/cluster.md, "Index servers").
+// IndexNode: one replica of one index partition (docs/cluster.md, "Index
+// servers").
 //
-// It holds the partition's tweets in an in-memory index and keeps it current by tailing the
-// change log of every storage partition (one thread each, long polls), keeping the changes of
-// tweets whose index partition is its own. Replays are idempotent (a re-add of an indexed tweet
-// and a delete of a missing one are ignored; likes are absolute), so it may re-read changes.
-// Every `checkpoint_every` applied changes (and on Checkpoint()), it seals and saves the index
-// to <data>/index with the storage sequences it reflects (<data>/index/CURSORS); a restart
-// loads them and tails from there. The cursors it has saved are what it tells storage it no
-// longer needs.
+// It holds the partition's tweets in an in-memory index and keeps it current by
+// tailing the change log of every storage partition (one thread each, long
+// polls), keeping the changes of tweets whose index partition is its own.
+// Replays are idempotent (a re-add of an indexed tweet and a delete of a
+// missing one are ignored; likes are absolute), so it may re-read changes.
+// Every `checkpoint_every` applied changes (and on Checkpoint()), it seals and
+// saves the index to <data>/index with the storage sequences it reflects
+// (<data>/index/CURSORS); a restart loads them and tails from there. The
+// cursors it has saved are what it tells storage it no longer needs.
 //
-// States: kCatchingUp until every log has been read to its end once, then kServing. A log that
-// was trimmed past its cursor puts the node in kNeedsRebuild (tweetctl rebuild fills it):
-// BeginRebuild() empties it and fixes the sequences to tail from, AddTweets() loads the
-// partition's tweets, FinishRebuild() saves and starts tailing.
+// States: kCatchingUp until every log has been read to its end once, then
+// kServing. A log that was trimmed past its cursor puts the node in
+// kNeedsRebuild (tweetctl rebuild fills it): BeginRebuild() empties it and
+// fixes the sequences to tail from, AddTweets() loads the partition's tweets,
+// FinishRebuild() saves and starts tailing.
 //
 // Thread-safety: every method may be called from any thread.
 #ifndef TWEETSEARCH_INDEXER_SERVER_INDEX_NODE_H_
@@ -41,17 +44,19 @@ namespace tweetsearch::indexer {
 class ChangeSource {
  public:
   virtual ~ChangeSource() = default;
-  // See storage::StorageNode::ReadChanges. FailedPrecondition when the changes after `after`
-  // were trimmed.
-  virtual absl::StatusOr<std::vector<storage::ReplicatedChange>> ReadChanges(
-      uint64_t after, size_t max, absl::Duration wait, uint64_t keeps) = 0;
+  // See storage::StorageNode::ReadChanges. FailedPrecondition when the changes
+  // after `after` were trimmed.
+  virtual absl::StatusOr<std::vector<storage::ReplicatedChange>> ReadChanges(uint64_t after,
+                                                                             size_t max,
+                                                                             absl::Duration wait,
+                                                                             uint64_t keeps) = 0;
 };
 
 struct IndexNodeOptions {
   std::string node;
   uint32_t partition = 0;
-  uint32_t partitions = 1;          // index partitions in the cluster
-  std::string data_dir;             // <data_dir>/index: saved segments and CURSORS
+  uint32_t partitions = 1;  // index partitions in the cluster
+  std::string data_dir;     // <data_dir>/index: saved segments and CURSORS
   index::IndexOptions index;
   uint64_t checkpoint_every = 1'000'000;
   size_t max_sealed_segments = 8;
@@ -75,8 +80,9 @@ struct PartitionResult {
 
 class IndexNode {
  public:
-  // Loads the saved index and cursors (none: an empty index tailing from the start). `sources`
-  // has one entry per storage partition; tailing starts with Start().
+  // Loads the saved index and cursors (none: an empty index tailing from the
+  // start). `sources` has one entry per storage partition; tailing starts with
+  // Start().
   static absl::StatusOr<std::unique_ptr<IndexNode>> Open(
       const IndexNodeOptions& options, std::vector<std::unique_ptr<ChangeSource>> sources);
   // Stops tailing and saves a checkpoint.
@@ -88,12 +94,13 @@ class IndexNode {
   absl::StatusOr<PartitionResult> Search(std::string_view search_terms,
                                          const query::SearchOptions& options) const;
   absl::StatusOr<query::CollectionStats> Stats(std::string_view search_terms) const;
-  // True once changes through `sequence` of storage partition `storage` are applied, waiting
-  // up to `timeout`.
+  // True once changes through `sequence` of storage partition `storage` are
+  // applied, waiting up to `timeout`.
   bool WaitApplied(uint32_t storage, uint64_t sequence, absl::Duration timeout) const;
 
   absl::Status BeginRebuild(std::vector<uint64_t> from_sequences);
-  // Adds tweets of this partition (others are refused with InvalidArgument); re-adds are OK.
+  // Adds tweets of this partition (others are refused with InvalidArgument);
+  // re-adds are OK.
   absl::Status AddTweets(std::span<const storage::StoredTweet> tweets);
   absl::Status FinishRebuild();
 
@@ -111,7 +118,8 @@ class IndexNode {
   const IndexNodeOptions options_;
   std::vector<std::unique_ptr<ChangeSource>> sources_;
 
-  // Held to replace the index (a rebuild) and to checkpoint; readers take a shared lock.
+  // Held to replace the index (a rebuild) and to checkpoint; readers take a
+  // shared lock.
   mutable absl::Mutex checkpoint_mu_;
   std::unique_ptr<index::Index> index_ ABSL_GUARDED_BY(checkpoint_mu_);
   std::vector<uint64_t> saved_ ABSL_GUARDED_BY(checkpoint_mu_);  // cursors of the last save

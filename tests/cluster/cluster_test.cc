@@ -1,14 +1,14 @@
-// The cluster shape against real processes: etcd, 2 storage partitions x 2 replicas, 2 index
-// partitions x 2 replicas, two front doors, all tweetsearchd processes on loopback, killed with
-// real signals. Each test says what it did and what it checked.
+// The cluster shape against real processes: etcd, 2 storage partitions x 2
+// replicas, 2 index partitions x 2 replicas, two front doors, all tweetsearchd
+// processes on loopback, killed with real signals. Each test says what it did
+// and what it checked.
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <atomic>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "aggregator/http/http_client.h"
 #include "common/strings.h"
@@ -21,10 +21,11 @@ namespace {
 
 using nlohmann::json;
 constexpr const char* kKey = "demo-key-0123456789";
-constexpr const char* kWords[] = {"love", "hate", "good", "morning", "rain", "coffee", "#monday",
-                                  "@ana", "music", "the", "sun", "work", "happy", "sad"};
+constexpr const char* kWords[] = {"love", "hate",  "good", "morning", "rain", "coffee", "#monday",
+                                  "@ana", "music", "the",  "sun",     "work", "happy",  "sad"};
 
-// Deterministic tweets with explicit ids, times and likes (so both shapes hold the same data).
+// Deterministic tweets with explicit ids, times and likes (so both shapes hold
+// the same data).
 std::string TweetLines(uint64_t first_id, int count) {
   std::string body;
   for (int i = 0; i < count; ++i) {
@@ -55,9 +56,9 @@ struct Page {
 
 Page Search(aggregator::HttpClient& client, const std::string& query, const std::string& sort,
             const std::string& token = "", int limit = 7, bool allow_partial = false) {
-  std::string target = StrCat("/v1/search?api_dev_key=", kKey, "&search_terms=",
-                              aggregator::UrlEncode(query), "&sort=", sort,
-                              "&maximum_results_to_return=", limit);
+  std::string target =
+      StrCat("/v1/search?api_dev_key=", kKey, "&search_terms=", aggregator::UrlEncode(query),
+             "&sort=", sort, "&maximum_results_to_return=", limit);
   if (!token.empty()) target += "&page_token=" + aggregator::UrlEncode(token);
   if (allow_partial) target += "&allow_partial=true";
   Page page;
@@ -72,7 +73,8 @@ Page Search(aggregator::HttpClient& client, const std::string& query, const std:
   return page;
 }
 
-// Every page of a query, following the tokens; alternating between two clients when given.
+// Every page of a query, following the tokens; alternating between two clients
+// when given.
 std::vector<std::string> AllPages(aggregator::HttpClient& first, aggregator::HttpClient& second,
                                   const std::string& query, const std::string& sort) {
   std::vector<std::string> ids;
@@ -114,16 +116,17 @@ class ClusterTest : public ::testing::Test {
   std::unique_ptr<testing::LocalCluster> cluster_;
 };
 
-const std::vector<std::string> kQueries = {"love", "good morning", "love OR hate", "coffee -rain",
-                                           "#monday", "\"good morning\"", "the"};
+const std::vector<std::string> kQueries = {
+    "love", "good morning", "love OR hate", "coffee -rain", "#monday", "\"good morning\"", "the"};
 
 TEST_F(ClusterTest, AnswersLikeOneProcessPageByPageAcrossBothFrontDoors) {
-  // Did: ingest the same 3,000 tweets into the cluster (through a0) and into a one-process
-  // tweetsearchd; page through 7 queries in all three sort modes, 7 results a page, the cluster
-  // alternating front doors page by page (one door's page token used at the other).
-  // Checked: the cluster returns exactly the one process's ids in the same order, page after
-  // page, with no repeats; page 1's total_hits is the number of results when it says it is
-  // exact, and never above it when it is a lower bound.
+  // Did: ingest the same 3,000 tweets into the cluster (through a0) and into a
+  // one-process tweetsearchd; page through 7 queries in all three sort modes, 7
+  // results a page, the cluster alternating front doors page by page (one
+  // door's page token used at the other). Checked: the cluster returns exactly
+  // the one process's ids in the same order, page after page, with no repeats;
+  // page 1's total_hits is the number of results when it says it is exact, and
+  // never above it when it is a lower bound.
   testing::TweetsearchdProcess single(TWEETSEARCHD_PATH, dir_.path() + "/single",
                                       dir_.path() + "/single.log");
   ASSERT_TRUE(single.up());
@@ -149,11 +152,12 @@ TEST_F(ClusterTest, AnswersLikeOneProcessPageByPageAcrossBothFrontDoors) {
 }
 
 TEST_F(ClusterTest, SearchesSurviveTheLossOfAnIndexReplicaAndReportALostPartition) {
-  // Did: ingest 2,000 tweets; run searches from 4 threads on both front doors; SIGKILL index
-  // replica i0a in the middle; then SIGKILL i0b too (partition 0 has no replica left).
-  // Checked: while one replica of each partition lives, every search answers 200 with the full
-  // total; with partition 0 gone, a search is a 503, and with allow_partial=true a 200 with
-  // partial: true naming partition 0 and only tweets of partition 1.
+  // Did: ingest 2,000 tweets; run searches from 4 threads on both front doors;
+  // SIGKILL index replica i0a in the middle; then SIGKILL i0b too (partition 0
+  // has no replica left). Checked: while one replica of each partition lives,
+  // every search answers 200 with the full total; with partition 0 gone, a
+  // search is a 503, and with allow_partial=true a 200 with partial: true
+  // naming partition 0 and only tweets of partition 1.
   aggregator::HttpClient a0 = Door("a0");
   ASSERT_EQ(Ingest(a0, TweetLines(5'000'000, 2000)), 200);
   const uint64_t expected = Search(a0, "love", "newest").total;
@@ -195,13 +199,13 @@ TEST_F(ClusterTest, SearchesSurviveTheLossOfAnIndexReplicaAndReportALostPartitio
 }
 
 TEST_F(ClusterTest, KillingAStoragePrimaryDuringIngestLosesNoAcknowledgedTweet) {
-  // Did: ingest batches of 100 tweets through a0 without pause; after 10 batches SIGKILL the
-  // primary of storage partition 0; keep ingesting 30 more batches; restart the killed replica,
-  // let it catch up, then SIGKILL the primary that took over, so the restarted replica must
-  // serve partition 0 alone.
-  // Checked: a new primary takes over with a higher epoch; ingest goes on (every batch is
-  // acknowledged, none rejected); after both failovers every acknowledged tweet is still
-  // readable and searchable, exactly once.
+  // Did: ingest batches of 100 tweets through a0 without pause; after 10
+  // batches SIGKILL the primary of storage partition 0; keep ingesting 30 more
+  // batches; restart the killed replica, let it catch up, then SIGKILL the
+  // primary that took over, so the restarted replica must serve partition 0
+  // alone. Checked: a new primary takes over with a higher epoch; ingest goes
+  // on (every batch is acknowledged, none rejected); after both failovers every
+  // acknowledged tweet is still readable and searchable, exactly once.
   aggregator::HttpClient a0 = Door("a0");
   const std::string first_primary = cluster_->StoragePrimary(0);
   ASSERT_FALSE(first_primary.empty());
@@ -238,9 +242,11 @@ TEST_F(ClusterTest, KillingAStoragePrimaryDuringIngestLosesNoAcknowledgedTweet) 
   }
   EXPECT_EQ(missing, 0u) << "of " << acked.size() << " acknowledged tweets";
   // Searchable exactly once: every page of a query matching all of them.
-  std::vector<std::string> all = AllPages(a0, a1, "love OR hate OR good OR morning OR rain OR "
+  std::vector<std::string> all = AllPages(a0, a1,
+                                          "love OR hate OR good OR morning OR rain OR "
                                           "coffee OR #monday OR @ana OR music OR the OR sun OR "
-                                          "work OR happy OR sad", "newest");
+                                          "work OR happy OR sad",
+                                          "newest");
   std::set<std::string> unique(all.begin(), all.end());
   EXPECT_EQ(unique.size(), all.size());
   EXPECT_EQ(unique.size(), acked.size());

@@ -15,14 +15,16 @@ namespace tweetsearch::testing {
 namespace {
 
 // Keys under `prefix` in etcd, through its JSON gateway.
-std::map<std::string, std::string> EtcdRange(const std::string& endpoint, const std::string& prefix) {
+std::map<std::string, std::string> EtcdRange(const std::string& endpoint,
+                                             const std::string& prefix) {
   std::map<std::string, std::string> out;
   const size_t colon = endpoint.rfind(':');
   aggregator::HttpClient client(endpoint.substr(0, colon), endpoint.substr(colon + 1),
                                 std::chrono::seconds(2));
   std::string end = prefix;
   end.back() = static_cast<char>(end.back() + 1);
-  nlohmann::json body = {{"key", absl::Base64Escape(prefix)}, {"range_end", absl::Base64Escape(end)}};
+  nlohmann::json body = {{"key", absl::Base64Escape(prefix)},
+                         {"range_end", absl::Base64Escape(end)}};
   absl::StatusOr<aggregator::HttpReply> reply = client.Send("POST", "/v3/kv/range", body.dump());
   if (!reply.ok() || reply->status != 200) return out;
   nlohmann::json j = nlohmann::json::parse(reply->body, nullptr, false);
@@ -50,9 +52,12 @@ LocalCluster::~LocalCluster() {
 
 std::string LocalCluster::RoleOf(const std::string& node) const {
   switch (node[0]) {
-    case 's': return "storage";
-    case 'i': return "index";
-    default: return "aggregator";
+    case 's':
+      return "storage";
+    case 'i':
+      return "index";
+    default:
+      return "aggregator";
   }
 }
 
@@ -61,19 +66,19 @@ bool LocalCluster::Start() {
   const int client = FreeLoopbackPort(), peer = FreeLoopbackPort();
   etcd_endpoint_ = StrCat("127.0.0.1:", client);
   etcd_ = std::make_unique<ChildProcess>(
-      std::vector<std::string>{
-          "etcd", "--name", "test", "--data-dir", options_.dir + "/etcd",
-          "--listen-client-urls", StrCat("http://", etcd_endpoint_),
-          "--advertise-client-urls", StrCat("http://", etcd_endpoint_),
-          "--listen-peer-urls", StrCat("http://127.0.0.1:", peer),
-          "--initial-advertise-peer-urls", StrCat("http://127.0.0.1:", peer),
-          "--initial-cluster", StrCat("test=http://127.0.0.1:", peer)},
+      std::vector<std::string>{"etcd", "--name", "test", "--data-dir", options_.dir + "/etcd",
+                               "--listen-client-urls", StrCat("http://", etcd_endpoint_),
+                               "--advertise-client-urls", StrCat("http://", etcd_endpoint_),
+                               "--listen-peer-urls", StrCat("http://127.0.0.1:", peer),
+                               "--initial-advertise-peer-urls", StrCat("http://127.0.0.1:", peer),
+                               "--initial-cluster", StrCat("test=http://127.0.0.1:", peer)},
       options_.dir + "/etcd.log");
 
   std::string yaml = StrCat("etcd: [", etcd_endpoint_, "]\n");
   if (!options_.redis.empty()) yaml += StrCat("redis: ", options_.redis, "\n");
-  yaml += StrCat("lease_ttl_s: ", options_.lease_ttl_s, "\nallow_single_replica: ",
-                 options_.allow_single_replica ? "true" : "false", "\n");
+  yaml +=
+      StrCat("lease_ttl_s: ", options_.lease_ttl_s,
+             "\nallow_single_replica: ", options_.allow_single_replica ? "true" : "false", "\n");
   auto partitions = [&](const char* name, char prefix, int count) {
     yaml += StrCat(name, ":\n");
     for (int p = 0; p < count; ++p) {
@@ -92,8 +97,9 @@ bool LocalCluster::Start() {
   for (const char* a : {"a0", "a1"}) {
     nodes_.push_back(a);
     http_ports_[a] = FreeLoopbackPort();
-    yaml += StrCat("  - {node: ", a, ", http: 127.0.0.1:", http_ports_[a], ", grpc: 127.0.0.1:",
-                   FreeLoopbackPort(), ", data: ", options_.dir, "/", a, "}\n");
+    yaml +=
+        StrCat("  - {node: ", a, ", http: 127.0.0.1:", http_ports_[a],
+               ", grpc: 127.0.0.1:", FreeLoopbackPort(), ", data: ", options_.dir, "/", a, "}\n");
   }
   topology_path_ = options_.dir + "/topology.yaml";
   std::ofstream(topology_path_) << yaml;
@@ -120,7 +126,8 @@ bool LocalCluster::Start() {
       ready = ready && r.ok() && r->status == 200;
     }
     bool primaries = true;
-    for (int p = 0; p < options_.storage_partitions; ++p) primaries = primaries && !StoragePrimary(p).empty();
+    for (int p = 0; p < options_.storage_partitions; ++p)
+      primaries = primaries && !StoragePrimary(p).empty();
     if (ready && primaries) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }

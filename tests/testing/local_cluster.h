@@ -1,7 +1,8 @@
-// A real cluster for tests, every process on loopback: etcd (Debian's etcd-server), and
-// tweetsearchd processes for S storage partitions x 2 replicas (s<p>a, s<p>b), I index
-// partitions x 2 replicas (i<p>a, i<p>b) and two front doors (a0, a1), on free ports, with
-// data under one directory. Every process it starts, it stops (SIGKILL in the destructor).
+// A real cluster for tests, every process on loopback: etcd (Debian's
+// etcd-server), and tweetsearchd processes for S storage partitions x 2
+// replicas (s<p>a, s<p>b), I index partitions x 2 replicas (i<p>a, i<p>b) and
+// two front doors (a0, a1), on free ports, with data under one directory. Every
+// process it starts, it stops (SIGKILL in the destructor).
 #ifndef TWEETSEARCH_TESTS_TESTING_LOCAL_CLUSTER_H_
 #define TWEETSEARCH_TESTS_TESTING_LOCAL_CLUSTER_H_
 
@@ -30,8 +31,8 @@ class LocalCluster {
   explicit LocalCluster(LocalClusterOptions options);
   ~LocalCluster();
 
-  // Starts etcd and every node; true once both front doors answer searches (every index
-  // partition serving), within two minutes.
+  // Starts etcd and every node; true once both front doors answer searches
+  // (every index partition serving), within two minutes.
   bool Start();
   // Sends `signal_number` to a node (SIGKILL, SIGSTOP, SIGCONT, SIGTERM).
   void Signal(const std::string& node, int signal_number);
@@ -41,7 +42,8 @@ class LocalCluster {
   std::string http_port(const std::string& aggregator) const;
   const std::string& etcd_endpoint() const { return etcd_endpoint_; }
   const std::string& topology_path() const { return topology_path_; }
-  // The node holding storage partition p's primary role according to etcd ("" if none).
+  // The node holding storage partition p's primary role according to etcd (""
+  // if none).
   std::string StoragePrimary(int partition) const;
   // Index nodes registered as serving.
   std::vector<std::string> ServingIndexNodes() const;
