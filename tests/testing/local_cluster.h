@@ -22,7 +22,7 @@ struct LocalClusterOptions {
   int storage_partitions = 2;
   int index_partitions = 2;
   bool allow_single_replica = true;
-  int lease_ttl_s = 2;
+  int lease_ttl_s = 3;
   std::string redis;  // HOST:PORT, optional
 };
 
