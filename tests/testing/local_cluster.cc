@@ -128,7 +128,11 @@ bool LocalCluster::Start() {
     bool primaries = true;
     for (int p = 0; p < options_.storage_partitions; ++p)
       primaries = primaries && !StoragePrimary(p).empty();
-    if (ready && primaries) return true;
+    // Ready means every index replica serving, not just one per partition: the fault tests
+    // kill one and expect the other to answer.
+    const bool all_serving =
+        ServingIndexNodes().size() == static_cast<size_t>(2 * options_.index_partitions);
+    if (ready && primaries && all_serving) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   return false;
