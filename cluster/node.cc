@@ -49,7 +49,18 @@ class StorageProcess final : public ClusterNode {
       return;
     }
     absl::StatusOr<std::optional<KeyValue>> current = etcd().Get(primary_key);
-    if (!current.ok() || current->has_value()) return;  // etcd down, or a primary holds it
+    if (!current.ok()) return;  // etcd unreachable: try again next round
+    if (current->has_value()) {
+      // A key naming this replica on its live lease, while it is not primary: an election
+      // whose answer was lost. Remove it so that the election runs again.
+      std::string holder;
+      uint64_t held_epoch = 0;
+      if ((*current)->lease == membership_->lease() &&
+          ParsePrimaryValue((*current)->value, &holder, &held_epoch) && holder == name_) {
+        (void)etcd().Delete(primary_key);
+      }
+      return;
+    }
     absl::StatusOr<std::optional<KeyValue>> stale = etcd().Get(StaleKey(place_.partition, name_));
     if (!stale.ok() || stale->has_value()) return;  // lacks acknowledged writes: never promote
     if (!membership_->Holds()) return;

@@ -307,6 +307,8 @@ absl::StatusOr<RunningServer> StartServer(const std::string& address,
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &out.port);
   builder.SetMaxReceiveMessageSize(256 << 20);
+  // One process per address: a second one started by mistake must fail, not share the port.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   for (grpc::Service* s : services) builder.RegisterService(s);
   out.server = builder.BuildAndStart();
   if (out.server == nullptr || out.port == 0) {

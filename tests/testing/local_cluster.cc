@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -133,6 +134,12 @@ bool LocalCluster::Start() {
     const bool all_serving =
         ServingIndexNodes().size() == static_cast<size_t>(2 * options_.index_partitions);
     if (ready && primaries && all_serving) return true;
+    if (std::chrono::steady_clock::now() + std::chrono::milliseconds(200) >= deadline) {
+      std::string serving;
+      for (const std::string& n : ServingIndexNodes()) serving += " " + n;
+      fprintf(stderr, "cluster not ready: front doors %s, primaries %s, serving index nodes:%s\n",
+              ready ? "answer" : "do not answer", primaries ? "all" : "missing", serving.c_str());
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   return false;
