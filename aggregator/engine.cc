@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "common/file_util.h"
 #include "common/strings.h"
+#include "indexer/server/index_node.h"
 
 namespace tweetsearch::aggregator {
 namespace {
@@ -18,18 +19,6 @@ constexpr size_t kRecoveryBatch = 4096;
 
 std::string IndexDir(const EngineOptions& o) { return o.data_dir + "/index"; }
 std::string CheckpointFile(const EngineOptions& o) { return IndexDir(o) + "/CHECKPOINT"; }
-
-index::IndexDoc ToDoc(const storage::StoredTweet& t) {
-  index::IndexDoc doc;
-  doc.id = t.id;
-  doc.user_id = t.user_id;
-  doc.user_name = t.user_name;
-  doc.text = t.text;
-  doc.created_at_ms = t.created_at_ms;
-  doc.lang = t.lang;
-  doc.likes = t.likes;
-  return doc;
-}
 
 }  // namespace
 
@@ -100,7 +89,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& option
       docs.clear();
     };
     s = engine->store_->Scan(0, kMaxTweetId, [&](const storage::StoredTweet& t) {
-      docs.push_back(ToDoc(t));
+      docs.push_back(indexer::ToIndexDoc(t));
       if (docs.size() == kRecoveryBatch) flush();
       return true;
     });
@@ -132,7 +121,8 @@ absl::Status Engine::Recover() {
         }
         std::vector<index::IndexDoc> docs;
         for (auto& t : store_->MultiGet(ids)) {
-          if (t.ok()) docs.push_back(ToDoc(*t));  // NotFound: deleted later in the log
+          // NotFound: deleted later in the log.
+          if (t.ok()) docs.push_back(indexer::ToIndexDoc(*t));
         }
         for (const auto& doc : docs) NoteId(doc.id);
         index_->AddBatch(docs);  // AlreadyExists: indexed before the checkpoint was recorded
@@ -304,7 +294,7 @@ void Engine::WriteIngest(std::vector<Writer*>& group) {
   }
   std::vector<index::IndexDoc> docs;
   docs.reserve(written.size());
-  for (Candidate* c : written) docs.push_back(ToDoc(c->tweet));
+  for (Candidate* c : written) docs.push_back(indexer::ToIndexDoc(c->tweet));
   std::vector<absl::Status> indexed = index_->AddBatch(docs);
   storage::Mutation undo;  // stored but not indexable: take back, so both stay in step
   for (size_t i = 0; i < written.size(); ++i) {

@@ -373,19 +373,34 @@ absl::StatusOr<uint32_t> ClusterBackend::Likes(TweetId id, int64_t value, bool a
   return answer->likes();
 }
 
+std::vector<std::vector<uint32_t>> ClusterBackend::IndexReplicasInTurn() const {
+  const uint32_t turn = rotation_.fetch_add(1, std::memory_order_relaxed);
+  std::vector<std::vector<uint32_t>> replicas(view_.topology().index.size());
+  for (uint32_t p = 0; p < replicas.size(); ++p) {
+    replicas[p] = view_.LiveIndexReplicas(p);
+    if (replicas[p].empty()) continue;
+    std::rotate(replicas[p].begin(), replicas[p].begin() + turn % replicas[p].size(),
+                replicas[p].end());
+  }
+  return replicas;
+}
+
+std::vector<uint32_t> ClusterBackend::StorageReplicasPrimaryFirst(uint32_t p) const {
+  std::vector<uint32_t> replicas;
+  for (uint32_t r = 0; r < view_.topology().storage[p].replicas.size(); ++r) replicas.push_back(r);
+  if (std::optional<uint32_t> primary = view_.StoragePrimary(p); primary.has_value()) {
+    std::swap(replicas[0], replicas[*primary]);
+  }
+  return replicas;
+}
+
 absl::StatusOr<storage::StoredTweet> ClusterBackend::Get(TweetId id) const {
   const uint32_t partitions = static_cast<uint32_t>(view_.topology().storage.size());
   const uint32_t p = StoragePartitionOf(id, partitions);
-  std::vector<std::vector<uint32_t>> replicas(partitions);
-  std::optional<uint32_t> primary = view_.StoragePrimary(p);
-  for (uint32_t r = 0; r < view_.topology().storage[p].replicas.size(); ++r)
-    replicas[p].push_back(r);
-  if (primary.has_value()) std::swap(replicas[p][0], replicas[p][*primary]);
+  std::vector<std::vector<uint32_t>> replicas(partitions);  // only partition p is asked
+  replicas[p] = StorageReplicasPrimaryFirst(p);
   ipb::MultiGetRequest request;
   request.add_ids(id);
-  for (uint32_t q = 0; q < partitions; ++q) {
-    if (q != p) replicas[q].clear();
-  }
   auto fan = std::make_shared<FanOut<ipb::MultiGetResponse>>(
       std::move(replicas),
       [&](uint32_t q, uint32_t r, grpc::ClientContext* ctx, ipb::MultiGetResponse* response,
@@ -403,14 +418,7 @@ absl::StatusOr<storage::StoredTweet> ClusterBackend::Get(TweetId id) const {
 absl::StatusOr<query::CollectionStats> ClusterBackend::CollectStats(
     const aggregator::SearchCall& call) const {
   const uint32_t partitions = static_cast<uint32_t>(view_.topology().index.size());
-  std::vector<std::vector<uint32_t>> replicas(partitions);
-  const uint32_t turn = rotation_.fetch_add(1, std::memory_order_relaxed);
-  for (uint32_t p = 0; p < partitions; ++p) {
-    replicas[p] = view_.LiveIndexReplicas(p);
-    if (!replicas[p].empty())
-      std::rotate(replicas[p].begin(), replicas[p].begin() + turn % replicas[p].size(),
-                  replicas[p].end());
-  }
+  std::vector<std::vector<uint32_t>> replicas = IndexReplicasInTurn();
   ipb::StatsRequest request;
   request.set_search_terms(std::string(call.search_terms));
   auto fan = std::make_shared<FanOut<ipb::CollectionStats>>(
@@ -425,11 +433,11 @@ absl::StatusOr<query::CollectionStats> ClusterBackend::CollectStats(
   for (uint32_t p = 0; p < partitions; ++p) {
     if (answers[p].ok()) {
       query::AddStats(FromProto(*answers[p]), &total);
-    } else if (absl::IsInvalidArgument(answers[p].status()) || !call.allow_partial) {
-      return absl::IsInvalidArgument(answers[p].status())
-                 ? answers[p].status()
-                 : absl::UnavailableError(
-                       StrCat("index partition ", p, ": ", answers[p].status().message()));
+    } else if (absl::IsInvalidArgument(answers[p].status())) {
+      return answers[p].status();  // the query itself is refused
+    } else if (!call.allow_partial) {
+      return absl::UnavailableError(
+          StrCat("index partition ", p, ": ", answers[p].status().message()));
     }
   }
   return total;
@@ -438,14 +446,7 @@ absl::StatusOr<query::CollectionStats> ClusterBackend::CollectStats(
 absl::StatusOr<aggregator::SearchOutcome> ClusterBackend::RunSearch(
     const aggregator::SearchCall& call) const {
   const uint32_t partitions = static_cast<uint32_t>(view_.topology().index.size());
-  std::vector<std::vector<uint32_t>> replicas(partitions);
-  const uint32_t turn = rotation_.fetch_add(1, std::memory_order_relaxed);
-  for (uint32_t p = 0; p < partitions; ++p) {
-    replicas[p] = view_.LiveIndexReplicas(p);
-    if (!replicas[p].empty())
-      std::rotate(replicas[p].begin(), replicas[p].begin() + turn % replicas[p].size(),
-                  replicas[p].end());
-  }
+  std::vector<std::vector<uint32_t>> replicas = IndexReplicasInTurn();
   const query::SearchOptions& o = call.options;
   ipb::PartitionSearchRequest request;
   request.set_search_terms(std::string(call.search_terms));
@@ -510,10 +511,7 @@ absl::StatusOr<aggregator::SearchOutcome> ClusterBackend::RunSearch(
   for (uint32_t p = 0; p < storage_partitions; ++p) {
     if (gets[p].ids_size() == 0) continue;
     any_missing = true;
-    for (uint32_t r = 0; r < view_.topology().storage[p].replicas.size(); ++r)
-      storage_replicas[p].push_back(r);
-    std::optional<uint32_t> primary = view_.StoragePrimary(p);
-    if (primary.has_value()) std::swap(storage_replicas[p][0], storage_replicas[p][*primary]);
+    storage_replicas[p] = StorageReplicasPrimaryFirst(p);
   }
   if (any_missing) {
     const uint64_t epoch = cache_.epoch();
@@ -555,9 +553,7 @@ aggregator::EngineStats ClusterBackend::Stats() const {
   s.tweet_cache_hits = cache_.hits();
   s.tweet_cache_misses = cache_.misses();
   s.tweet_cache_bytes = cache_.bytes();
-  const uint32_t partitions = static_cast<uint32_t>(view_.topology().index.size());
-  std::vector<std::vector<uint32_t>> replicas(partitions);
-  for (uint32_t p = 0; p < partitions; ++p) replicas[p] = view_.LiveIndexReplicas(p);
+  std::vector<std::vector<uint32_t>> replicas = IndexReplicasInTurn();
   ipb::StatusRequest request;
   auto fan = std::make_shared<FanOut<ipb::IndexStatus>>(
       std::move(replicas), [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx,

@@ -74,6 +74,10 @@ class ClusterBackend final : public aggregator::Backend {
   // deadline passes.
   absl::StatusOr<internal::v1::WriteResponse> WriteToPrimary(uint32_t p,
                                                              internal::v1::WriteRequest request);
+  // Per index partition, its serving replicas, starting at a different one on each call.
+  std::vector<std::vector<uint32_t>> IndexReplicasInTurn() const;
+  // Storage partition p's replicas, the primary first (reads fall back to the secondary).
+  std::vector<uint32_t> StorageReplicasPrimaryFirst(uint32_t p) const;
   // Waits until the serving index replicas have applied storage partition `p`
   // through `sequence`.
   void WaitVisible(const std::vector<std::pair<uint32_t, uint64_t>>& written) const;

@@ -1,5 +1,6 @@
 #include "cluster/cluster_view.h"
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "cluster/services.h"
@@ -69,11 +70,12 @@ void ClusterView::Refresh() {
       }
     }
   }
+  absl::flat_hash_set<std::string> keys;
+  for (const KeyValue& kv : *kvs) keys.insert(kv.key);
   for (uint32_t p = 0; p < topology_.index.size(); ++p) {
     for (uint32_t r = 0; r < topology_.index[p].replicas.size(); ++r) {
-      const std::string key = MemberKey(Role::kIndex, topology_.index[p].replicas[r].node);
-      for (const KeyValue& kv : *kvs) {
-        if (kv.key == key) live[p].push_back(r);
+      if (keys.contains(MemberKey(Role::kIndex, topology_.index[p].replicas[r].node))) {
+        live[p].push_back(r);
       }
     }
   }

@@ -16,18 +16,6 @@ constexpr size_t kReadBatch = 4096;
 std::string IndexDir(const IndexNodeOptions& o) { return o.data_dir + "/index"; }
 std::string CursorsFile(const IndexNodeOptions& o) { return IndexDir(o) + "/CURSORS"; }
 
-index::IndexDoc ToDoc(const storage::StoredTweet& t) {
-  index::IndexDoc doc;
-  doc.id = t.id;
-  doc.user_id = t.user_id;
-  doc.user_name = t.user_name;
-  doc.text = t.text;
-  doc.created_at_ms = t.created_at_ms;
-  doc.lang = t.lang;
-  doc.likes = t.likes;
-  return doc;
-}
-
 absl::StatusOr<std::vector<uint64_t>> ReadCursors(const std::string& path, size_t count) {
   absl::StatusOr<std::string> text = ReadFile(path);
   if (!text.ok()) return text.status();
@@ -51,6 +39,18 @@ std::string JoinCursors(const std::vector<uint64_t>& cursors) {
 }
 
 }  // namespace
+
+index::IndexDoc ToIndexDoc(const storage::StoredTweet& t) {
+  index::IndexDoc doc;
+  doc.id = t.id;
+  doc.user_id = t.user_id;
+  doc.user_name = t.user_name;
+  doc.text = t.text;
+  doc.created_at_ms = t.created_at_ms;
+  doc.lang = t.lang;
+  doc.likes = t.likes;
+  return doc;
+}
 
 std::string_view IndexStateName(IndexState state) {
   switch (state) {
@@ -161,12 +161,9 @@ void IndexNode::Tail(uint32_t storage) {
         state_ = IndexState::kServing;
       }
     }
-    bool checkpoint = false;
-    {
-      absl::ReaderMutexLock lock(&checkpoint_mu_);
-      checkpoint = since_checkpoint_.load(std::memory_order_relaxed) >= options_.checkpoint_every;
+    if (since_checkpoint_.load(std::memory_order_relaxed) >= options_.checkpoint_every) {
+      (void)Checkpoint();  // a failure leaves the previous one in force
     }
-    if (checkpoint) (void)Checkpoint();  // a failure leaves the previous one in force
   }
 }
 
@@ -195,7 +192,7 @@ void IndexNode::Apply(uint32_t storage, const std::vector<storage::ReplicatedCha
     if (cluster::IndexPartitionOf(c.id, options_.partitions) != options_.partition) continue;
     if (c.kind == storage::ChangeKind::kPut) {
       if (rc.tweet.has_value()) {
-        docs.push_back(ToDoc(*rc.tweet));
+        docs.push_back(ToIndexDoc(*rc.tweet));
         max_id = std::max(max_id, c.id);
       }
       continue;
@@ -285,7 +282,7 @@ absl::Status IndexNode::AddTweets(std::span<const storage::StoredTweet> tweets) 
     if (cluster::IndexPartitionOf(t.id, options_.partitions) != options_.partition) {
       return absl::InvalidArgumentError(StrCat("tweet ", t.id, " belongs to another partition"));
     }
-    docs.push_back(ToDoc(t));
+    docs.push_back(ToIndexDoc(t));
     max_id = std::max(max_id, t.id);
   }
   for (const absl::Status& s : index_->AddBatch(docs)) {

@@ -40,6 +40,9 @@
 
 namespace tweetsearch::indexer {
 
+// A stored tweet as the index takes it.
+index::IndexDoc ToIndexDoc(const storage::StoredTweet& t);
+
 // Where an index node reads one storage partition's change log.
 class ChangeSource {
  public:
