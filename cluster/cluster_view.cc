@@ -16,6 +16,9 @@ std::string EpochKey(uint32_t p) { return StrCat("/ts/storage/", p, "/epoch"); }
 std::string StaleKey(uint32_t p, const std::string& node) {
   return StrCat("/ts/storage/", p, "/stale/", node);
 }
+std::string RebuildKey(uint32_t index_partition, const std::string& node) {
+  return StrCat("/ts/rebuild/", index_partition, "/", node);
+}
 std::string PrimaryValue(const std::string& node, uint64_t epoch) {
   return StrCat(node, " ", epoch);
 }

@@ -35,6 +35,11 @@ std::string MemberKey(Role role, const std::string& node);
 std::string PrimaryKey(uint32_t storage_partition);
 std::string EpochKey(uint32_t storage_partition);
 std::string StaleKey(uint32_t storage_partition, const std::string& node);
+// The builder that tweetctl rebuild reads ids from; only a serving builder
+// holds it.
+inline constexpr char kBuilderLeaderKey[] = "/ts/builder/leader";
+// Progress of `tweetctl rebuild` of one index replica (JSON).
+std::string RebuildKey(uint32_t index_partition, const std::string& node);
 // "<node> <epoch>" and back.
 std::string PrimaryValue(const std::string& node, uint64_t epoch);
 bool ParsePrimaryValue(const std::string& value, std::string* node, uint64_t* epoch);

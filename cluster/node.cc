@@ -155,6 +155,46 @@ class IndexProcess final : public ClusterNode {
   std::unique_ptr<PeriodicTask> watcher_;
 };
 
+class BuilderProcess final : public ClusterNode {
+ public:
+  absl::Status Stop() override {
+    leader_task_.reset();
+    membership_.reset();  // revokes the lease: the leader key goes at once
+    if (server_.server)
+      server_.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    if (node_) node_->Stop();
+    node_.reset();
+    return absl::OkStatus();
+  }
+  ~BuilderProcess() override { (void)Stop(); }
+
+  // A serving builder takes the leader key when it is free; one that cannot
+  // serve gives it up.
+  void Lead() {
+    const bool serving = node_->Status().state == indexer::BuilderState::kServing;
+    absl::StatusOr<std::optional<KeyValue>> current = etcd_->Get(kBuilderLeaderKey);
+    if (!current.ok()) return;
+    const bool mine = current->has_value() && (*current)->value == name_ &&
+                      (*current)->lease == membership_->lease();
+    if (mine && !serving) {
+      (void)etcd_->Delete(kBuilderLeaderKey);
+      spdlog::warn("builder {}: not serving, gave up the leader role", name_);
+    } else if (!current->has_value() && serving && membership_->Holds()) {
+      absl::StatusOr<bool> created =
+          etcd_->CreateIfAbsent(kBuilderLeaderKey, name_, membership_->lease());
+      if (created.ok() && *created) spdlog::info("builder {}: leader", name_);
+    }
+  }
+
+  std::string name_;
+  std::unique_ptr<indexer::BuilderNode> node_;
+  std::unique_ptr<grpc::Service> service_;
+  RunningServer server_;
+  std::unique_ptr<Membership> membership_;
+  std::unique_ptr<EtcdClient> etcd_;
+  std::unique_ptr<PeriodicTask> leader_task_;
+};
+
 class AggregatorProcess final : public ClusterNode {
  public:
   absl::Status Stop() override {
@@ -177,7 +217,20 @@ std::vector<std::string> ReadersOf(const Topology& t) {
   for (const Partition& p : t.index) {
     for (const NodeSpec& n : p.replicas) readers.push_back(n.node);
   }
+  for (const NodeSpec& n : t.builders) readers.push_back(n.node);
   return readers;
+}
+
+// One change source per storage partition, reading as `reader`.
+std::vector<std::unique_ptr<storage::ChangeSource>> ChangeSourcesOf(const Topology& t,
+                                                                    const std::string& reader) {
+  std::vector<std::unique_ptr<storage::ChangeSource>> sources;
+  for (const Partition& sp : t.storage) {
+    std::vector<std::string> replicas;
+    for (const NodeSpec& n : sp.replicas) replicas.push_back(n.grpc);
+    sources.push_back(MakeChangeSource(std::move(replicas), reader));
+  }
+  return sources;
 }
 
 absl::StatusOr<std::pair<std::string, uint16_t>> SplitHostPort(const std::string& address) {
@@ -202,6 +255,7 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> StartStorage(const Topology& t,
   options.data_dir = data_dir;
   options.allow_single_replica = t.allow_single_replica;
   options.readers = ReadersOf(t);
+  options.max_log_changes = t.max_log_changes;
   absl::StatusOr<std::unique_ptr<storage::StorageNode>> node = storage::StorageNode::Open(options);
   if (!node.ok()) return node.status();
   p->node_ = *std::move(node);
@@ -239,14 +293,8 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> StartIndex(const Topology& t,
   options.partition = place.partition;
   options.partitions = static_cast<uint32_t>(t.index.size());
   options.data_dir = data_dir;
-  std::vector<std::unique_ptr<indexer::ChangeSource>> sources;
-  for (const Partition& sp : t.storage) {
-    std::vector<std::string> replicas;
-    for (const NodeSpec& n : sp.replicas) replicas.push_back(n.grpc);
-    sources.push_back(MakeChangeSource(std::move(replicas), options.node));
-  }
   absl::StatusOr<std::unique_ptr<indexer::IndexNode>> node =
-      indexer::IndexNode::Open(options, std::move(sources));
+      indexer::IndexNode::Open(options, ChangeSourcesOf(t, options.node));
   if (!node.ok()) return node.status();
   p->node_ = *std::move(node);
   p->node_->Start();
@@ -263,6 +311,38 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> StartIndex(const Topology& t,
       std::make_unique<PeriodicTask>(absl::Milliseconds(200), [p = p.get()] { p->Watch(); });
   spdlog::info("index {} (partition {}, replica {}) on {}, data in {}", place.spec->node,
                place.partition, place.replica, place.spec->grpc, data_dir);
+  return std::unique_ptr<ClusterNode>(std::move(p));
+}
+
+absl::StatusOr<std::unique_ptr<ClusterNode>> StartBuilder(const Topology& t,
+                                                          const Topology::Place& place,
+                                                          const std::string& data_dir) {
+  auto p = std::make_unique<BuilderProcess>();
+  p->name_ = place.spec->node;
+  indexer::BuilderNodeOptions options;
+  options.node = place.spec->node;
+  options.index_partitions = static_cast<uint32_t>(t.index.size());
+  options.data_dir = data_dir;
+  absl::StatusOr<std::unique_ptr<indexer::BuilderNode>> node =
+      indexer::BuilderNode::Open(options, ChangeSourcesOf(t, options.node));
+  if (!node.ok()) return node.status();
+  p->node_ = *std::move(node);
+  p->node_->Start();
+  p->service_ = MakeBuilderService(*p->node_);
+  absl::StatusOr<RunningServer> server = StartServer(place.spec->grpc, {p->service_.get()});
+  if (!server.ok()) return server.status();
+  p->server_ = *std::move(server);
+  absl::StatusOr<std::unique_ptr<Membership>> membership = Membership::Start(t.etcd, t.lease_ttl_s);
+  if (!membership.ok()) return membership.status();
+  p->membership_ = *std::move(membership);
+  if (absl::Status s = p->membership_->Put(MemberKey(Role::kBuilder, p->name_), place.spec->grpc);
+      !s.ok()) {
+    return s;
+  }
+  p->etcd_ = std::make_unique<EtcdClient>(t.etcd, std::chrono::seconds(2));
+  p->leader_task_ =
+      std::make_unique<PeriodicTask>(absl::Milliseconds(500), [p = p.get()] { p->Lead(); });
+  spdlog::info("builder {} on {}, data in {}", p->name_, place.spec->grpc, data_dir);
   return std::unique_ptr<ClusterNode>(std::move(p));
 }
 
@@ -345,9 +425,9 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Start(
     case Role::kAggregator:
       return StartAggregator(topology, *place, base);
     case Role::kBuilder:
-      break;
+      return StartBuilder(topology, *place, data_dir);
   }
-  return absl::UnimplementedError("the builder role is not built yet");
+  return absl::InvalidArgumentError("unknown role");
 }
 
 }  // namespace tweetsearch::cluster

@@ -1,19 +1,18 @@
 // ClusterNode: one process of a cluster, in the role the topology gives its
-// node name
-// (`tweetsearchd --topology F --role R --node N`).
+// node name (`tweetsearchd --topology F --role R --node N`).
 //
 //   storage     a StorageNode on <data>, its gRPC service, an etcd lease, and
-//   the election:
-//               it takes the partition's primary role when no primary holds it
-//               (and it is not marked stale), keeps it while its lease lives,
-//               and steps down when it lapses.
+//               the election: it takes the partition's primary role when no
+//               primary holds it (and it is not marked stale), keeps it while
+//               its lease lives, and steps down when it lapses.
 //   index       an IndexNode on <data> tailing every storage partition, its
-//   gRPC service, and
-//               a member key in etcd only while it is serving (so front doors
-//               search it only then).
+//               gRPC service, and a member key in etcd only while it is
+//               serving (so front doors search it only then).
+//   builder     a BuilderNode on <data> tailing every storage partition, its
+//               gRPC service, and the builder leader key while it serves and
+//               no other builder holds it.
 //   aggregator  the front door (HTTP and gRPC, keys, quotas, usage on <data>)
-//   over a
-//               ClusterBackend.
+//               over a ClusterBackend.
 //
 // Thread-safety: Start/Stop from one controlling thread.
 #ifndef TWEETSEARCH_CLUSTER_NODE_H_

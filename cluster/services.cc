@@ -7,6 +7,7 @@
 namespace tweetsearch::cluster {
 namespace {
 
+using internal::v1::Builder;
 using internal::v1::Index;
 using internal::v1::Storage;
 namespace ipb = internal::v1;
@@ -165,6 +166,9 @@ class IndexService final : public Index::Service {
   grpc::Status Status(grpc::ServerContext*, const ipb::StatusRequest*,
                       ipb::IndexStatus* response) override {
     const indexer::IndexNodeStatus s = node_.Status();
+    response->set_node(node_.options().node);
+    response->set_partition(node_.options().partition);
+    response->set_rebuild_through(s.rebuild_through);
     response->set_state(std::string(indexer::IndexStateName(s.state)));
     response->set_documents(s.documents);
     response->set_memory_bytes(s.memory_bytes);
@@ -183,7 +187,7 @@ class IndexService final : public Index::Service {
     std::vector<storage::StoredTweet> tweets;
     tweets.reserve(request->tweets_size());
     for (const v1::Tweet& t : request->tweets()) tweets.push_back(FromProto(t));
-    if (absl::Status s = node_.AddTweets(tweets); !s.ok()) return ToGrpc(s);
+    if (absl::Status s = node_.AddTweets(tweets, request->through()); !s.ok()) return ToGrpc(s);
     response->set_documents(node_.Status().documents);
     return grpc::Status::OK;
   }
@@ -195,6 +199,43 @@ class IndexService final : public Index::Service {
 
  private:
   indexer::IndexNode& node_;
+};
+
+class BuilderService final : public Builder::Service {
+ public:
+  explicit BuilderService(indexer::BuilderNode& node) : node_(node) {}
+
+  grpc::Status PartitionIds(grpc::ServerContext*, const ipb::PartitionIdsRequest* request,
+                            ipb::PartitionIdsResponse* response) override {
+    const size_t max = request->max() == 0 ? 65536 : std::min<size_t>(request->max(), 1 << 20);
+    absl::StatusOr<indexer::IdPage> page =
+        node_.PartitionIds(request->index_partition(), request->after(), max);
+    if (!page.ok()) return ToGrpc(page.status());
+    response->mutable_ids()->Add(page->ids.begin(), page->ids.end());
+    response->set_done(page->done);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status PartitionCount(grpc::ServerContext*, const ipb::PartitionCountRequest* request,
+                              ipb::PartitionCountResponse* response) override {
+    absl::StatusOr<uint64_t> count = node_.PartitionCount(request->index_partition());
+    if (!count.ok()) return ToGrpc(count.status());
+    response->set_ids(*count);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Status(grpc::ServerContext*, const ipb::StatusRequest*,
+                      ipb::BuilderStatus* response) override {
+    const indexer::BuilderNodeStatus s = node_.Status();
+    response->set_node(node_.options().node);
+    for (uint64_t a : s.applied) response->add_applied(a);
+    response->set_ids(s.ids_estimate);
+    response->set_state(std::string(indexer::BuilderStateName(s.state)));
+    return grpc::Status::OK;
+  }
+
+ private:
+  indexer::BuilderNode& node_;
 };
 
 class GrpcStoragePeer final : public storage::StoragePeer {
@@ -226,7 +267,7 @@ class GrpcStoragePeer final : public storage::StoragePeer {
   const std::chrono::milliseconds timeout_;
 };
 
-class GrpcChangeSource final : public indexer::ChangeSource {
+class GrpcChangeSource final : public storage::ChangeSource {
  public:
   GrpcChangeSource(std::vector<std::string> replicas, std::string reader)
       : reader_(std::move(reader)) {
@@ -291,12 +332,16 @@ std::unique_ptr<grpc::Service> MakeIndexService(indexer::IndexNode& node) {
   return std::make_unique<IndexService>(node);
 }
 
+std::unique_ptr<grpc::Service> MakeBuilderService(indexer::BuilderNode& node) {
+  return std::make_unique<BuilderService>(node);
+}
+
 std::unique_ptr<storage::StoragePeer> MakeStoragePeer(const std::string& address,
                                                       std::chrono::milliseconds timeout) {
   return std::make_unique<GrpcStoragePeer>(address, timeout);
 }
 
-std::unique_ptr<indexer::ChangeSource> MakeChangeSource(std::vector<std::string> replicas,
+std::unique_ptr<storage::ChangeSource> MakeChangeSource(std::vector<std::string> replicas,
                                                         std::string reader) {
   return std::make_unique<GrpcChangeSource>(std::move(replicas), std::move(reader));
 }

@@ -1,6 +1,6 @@
 // The gRPC faces of the cluster's roles (proto/cluster.proto): servers for a
-// storage replica and an index replica, and the clients other roles use to
-// reach them.
+// storage replica, an index replica and a builder, and the clients other roles
+// use to reach them.
 //
 // Thread-safety: services and clients may be used from any thread.
 #ifndef TWEETSEARCH_CLUSTER_SERVICES_H_
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "indexer/builder/builder_node.h"
 #include "indexer/server/index_node.h"
 #include "proto/cluster.grpc.pb.h"
 #include "storage/storage_node.h"
@@ -22,6 +23,7 @@ namespace tweetsearch::cluster {
 
 std::unique_ptr<grpc::Service> MakeStorageService(storage::StorageNode& node);
 std::unique_ptr<grpc::Service> MakeIndexService(indexer::IndexNode& node);
+std::unique_ptr<grpc::Service> MakeBuilderService(indexer::BuilderNode& node);
 
 // A channel to HOST:PORT (plaintext: the cluster talks on a private network).
 std::shared_ptr<grpc::Channel> Connect(const std::string& address);
@@ -32,7 +34,7 @@ std::unique_ptr<storage::StoragePeer> MakeStoragePeer(const std::string& address
 
 // Reads one storage partition's change log from whichever of its replicas
 // answers (the one that answered last first), as `reader`.
-std::unique_ptr<indexer::ChangeSource> MakeChangeSource(std::vector<std::string> replicas,
+std::unique_ptr<storage::ChangeSource> MakeChangeSource(std::vector<std::string> replicas,
                                                         std::string reader);
 
 // A server on `address` (HOST:PORT; port 0 picks one) with `services`.

@@ -147,7 +147,7 @@ absl::StatusOr<Topology> ParseTopology(std::string_view yaml) {
     if (!root.IsMap()) return absl::InvalidArgumentError("topology: expected a map");
     static const std::set<std::string> kKeys = {
         "etcd",     "redis",       "storage_partitions",   "index_partitions",
-        "builders", "aggregators", "allow_single_replica", "lease_ttl_s"};
+        "builders", "aggregators", "allow_single_replica", "lease_ttl_s", "max_log_changes"};
     for (const auto& entry : root) {
       const std::string key = entry.first.as<std::string>();
       if (!kKeys.contains(key)) {
@@ -172,6 +172,8 @@ absl::StatusOr<Topology> ParseTopology(std::string_view yaml) {
     if (t.lease_ttl_s < 2 || t.lease_ttl_s > 600) {
       return absl::InvalidArgumentError("lease_ttl_s must be from 2 to 600");
     }
+    if (root["max_log_changes"]) t.max_log_changes = root["max_log_changes"].as<uint64_t>();
+    if (t.max_log_changes < 1) return absl::InvalidArgumentError("max_log_changes must be >= 1");
     absl::StatusOr<std::vector<Partition>> storage =
         ReadPartitions(root["storage_partitions"], "storage_partitions");
     if (!storage.ok()) return storage.status();

@@ -58,6 +58,10 @@ struct Topology {
   // Seconds an etcd lease lives without a keep-alive (membership, primary
   // role). Default 5.
   int64_t lease_ttl_s = 5;
+  // Change-log entries a storage replica keeps at most, even when a reader
+  // (an index server or builder that is down) still needs older ones: that
+  // reader then needs a rebuild. Default 50M.
+  uint64_t max_log_changes = 50'000'000;
 
   // Where `node` sits: its role, partition (storage and index) and replica
   // number.

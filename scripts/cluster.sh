@@ -1,27 +1,28 @@
 #!/usr/bin/env bash
 # A whole tweetsearch cluster on loopback, for demos and trying failover by hand:
-# etcd, Redis, 2 storage partitions x 2 replicas, 2 index partitions x 2 replicas, and two front
-# doors, each its own tweetsearchd process (docs/cluster.md).
+# etcd, Redis, 2 storage partitions x 2 replicas, 2 index partitions x 2 replicas, two builders
+# and two front doors, each its own tweetsearchd process (docs/cluster.md).
 #
 #   scripts/cluster.sh start [--sample N]   install, build, start, wait until ready, load N
 #                                           generated tweets (default 100000; 0: none)
-#   scripts/cluster.sh status               which processes run; the cluster state in etcd
+#   scripts/cluster.sh status               which processes run, and tweetctl status
 #   scripts/cluster.sh stop                 stop every process (data stays in build/cluster)
 #   scripts/cluster.sh kill NODE            SIGKILL one node (e.g. s0a, i1b, a0)
 #   scripts/cluster.sh restart NODE         start a node again
+#   scripts/cluster.sh wipe NODE            SIGKILL a node and delete its data (a lost server)
 #
-# Ports: etcd 2479, Redis 6479, storage 7100-7103, index 7200-7203, front doors HTTP 8081 and
-# 8082, gRPC 9091 and 9092. CLUSTER_DIR overrides build/cluster.
+# Ports: etcd 2479, Redis 6479, storage 7100-7103, index 7200-7203, builders 7300-7301, front
+# doors HTTP 8081 and 8082, gRPC 9091 and 9092. CLUSTER_DIR overrides build/cluster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${CLUSTER_DIR:-build/cluster}
 BIN=${TWEETSEARCH_BIN:-build/run/tools}  # set it to use binaries built elsewhere (no build)
 ETCD_PORT=2479
 REDIS_PORT=6479
-NODES="s0a s0b s1a s1b i0a i0b i1a i1b a0 a1"
+NODES="s0a s0b s1a s1b i0a i0b i1a i1b b0 b1 a0 a1"
 
 role_of() {
-  case $1 in s*) echo storage ;; i*) echo index ;; a*) echo aggregator ;; esac
+  case $1 in s*) echo storage ;; i*) echo index ;; b*) echo builder ;; a*) echo aggregator ;; esac
 }
 
 write_topology() {
@@ -38,6 +39,9 @@ storage_partitions:
 index_partitions:
   - replicas: [{node: i0a, grpc: 127.0.0.1:7200, data: $d/i0a}, {node: i0b, grpc: 127.0.0.1:7201, data: $d/i0b}]
   - replicas: [{node: i1a, grpc: 127.0.0.1:7202, data: $d/i1a}, {node: i1b, grpc: 127.0.0.1:7203, data: $d/i1b}]
+builders:
+  - {node: b0, grpc: 127.0.0.1:7300, data: $d/b0}
+  - {node: b1, grpc: 127.0.0.1:7301, data: $d/b1}
 aggregators:
   - {node: a0, http: 127.0.0.1:8081, grpc: 127.0.0.1:9091, data: $d/a0}
   - {node: a1, http: 127.0.0.1:8082, grpc: 127.0.0.1:9092, data: $d/a1}
@@ -111,8 +115,8 @@ status() {
     if running "$node"; then echo "$node: running (pid $(cat "$DIR/$node.pid"))"; else echo "$node: stopped"; fi
   done
   if running etcd; then
-    echo "etcd:"
-    ETCDCTL_API=3 etcdctl --endpoints "127.0.0.1:$ETCD_PORT" get --prefix /ts/ | paste - - | sed 's/^/  /'
+    echo
+    "$BIN/tweetctl" status --topology "$DIR/topology.yaml"
   fi
 }
 
@@ -127,7 +131,7 @@ stop_node() {
 }
 
 stop() {
-  for node in a0 a1 i0a i0b i1a i1b s0a s0b s1a s1b redis etcd; do stop_node "$node"; done
+  for node in a0 a1 b0 b1 i0a i0b i1a i1b s0a s0b s1a s1b redis etcd; do stop_node "$node"; done
   echo "stopped"
 }
 
@@ -137,5 +141,6 @@ case ${1:-} in
   stop) stop ;;
   kill) stop_node "$2" KILL ;;
   restart) start_node "$2" ;;
-  *) sed -n '2,16p' "$0"; exit 2 ;;
+  wipe) stop_node "$2" KILL; rm -rf "${DIR:?}/$2" ;;
+  *) sed -n '2,17p' "$0"; exit 2 ;;
 esac

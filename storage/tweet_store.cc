@@ -12,39 +12,10 @@
 #include "absl/synchronization/mutex.h"
 #include "common/strings.h"
 #include "proto/tweetsearch.pb.h"
+#include "storage/rocks_util.h"
 
 namespace tweetsearch::storage {
 namespace {
-
-// Big-endian, so that RocksDB's bytewise order is numeric order.
-std::string EncodeKey(uint64_t value) {
-  std::string key(8, '\0');
-  for (int i = 7; i >= 0; --i) {
-    key[i] = static_cast<char>(value & 0xff);
-    value >>= 8;
-  }
-  return key;
-}
-
-uint64_t DecodeKey(const rocksdb::Slice& key) {
-  uint64_t value = 0;
-  for (size_t i = 0; i < 8 && i < key.size(); ++i) {
-    value = (value << 8) | static_cast<uint8_t>(key[i]);
-  }
-  return value;
-}
-
-absl::Status FromRocks(const rocksdb::Status& s, std::string_view what) {
-  if (s.ok()) return absl::OkStatus();
-  std::string message = StrCat(what, ": ", s.ToString());
-  if (s.IsNotFound()) return absl::NotFoundError(message);
-  if (s.IsCorruption()) return absl::DataLossError(message);
-  if (s.IsIOError() || s.IsBusy() || s.IsTimedOut() || s.IsTryAgain()) {
-    return absl::UnavailableError(message);
-  }
-  if (s.IsInvalidArgument()) return absl::InvalidArgumentError(message);
-  return absl::InternalError(message);
-}
 
 std::string EncodeTweet(const StoredTweet& t) {
   v1::Tweet proto;

@@ -4,11 +4,16 @@
 //   tweetctl search 'love OR hate' --sort best_match --limit 5
 //   tweetctl get 1234 | tweetctl delete 1234 | tweetctl likes 1234 --add 1
 //   tweetctl keys create --owner ana --scopes search,ingest | keys list | keys revoke ts_1a2b
+//   tweetctl status --topology cluster.yaml
+//   tweetctl rebuild --topology cluster.yaml --index-partition 0 --replica a
 //
 // Server: --server or $TWEETSEARCH_SERVER (default http://127.0.0.1:8080). Key: --key or
 // $TWEETSEARCH_KEY (default: the demo key).
-// Exit codes: 0 done; 1 done, but some tweets were rejected; 2 bad usage or unreadable file;
-// 3 server unreachable; 4 the server refused the request (the message says why).
+// Cluster commands read the topology file (--topology or $TWEETSEARCH_TOPOLOGY) and talk to
+// etcd and the processes directly.
+// Exit codes: 0 done; 1 done, but some tweets were rejected (status: some process is not
+// healthy); 2 bad usage or unreadable file; 3 server unreachable; 4 the server refused the
+// request (the message says why).
 #include <unistd.h>
 
 #include <atomic>
@@ -24,6 +29,9 @@
 #include "absl/synchronization/mutex.h"
 #include "aggregator/api_keys.h"
 #include "aggregator/http/http_client.h"
+#include "cluster/cluster_status.h"
+#include "cluster/rebuild.h"
+#include "cluster/topology.h"
 #include "common/strings.h"
 #include "tools/ctl/ingest_source.h"
 
@@ -200,6 +208,106 @@ int Ingest(const Globals& g, const std::vector<std::string>& files, size_t batch
   return rejected.load() + local.size() > 0 ? kSomeRejected : kOk;
 }
 
+int ExitCodeOf(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+      return kUsage;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+      return kUnreachable;
+    default:
+      return kRefused;
+  }
+}
+
+std::string Thousands(uint64_t n) {
+  std::string digits = StrCat(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+int Status(const tweetsearch::cluster::Topology& topology, bool as_json) {
+  using tweetsearch::cluster::RoleName;
+  absl::StatusOr<tweetsearch::cluster::ClusterStatus> status =
+      tweetsearch::cluster::CollectStatus(topology);
+  if (!status.ok()) {
+    std::cerr << "tweetctl: " << status.status().message() << "\n";
+    return ExitCodeOf(status.status());
+  }
+  bool healthy = true;
+  json out = json::array();
+  if (!as_json) {
+    std::printf("%-10s  %-8s  %-4s  %-21s  %-6s  %-22s  %12s  %s\n", "ROLE", "NODE", "PART",
+                "ADDRESS", "HEALTH", "STATE", "TWEETS", "DETAIL");
+  }
+  for (const tweetsearch::cluster::ProcessStatus& p : status->processes) {
+    healthy = healthy && p.healthy;
+    const std::string part = p.partition < 0 ? "-" : StrCat(p.partition);
+    const char* health = p.healthy ? "ok" : !p.reachable ? "DOWN" : "DEGRADED";
+    if (as_json) {
+      out.push_back({{"role", RoleName(p.role)}, {"node", p.node}, {"partition", p.partition},
+                     {"address", p.address}, {"member", p.member}, {"reachable", p.reachable},
+                     {"healthy", p.healthy}, {"state", p.state}, {"tweets", p.tweets},
+                     {"detail", p.detail}});
+      continue;
+    }
+    std::printf("%-10s  %-8s  %-4s  %-21s  %-6s  %-22s  %12s  %s\n",
+                std::string(RoleName(p.role)).c_str(), p.node.c_str(), part.c_str(),
+                p.address.c_str(), health, p.state.empty() ? "-" : p.state.c_str(),
+                p.role == tweetsearch::cluster::Role::kAggregator ? "-"
+                                                                  : Thousands(p.tweets).c_str(),
+                p.detail.c_str());
+  }
+  if (as_json) {
+    std::cout << json{{"processes", out}, {"problems", status->problems}}.dump(2) << "\n";
+  } else {
+    for (const std::string& problem : status->problems) std::cout << "PROBLEM: " << problem << "\n";
+    if (healthy && status->problems.empty()) std::cout << "every process is healthy\n";
+  }
+  return healthy && status->problems.empty() ? kOk : kSomeRejected;
+}
+
+int Rebuild(const tweetsearch::cluster::Topology& topology,
+            tweetsearch::cluster::RebuildOptions options) {
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  auto last_line = std::chrono::steady_clock::now() - std::chrono::hours(1);
+  std::string last_phase;
+  auto report = [&](const tweetsearch::cluster::RebuildProgress& p) {
+    const auto now = std::chrono::steady_clock::now();
+    const bool phase_changed = p.phase != last_phase;
+    if (!tty && !phase_changed && now - last_line < std::chrono::seconds(5)) return;
+    last_line = now;
+    if (phase_changed && p.phase == "loading") {
+      std::cerr << (p.resumed ? "resuming" : "rebuilding") << " " << options.replica << ": "
+                << Thousands(p.total) << " tweets listed by builder " << p.builder << "\n";
+    }
+    last_phase = p.phase;
+    const double fraction = p.total == 0 ? 1.0 : std::min(1.0, double(p.done) / double(p.total));
+    const int width = 30, filled = static_cast<int>(fraction * width);
+    std::string bar = std::string(filled, '#') + std::string(width - filled, '.');
+    std::string eta = "-";
+    if (p.tweets_per_s > 0 && p.done < p.total) {
+      eta = StrCat(static_cast<int64_t>(double(p.total - p.done) / p.tweets_per_s), " s");
+    }
+    std::fprintf(stderr, "%s[%s] %5.1f%%  %s/%s tweets  %s tweets/s  ETA %s  %s%s",
+                 tty ? "\r" : "", bar.c_str(), fraction * 100, Thousands(p.done).c_str(),
+                 Thousands(p.total).c_str(), Thousands(uint64_t(p.tweets_per_s)).c_str(),
+                 eta.c_str(), p.phase.c_str(), tty ? "   " : "\n");
+  };
+  absl::Status s = tweetsearch::cluster::RunRebuild(topology, options, report);
+  if (tty) std::cerr << "\n";
+  if (!s.ok()) {
+    std::cerr << "tweetctl: rebuild of " << options.replica << " failed: " << s.message() << "\n";
+    return ExitCodeOf(s);
+  }
+  std::cerr << options.replica << " is rebuilt, caught up and serving\n";
+  return kOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -255,7 +363,51 @@ int main(int argc, char** argv) {
   revoke->add_option("prefix", prefix)->required();
   auto* stats = app.add_subcommand("stats", "Index and storage figures (admin key)");
 
+  const char* env_topology = std::getenv("TWEETSEARCH_TOPOLOGY");
+  std::string topology_path = env_topology != nullptr ? env_topology : "";
+  auto* status = app.add_subcommand("status", "Every process of a cluster: health, state, tweets");
+  status->add_option("--topology", topology_path, "Cluster topology file (default: $TWEETSEARCH_TOPOLOGY)");
+  status->add_flag("--json", as_json, "Print JSON");
+  tweetsearch::cluster::RebuildOptions rebuild_options;
+  int index_partition = -1;
+  std::string replica;
+  auto* rebuild = app.add_subcommand("rebuild", "Rebuild one index replica from the builder and storage");
+  rebuild->add_option("--topology", topology_path, "Cluster topology file (default: $TWEETSEARCH_TOPOLOGY)");
+  rebuild->add_option("--index-partition", index_partition, "Index partition")->required();
+  rebuild->add_option("--replica", replica, "Replica: a or b (0 or 1), or its node name")->required();
+  rebuild->add_option("--batch", rebuild_options.batch, "Tweets per batch")->check(CLI::Range(1, 50000))->capture_default_str();
+  rebuild->add_flag("--force", rebuild_options.force, "Rebuild even a serving replica");
+  rebuild->add_flag("--restart", rebuild_options.restart, "Begin again instead of resuming");
+
   CLI11_PARSE(app, argc, argv);
+  if (*status || *rebuild) {
+    if (topology_path.empty()) {
+      std::cerr << "tweetctl: give --topology FILE (or set $TWEETSEARCH_TOPOLOGY)\n";
+      return kUsage;
+    }
+    absl::StatusOr<tweetsearch::cluster::Topology> topology =
+        tweetsearch::cluster::LoadTopology(topology_path);
+    if (!topology.ok()) {
+      std::cerr << "tweetctl: " << topology.status().message() << "\n";
+      return kUsage;
+    }
+    if (*status) return Status(*topology, as_json);
+    if (index_partition < 0 || static_cast<size_t>(index_partition) >= topology->index.size()) {
+      std::cerr << "tweetctl: the topology has index partitions 0.." << topology->index.size() - 1 << "\n";
+      return kUsage;
+    }
+    const auto& replicas = topology->index[index_partition].replicas;
+    int which = replica == "a" || replica == "0" ? 0 : replica == "b" || replica == "1" ? 1 : -1;
+    for (size_t i = 0; i < replicas.size(); ++i) {
+      if (replicas[i].node == replica) which = static_cast<int>(i);
+    }
+    if (which < 0 || static_cast<size_t>(which) >= replicas.size()) {
+      std::cerr << "tweetctl: index partition " << index_partition << " has no replica \"" << replica << "\"\n";
+      return kUsage;
+    }
+    rebuild_options.replica = replicas[which].node;
+    return Rebuild(*topology, rebuild_options);
+  }
   if (absl::Status s = tweetsearch::aggregator::ParseServerUrl(g.server, &g.host, &g.port); !s.ok()) {
     std::cerr << "tweetctl: " << s.message() << "\n";
     return kUsage;

@@ -11,16 +11,14 @@
 namespace tweetsearch::indexer {
 namespace {
 
-constexpr size_t kReadBatch = 4096;
-
 std::string IndexDir(const IndexNodeOptions& o) { return o.data_dir + "/index"; }
 std::string CursorsFile(const IndexNodeOptions& o) { return IndexDir(o) + "/CURSORS"; }
+std::string RebuildFile(const IndexNodeOptions& o) { return IndexDir(o) + "/REBUILD"; }
 
-absl::StatusOr<std::vector<uint64_t>> ReadCursors(const std::string& path, size_t count) {
-  absl::StatusOr<std::string> text = ReadFile(path);
-  if (!text.ok()) return text.status();
+absl::StatusOr<std::vector<uint64_t>> ParseCursors(const std::string& path, absl::string_view text,
+                                                   size_t count) {
   std::vector<uint64_t> cursors;
-  for (absl::string_view part : absl::StrSplit(AsAbsl(*text), ',', absl::SkipEmpty())) {
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
     uint64_t v = 0;
     if (!absl::SimpleAtoi(part, &v)) return absl::DataLossError(StrCat(path, " is damaged"));
     cursors.push_back(v);
@@ -30,6 +28,32 @@ absl::StatusOr<std::vector<uint64_t>> ReadCursors(const std::string& path, size_
         StrCat(path, " has ", cursors.size(), " storage partitions, the topology ", count));
   }
   return cursors;
+}
+
+absl::StatusOr<std::vector<uint64_t>> ReadCursors(const std::string& path, size_t count) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  return ParseCursors(path, AsAbsl(*text), count);
+}
+
+// REBUILD: "<from sequences, comma separated>;<through id>".
+struct RebuildProgress {
+  std::vector<uint64_t> from;
+  TweetId through = 0;
+};
+
+absl::StatusOr<RebuildProgress> ReadRebuild(const std::string& path, size_t count) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  std::vector<absl::string_view> parts = absl::StrSplit(AsAbsl(*text), ';');
+  RebuildProgress out;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &out.through)) {
+    return absl::DataLossError(StrCat(path, " is damaged"));
+  }
+  absl::StatusOr<std::vector<uint64_t>> from = ParseCursors(path, parts[0], count);
+  if (!from.ok()) return from.status();
+  out.from = *std::move(from);
+  return out;
 }
 
 std::string JoinCursors(const std::vector<uint64_t>& cursors) {
@@ -67,7 +91,7 @@ std::string_view IndexStateName(IndexState state) {
 }
 
 IndexNode::IndexNode(const IndexNodeOptions& options,
-                     std::vector<std::unique_ptr<ChangeSource>> sources,
+                     std::vector<std::unique_ptr<storage::ChangeSource>> sources,
                      std::unique_ptr<index::Index> index, std::vector<uint64_t> cursors)
     : options_(options),
       sources_(std::move(sources)),
@@ -81,7 +105,7 @@ IndexNode::IndexNode(const IndexNodeOptions& options,
 }
 
 absl::StatusOr<std::unique_ptr<IndexNode>> IndexNode::Open(
-    const IndexNodeOptions& options, std::vector<std::unique_ptr<ChangeSource>> sources) {
+    const IndexNodeOptions& options, std::vector<std::unique_ptr<storage::ChangeSource>> sources) {
   if (options.data_dir.empty()) return absl::InvalidArgumentError("data_dir is empty");
   if (sources.empty()) return absl::InvalidArgumentError("no storage partitions to read");
   std::error_code ec;
@@ -89,18 +113,32 @@ absl::StatusOr<std::unique_ptr<IndexNode>> IndexNode::Open(
   if (ec)
     return absl::UnavailableError(StrCat("cannot create ", IndexDir(options), ": ", ec.message()));
   std::vector<uint64_t> cursors(sources.size(), 0);
+  std::optional<RebuildProgress> rebuild;
+  if (std::filesystem::exists(RebuildFile(options))) {  // a rebuild was under way
+    absl::StatusOr<RebuildProgress> progress = ReadRebuild(RebuildFile(options), sources.size());
+    if (!progress.ok()) return progress.status();
+    rebuild = *std::move(progress);
+    cursors = rebuild->from;
+  }
   absl::StatusOr<std::unique_ptr<index::Index>> index =
       index::Index::Open(options.index, IndexDir(options));
   if (absl::IsNotFound(index.status())) {
     index = index::Index::Create(options.index);  // new: tail every log from its start
-  } else if (index.ok()) {
+  } else if (index.ok() && !rebuild.has_value()) {
     absl::StatusOr<std::vector<uint64_t>> saved = ReadCursors(CursorsFile(options), sources.size());
     if (!saved.ok()) return saved.status();
     cursors = *std::move(saved);
   }
   if (!index.ok()) return index.status();
-  return std::unique_ptr<IndexNode>(
+  auto node = std::unique_ptr<IndexNode>(
       new IndexNode(options, std::move(sources), *std::move(index), std::move(cursors)));
+  if (rebuild.has_value()) {
+    absl::MutexLock lock(&node->mu_);
+    node->state_ = IndexState::kRebuilding;
+    node->rebuild_from_ = std::move(rebuild->from);
+    node->rebuild_through_ = rebuild->through;
+  }
+  return node;
 }
 
 IndexNode::~IndexNode() {
@@ -111,7 +149,11 @@ IndexNode::~IndexNode() {
 
 void IndexNode::Start() {
   if (!tailers_.empty()) return;
-  for (uint32_t s = 0; s < sources_.size(); ++s) tailers_.emplace_back([this, s] { Tail(s); });
+  storage::TailOptions tail;
+  tail.wait = options_.poll_wait;
+  for (uint32_t s = 0; s < sources_.size(); ++s) {
+    tailers_.emplace_back([this, s, tail] { TailChangeLog(*sources_[s], s, *this, tail); });
+  }
 }
 
 void IndexNode::Stop() {
@@ -123,51 +165,48 @@ void IndexNode::Stop() {
   tailers_.clear();
 }
 
-void IndexNode::Tail(uint32_t storage) {
-  for (;;) {
-    uint64_t after = 0, keeps = 0;
-    {
-      absl::MutexLock lock(&mu_);
-      // Idle while a rebuild owns the index (or one is needed).
-      auto may_tail = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return stopping_ || state_ == IndexState::kCatchingUp || state_ == IndexState::kServing;
-      };
-      mu_.Await(absl::Condition(&may_tail));
-      if (stopping_) return;
-      after = applied_[storage];
-    }
-    {
-      absl::ReaderMutexLock lock(&checkpoint_mu_);
-      keeps = saved_[storage];
-    }
-    absl::StatusOr<std::vector<storage::ReplicatedChange>> changes =
-        sources_[storage]->ReadChanges(after, kReadBatch, options_.poll_wait, keeps);
-    if (absl::IsFailedPrecondition(changes.status())) {
-      absl::MutexLock lock(&mu_);
-      if (state_ != IndexState::kRebuilding) state_ = IndexState::kNeedsRebuild;
-      continue;
-    }
-    if (!changes.ok()) {
-      absl::MutexLock lock(&mu_);  // storage unreachable: try again shortly
-      mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(200));
-      continue;
-    }
-    if (!changes->empty()) Apply(storage, *changes);
-    if (changes->size() < kReadBatch) {
-      absl::MutexLock lock(&mu_);
-      caught_up_[storage] = true;
-      if (state_ == IndexState::kCatchingUp &&
-          std::all_of(caught_up_.begin(), caught_up_.end(), [](bool b) { return b; })) {
-        state_ = IndexState::kServing;
-      }
-    }
-    if (since_checkpoint_.load(std::memory_order_relaxed) >= options_.checkpoint_every) {
-      (void)Checkpoint();  // a failure leaves the previous one in force
+std::optional<storage::ChangeConsumer::Position> IndexNode::Next(uint32_t storage) {
+  Position at;
+  {
+    absl::MutexLock lock(&mu_);
+    // Idle while a rebuild owns the index (or one is needed).
+    auto may_tail = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return stopping_ || state_ == IndexState::kCatchingUp || state_ == IndexState::kServing;
+    };
+    mu_.Await(absl::Condition(&may_tail));
+    if (stopping_) return std::nullopt;
+    at.after = applied_[storage];
+  }
+  absl::ReaderMutexLock lock(&checkpoint_mu_);
+  at.keeps = saved_[storage];
+  return at;
+}
+
+void IndexNode::AtEnd(uint32_t storage) {
+  {
+    absl::MutexLock lock(&mu_);
+    caught_up_[storage] = true;
+    if (state_ == IndexState::kCatchingUp &&
+        std::all_of(caught_up_.begin(), caught_up_.end(), [](bool b) { return b; })) {
+      state_ = IndexState::kServing;
     }
   }
 }
 
+void IndexNode::Trimmed(uint32_t) {
+  absl::MutexLock lock(&mu_);
+  if (state_ != IndexState::kRebuilding) state_ = IndexState::kNeedsRebuild;
+}
+
 void IndexNode::Apply(uint32_t storage, const std::vector<storage::ReplicatedChange>& changes) {
+  ApplyChanges(storage, changes);
+  if (since_checkpoint_.load(std::memory_order_relaxed) >= options_.checkpoint_every) {
+    (void)Checkpoint();  // a failure leaves the previous one in force
+  }
+}
+
+void IndexNode::ApplyChanges(uint32_t storage,
+                             const std::vector<storage::ReplicatedChange>& changes) {
   absl::ReaderMutexLock lock(&checkpoint_mu_);
   size_t first = 0;
   {
@@ -251,58 +290,83 @@ absl::Status IndexNode::BeginRebuild(std::vector<uint64_t> from_sequences) {
   absl::MutexLock lock(&checkpoint_mu_);
   absl::StatusOr<std::unique_ptr<index::Index>> fresh = index::Index::Create(options_.index);
   if (!fresh.ok()) return fresh.status();
-  index_ = *std::move(fresh);
   std::error_code ec;
   std::filesystem::remove_all(IndexDir(options_), ec);
   std::filesystem::create_directories(IndexDir(options_), ec);
   if (ec)
     return absl::UnavailableError(StrCat("cannot reset ", IndexDir(options_), ": ", ec.message()));
+  // From here a restart finds the node rebuilding (with nothing loaded yet).
+  if (absl::Status s =
+          WriteFileAtomically(RebuildFile(options_), StrCat(JoinCursors(from_sequences), ";0"));
+      !s.ok()) {
+    return s;
+  }
+  index_ = *std::move(fresh);
   saved_ = from_sequences;
   since_checkpoint_.store(0, std::memory_order_relaxed);
   absl::MutexLock state(&mu_);
   state_ = IndexState::kRebuilding;
+  rebuild_from_ = from_sequences;
+  rebuild_through_ = 0;
   applied_ = std::move(from_sequences);
   caught_up_.assign(sources_.size(), false);
   max_id_ = 0;
   return absl::OkStatus();
 }
 
-absl::Status IndexNode::AddTweets(std::span<const storage::StoredTweet> tweets) {
-  absl::ReaderMutexLock lock(&checkpoint_mu_);
+absl::Status IndexNode::AddTweets(std::span<const storage::StoredTweet> tweets, TweetId through) {
   {
+    absl::ReaderMutexLock lock(&checkpoint_mu_);
+    {
+      absl::MutexLock state(&mu_);
+      if (state_ != IndexState::kRebuilding) {
+        return absl::FailedPreconditionError("not rebuilding: call BeginRebuild first");
+      }
+    }
+    std::vector<index::IndexDoc> docs;
+    docs.reserve(tweets.size());
+    TweetId max_id = 0;
+    for (const storage::StoredTweet& t : tweets) {
+      if (cluster::IndexPartitionOf(t.id, options_.partitions) != options_.partition) {
+        return absl::InvalidArgumentError(
+            StrCat("tweet ", t.id, " belongs to another partition"));
+      }
+      docs.push_back(ToIndexDoc(t));
+      max_id = std::max(max_id, t.id);
+    }
+    for (const absl::Status& s : index_->AddBatch(docs)) {
+      if (!s.ok() && !absl::IsAlreadyExists(s)) return s;
+    }
+    since_checkpoint_.fetch_add(docs.size(), std::memory_order_relaxed);
     absl::MutexLock state(&mu_);
-    if (state_ != IndexState::kRebuilding) {
-      return absl::FailedPreconditionError("not rebuilding: call BeginRebuild first");
-    }
+    max_id_ = std::max(max_id_, max_id);
+    rebuild_through_ = std::max({rebuild_through_, through, max_id});
   }
-  std::vector<index::IndexDoc> docs;
-  docs.reserve(tweets.size());
-  TweetId max_id = 0;
-  for (const storage::StoredTweet& t : tweets) {
-    if (cluster::IndexPartitionOf(t.id, options_.partitions) != options_.partition) {
-      return absl::InvalidArgumentError(StrCat("tweet ", t.id, " belongs to another partition"));
-    }
-    docs.push_back(ToIndexDoc(t));
-    max_id = std::max(max_id, t.id);
+  if (since_checkpoint_.load(std::memory_order_relaxed) >= options_.checkpoint_every) {
+    return Checkpoint();
   }
-  for (const absl::Status& s : index_->AddBatch(docs)) {
-    if (!s.ok() && !absl::IsAlreadyExists(s)) return s;
-  }
-  absl::MutexLock state(&mu_);
-  max_id_ = std::max(max_id_, max_id);
   return absl::OkStatus();
 }
 
 absl::Status IndexNode::FinishRebuild() {
+  absl::MutexLock lock(&checkpoint_mu_);
   {
     absl::MutexLock state(&mu_);
     if (state_ != IndexState::kRebuilding) return absl::FailedPreconditionError("not rebuilding");
+    // Tailing resumes from the rebuild's starting sequences once the lock is
+    // released.
+    state_ = IndexState::kCatchingUp;
   }
-  absl::MutexLock lock(&checkpoint_mu_);
-  if (absl::Status s = CheckpointLocked(); !s.ok()) return s;
-  absl::MutexLock state(&mu_);
-  state_ = IndexState::kCatchingUp;  // tailing from the rebuild's starting sequences
-  return absl::OkStatus();
+  absl::Status s = CheckpointLocked();
+  std::error_code ec;
+  if (s.ok() && !std::filesystem::remove(RebuildFile(options_), ec) && ec) {
+    s = absl::UnavailableError(StrCat("cannot remove ", RebuildFile(options_), ": ", ec.message()));
+  }
+  if (!s.ok()) {
+    absl::MutexLock state(&mu_);
+    state_ = IndexState::kRebuilding;
+  }
+  return s;
 }
 
 absl::Status IndexNode::Checkpoint() {
@@ -312,20 +376,27 @@ absl::Status IndexNode::Checkpoint() {
 
 absl::Status IndexNode::CheckpointLocked() {
   std::vector<uint64_t> cursors;
+  std::optional<std::string> rebuild;  // while rebuilding: the REBUILD file instead of CURSORS
   {
     absl::MutexLock state(&mu_);
     if (state_ == IndexState::kNeedsRebuild) return absl::OkStatus();  // nothing worth saving
     cursors = applied_;
+    if (state_ == IndexState::kRebuilding) {
+      rebuild = StrCat(JoinCursors(rebuild_from_), ";", rebuild_through_);
+    }
   }
-  if (cursors == saved_ && std::filesystem::exists(CursorsFile(options_))) return absl::OkStatus();
+  if (!rebuild.has_value() && cursors == saved_ && std::filesystem::exists(CursorsFile(options_))) {
+    return absl::OkStatus();
+  }
   if (absl::Status s = index_->Seal(); !s.ok()) return s;
   if (index_->Snapshot()->segments.size() > options_.max_sealed_segments) {
     if (absl::Status s = index_->Compact(); !s.ok()) return s;
   }
   if (absl::Status s = index_->Save(IndexDir(options_)); !s.ok()) return s;
-  if (absl::Status s = WriteFileAtomically(CursorsFile(options_), JoinCursors(cursors)); !s.ok()) {
-    return s;
-  }
+  absl::Status written = rebuild.has_value()
+                             ? WriteFileAtomically(RebuildFile(options_), *rebuild)
+                             : WriteFileAtomically(CursorsFile(options_), JoinCursors(cursors));
+  if (!written.ok()) return written;
   saved_ = std::move(cursors);
   since_checkpoint_.store(0, std::memory_order_relaxed);
   return absl::OkStatus();
@@ -342,6 +413,7 @@ IndexNodeStatus IndexNode::Status() const {
   absl::MutexLock state(&mu_);
   out.state = state_;
   out.applied = applied_;
+  if (state_ == IndexState::kRebuilding) out.rebuild_through = rebuild_through_;
   return out;
 }
 

@@ -14,8 +14,11 @@
 // States: kCatchingUp until every log has been read to its end once, then
 // kServing. A log that was trimmed past its cursor puts the node in
 // kNeedsRebuild (tweetctl rebuild fills it): BeginRebuild() empties it and
-// fixes the sequences to tail from, AddTweets() loads the partition's tweets,
-// FinishRebuild() saves and starts tailing.
+// fixes the sequences to tail from, AddTweets() loads the partition's tweets
+// in ascending id batches, FinishRebuild() saves and starts tailing. While
+// rebuilding, checkpoints save the partial index with <data>/index/REBUILD
+// (the starting sequences and the last id loaded) instead of CURSORS, so a
+// restarted node is still rebuilding and the rebuild resumes where it was.
 //
 // Thread-safety: every method may be called from any thread.
 #ifndef TWEETSEARCH_INDEXER_SERVER_INDEX_NODE_H_
@@ -24,6 +27,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -36,24 +40,13 @@
 #include "indexer/index/index.h"
 #include "indexer/query/plan.h"
 #include "indexer/query/searcher.h"
+#include "storage/change_tail.h"
 #include "storage/tweet_store.h"
 
 namespace tweetsearch::indexer {
 
 // A stored tweet as the index takes it.
 index::IndexDoc ToIndexDoc(const storage::StoredTweet& t);
-
-// Where an index node reads one storage partition's change log.
-class ChangeSource {
- public:
-  virtual ~ChangeSource() = default;
-  // See storage::StorageNode::ReadChanges. FailedPrecondition when the changes
-  // after `after` were trimmed.
-  virtual absl::StatusOr<std::vector<storage::ReplicatedChange>> ReadChanges(uint64_t after,
-                                                                             size_t max,
-                                                                             absl::Duration wait,
-                                                                             uint64_t keeps) = 0;
-};
 
 struct IndexNodeOptions {
   std::string node;
@@ -74,6 +67,7 @@ struct IndexNodeStatus {
   uint64_t documents = 0;
   uint64_t memory_bytes = 0;
   std::vector<uint64_t> applied;  // per storage partition
+  TweetId rebuild_through = 0;    // while rebuilding: ids up to this one are loaded
 };
 
 struct PartitionResult {
@@ -81,15 +75,15 @@ struct PartitionResult {
   TweetId max_id = 0;
 };
 
-class IndexNode {
+class IndexNode : private storage::ChangeConsumer {
  public:
   // Loads the saved index and cursors (none: an empty index tailing from the
   // start). `sources` has one entry per storage partition; tailing starts with
   // Start().
   static absl::StatusOr<std::unique_ptr<IndexNode>> Open(
-      const IndexNodeOptions& options, std::vector<std::unique_ptr<ChangeSource>> sources);
+      const IndexNodeOptions& options, std::vector<std::unique_ptr<storage::ChangeSource>> sources);
   // Stops tailing and saves a checkpoint.
-  ~IndexNode();
+  ~IndexNode() override;
 
   void Start();
   void Stop();
@@ -103,23 +97,28 @@ class IndexNode {
 
   absl::Status BeginRebuild(std::vector<uint64_t> from_sequences);
   // Adds tweets of this partition (others are refused with InvalidArgument);
-  // re-adds are OK.
-  absl::Status AddTweets(std::span<const storage::StoredTweet> tweets);
+  // re-adds are OK. `through`: every id of the partition up to this one has
+  // now been offered (Status().rebuild_through, where a rebuild resumes).
+  absl::Status AddTweets(std::span<const storage::StoredTweet> tweets, TweetId through);
   absl::Status FinishRebuild();
 
   absl::Status Checkpoint();
   IndexNodeStatus Status() const;
+  const IndexNodeOptions& options() const { return options_; }
 
  private:
-  IndexNode(const IndexNodeOptions& options, std::vector<std::unique_ptr<ChangeSource>> sources,
+  IndexNode(const IndexNodeOptions& options, std::vector<std::unique_ptr<storage::ChangeSource>> sources,
             std::unique_ptr<index::Index> index, std::vector<uint64_t> cursors);
-  void Tail(uint32_t storage);
-  // Applies one batch of changes read from storage partition `storage`.
-  void Apply(uint32_t storage, const std::vector<storage::ReplicatedChange>& changes);
+  // storage::ChangeConsumer: the tailing threads, one per storage partition.
+  std::optional<Position> Next(uint32_t storage) override;
+  void Apply(uint32_t storage, const std::vector<storage::ReplicatedChange>& changes) override;
+  void AtEnd(uint32_t storage) override;
+  void Trimmed(uint32_t storage) override;
+  void ApplyChanges(uint32_t storage, const std::vector<storage::ReplicatedChange>& changes);
   absl::Status CheckpointLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
 
   const IndexNodeOptions options_;
-  std::vector<std::unique_ptr<ChangeSource>> sources_;
+  std::vector<std::unique_ptr<storage::ChangeSource>> sources_;
 
   // Held to replace the index (a rebuild) and to checkpoint; readers take a
   // shared lock.
@@ -134,6 +133,8 @@ class IndexNode {
   IndexState state_ ABSL_GUARDED_BY(mu_) = IndexState::kCatchingUp;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   TweetId max_id_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<uint64_t> rebuild_from_ ABSL_GUARDED_BY(mu_);  // while rebuilding
+  TweetId rebuild_through_ ABSL_GUARDED_BY(mu_) = 0;
 
   std::vector<std::thread> tailers_;
 };

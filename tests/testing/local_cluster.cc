@@ -57,6 +57,8 @@ std::string LocalCluster::RoleOf(const std::string& node) const {
       return "storage";
     case 'i':
       return "index";
+    case 'b':
+      return "builder";
     default:
       return "aggregator";
   }
@@ -80,6 +82,9 @@ bool LocalCluster::Start() {
   yaml +=
       StrCat("lease_ttl_s: ", options_.lease_ttl_s,
              "\nallow_single_replica: ", options_.allow_single_replica ? "true" : "false", "\n");
+  if (options_.max_log_changes != 0) {
+    yaml += StrCat("max_log_changes: ", options_.max_log_changes, "\n");
+  }
   auto partitions = [&](const char* name, char prefix, int count) {
     yaml += StrCat(name, ":\n");
     for (int p = 0; p < count; ++p) {
@@ -94,6 +99,13 @@ bool LocalCluster::Start() {
   };
   partitions("storage_partitions", 's', options_.storage_partitions);
   partitions("index_partitions", 'i', options_.index_partitions);
+  if (options_.builders > 0) yaml += "builders:\n";
+  for (int b = 0; b < options_.builders; ++b) {
+    const std::string node = StrCat("b", b);
+    nodes_.push_back(node);
+    yaml += StrCat("  - {node: ", node, ", grpc: 127.0.0.1:", FreeLoopbackPort(), ", data: ",
+                   options_.dir, "/", node, "}\n");
+  }
   yaml += "aggregators:\n";
   for (const char* a : {"a0", "a1"}) {
     nodes_.push_back(a);
@@ -133,12 +145,16 @@ bool LocalCluster::Start() {
     // kill one and expect the other to answer.
     const bool all_serving =
         ServingIndexNodes().size() == static_cast<size_t>(2 * options_.index_partitions);
-    if (ready && primaries && all_serving) return true;
+    const bool builder = options_.builders == 0 || !BuilderLeader().empty();
+    if (ready && primaries && all_serving && builder) return true;
     if (std::chrono::steady_clock::now() + std::chrono::milliseconds(200) >= deadline) {
       std::string serving;
       for (const std::string& n : ServingIndexNodes()) serving += " " + n;
-      fprintf(stderr, "cluster not ready: front doors %s, primaries %s, serving index nodes:%s\n",
-              ready ? "answer" : "do not answer", primaries ? "all" : "missing", serving.c_str());
+      fprintf(stderr,
+              "cluster not ready: front doors %s, primaries %s, builder leader %s, serving index "
+              "nodes:%s\n",
+              ready ? "answer" : "do not answer", primaries ? "all" : "missing",
+              builder ? "yes" : "none", serving.c_str());
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
@@ -164,6 +180,11 @@ void LocalCluster::Signal(const std::string& node, int signal_number) {
 
 void LocalCluster::Restart(const std::string& node) { StartNode(node); }
 
+void LocalCluster::Wipe(const std::string& node) {
+  Signal(node, SIGKILL);
+  std::filesystem::remove_all(options_.dir + "/" + node);
+}
+
 std::string LocalCluster::http_port(const std::string& aggregator) const {
   auto it = http_ports_.find(aggregator);
   return it == http_ports_.end() ? "" : StrCat(it->second);
@@ -174,6 +195,11 @@ std::string LocalCluster::StoragePrimary(int partition) const {
   if (kvs.empty()) return "";
   const std::string& value = kvs.begin()->second;
   return value.substr(0, value.find(' '));
+}
+
+std::string LocalCluster::BuilderLeader() const {
+  auto kvs = EtcdRange(etcd_endpoint_, "/ts/builder/leader");
+  return kvs.empty() ? "" : kvs.begin()->second;
 }
 
 std::vector<std::string> LocalCluster::ServingIndexNodes() const {

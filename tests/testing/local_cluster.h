@@ -1,8 +1,9 @@
 // A real cluster for tests, every process on loopback: etcd (Debian's
 // etcd-server), and tweetsearchd processes for S storage partitions x 2
-// replicas (s<p>a, s<p>b), I index partitions x 2 replicas (i<p>a, i<p>b) and
-// two front doors (a0, a1), on free ports, with data under one directory. Every
-// process it starts, it stops (SIGKILL in the destructor).
+// replicas (s<p>a, s<p>b), I index partitions x 2 replicas (i<p>a, i<p>b),
+// builders (b0, b1) and two front doors (a0, a1), on free ports, with data
+// under one directory. Every process it starts, it stops (SIGKILL in the
+// destructor).
 #ifndef TWEETSEARCH_TESTS_TESTING_LOCAL_CLUSTER_H_
 #define TWEETSEARCH_TESTS_TESTING_LOCAL_CLUSTER_H_
 
@@ -23,6 +24,8 @@ struct LocalClusterOptions {
   int index_partitions = 2;
   bool allow_single_replica = true;
   int lease_ttl_s = 3;
+  int builders = 2;
+  uint64_t max_log_changes = 0;  // 0: the topology's default
   std::string redis;  // HOST:PORT, optional
 };
 
@@ -31,13 +34,16 @@ class LocalCluster {
   explicit LocalCluster(LocalClusterOptions options);
   ~LocalCluster();
 
-  // Starts etcd and every node; true once both front doors answer searches
-  // (every index partition serving), within two minutes.
+  // Starts etcd and every node; true once both front doors answer searches,
+  // every index replica serves, every storage partition has a primary and a
+  // builder leads, within two minutes.
   bool Start();
   // Sends `signal_number` to a node (SIGKILL, SIGSTOP, SIGCONT, SIGTERM).
   void Signal(const std::string& node, int signal_number);
   // Starts a node again (after a kill).
   void Restart(const std::string& node);
+  // SIGKILLs a node and deletes its data directory: a lost server.
+  void Wipe(const std::string& node);
   // The front door's HTTP port ("a0" or "a1").
   std::string http_port(const std::string& aggregator) const;
   const std::string& etcd_endpoint() const { return etcd_endpoint_; }
@@ -47,6 +53,9 @@ class LocalCluster {
   std::string StoragePrimary(int partition) const;
   // Index nodes registered as serving.
   std::vector<std::string> ServingIndexNodes() const;
+  // The builder holding the leader key ("" if none).
+  std::string BuilderLeader() const;
+  const std::string& dir() const { return options_.dir; }
 
  private:
   void StartNode(const std::string& node);
