@@ -33,8 +33,10 @@ class StorageProcess final : public ClusterNode {
   }
   ~StorageProcess() override { (void)Stop(); }
 
-  // One round of the election (every quarter second).
+  // One round of the election (every quarter second), and log trimming on
+  // both roles (every two seconds).
   void Elect() {
+    if (++rounds_ % 8 == 0) (void)node_->TrimLog();
     const std::string primary_key = PrimaryKey(place_.partition);
     if (node_->is_primary()) {
       if (!membership_->Holds() || membership_->generation() != generation_) {
@@ -45,7 +47,6 @@ class StorageProcess final : public ClusterNode {
       if (absl::Status s = node_->CatchUpPeer(); !s.ok() && ++catch_up_errors_ % 40 == 1) {
         spdlog::info("storage {}: the secondary is not in sync yet: {}", name_, s.message());
       }
-      if (++rounds_ % 40 == 0) (void)node_->TrimLog();
       return;
     }
     absl::StatusOr<std::optional<KeyValue>> current = etcd().Get(primary_key);
@@ -307,6 +308,9 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> StartIndex(const Topology& t,
   p->membership_ = *std::move(membership);
   p->key_ = MemberKey(Role::kIndex, place.spec->node);
   p->address_ = place.spec->grpc;
+  // A key left by this node's previous run lives until that run's lease
+  // expires; this run is not serving yet, so front doors must not use it.
+  if (absl::Status s = EtcdClient(t.etcd).Delete(p->key_); !s.ok()) return s;
   p->watcher_ =
       std::make_unique<PeriodicTask>(absl::Milliseconds(200), [p = p.get()] { p->Watch(); });
   spdlog::info("index {} (partition {}, replica {}) on {}, data in {}", place.spec->node,

@@ -231,11 +231,13 @@ absl::Status RunRebuild(const Topology& topology, const RebuildOptions& options,
   const std::string key = RebuildKey(partition, options.replica);
   const absl::Time start = absl::Now();
   absl::Time last_report = absl::InfinitePast(), last_publish = absl::InfinitePast();
-  uint64_t sent_this_run = 0;
+  uint64_t sent_this_run = 0, since_checkpoint = 0;
+  absl::Duration loading_time;
   auto tick = [&](bool force) {
     const absl::Time now = absl::Now();
     progress.elapsed = now - start;
-    const double seconds = absl::ToDoubleSeconds(progress.elapsed);
+    if (progress.phase == "loading") loading_time = progress.elapsed;
+    const double seconds = absl::ToDoubleSeconds(loading_time);
     progress.tweets_per_s = seconds > 0 ? static_cast<double>(sent_this_run) / seconds : 0;
     if (force || now - last_report >= absl::Milliseconds(200)) {
       report(progress);
@@ -250,9 +252,11 @@ absl::Status RunRebuild(const Topology& topology, const RebuildOptions& options,
 
   IdStream ids(*builder, partition, after);
   TweetFetcher fetcher(topology);
+  uint64_t to_fetch = options.stop_after == 0 ? UINT64_MAX : options.stop_after;
   auto fetch_next = [&]() -> absl::StatusOr<Batch> {
-    absl::StatusOr<std::vector<TweetId>> next = ids.Next(options.batch);
+    absl::StatusOr<std::vector<TweetId>> next = ids.Next(std::min<uint64_t>(options.batch, to_fetch));
     if (!next.ok()) return next.status();
+    to_fetch -= next->size();
     return fetcher.Fetch(*next);
   };
   auto interrupted = [&](const absl::Status& s) {
@@ -266,6 +270,12 @@ absl::Status RunRebuild(const Topology& topology, const RebuildOptions& options,
     if (!batch.ok()) return interrupted(batch.status());
     if (batch->ids == 0) break;
     pending = std::async(std::launch::async, fetch_next);
+    since_checkpoint += batch->ids;
+    const bool last_of_run = options.stop_after != 0 && sent_this_run + batch->ids >= options.stop_after;
+    if (since_checkpoint >= options.checkpoint_every || last_of_run) {
+      batch->request.set_checkpoint(true);
+      since_checkpoint = 0;
+    }
     ipb::AddTweetsResponse added;
     if (grpc::Status s = index->AddTweets(Context().get(), batch->request, &added); !s.ok()) {
       pending.wait();
@@ -275,6 +285,13 @@ absl::Status RunRebuild(const Topology& topology, const RebuildOptions& options,
     progress.done += batch->ids;
     progress.missing += batch->missing;
     tick(false);
+    if (last_of_run) {
+      pending.wait();
+      progress.phase = "stopped";
+      tick(true);
+      PublishProgress(etcd, key, progress, "stopped");
+      return absl::OkStatus();
+    }
   }
 
   ipb::Empty empty;

@@ -38,11 +38,15 @@ struct RebuildOptions {
   size_t batch = 2000;    // tweets per fetch and per AddTweets call
   bool force = false;     // rebuild a replica that is serving
   bool restart = false;   // begin again even if the replica is mid-rebuild
+  // Load at most this many tweets in this run, then have the replica save
+  // and stop (a later run resumes); 0: no limit.
+  uint64_t stop_after = 0;
+  uint64_t checkpoint_every = 250'000;  // tweets between the replica's saves
   absl::Duration join_timeout = absl::Minutes(10);  // waiting for the replica to serve
 };
 
 struct RebuildProgress {
-  std::string phase;      // "loading", "catching_up", "serving"
+  std::string phase;      // "loading", "stopped", "catching_up", "serving"
   std::string builder;    // the builder the ids come from
   uint64_t total = 0;     // ids of the partition when the run started
   uint64_t done = 0;      // ids sent (including those loaded before a resume)
@@ -53,7 +57,7 @@ struct RebuildProgress {
 };
 
 // Runs a rebuild of `options.replica`, calling `report` about every 200 ms and
-// at each phase change.
+// at each phase change. OK also when it stopped early (phase "stopped").
 absl::Status RunRebuild(const Topology& topology, const RebuildOptions& options,
                         const std::function<void(const RebuildProgress&)>& report);
 

@@ -187,7 +187,7 @@ class IndexService final : public Index::Service {
     std::vector<storage::StoredTweet> tweets;
     tweets.reserve(request->tweets_size());
     for (const v1::Tweet& t : request->tweets()) tweets.push_back(FromProto(t));
-    if (absl::Status s = node_.AddTweets(tweets, request->through()); !s.ok()) return ToGrpc(s);
+    if (absl::Status s = node_.AddTweets(tweets, request->through(), request->checkpoint()); !s.ok()) return ToGrpc(s);
     response->set_documents(node_.Status().documents);
     return grpc::Status::OK;
   }

@@ -341,7 +341,7 @@ absl::Status StorageNode::TrimLog() {
     if (role_ == ReplicaRole::kPrimary && peer_ != nullptr) needed = std::min(needed, peer_last_);
   }
   through = std::max(through, needed);
-  if (through == 0) return absl::OkStatus();
+  if (through == 0 || through < store_->FirstSequence()) return absl::OkStatus();  // nothing new
   return store_->TrimChanges(through);
 }
 

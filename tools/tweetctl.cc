@@ -304,6 +304,11 @@ int Rebuild(const tweetsearch::cluster::Topology& topology,
     std::cerr << "tweetctl: rebuild of " << options.replica << " failed: " << s.message() << "\n";
     return ExitCodeOf(s);
   }
+  if (last_phase == "stopped") {
+    std::cerr << "stopped as asked; " << options.replica
+              << " keeps what it loaded: run the same command again to resume\n";
+    return kOk;
+  }
   std::cerr << options.replica << " is rebuilt, caught up and serving\n";
   return kOk;
 }
@@ -378,6 +383,8 @@ int main(int argc, char** argv) {
   rebuild->add_option("--batch", rebuild_options.batch, "Tweets per batch")->check(CLI::Range(1, 50000))->capture_default_str();
   rebuild->add_flag("--force", rebuild_options.force, "Rebuild even a serving replica");
   rebuild->add_flag("--restart", rebuild_options.restart, "Begin again instead of resuming");
+  rebuild->add_option("--stop-after", rebuild_options.stop_after,
+                      "Load at most N tweets in this run, save, and stop (run again to resume)");
 
   CLI11_PARSE(app, argc, argv);
   if (*status || *rebuild) {

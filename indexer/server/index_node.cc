@@ -258,8 +258,16 @@ bool IndexNode::WaitApplied(uint32_t storage, uint64_t sequence, absl::Duration 
   return mu_.AwaitWithTimeout(absl::Condition(&applied), timeout);
 }
 
+absl::Status IndexNode::CheckServing() const {
+  absl::MutexLock state(&mu_);
+  if (state_ == IndexState::kServing) return absl::OkStatus();
+  return absl::UnavailableError(
+      StrCat(options_.node, " is ", IndexStateName(state_), ": it does not answer searches"));
+}
+
 absl::StatusOr<PartitionResult> IndexNode::Search(std::string_view search_terms,
                                                   const query::SearchOptions& options) const {
+  if (absl::Status s = CheckServing(); !s.ok()) return s;
   absl::ReaderMutexLock lock(&checkpoint_mu_);
   absl::StatusOr<query::Plan> plan = query::PlanQuery(search_terms, index_->analyzer());
   if (!plan.ok()) return plan.status();
@@ -276,6 +284,7 @@ absl::StatusOr<PartitionResult> IndexNode::Search(std::string_view search_terms,
 }
 
 absl::StatusOr<query::CollectionStats> IndexNode::Stats(std::string_view search_terms) const {
+  if (absl::Status s = CheckServing(); !s.ok()) return s;
   absl::ReaderMutexLock lock(&checkpoint_mu_);
   absl::StatusOr<query::Plan> plan = query::PlanQuery(search_terms, index_->analyzer());
   if (!plan.ok()) return plan.status();
@@ -314,7 +323,8 @@ absl::Status IndexNode::BeginRebuild(std::vector<uint64_t> from_sequences) {
   return absl::OkStatus();
 }
 
-absl::Status IndexNode::AddTweets(std::span<const storage::StoredTweet> tweets, TweetId through) {
+absl::Status IndexNode::AddTweets(std::span<const storage::StoredTweet> tweets, TweetId through,
+                                  bool checkpoint) {
   {
     absl::ReaderMutexLock lock(&checkpoint_mu_);
     {
@@ -342,7 +352,7 @@ absl::Status IndexNode::AddTweets(std::span<const storage::StoredTweet> tweets, 
     max_id_ = std::max(max_id_, max_id);
     rebuild_through_ = std::max({rebuild_through_, through, max_id});
   }
-  if (since_checkpoint_.load(std::memory_order_relaxed) >= options_.checkpoint_every) {
+  if (checkpoint || since_checkpoint_.load(std::memory_order_relaxed) >= options_.checkpoint_every) {
     return Checkpoint();
   }
   return absl::OkStatus();

@@ -88,6 +88,9 @@ class IndexNode : private storage::ChangeConsumer {
   void Start();
   void Stop();
 
+  // Search and Stats answer only while serving (Unavailable otherwise: a
+  // replica that is catching up or rebuilding would give incomplete answers,
+  // and the caller should ask the other replica).
   absl::StatusOr<PartitionResult> Search(std::string_view search_terms,
                                          const query::SearchOptions& options) const;
   absl::StatusOr<query::CollectionStats> Stats(std::string_view search_terms) const;
@@ -99,7 +102,9 @@ class IndexNode : private storage::ChangeConsumer {
   // Adds tweets of this partition (others are refused with InvalidArgument);
   // re-adds are OK. `through`: every id of the partition up to this one has
   // now been offered (Status().rebuild_through, where a rebuild resumes).
-  absl::Status AddTweets(std::span<const storage::StoredTweet> tweets, TweetId through);
+  // `checkpoint`: save afterwards, so that a restarted node resumes from here.
+  absl::Status AddTweets(std::span<const storage::StoredTweet> tweets, TweetId through,
+                         bool checkpoint = false);
   absl::Status FinishRebuild();
 
   absl::Status Checkpoint();
@@ -116,6 +121,7 @@ class IndexNode : private storage::ChangeConsumer {
   void Trimmed(uint32_t storage) override;
   void ApplyChanges(uint32_t storage, const std::vector<storage::ReplicatedChange>& changes);
   absl::Status CheckpointLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
+  absl::Status CheckServing() const;
 
   const IndexNodeOptions options_;
   std::vector<std::unique_ptr<storage::ChangeSource>> sources_;

@@ -1,7 +1,8 @@
 // The cluster shape against real processes: etcd, 2 storage partitions x 2
-// replicas, 2 index partitions x 2 replicas, two front doors, all tweetsearchd
-// processes on loopback, killed with real signals. Each test says what it did
-// and what it checked.
+// replicas, 2 index partitions x 2 replicas, two builders, two front doors,
+// all tweetsearchd processes on loopback, killed and frozen with real signals;
+// tweetctl run as a process for rebuilds and status. Each test says what it
+// did and what it checked.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -11,10 +12,13 @@
 #include <thread>
 
 #include "aggregator/http/http_client.h"
+#include "cluster/services.h"
+#include "common/file_util.h"
 #include "common/strings.h"
 #include "tests/testing/corpus.h"
 #include "tests/testing/local_cluster.h"
 #include "tests/testing/process.h"
+#include "tests/testing/redis_server.h"
 
 namespace tweetsearch {
 namespace {
@@ -100,10 +104,15 @@ int Ingest(aggregator::HttpClient& client, const std::string& lines, json* answe
 
 class ClusterTest : public ::testing::Test {
  protected:
+  // Tests that need another cluster shape change the options here.
+  virtual void Configure(testing::LocalClusterOptions&) {}
+
   void SetUp() override {
     testing::LocalClusterOptions options;
     options.tweetsearchd = TWEETSEARCHD_PATH;
     options.dir = dir_.path() + "/cluster";
+    Configure(options);
+    if (HasFatalFailure()) return;
     cluster_ = std::make_unique<testing::LocalCluster>(options);
     ASSERT_TRUE(cluster_->Start()) << "the cluster did not start; logs in " << options.dir;
   }
@@ -111,6 +120,71 @@ class ClusterTest : public ::testing::Test {
   aggregator::HttpClient Door(const std::string& name) {
     return aggregator::HttpClient("127.0.0.1", cluster_->http_port(name), std::chrono::seconds(60));
   }
+
+  // Runs tweetctl with `args` (and the cluster's topology); its exit code and output.
+  std::pair<int, std::string> Tweetctl(std::vector<std::string> args) {
+    const std::string log = dir_.path() + StrCat("/tweetctl", ++tweetctl_runs_, ".log");
+    std::vector<std::string> argv = {TWEETCTL_PATH};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.insert(argv.end(), {"--topology", cluster_->topology_path()});
+    std::optional<int> code = testing::RunCommand(argv, log, std::chrono::minutes(5));
+    return {code.value_or(-1), ReadFile(log).value_or("")};
+  }
+
+  // The state tweetctl status reports for `node`.
+  std::string StateOf(const std::string& node) {
+    auto [code, out] = Tweetctl({"status", "--json"});
+    json j = json::parse(out, nullptr, false);
+    if (j.is_discarded()) return "";
+    for (const json& p : j["processes"]) {
+      if (p["node"] == node) return p["state"].get<std::string>();
+    }
+    return "";
+  }
+
+  bool WaitForState(const std::string& node, const std::string& state,
+                    std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (StateOf(node) == state) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+    return false;
+  }
+
+  // Every acknowledged id is readable through a1 and found exactly once by a
+  // search matching every test tweet.
+  void ExpectEachExactlyOnce(const std::vector<std::string>& acked) {
+    aggregator::HttpClient a0 = Door("a0"), a1 = Door("a1");
+    size_t missing = 0;
+    for (const std::string& id : acked) {
+      absl::StatusOr<aggregator::HttpReply> r =
+          a1.Send("GET", StrCat("/v1/tweets/", id, "?api_dev_key=", kKey));
+      if (!r.ok() || r->status != 200) ++missing;
+    }
+    EXPECT_EQ(missing, 0u) << "of " << acked.size() << " acknowledged tweets";
+    std::vector<std::string> all = AllPages(a0, a1, kEveryWord, "newest");
+    std::set<std::string> unique(all.begin(), all.end());
+    EXPECT_EQ(unique.size(), all.size()) << "a tweet is found twice";
+    EXPECT_EQ(unique, std::set<std::string>(acked.begin(), acked.end()));
+  }
+
+  // Until both front doors answer a search (their view of the serving
+  // replicas refreshes twice a second).
+  void WaitUntilBothDoorsSearch() {
+    aggregator::HttpClient a0 = Door("a0"), a1 = Door("a1");
+    for (int i = 0; i < 100; ++i) {
+      if (Search(a0, "love", "newest").status == 200 && Search(a1, "love", "newest").status == 200)
+        return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ADD_FAILURE() << "the front doors do not answer searches";
+  }
+
+  static constexpr const char* kEveryWord =
+      "love OR hate OR good OR morning OR rain OR coffee OR #monday OR @ana OR music OR the OR "
+      "sun OR work OR happy OR sad";
+  int tweetctl_runs_ = 0;
 
   testing::TempDir dir_;
   std::unique_ptr<testing::LocalCluster> cluster_;
@@ -233,23 +307,255 @@ TEST_F(ClusterTest, KillingAStoragePrimaryDuringIngestLosesNoAcknowledgedTweet) 
   }
   EXPECT_EQ(third, first_primary) << "the caught-up replica should take over";
 
-  aggregator::HttpClient a1 = Door("a1");
-  size_t missing = 0;
-  for (const std::string& id : acked) {
-    absl::StatusOr<aggregator::HttpReply> r =
-        a1.Send("GET", StrCat("/v1/tweets/", id, "?api_dev_key=", kKey));
-    if (!r.ok() || r->status != 200) ++missing;
+  ExpectEachExactlyOnce(acked);
+}
+
+std::vector<std::string> Acknowledged(const json& answer) {
+  std::vector<std::string> ids;
+  for (const json& r : answer["results"]) {
+    if (r.value("status", "") == "accepted") ids.push_back(r["tweet_id"].get<std::string>());
   }
-  EXPECT_EQ(missing, 0u) << "of " << acked.size() << " acknowledged tweets";
-  // Searchable exactly once: every page of a query matching all of them.
-  std::vector<std::string> all = AllPages(a0, a1,
-                                          "love OR hate OR good OR morning OR rain OR "
-                                          "coffee OR #monday OR @ana OR music OR the OR sun OR "
-                                          "work OR happy OR sad",
-                                          "newest");
-  std::set<std::string> unique(all.begin(), all.end());
-  EXPECT_EQ(unique.size(), all.size());
-  EXPECT_EQ(unique.size(), acked.size());
+  return ids;
+}
+
+TEST_F(ClusterTest, AFrozenPrimaryIsFencedOffAndLosesNothing) {
+  // Did: ingest 10 batches of 100; SIGSTOP the primary of storage partition 0
+  // and keep ingesting (the writes wait while its lease runs out and the
+  // secondary takes over); SIGCONT the old primary after 20 more batches, at
+  // once send it a write of its own over gRPC, then ingest 10 more batches.
+  // Checked: a different replica became primary with a higher epoch; every
+  // batch was acknowledged in full; the resumed old primary refused the write
+  // (FAILED_PRECONDITION: it knows its term is over), and that tweet is stored
+  // nowhere; every acknowledged tweet is readable and found exactly once.
+  aggregator::HttpClient a0 = Door("a0");
+  const std::string frozen = cluster_->StoragePrimary(0);
+  ASSERT_FALSE(frozen.empty());
+  std::vector<std::string> acked;
+  auto ingest = [&](int batch) {
+    json answer;
+    ASSERT_EQ(Ingest(a0, TweetLines(20'000'000 + batch * 100'000, 100), &answer), 200) << batch;
+    EXPECT_EQ(answer["accepted"], 100) << "batch " << batch << ": " << answer.dump();
+    for (std::string& id : Acknowledged(answer)) acked.push_back(std::move(id));
+  };
+  for (int batch = 0; batch < 10; ++batch) ingest(batch);
+  cluster_->Signal(frozen, SIGSTOP);
+  for (int batch = 10; batch < 30; ++batch) ingest(batch);
+  const std::string successor = cluster_->StoragePrimary(0);
+  EXPECT_FALSE(successor.empty());
+  EXPECT_NE(successor, frozen);
+
+  cluster_->Signal(frozen, SIGCONT);
+  auto stub = internal::v1::Storage::NewStub(cluster::Connect(cluster_->grpc_address(frozen)));
+  internal::v1::WriteRequest write;
+  v1::Tweet* stale = write.add_puts();
+  stale->set_id(29'999'999'999);
+  stale->set_user_id(1);
+  stale->set_user_name("stale");
+  stale->set_text("written by a primary whose term is over");
+  stale->set_created_at_ms(1'700'000'000'000);
+  internal::v1::WriteResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::Status refused = stub->Write(&context, write, &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+      << "the old primary answered: " << refused.error_message();
+  for (int batch = 30; batch < 40; ++batch) ingest(batch);
+  EXPECT_EQ(cluster_->StoragePrimary(0), successor);
+  absl::StatusOr<aggregator::HttpReply> lookup =
+      a0.Send("GET", StrCat("/v1/tweets/29999999999?api_dev_key=", kKey));
+  ASSERT_TRUE(lookup.ok());
+  EXPECT_EQ(lookup->status, 404) << "the refused write was stored: " << lookup->body;
+  ExpectEachExactlyOnce(acked);
+}
+
+class RebuildTest : public ClusterTest {
+ protected:
+  // Storage keeps only the last 400 changes per partition, so index replicas
+  // that lose their data cannot replay the logs from the start: they need a
+  // rebuild.
+  void Configure(testing::LocalClusterOptions& options) override {
+    options.max_log_changes = 400;
+  }
+};
+
+TEST_F(RebuildTest, LosingBothReplicasOfAPartitionThenRebuildingRestoresIdenticalResults) {
+  // Did: ingest 3,000 tweets, delete 50 and change the likes of 50; record
+  // every page of 7 queries in 3 sort modes; SIGKILL both replicas of index
+  // partition 0 and delete their data; restart them empty. Rebuild i0a with
+  // tweetctl in two runs: the first stops after 600 tweets (saved), i0a is
+  // SIGKILLed and restarted, and the second run resumes; then rebuild i0b in
+  // one run; ingest 100 more tweets after the rebuilds. Checked: with the
+  // partition lost, searches are 503 (partial with allow_partial); the empty
+  // replicas report needs_rebuild (the trimmed logs cannot refill them); the
+  // restarted i0a is still rebuilding and the second run says it resumes;
+  // after the rebuild every page of every query is identical to before (best
+  // match: the same tweets, see below), from either rebuilt replica alone; tweets ingested afterwards are found;
+  // tweetctl status reports every process healthy.
+  aggregator::HttpClient a0 = Door("a0"), a1 = Door("a1");
+  const std::string lines = TweetLines(40'000'000, 3000);
+  json answer;
+  ASSERT_EQ(Ingest(a0, lines, &answer), 200);
+  const std::vector<std::string> ids = Acknowledged(answer);
+  ASSERT_EQ(ids.size(), 3000u);
+  for (int i = 0; i < 50; ++i) {
+    auto d = a0.Send("DELETE", StrCat("/v1/tweets/", ids[i * 7], "?api_dev_key=", kKey));
+    ASSERT_TRUE(d.ok() && d->status == 200);
+    auto l = a0.Send("POST", StrCat("/v1/tweets/", ids[i * 11 + 1], "/likes?api_dev_key=", kKey),
+                     StrCat("{\"set\":", 1000 + i, "}"));
+    ASSERT_TRUE(l.ok() && l->status == 200) << (l.ok() ? l->body : "");
+  }
+  std::map<std::string, std::vector<std::string>> before;
+  for (const std::string sort : {"newest", "most_liked", "best_match"}) {
+    for (const std::string& q : kQueries) before[q + " / " + sort] = AllPages(a0, a1, q, sort);
+  }
+  // Newest and most liked: the same ids in the same order. Best match: the
+  // same ids; the order may differ slightly, because the original replicas'
+  // BM25 statistics still count the 50 deleted tweets (a delete is a tombstone
+  // until segments merge) while a rebuilt replica never saw them.
+  auto expect_same_as_before = [&](const std::string& when) {
+    for (const std::string sort : {"newest", "most_liked", "best_match"}) {
+      for (const std::string& q : kQueries) {
+        std::vector<std::string> now = AllPages(a0, a1, q, sort);
+        std::vector<std::string> then = before[q + " / " + sort];
+        std::string lost;
+        for (const std::string& id : then) {
+          if (std::find(now.begin(), now.end(), id) == now.end()) lost += " " + id;
+        }
+        if (sort == "best_match") {
+          std::sort(now.begin(), now.end());
+          std::sort(then.begin(), then.end());
+        }
+        EXPECT_EQ(now, then) << q << " / " << sort << " " << when << ": " << now.size()
+                             << " results, " << then.size() << " before; lost:" << lost;
+      }
+    }
+  };
+
+  cluster_->Wipe("i0a");
+  cluster_->Wipe("i0b");
+  Page lost;
+  for (int i = 0; i < 50 && lost.status != 503; ++i) {
+    lost = Search(a0, "love", "newest");  // until the front door's view drops them
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(lost.status, 503) << lost.body.dump();
+  Page partial = Search(a0, "love", "newest", "", 100, /*allow_partial=*/true);
+  EXPECT_EQ(partial.status, 200);
+  EXPECT_EQ(partial.body["missing_partitions"], json::array({0}));
+
+  cluster_->Restart("i0a");
+  cluster_->Restart("i0b");
+  EXPECT_TRUE(WaitForState("i0a", "needs_rebuild")) << StateOf("i0a");
+  EXPECT_TRUE(WaitForState("i0b", "needs_rebuild")) << StateOf("i0b");
+
+  auto [first_code, first_out] = Tweetctl(
+      {"rebuild", "--index-partition", "0", "--replica", "a", "--batch", "100", "--stop-after",
+       "600"});
+  ASSERT_EQ(first_code, 0) << first_out;
+  EXPECT_NE(first_out.find("stopped as asked"), std::string::npos) << first_out;
+  cluster_->Signal("i0a", SIGKILL);
+  cluster_->Restart("i0a");
+  EXPECT_TRUE(WaitForState("i0a", "rebuilding")) << StateOf("i0a");
+  auto [second_code, second_out] =
+      Tweetctl({"rebuild", "--index-partition", "0", "--replica", "a", "--batch", "100"});
+  ASSERT_EQ(second_code, 0) << second_out;
+  std::cout << "[ tweetctl ] " << first_out << second_out << Tweetctl({"status"}).second;
+  EXPECT_NE(second_out.find("resuming i0a"), std::string::npos) << second_out;
+  EXPECT_NE(second_out.find("i0a is rebuilt, caught up and serving"), std::string::npos);
+  WaitUntilBothDoorsSearch();
+  expect_same_as_before("after rebuilding i0a (the only replica of partition 0)");
+
+  auto [third_code, third_out] = Tweetctl({"rebuild", "--index-partition", "0", "--replica", "b"});
+  ASSERT_EQ(third_code, 0) << third_out;
+  cluster_->Signal("i0a", SIGKILL);  // now i0b alone answers for partition 0
+  WaitUntilBothDoorsSearch();
+  expect_same_as_before("from the rebuilt i0b alone");
+  cluster_->Restart("i0a");
+
+  json more;
+  ASSERT_EQ(Ingest(a0, TweetLines(60'000'000, 100), &more), 200);
+  EXPECT_EQ(more["accepted"], 100);
+  const std::vector<std::string> after = AllPages(a0, a1, kEveryWord, "newest");
+  EXPECT_EQ(after.size(), 3000u - 50u + 100u);
+  EXPECT_TRUE(WaitForState("i0a", "serving"));
+  auto [status_code, status_out] = Tweetctl({"status"});
+  EXPECT_EQ(status_code, 0) << status_out;
+  EXPECT_NE(status_out.find("every process is healthy"), std::string::npos) << status_out;
+}
+
+class FrontDoorQuotaTest : public ClusterTest {
+ protected:
+  static constexpr int kLimit = 30;
+  void Configure(testing::LocalClusterOptions& options) override {
+    redis_ = std::make_unique<testing::RedisServer>(dir_.path());
+    ASSERT_TRUE(redis_->Start()) << "redis-server did not start";
+    options.redis = StrCat("127.0.0.1:", redis_->port());
+    const std::string limits = dir_.path() + "/limits.yaml";
+    ASSERT_TRUE(WriteFileAtomically(limits, StrCat("tiers:\n  partner:\n    search:\n      - {name: "
+                                                   "partner_hourly, limit: ",
+                                                   kLimit,
+                                                   ", window: 1h, algorithm: "
+                                                   "sliding_window_log}\n"))
+                    .ok());
+    options.aggregator_args = {"--limits", limits};
+  }
+  std::unique_ptr<testing::RedisServer> redis_;
+};
+
+TEST_F(FrontDoorQuotaTest, KillingAFrontDoorKeepsTheOtherServingAndQuotasExact) {
+  // Did: quotas in a real Redis, a partner key limited to 30 searches an hour,
+  // created on both front doors; 10 searches through each door; SIGKILL a1
+  // while a client searches through a0 with the demo key; then 30 more
+  // partner searches through a0. Checked: the demo-key client saw no failure
+  // while a1 died; the partner key got exactly 30 searches in all: 20 before
+  // the kill (10 per door) and 10 of the 30 afterwards, the other 20 refused
+  // with 429, so the surviving door counted what the dead one had admitted.
+  const std::string partner = "partner-key-0001";
+  for (const char* door : {"a0", "a1"}) {
+    aggregator::HttpClient admin = Door(door);
+    const std::string admin_key =
+        ReadFile(StrCat(cluster_->dir(), "/", door, "/admin.key")).value_or("");
+    auto r = admin.Send("POST", "/v1/admin/keys",
+                        StrCat("{\"owner\":\"partner\",\"tier\":\"partner\",\"scopes\":["
+                               "\"search\"],\"key\":\"", partner, "\"}"),
+                        "application/json", admin_key);
+    ASSERT_TRUE(r.ok() && r->status == 201) << door << ": " << (r.ok() ? r->body : "unreachable");
+  }
+  auto search = [&](aggregator::HttpClient& c) {
+    auto r = c.Send("GET", "/v1/search?search_terms=love", {}, "", partner);
+    return r.ok() ? r->status : -1;
+  };
+  aggregator::HttpClient a0 = Door("a0"), a1 = Door("a1");
+  int admitted = 0;
+  for (int i = 0; i < 10; ++i) {
+    admitted += search(a0) == 200;
+    admitted += search(a1) == 200;
+  }
+  EXPECT_EQ(admitted, 20);
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> served{0}, failed{0};
+  std::thread load([&] {
+    aggregator::HttpClient c = Door("a0");
+    while (!stop) {
+      (Search(c, "love", "newest").status == 200 ? served : failed)++;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  cluster_->Signal("a1", SIGKILL);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  int later_admitted = 0, later_refused = 0;
+  for (int i = 0; i < 30; ++i) {
+    const int status = search(a0);
+    later_admitted += status == 200;
+    later_refused += status == 429;
+  }
+  stop = true;
+  load.join();
+  EXPECT_EQ(failed.load(), 0) << "of " << served.load() + failed.load() << " searches on a0";
+  EXPECT_GT(served.load(), 0);
+  EXPECT_EQ(later_admitted, kLimit - 20);
+  EXPECT_EQ(later_refused, 30 - (kLimit - 20));
 }
 
 }  // namespace

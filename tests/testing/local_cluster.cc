@@ -92,7 +92,8 @@ bool LocalCluster::Start() {
       for (const char* r : {"a", "b"}) {
         const std::string node = StrCat(std::string(1, prefix), p, r);
         nodes_.push_back(node);
-        yaml += StrCat("      - {node: ", node, ", grpc: 127.0.0.1:", FreeLoopbackPort(),
+        grpc_addresses_[node] = StrCat("127.0.0.1:", FreeLoopbackPort());
+        yaml += StrCat("      - {node: ", node, ", grpc: ", grpc_addresses_[node],
                        ", data: ", options_.dir, "/", node, "}\n");
       }
     }
@@ -103,7 +104,8 @@ bool LocalCluster::Start() {
   for (int b = 0; b < options_.builders; ++b) {
     const std::string node = StrCat("b", b);
     nodes_.push_back(node);
-    yaml += StrCat("  - {node: ", node, ", grpc: 127.0.0.1:", FreeLoopbackPort(), ", data: ",
+    grpc_addresses_[node] = StrCat("127.0.0.1:", FreeLoopbackPort());
+    yaml += StrCat("  - {node: ", node, ", grpc: ", grpc_addresses_[node], ", data: ",
                    options_.dir, "/", node, "}\n");
   }
   yaml += "aggregators:\n";
@@ -162,10 +164,17 @@ bool LocalCluster::Start() {
 }
 
 void LocalCluster::StartNode(const std::string& node) {
-  processes_[node] = std::make_unique<ChildProcess>(
-      std::vector<std::string>{options_.tweetsearchd, "--topology", topology_path_, "--role",
-                               RoleOf(node), "--node", node, "--log-level", "info"},
-      options_.dir + "/" + node + ".log");
+  std::vector<std::string> argv = {options_.tweetsearchd, "--topology", topology_path_, "--role",
+                                   RoleOf(node), "--node", node, "--log-level", "info"};
+  if (RoleOf(node) == "aggregator") {
+    argv.insert(argv.end(), options_.aggregator_args.begin(), options_.aggregator_args.end());
+  }
+  processes_[node] = std::make_unique<ChildProcess>(argv, options_.dir + "/" + node + ".log");
+}
+
+std::string LocalCluster::grpc_address(const std::string& node) const {
+  auto it = grpc_addresses_.find(node);
+  return it == grpc_addresses_.end() ? "" : it->second;
 }
 
 void LocalCluster::Signal(const std::string& node, int signal_number) {

@@ -27,6 +27,7 @@ struct LocalClusterOptions {
   int builders = 2;
   uint64_t max_log_changes = 0;  // 0: the topology's default
   std::string redis;  // HOST:PORT, optional
+  std::vector<std::string> aggregator_args;  // extra tweetsearchd flags for a0 and a1
 };
 
 class LocalCluster {
@@ -56,6 +57,8 @@ class LocalCluster {
   // The builder holding the leader key ("" if none).
   std::string BuilderLeader() const;
   const std::string& dir() const { return options_.dir; }
+  // A node's gRPC HOST:PORT.
+  std::string grpc_address(const std::string& node) const;
 
  private:
   void StartNode(const std::string& node);
@@ -66,6 +69,7 @@ class LocalCluster {
   std::string etcd_endpoint_;
   std::unique_ptr<ChildProcess> etcd_;
   std::map<std::string, int> http_ports_;
+  std::map<std::string, std::string> grpc_addresses_;
   std::vector<std::string> nodes_;
   std::map<std::string, std::unique_ptr<ChildProcess>> processes_;
 };
