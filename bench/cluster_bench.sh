@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The cost of distribution, on one machine (docs/benchmarks.md, "Cluster"):
+#   1. ingest of N synthetic tweets through a front door of the local cluster (2 storage
+#      partitions x 2 replicas, durable on both replicas before the answer), and the same N
+#      into one tweetsearchd process;
+#   2. search throughput and latency for the same queries against both;
+#   3. rebuild of index replica i0a (about N/2 tweets) from the builder and storage, with
+#      tweetctl rebuild, after its data directory is deleted.
+# Usage: bench/cluster_bench.sh [build-dir] [tweets]   (default build/release, 2000000)
+# The cluster uses the fixed ports of scripts/cluster.sh (8081, 7100-7301, 2479, 6479).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=$(cd "${1:-build/release}" && pwd)
+TWEETS=${2:-2000000}
+WORK=$(mktemp -d)
+export CLUSTER_DIR=$WORK/cluster TWEETSEARCH_BIN=$BUILD/tools
+cleanup() {
+  scripts/cluster.sh stop > /dev/null 2>&1 || true
+  kill -TERM "${PID:-0}" 2> /dev/null || true
+  wait 2> /dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+echo "== cluster: ingest $TWEETS tweets through one front door"
+scripts/cluster.sh start --sample 0 | tail -1
+"$BUILD/bench/http_bench" --port 8081 --connections 4 ingest --tweets "$TWEETS" --batch 5000
+
+echo "== one process: ingest the same $TWEETS tweets"
+"$BUILD/tools/tweetsearchd" --data-dir "$WORK/single" --http-port 0 --grpc-port -1 --sample 0 \
+  --port-file "$WORK/ports" --log-level warn &
+PID=$!
+for _ in $(seq 1 600); do [ -s "$WORK/ports" ] && break; sleep 0.1; done
+PORT=$(sed -E 's/.*"http_port": ([0-9]+).*/\1/' "$WORK/ports")
+"$BUILD/bench/http_bench" --port "$PORT" --connections 4 ingest --tweets "$TWEETS" --batch 5000
+
+for kind in "2-word AND" "1 word" "mixed"; do
+  for sort in 0 1; do
+    for target in "cluster 8081" "one-process $PORT"; do
+      set -- $target
+      echo "== search on $1: $kind, sort $sort"
+      "$BUILD/bench/http_bench" --port "$2" --connections 16 search --duration 8 \
+        --kind "$kind" --sort "$sort"
+    done
+  done
+done
+
+echo "== rebuild of i0a after losing its data"
+"$BUILD/tools/tweetctl" status --topology "$CLUSTER_DIR/topology.yaml" | grep -E "^index|^builder"
+scripts/cluster.sh wipe i0a
+scripts/cluster.sh restart i0a
+sleep 2
+/usr/bin/time -f "tweetctl: %e s wall, %M KiB max RSS" "$BUILD/tools/tweetctl" rebuild \
+  --topology "$CLUSTER_DIR/topology.yaml" --index-partition 0 --replica a --force
+"$BUILD/tools/tweetctl" status --topology "$CLUSTER_DIR/topology.yaml" | grep -E "^index"
