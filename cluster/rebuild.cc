@@ -90,7 +90,8 @@ class TweetFetcher {
   explicit TweetFetcher(const Topology& t) {
     for (const Partition& p : t.storage) {
       auto& replicas = stubs_.emplace_back();
-      for (const NodeSpec& n : p.replicas) replicas.push_back(ipb::Storage::NewStub(Connect(n.grpc)));
+      for (const NodeSpec& n : p.replicas)
+        replicas.push_back(ipb::Storage::NewStub(Connect(n.grpc)));
     }
   }
 
@@ -100,9 +101,8 @@ class TweetFetcher {
     for (TweetId id : ids) requests[StoragePartitionOf(id, partitions)].add_ids(id);
     std::vector<std::future<absl::StatusOr<ipb::MultiGetResponse>>> calls;
     for (uint32_t p = 0; p < partitions; ++p) {
-      calls.push_back(std::async(std::launch::async, [this, p, &requests] {
-        return MultiGet(p, requests[p]);
-      }));
+      calls.push_back(std::async(std::launch::async,
+                                 [this, p, &requests] { return MultiGet(p, requests[p]); }));
     }
     Batch batch;
     batch.ids = ids.size();
@@ -143,10 +143,14 @@ class TweetFetcher {
 // Rebuild progress in etcd, for tweetctl status (best effort).
 void PublishProgress(EtcdClient& etcd, const std::string& key, const RebuildProgress& p,
                      std::string_view state) {
-  nlohmann::json j = {{"state", state},         {"phase", p.phase},
-                      {"builder", p.builder},   {"total", p.total},
-                      {"done", p.done},         {"missing", p.missing},
-                      {"rate", p.tweets_per_s}, {"elapsed_s", absl::ToDoubleSeconds(p.elapsed)},
+  nlohmann::json j = {{"state", state},
+                      {"phase", p.phase},
+                      {"builder", p.builder},
+                      {"total", p.total},
+                      {"done", p.done},
+                      {"missing", p.missing},
+                      {"rate", p.tweets_per_s},
+                      {"elapsed_s", absl::ToDoubleSeconds(p.elapsed)},
                       {"updated_ms", absl::ToUnixMillis(absl::Now())}};
   (void)etcd.Put(key, j.dump());
 }
@@ -197,16 +201,17 @@ absl::Status RunRebuild(const Topology& topology, const RebuildOptions& options,
     progress.done = status.documents();
     for (int s = 0; s < status.applied_size(); ++s) {
       if (s >= builder_status.applied_size() || builder_status.applied(s) < status.applied(s)) {
-        return absl::UnavailableError(
-            StrCat("builder ", progress.builder, " is behind the rebuild's starting point on "
-                   "storage partition ", s, "; try again shortly"));
+        return absl::UnavailableError(StrCat("builder ", progress.builder,
+                                             " is behind the rebuild's starting point on "
+                                             "storage partition ",
+                                             s, "; try again shortly"));
       }
     }
   } else {
     if (status.state() == "serving" && !options.force) {
-      return absl::FailedPreconditionError(
-          StrCat(options.replica, " is serving ", status.documents(),
-                 " tweets; add --force to rebuild it anyway"));
+      return absl::FailedPreconditionError(StrCat(options.replica, " is serving ",
+                                                  status.documents(),
+                                                  " tweets; add --force to rebuild it anyway"));
     }
     if (builder_status.state() != "serving") {
       return absl::UnavailableError(
@@ -254,7 +259,8 @@ absl::Status RunRebuild(const Topology& topology, const RebuildOptions& options,
   TweetFetcher fetcher(topology);
   uint64_t to_fetch = options.stop_after == 0 ? UINT64_MAX : options.stop_after;
   auto fetch_next = [&]() -> absl::StatusOr<Batch> {
-    absl::StatusOr<std::vector<TweetId>> next = ids.Next(std::min<uint64_t>(options.batch, to_fetch));
+    absl::StatusOr<std::vector<TweetId>> next =
+        ids.Next(std::min<uint64_t>(options.batch, to_fetch));
     if (!next.ok()) return next.status();
     to_fetch -= next->size();
     return fetcher.Fetch(*next);
@@ -271,7 +277,8 @@ absl::Status RunRebuild(const Topology& topology, const RebuildOptions& options,
     if (batch->ids == 0) break;
     pending = std::async(std::launch::async, fetch_next);
     since_checkpoint += batch->ids;
-    const bool last_of_run = options.stop_after != 0 && sent_this_run + batch->ids >= options.stop_after;
+    const bool last_of_run =
+        options.stop_after != 0 && sent_this_run + batch->ids >= options.stop_after;
     if (since_checkpoint >= options.checkpoint_every || last_of_run) {
       batch->request.set_checkpoint(true);
       since_checkpoint = 0;
@@ -320,8 +327,8 @@ absl::Status RunRebuild(const Topology& topology, const RebuildOptions& options,
     tick(false);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  return interrupted(absl::DeadlineExceededError(
-      StrCat(options.replica, " did not catch up within ", absl::FormatDuration(options.join_timeout))));
+  return interrupted(absl::DeadlineExceededError(StrCat(
+      options.replica, " did not catch up within ", absl::FormatDuration(options.join_timeout))));
 }
 
 }  // namespace tweetsearch::cluster

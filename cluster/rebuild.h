@@ -34,23 +34,23 @@
 namespace tweetsearch::cluster {
 
 struct RebuildOptions {
-  std::string replica;    // the index node to rebuild, e.g. "i0a"
-  size_t batch = 2000;    // tweets per fetch and per AddTweets call
-  bool force = false;     // rebuild a replica that is serving
-  bool restart = false;   // begin again even if the replica is mid-rebuild
+  std::string replica;   // the index node to rebuild, e.g. "i0a"
+  size_t batch = 2000;   // tweets per fetch and per AddTweets call
+  bool force = false;    // rebuild a replica that is serving
+  bool restart = false;  // begin again even if the replica is mid-rebuild
   // Load at most this many tweets in this run, then have the replica save
   // and stop (a later run resumes); 0: no limit.
   uint64_t stop_after = 0;
-  uint64_t checkpoint_every = 250'000;  // tweets between the replica's saves
+  uint64_t checkpoint_every = 250'000;              // tweets between the replica's saves
   absl::Duration join_timeout = absl::Minutes(10);  // waiting for the replica to serve
 };
 
 struct RebuildProgress {
-  std::string phase;      // "loading", "stopped", "catching_up", "serving"
-  std::string builder;    // the builder the ids come from
-  uint64_t total = 0;     // ids of the partition when the run started
-  uint64_t done = 0;      // ids sent (including those loaded before a resume)
-  uint64_t missing = 0;   // ids storage no longer had (deleted since)
+  std::string phase;     // "loading", "stopped", "catching_up", "serving"
+  std::string builder;   // the builder the ids come from
+  uint64_t total = 0;    // ids of the partition when the run started
+  uint64_t done = 0;     // ids sent (including those loaded before a resume)
+  uint64_t missing = 0;  // ids storage no longer had (deleted since)
   bool resumed = false;
   absl::Duration elapsed;
   double tweets_per_s = 0;  // this run's loading rate

@@ -141,6 +141,8 @@ case ${1:-} in
   stop) stop ;;
   kill) stop_node "$2" KILL ;;
   restart) start_node "$2" ;;
-  wipe) stop_node "$2" KILL; rm -rf "${DIR:?}/$2" ;;
+  wipe)
+    [[ " $NODES " == *" ${2:-} "* ]] || { echo "wipe: name a node ($NODES)" >&2; exit 2; }
+    stop_node "$2" KILL; rm -rf "${DIR:?}/${2:?}" ;;
   *) sed -n '2,17p' "$0"; exit 2 ;;
 esac

@@ -47,8 +47,8 @@ class ChangeConsumer {
 };
 
 struct TailOptions {
-  size_t batch = 4096;                         // changes per read
-  absl::Duration wait = absl::Seconds(1);      // how long one long poll waits
+  size_t batch = 4096;                             // changes per read
+  absl::Duration wait = absl::Seconds(1);          // how long one long poll waits
   absl::Duration retry = absl::Milliseconds(200);  // pause after an unreachable partition
 };
 

@@ -57,7 +57,8 @@ BuilderNode::BuilderNode(const BuilderNodeOptions& options,
       last_sync_(absl::Now()) {}
 
 absl::StatusOr<std::unique_ptr<BuilderNode>> BuilderNode::Open(
-    const BuilderNodeOptions& options, std::vector<std::unique_ptr<storage::ChangeSource>> sources) {
+    const BuilderNodeOptions& options,
+    std::vector<std::unique_ptr<storage::ChangeSource>> sources) {
   if (options.data_dir.empty()) return absl::InvalidArgumentError("data_dir is empty");
   if (sources.empty()) return absl::InvalidArgumentError("no storage partitions to read");
   if (options.index_partitions == 0 || options.index_partitions > 65535) {
@@ -118,9 +119,8 @@ void BuilderNode::Stop() {
 std::optional<storage::ChangeConsumer::Position> BuilderNode::Next(uint32_t storage) {
   absl::MutexLock lock(&mu_);
   // A trimmed log is not read again: the map stays as it is until resynced.
-  auto may_read = [this, storage]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return stopping_ || !trimmed_[storage];
-  };
+  auto may_read = [this, storage]()
+                      ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_ || !trimmed_[storage]; };
   mu_.Await(absl::Condition(&may_read));
   if (stopping_) return std::nullopt;
   return Position{applied_[storage], synced_[storage]};

@@ -65,7 +65,8 @@ class BuilderNode : private storage::ChangeConsumer {
  public:
   // Opens (or creates) the map; `sources` has one entry per storage partition.
   static absl::StatusOr<std::unique_ptr<BuilderNode>> Open(
-      const BuilderNodeOptions& options, std::vector<std::unique_ptr<storage::ChangeSource>> sources);
+      const BuilderNodeOptions& options,
+      std::vector<std::unique_ptr<storage::ChangeSource>> sources);
   ~BuilderNode() override;
 
   void Start();

@@ -338,8 +338,7 @@ absl::Status IndexNode::AddTweets(std::span<const storage::StoredTweet> tweets, 
     TweetId max_id = 0;
     for (const storage::StoredTweet& t : tweets) {
       if (cluster::IndexPartitionOf(t.id, options_.partitions) != options_.partition) {
-        return absl::InvalidArgumentError(
-            StrCat("tweet ", t.id, " belongs to another partition"));
+        return absl::InvalidArgumentError(StrCat("tweet ", t.id, " belongs to another partition"));
       }
       docs.push_back(ToIndexDoc(t));
       max_id = std::max(max_id, t.id);
@@ -352,7 +351,8 @@ absl::Status IndexNode::AddTweets(std::span<const storage::StoredTweet> tweets, 
     max_id_ = std::max(max_id_, max_id);
     rebuild_through_ = std::max({rebuild_through_, through, max_id});
   }
-  if (checkpoint || since_checkpoint_.load(std::memory_order_relaxed) >= options_.checkpoint_every) {
+  if (checkpoint ||
+      since_checkpoint_.load(std::memory_order_relaxed) >= options_.checkpoint_every) {
     return Checkpoint();
   }
   return absl::OkStatus();

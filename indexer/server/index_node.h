@@ -112,7 +112,8 @@ class IndexNode : private storage::ChangeConsumer {
   const IndexNodeOptions& options() const { return options_; }
 
  private:
-  IndexNode(const IndexNodeOptions& options, std::vector<std::unique_ptr<storage::ChangeSource>> sources,
+  IndexNode(const IndexNodeOptions& options,
+            std::vector<std::unique_ptr<storage::ChangeSource>> sources,
             std::unique_ptr<index::Index> index, std::vector<uint64_t> cursors);
   // storage::ChangeConsumer: the tailing threads, one per storage partition.
   std::optional<Position> Next(uint32_t storage) override;

@@ -373,9 +373,7 @@ class RebuildTest : public ClusterTest {
   // Storage keeps only the last 400 changes per partition, so index replicas
   // that lose their data cannot replay the logs from the start: they need a
   // rebuild.
-  void Configure(testing::LocalClusterOptions& options) override {
-    options.max_log_changes = 400;
-  }
+  void Configure(testing::LocalClusterOptions& options) override { options.max_log_changes = 400; }
 };
 
 TEST_F(RebuildTest, LosingBothReplicasOfAPartitionThenRebuildingRestoresIdenticalResults) {
@@ -389,8 +387,8 @@ TEST_F(RebuildTest, LosingBothReplicasOfAPartitionThenRebuildingRestoresIdentica
   // replicas report needs_rebuild (the trimmed logs cannot refill them); the
   // restarted i0a is still rebuilding and the second run says it resumes;
   // after the rebuild every page of every query is identical to before (best
-  // match: the same tweets, see below), from either rebuilt replica alone; tweets ingested afterwards are found;
-  // tweetctl status reports every process healthy.
+  // match: the same tweets, see below), from either rebuilt replica alone; tweets ingested
+  // afterwards are found; tweetctl status reports every process healthy.
   aggregator::HttpClient a0 = Door("a0"), a1 = Door("a1");
   const std::string lines = TweetLines(40'000'000, 3000);
   json answer;
@@ -448,9 +446,8 @@ TEST_F(RebuildTest, LosingBothReplicasOfAPartitionThenRebuildingRestoresIdentica
   EXPECT_TRUE(WaitForState("i0a", "needs_rebuild")) << StateOf("i0a");
   EXPECT_TRUE(WaitForState("i0b", "needs_rebuild")) << StateOf("i0b");
 
-  auto [first_code, first_out] = Tweetctl(
-      {"rebuild", "--index-partition", "0", "--replica", "a", "--batch", "100", "--stop-after",
-       "600"});
+  auto [first_code, first_out] = Tweetctl({"rebuild", "--index-partition", "0", "--replica", "a",
+                                           "--batch", "100", "--stop-after", "600"});
   ASSERT_EQ(first_code, 0) << first_out;
   EXPECT_NE(first_out.find("stopped as asked"), std::string::npos) << first_out;
   cluster_->Signal("i0a", SIGKILL);
@@ -491,12 +488,13 @@ class FrontDoorQuotaTest : public ClusterTest {
     ASSERT_TRUE(redis_->Start()) << "redis-server did not start";
     options.redis = StrCat("127.0.0.1:", redis_->port());
     const std::string limits = dir_.path() + "/limits.yaml";
-    ASSERT_TRUE(WriteFileAtomically(limits, StrCat("tiers:\n  partner:\n    search:\n      - {name: "
-                                                   "partner_hourly, limit: ",
-                                                   kLimit,
-                                                   ", window: 1h, algorithm: "
-                                                   "sliding_window_log}\n"))
-                    .ok());
+    ASSERT_TRUE(
+        WriteFileAtomically(limits, StrCat("tiers:\n  partner:\n    search:\n      - {name: "
+                                           "partner_hourly, limit: ",
+                                           kLimit,
+                                           ", window: 1h, algorithm: "
+                                           "sliding_window_log}\n"))
+            .ok());
     options.aggregator_args = {"--limits", limits};
   }
   std::unique_ptr<testing::RedisServer> redis_;
@@ -517,7 +515,8 @@ TEST_F(FrontDoorQuotaTest, KillingAFrontDoorKeepsTheOtherServingAndQuotasExact) 
         ReadFile(StrCat(cluster_->dir(), "/", door, "/admin.key")).value_or("");
     auto r = admin.Send("POST", "/v1/admin/keys",
                         StrCat("{\"owner\":\"partner\",\"tier\":\"partner\",\"scopes\":["
-                               "\"search\"],\"key\":\"", partner, "\"}"),
+                               "\"search\"],\"key\":\"",
+                               partner, "\"}"),
                         "application/json", admin_key);
     ASSERT_TRUE(r.ok() && r->status == 201) << door << ": " << (r.ok() ? r->body : "unreachable");
   }

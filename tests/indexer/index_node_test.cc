@@ -2,6 +2,8 @@
 // temporary directory), read in-process instead of over gRPC: rebuilds that
 // resume after a restart, replay of the changes made during a rebuild, and the
 // builder's reverse map.
+#include "indexer/server/index_node.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,7 +14,6 @@
 #include "cluster/topology.h"
 #include "common/strings.h"
 #include "indexer/builder/builder_node.h"
-#include "indexer/server/index_node.h"
 #include "storage/storage_node.h"
 #include "tests/testing/corpus.h"
 
@@ -36,8 +37,13 @@ class LocalChangeSource final : public storage::ChangeSource {
 };
 
 storage::StoredTweet MakeTweet(TweetId id) {
-  return storage::StoredTweet{id, id % 7, StrCat("user", id % 7), StrCat("rebuild test ", id),
-                              1'700'000'000'000 + static_cast<int64_t>(id), "en", 0};
+  return storage::StoredTweet{id,
+                              id % 7,
+                              StrCat("user", id % 7),
+                              StrCat("rebuild test ", id),
+                              1'700'000'000'000 + static_cast<int64_t>(id),
+                              "en",
+                              0};
 }
 
 class IndexNodeTest : public ::testing::Test {
@@ -168,8 +174,7 @@ TEST_F(IndexNodeTest, ATrimmedLogAsksForARebuild) {
   ASSERT_TRUE(storage_->TrimLog().ok());
   std::unique_ptr<indexer::IndexNode> node = OpenIndex();
   node->Start();
-  EXPECT_TRUE(
-      WaitFor([&] { return node->Status().state == indexer::IndexState::kNeedsRebuild; }));
+  EXPECT_TRUE(WaitFor([&] { return node->Status().state == indexer::IndexState::kNeedsRebuild; }));
   EXPECT_TRUE(absl::IsFailedPrecondition(node->AddTweets({}, 0)));  // BeginRebuild first
 }
 
@@ -231,8 +236,7 @@ TEST_F(IndexNodeTest, TheBuilderListsEachPartitionsLiveIdsInOrder) {
   ASSERT_TRUE(storage_->Write(std::move(del2)).ok());
   builder = open();
   builder->Start();
-  ASSERT_TRUE(WaitFor(
-      [&] { return builder->Status().applied[0] == storage_->LastSequence(); }));
+  ASSERT_TRUE(WaitFor([&] { return builder->Status().applied[0] == storage_->LastSequence(); }));
   uint64_t after_restart = 0;
   for (uint32_t p = 0; p < 3; ++p) after_restart += *builder->PartitionCount(p);
   EXPECT_EQ(after_restart, 2998u);
