@@ -370,14 +370,17 @@ TEST_F(ClusterTest, AFrozenPrimaryIsFencedOffAndLosesNothing) {
 
 class RebuildTest : public ClusterTest {
  protected:
-  // Storage keeps only the last 400 changes per partition, so index replicas
-  // that lose their data cannot replay the logs from the start: they need a
-  // rebuild.
-  void Configure(testing::LocalClusterOptions& options) override { options.max_log_changes = 400; }
+  // Storage keeps only the last 1,000 changes per partition (of about 1,600),
+  // so index replicas that lose their data cannot replay the logs from the
+  // start: they need a rebuild. Live readers stay well within that margin
+  // because tweets arrive in batches of 100.
+  void Configure(testing::LocalClusterOptions& options) override {
+    options.max_log_changes = 1000;
+  }
 };
 
 TEST_F(RebuildTest, LosingBothReplicasOfAPartitionThenRebuildingRestoresIdenticalResults) {
-  // Did: ingest 3,000 tweets, delete 50 and change the likes of 50; record
+  // Did: ingest 3,000 tweets in 30 batches, delete 50, change the likes of 50; record
   // every page of 7 queries in 3 sort modes; SIGKILL both replicas of index
   // partition 0 and delete their data; restart them empty. Rebuild i0a with
   // tweetctl in two runs: the first stops after 600 tweets (saved), i0a is
@@ -390,10 +393,12 @@ TEST_F(RebuildTest, LosingBothReplicasOfAPartitionThenRebuildingRestoresIdentica
   // match: the same tweets, see below), from either rebuilt replica alone; tweets ingested
   // afterwards are found; tweetctl status reports every process healthy.
   aggregator::HttpClient a0 = Door("a0"), a1 = Door("a1");
-  const std::string lines = TweetLines(40'000'000, 3000);
-  json answer;
-  ASSERT_EQ(Ingest(a0, lines, &answer), 200);
-  const std::vector<std::string> ids = Acknowledged(answer);
+  std::vector<std::string> ids;
+  for (int batch = 0; batch < 30; ++batch) {
+    json answer;
+    ASSERT_EQ(Ingest(a0, TweetLines(40'000'000 + batch * 100 * 7919, 100), &answer), 200);
+    for (std::string& id : Acknowledged(answer)) ids.push_back(std::move(id));
+  }
   ASSERT_EQ(ids.size(), 3000u);
   for (int i = 0; i < 50; ++i) {
     auto d = a0.Send("DELETE", StrCat("/v1/tweets/", ids[i * 7], "?api_dev_key=", kKey));
