@@ -21,11 +21,7 @@ namespace ipb = internal::v1;
 
 constexpr auto kTimeout = std::chrono::seconds(2);
 
-std::unique_ptr<grpc::ClientContext> Context() {
-  auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(std::chrono::system_clock::now() + kTimeout);
-  return context;
-}
+std::unique_ptr<grpc::ClientContext> Context() { return CallContext(kTimeout); }
 
 std::string Sequences(const google::protobuf::RepeatedField<uint64_t>& applied) {
   std::string out;

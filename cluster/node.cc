@@ -244,6 +244,18 @@ absl::StatusOr<std::pair<std::string, uint16_t>> SplitHostPort(const std::string
   return std::make_pair(address.substr(0, colon), static_cast<uint16_t>(port));
 }
 
+// Serves `service` on the node's gRPC address and takes the node's etcd lease.
+absl::Status ServeAndJoin(const Topology& t, const NodeSpec& spec, grpc::Service* service,
+                          RunningServer* server, std::unique_ptr<Membership>* membership) {
+  absl::StatusOr<RunningServer> running = StartServer(spec.grpc, {service});
+  if (!running.ok()) return running.status();
+  *server = *std::move(running);
+  absl::StatusOr<std::unique_ptr<Membership>> joined = Membership::Start(t.etcd, t.lease_ttl_s);
+  if (!joined.ok()) return joined.status();
+  *membership = *std::move(joined);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<ClusterNode>> StartStorage(const Topology& t,
                                                           const Topology::Place& place,
                                                           const std::string& data_dir) {
@@ -267,12 +279,11 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> StartStorage(const Topology& t,
     p->peer_name_ = peer.node;
   }
   p->service_ = MakeStorageService(*p->node_);
-  absl::StatusOr<RunningServer> server = StartServer(place.spec->grpc, {p->service_.get()});
-  if (!server.ok()) return server.status();
-  p->server_ = *std::move(server);
-  absl::StatusOr<std::unique_ptr<Membership>> membership = Membership::Start(t.etcd, t.lease_ttl_s);
-  if (!membership.ok()) return membership.status();
-  p->membership_ = *std::move(membership);
+  if (absl::Status s =
+          ServeAndJoin(t, *place.spec, p->service_.get(), &p->server_, &p->membership_);
+      !s.ok()) {
+    return s;
+  }
   if (absl::Status s = p->membership_->Put(MemberKey(Role::kStorage, p->name_), place.spec->grpc);
       !s.ok()) {
     return s;
@@ -300,12 +311,11 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> StartIndex(const Topology& t,
   p->node_ = *std::move(node);
   p->node_->Start();
   p->service_ = MakeIndexService(*p->node_);
-  absl::StatusOr<RunningServer> server = StartServer(place.spec->grpc, {p->service_.get()});
-  if (!server.ok()) return server.status();
-  p->server_ = *std::move(server);
-  absl::StatusOr<std::unique_ptr<Membership>> membership = Membership::Start(t.etcd, t.lease_ttl_s);
-  if (!membership.ok()) return membership.status();
-  p->membership_ = *std::move(membership);
+  if (absl::Status s =
+          ServeAndJoin(t, *place.spec, p->service_.get(), &p->server_, &p->membership_);
+      !s.ok()) {
+    return s;
+  }
   p->key_ = MemberKey(Role::kIndex, place.spec->node);
   p->address_ = place.spec->grpc;
   // A key left by this node's previous run lives until that run's lease
@@ -333,12 +343,11 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> StartBuilder(const Topology& t,
   p->node_ = *std::move(node);
   p->node_->Start();
   p->service_ = MakeBuilderService(*p->node_);
-  absl::StatusOr<RunningServer> server = StartServer(place.spec->grpc, {p->service_.get()});
-  if (!server.ok()) return server.status();
-  p->server_ = *std::move(server);
-  absl::StatusOr<std::unique_ptr<Membership>> membership = Membership::Start(t.etcd, t.lease_ttl_s);
-  if (!membership.ok()) return membership.status();
-  p->membership_ = *std::move(membership);
+  if (absl::Status s =
+          ServeAndJoin(t, *place.spec, p->service_.get(), &p->server_, &p->membership_);
+      !s.ok()) {
+    return s;
+  }
   if (absl::Status s = p->membership_->Put(MemberKey(Role::kBuilder, p->name_), place.spec->grpc);
       !s.ok()) {
     return s;

@@ -26,9 +26,7 @@ constexpr auto kCallTimeout = std::chrono::seconds(60);
 constexpr uint32_t kIdPage = 65536;
 
 std::unique_ptr<grpc::ClientContext> Context(std::chrono::seconds timeout = kCallTimeout) {
-  auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(std::chrono::system_clock::now() + timeout);
-  return context;
+  return CallContext(timeout);
 }
 
 absl::Status Failed(const grpc::Status& s, std::string_view what) {

@@ -316,6 +316,12 @@ class GrpcChangeSource final : public storage::ChangeSource {
 
 }  // namespace
 
+std::unique_ptr<grpc::ClientContext> CallContext(std::chrono::milliseconds timeout) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(Deadline(timeout));
+  return context;
+}
+
 std::shared_ptr<grpc::Channel> Connect(const std::string& address) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(256 << 20);

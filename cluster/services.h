@@ -28,6 +28,9 @@ std::unique_ptr<grpc::Service> MakeBuilderService(indexer::BuilderNode& node);
 // A channel to HOST:PORT (plaintext: the cluster talks on a private network).
 std::shared_ptr<grpc::Channel> Connect(const std::string& address);
 
+// A client context whose call must end within `timeout`.
+std::unique_ptr<grpc::ClientContext> CallContext(std::chrono::milliseconds timeout);
+
 // The storage peer of a primary, over gRPC.
 std::unique_ptr<storage::StoragePeer> MakeStoragePeer(const std::string& address,
                                                       std::chrono::milliseconds timeout);

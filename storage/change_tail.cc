@@ -1,6 +1,7 @@
 #include "storage/change_tail.h"
 
 #include <thread>
+#include <utility>
 
 namespace tweetsearch::storage {
 
@@ -29,6 +30,17 @@ void TailChangeLog(ChangeSource& source, uint32_t partition, ChangeConsumer& con
     }
     if (read < options.batch) consumer.AtEnd(partition);
   }
+}
+
+std::vector<std::thread> StartTailing(const std::vector<std::unique_ptr<ChangeSource>>& sources,
+                                      ChangeConsumer& consumer, const TailOptions& options) {
+  std::vector<std::thread> threads;
+  for (uint32_t p = 0; p < sources.size(); ++p) {
+    threads.emplace_back([&source = *sources[p], p, &consumer, options] {
+      TailChangeLog(source, p, consumer, options);
+    });
+  }
+  return threads;
 }
 
 }  // namespace tweetsearch::storage

@@ -8,7 +8,9 @@
 #define TWEETSEARCH_STORAGE_CHANGE_TAIL_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -56,6 +58,12 @@ struct TailOptions {
 // stop. Storage errors other than a trimmed log are retried after a pause.
 void TailChangeLog(ChangeSource& source, uint32_t partition, ChangeConsumer& consumer,
                    const TailOptions& options);
+
+// One thread per source running TailChangeLog (partition = the source's index).
+// The sources and the consumer must outlive the threads; they end when the
+// consumer's Next() says stop.
+std::vector<std::thread> StartTailing(const std::vector<std::unique_ptr<ChangeSource>>& sources,
+                                      ChangeConsumer& consumer, const TailOptions& options);
 
 }  // namespace tweetsearch::storage
 

@@ -102,9 +102,7 @@ void BuilderNode::Start() {
   if (!tailers_.empty()) return;
   storage::TailOptions tail;
   tail.wait = options_.poll_wait;
-  for (uint32_t s = 0; s < sources_.size(); ++s) {
-    tailers_.emplace_back([this, s, tail] { TailChangeLog(*sources_[s], s, *this, tail); });
-  }
+  tailers_ = storage::StartTailing(sources_, *this, tail);
 }
 
 void BuilderNode::Stop() {

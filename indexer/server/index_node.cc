@@ -151,9 +151,7 @@ void IndexNode::Start() {
   if (!tailers_.empty()) return;
   storage::TailOptions tail;
   tail.wait = options_.poll_wait;
-  for (uint32_t s = 0; s < sources_.size(); ++s) {
-    tailers_.emplace_back([this, s, tail] { TailChangeLog(*sources_[s], s, *this, tail); });
-  }
+  tailers_ = storage::StartTailing(sources_, *this, tail);
 }
 
 void IndexNode::Stop() {
@@ -260,6 +258,10 @@ bool IndexNode::WaitApplied(uint32_t storage, uint64_t sequence, absl::Duration 
 
 absl::Status IndexNode::CheckServing() const {
   absl::MutexLock state(&mu_);
+  return CheckServingLocked();
+}
+
+absl::Status IndexNode::CheckServingLocked() const {
   if (state_ == IndexState::kServing) return absl::OkStatus();
   return absl::UnavailableError(
       StrCat(options_.node, " is ", IndexStateName(state_), ": it does not answer searches"));
@@ -267,15 +269,15 @@ absl::Status IndexNode::CheckServing() const {
 
 absl::StatusOr<PartitionResult> IndexNode::Search(std::string_view search_terms,
                                                   const query::SearchOptions& options) const {
-  if (absl::Status s = CheckServing(); !s.ok()) return s;
   absl::ReaderMutexLock lock(&checkpoint_mu_);
-  absl::StatusOr<query::Plan> plan = query::PlanQuery(search_terms, index_->analyzer());
-  if (!plan.ok()) return plan.status();
   PartitionResult out;
   {
     absl::MutexLock state(&mu_);
+    if (absl::Status s = CheckServingLocked(); !s.ok()) return s;
     out.max_id = max_id_;
   }
+  absl::StatusOr<query::Plan> plan = query::PlanQuery(search_terms, index_->analyzer());
+  if (!plan.ok()) return plan.status();
   std::shared_ptr<const index::IndexSnapshot> snapshot = index_->Snapshot();
   absl::StatusOr<query::SearchResult> result = query::Search(*snapshot, *plan, options);
   if (!result.ok()) return result.status();

@@ -123,6 +123,7 @@ class IndexNode : private storage::ChangeConsumer {
   void ApplyChanges(uint32_t storage, const std::vector<storage::ReplicatedChange>& changes);
   absl::Status CheckpointLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
   absl::Status CheckServing() const;
+  absl::Status CheckServingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const IndexNodeOptions options_;
   std::vector<std::unique_ptr<storage::ChangeSource>> sources_;
