@@ -80,6 +80,16 @@ struct SearchOutcome {
   std::vector<uint32_t> missing_partitions;  // with allow_partial: partitions not searched
 };
 
+// One storage partition's replication, as its primary reports it (cluster only).
+struct StoragePartitionStats {
+  uint32_t partition = 0;
+  bool has_primary = false;  // a replica answered as primary
+  uint64_t epoch = 0;        // the primary's term
+  bool secondary_in_sync = false;
+  // Writes the current primary acknowledged on itself alone, since it started.
+  uint64_t single_replica_writes = 0;
+};
+
 struct EngineStats {
   uint64_t indexed_documents = 0;
   uint64_t index_memory_bytes = 0;
@@ -94,6 +104,7 @@ struct EngineStats {
   uint64_t tweet_cache_hits = 0;
   uint64_t tweet_cache_misses = 0;
   uint64_t tweet_cache_bytes = 0;
+  std::vector<StoragePartitionStats> storage_partitions;  // empty in one process
 };
 
 class Backend {

@@ -566,6 +566,30 @@ aggregator::EngineStats ClusterBackend::Stats() const {
     s.indexed_documents += st->documents();
     s.index_memory_bytes += st->memory_bytes();
   }
+  // Storage: the primary of each partition first (a secondary answers only when it is gone).
+  const uint32_t storage_partitions = static_cast<uint32_t>(view_.topology().storage.size());
+  std::vector<std::vector<uint32_t>> storage_replicas(storage_partitions);
+  for (uint32_t p = 0; p < storage_partitions; ++p) {
+    storage_replicas[p] = StorageReplicasPrimaryFirst(p);
+  }
+  auto storage_fan = std::make_shared<FanOut<ipb::StorageStatus>>(
+      std::move(storage_replicas),
+      [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx, ipb::StorageStatus* response,
+          std::function<void(grpc::Status)> done) {
+        view_.storage(p, r).async()->Status(ctx, &request, response, std::move(done));
+      });
+  std::vector<absl::StatusOr<ipb::StorageStatus>> storage_status =
+      storage_fan->Run(options_.search_deadline, options_.search_deadline);
+  for (uint32_t p = 0; p < storage_partitions; ++p) {
+    aggregator::StoragePartitionStats& out = s.storage_partitions.emplace_back();
+    out.partition = p;
+    if (!storage_status[p].ok() || storage_status[p]->role() != "primary") continue;
+    out.has_primary = true;
+    out.epoch = storage_status[p]->epoch();
+    out.secondary_in_sync = storage_status[p]->peer_in_sync();
+    out.single_replica_writes = storage_status[p]->single_replica_writes();
+    s.stored_tweets_estimate += storage_status[p]->tweets_estimate();
+  }
   return s;
 }
 

@@ -25,9 +25,10 @@ class StorageProcess final : public ClusterNode {
  public:
   absl::Status Stop() override {
     election_.reset();
+    if (node_) node_->StepDown();  // also ends a copy in progress
+    catch_up_.reset();
     if (server_.server)
       server_.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    if (node_) node_->StepDown();
     membership_.reset();  // revokes the lease: the primary key goes at once
     return absl::OkStatus();
   }
@@ -36,16 +37,24 @@ class StorageProcess final : public ClusterNode {
   // One round of the election (every quarter second), and log trimming on
   // both roles (every two seconds).
   void Elect() {
-    if (++rounds_ % 8 == 0) (void)node_->TrimLog();
+    const bool housekeeping = ++rounds_ % 8 == 0;
+    if (housekeeping) (void)node_->TrimLog();
     const std::string primary_key = PrimaryKey(place_.partition);
     if (node_->is_primary()) {
+      if (housekeeping && !peer_name_.empty()) {
+        // A peer that marked itself stale (it restarted empty) is not in sync,
+        // whatever the last write said: catch it up, which clears the mark.
+        absl::StatusOr<std::optional<KeyValue>> stale =
+            etcd().Get(StaleKey(place_.partition, peer_name_));
+        if (stale.ok() && stale->has_value() && node_->Status().peer_in_sync) {
+          spdlog::warn("storage {}: {} is marked stale: catching it up", name_, peer_name_);
+          node_->MarkPeerOutOfSync();
+        }
+      }
       if (!membership_->Holds() || membership_->generation() != generation_) {
         spdlog::warn("storage {}: primary lease lapsed, stepping down", name_);
         node_->StepDown();
         return;
-      }
-      if (absl::Status s = node_->CatchUpPeer(); !s.ok() && ++catch_up_errors_ % 40 == 1) {
-        spdlog::info("storage {}: the secondary is not in sync yet: {}", name_, s.message());
       }
       return;
     }
@@ -104,6 +113,22 @@ class StorageProcess final : public ClusterNode {
                  epoch);
   }
 
+  // The primary's catch-up of its peer, on its own thread: a full copy can
+  // take minutes and must not hold up the election.
+  void CatchUp() {
+    if (!node_->is_primary()) return;
+    const uint64_t copies = node_->Status().copies_sent;
+    absl::Status s = node_->CatchUpPeer();
+    const storage::StorageNodeStatus after = node_->Status();
+    if (after.copies_sent > copies) {
+      spdlog::info("storage {}: sent {} a full copy ({} tweets in all copies so far)", name_,
+                   peer_name_, after.tweets_copied);
+    }
+    if (!s.ok() && ++catch_up_errors_ % 40 == 1) {
+      spdlog::info("storage {}: the secondary is not in sync yet: {}", name_, s.message());
+    }
+  }
+
   EtcdClient& etcd() { return *etcd_; }
 
   std::string name_;
@@ -117,7 +142,7 @@ class StorageProcess final : public ClusterNode {
   std::string peer_name_;
   uint64_t generation_ = 0;
   uint64_t rounds_ = 0, catch_up_errors_ = 0;
-  std::unique_ptr<PeriodicTask> election_;
+  std::unique_ptr<PeriodicTask> election_, catch_up_;
 };
 
 class IndexProcess final : public ClusterNode {
@@ -269,9 +294,28 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> StartStorage(const Topology& t,
   options.allow_single_replica = t.allow_single_replica;
   options.readers = ReadersOf(t);
   options.max_log_changes = t.max_log_changes;
+  // A replica that has never seen a term (no EPOCH file) holds nothing
+  // confirmed: it is new, or its disk was replaced.
+  const bool fresh = !std::filesystem::exists(data_dir + "/EPOCH");
   absl::StatusOr<std::unique_ptr<storage::StorageNode>> node = storage::StorageNode::Open(options);
   if (!node.ok()) return node.status();
   p->node_ = *std::move(node);
+  p->etcd_ = std::make_unique<EtcdClient>(t.etcd, std::chrono::seconds(2));
+  if (fresh) {
+    // In a partition that has had a primary, it may lack acknowledged writes:
+    // it must not be promoted until the primary has brought it up to date.
+    absl::StatusOr<std::optional<KeyValue>> epoch = p->etcd_->Get(EpochKey(place.partition));
+    if (!epoch.ok()) return epoch.status();
+    if (epoch->has_value()) {
+      if (absl::Status s = p->etcd_->Put(StaleKey(place.partition, p->name_), "1"); !s.ok()) {
+        return s;
+      }
+      spdlog::warn(
+          "storage {}: empty data directory in a partition that has had a primary: "
+          "marked stale until the primary has copied it up to date",
+          p->name_);
+    }
+  }
   const Partition& partition = t.storage[place.partition];
   if (partition.replicas.size() == 2) {
     const NodeSpec& peer = partition.replicas[1 - place.replica];
@@ -288,9 +332,10 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> StartStorage(const Topology& t,
       !s.ok()) {
     return s;
   }
-  p->etcd_ = std::make_unique<EtcdClient>(t.etcd, std::chrono::seconds(2));
   p->election_ =
       std::make_unique<PeriodicTask>(absl::Milliseconds(250), [p = p.get()] { p->Elect(); });
+  p->catch_up_ =
+      std::make_unique<PeriodicTask>(absl::Milliseconds(250), [p = p.get()] { p->CatchUp(); });
   spdlog::info("storage {} (partition {}, replica {}) on {}, data in {}", p->name_, place.partition,
                place.replica, place.spec->grpc, data_dir);
   return std::unique_ptr<ClusterNode>(std::move(p));

@@ -14,6 +14,7 @@ namespace ipb = internal::v1;
 
 constexpr size_t kDefaultReadMax = 4096;
 constexpr uint32_t kMaxWaitMs = 10'000;
+constexpr size_t kSnapshotChunk = 65536;  // ids per SnapshotIds message
 
 std::chrono::system_clock::time_point Deadline(std::chrono::milliseconds timeout) {
   return std::chrono::system_clock::now() + timeout;
@@ -61,6 +62,43 @@ class StorageService final : public Storage::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status Install(grpc::ServerContext*, const ipb::InstallRequest* request,
+                       ipb::ReplicateResponse* response) override {
+    storage::InstallChunk chunk;
+    chunk.sequence = request->sequence();
+    chunk.begin = request->begin();
+    chunk.tweets.reserve(request->tweets_size());
+    for (const v1::Tweet& t : request->tweets()) chunk.tweets.push_back(FromProto(t));
+    if (request->has_finish()) {
+      absl::StatusOr<storage::ReplicatedChange> finish = FromProto(request->finish());
+      if (!finish.ok()) return ToGrpc(finish.status());
+      chunk.finish = *std::move(finish);
+    }
+    absl::StatusOr<uint64_t> last = node_.Install(request->epoch(), request->primary(), chunk);
+    if (!last.ok()) return ToGrpc(last.status());
+    response->set_last_sequence(*last);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status SnapshotIds(grpc::ServerContext* context, const ipb::SnapshotIdsRequest* request,
+                           grpc::ServerWriter<ipb::SnapshotIdsChunk>* writer) override {
+    absl::StatusOr<std::unique_ptr<storage::StoreSnapshot>> snapshot =
+        node_.SnapshotFor(request->reader());
+    if (!snapshot.ok()) return ToGrpc(snapshot.status());
+    ipb::SnapshotIdsChunk chunk;
+    chunk.set_sequence((*snapshot)->last().change.sequence);
+    for (;;) {
+      if (context->IsCancelled()) return grpc::Status::CANCELLED;
+      absl::StatusOr<std::vector<storage::StoredTweet>> next = (*snapshot)->Next(kSnapshotChunk);
+      if (!next.ok()) return ToGrpc(next.status());
+      chunk.clear_ids();
+      for (const storage::StoredTweet& t : *next) chunk.add_ids(t.id);
+      chunk.set_done(next->size() < kSnapshotChunk);
+      if (!writer->Write(chunk)) return grpc::Status::CANCELLED;
+      if (chunk.done()) return grpc::Status::OK;
+    }
+  }
+
   grpc::Status ReadChanges(grpc::ServerContext*, const ipb::ReadChangesRequest* request,
                            ipb::ReadChangesResponse* response) override {
     const size_t max =
@@ -98,6 +136,9 @@ class StorageService final : public Storage::Service {
     response->set_tweets_estimate(s.tweets_estimate);
     response->set_single_replica_writes(s.single_replica_writes);
     response->set_peer_in_sync(s.peer_in_sync);
+    response->set_installing(s.installing);
+    response->set_copies_sent(s.copies_sent);
+    response->set_tweets_copied(s.tweets_copied);
     return grpc::Status::OK;
   }
 
@@ -187,7 +228,9 @@ class IndexService final : public Index::Service {
     std::vector<storage::StoredTweet> tweets;
     tweets.reserve(request->tweets_size());
     for (const v1::Tweet& t : request->tweets()) tweets.push_back(FromProto(t));
-    if (absl::Status s = node_.AddTweets(tweets, request->through(), request->checkpoint()); !s.ok()) return ToGrpc(s);
+    if (absl::Status s = node_.AddTweets(tweets, request->through(), request->checkpoint());
+        !s.ok())
+      return ToGrpc(s);
     response->set_documents(node_.Status().documents);
     return grpc::Status::OK;
   }
@@ -231,6 +274,7 @@ class BuilderService final : public Builder::Service {
     for (uint64_t a : s.applied) response->add_applied(a);
     response->set_ids(s.ids_estimate);
     response->set_state(std::string(indexer::BuilderStateName(s.state)));
+    response->set_resyncs(s.resyncs);
     return grpc::Status::OK;
   }
 
@@ -252,17 +296,37 @@ class GrpcStoragePeer final : public storage::StoragePeer {
     ipb::ReplicateResponse response;
     grpc::ClientContext context;
     context.set_deadline(Deadline(timeout_));
-    grpc::Status s = stub_->Replicate(&context, request, &response);
-    if (!s.ok()) {
-      // Only a refusal is FailedPrecondition; every transport failure is
-      // "unreachable".
-      if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION) return FromGrpc(s);
-      return absl::UnavailableError(StrCat("secondary: ", s.error_message()));
-    }
-    return response.last_sequence();
+    return Answer(stub_->Replicate(&context, request, &response), response);
+  }
+
+  absl::StatusOr<uint64_t> Install(uint64_t epoch, const std::string& primary,
+                                   const storage::InstallChunk& chunk) override {
+    ipb::InstallRequest request;
+    request.set_epoch(epoch);
+    request.set_primary(primary);
+    request.set_sequence(chunk.sequence);
+    request.set_begin(chunk.begin);
+    for (const storage::StoredTweet& t : chunk.tweets) ToProto(t, request.add_tweets());
+    if (chunk.finish.has_value()) ToProto(*chunk.finish, request.mutable_finish());
+    ipb::ReplicateResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(Deadline(timeout_ * 10));  // a chunk is a large write
+    return Answer(stub_->Install(&context, request, &response), response);
   }
 
  private:
+  // Only a refusal (FailedPrecondition) or an interrupted copy (Aborted) keeps
+  // its code; every other failure is "unreachable".
+  static absl::StatusOr<uint64_t> Answer(const grpc::Status& s,
+                                         const ipb::ReplicateResponse& response) {
+    if (s.ok()) return response.last_sequence();
+    if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
+        s.error_code() == grpc::StatusCode::ABORTED) {
+      return FromGrpc(s);
+    }
+    return absl::UnavailableError(StrCat("secondary: ", s.error_message()));
+  }
+
   std::unique_ptr<Storage::Stub> stub_;
   const std::chrono::milliseconds timeout_;
 };
@@ -278,6 +342,7 @@ class GrpcChangeSource final : public storage::ChangeSource {
                                                                      absl::Duration wait,
                                                                      uint64_t keeps) override {
     absl::Status last = absl::UnavailableError("no replica");
+    absl::Status trimmed;
     for (size_t attempt = 0; attempt < stubs_.size(); ++attempt) {
       const size_t i = (current_ + attempt) % stubs_.size();
       ipb::ReadChangesRequest request;
@@ -302,8 +367,53 @@ class GrpcChangeSource final : public storage::ChangeSource {
         }
         return out;
       }
-      last = FromGrpc(s);
-      if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION) return last;  // trimmed
+      // A trimmed log here may still reach back far enough on the other
+      // replica (one that received a full copy starts its log at the copy).
+      if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+        trimmed = FromGrpc(s);
+      } else {
+        last = FromGrpc(s);
+      }
+    }
+    return trimmed.ok() ? last : trimmed;
+  }
+
+  absl::StatusOr<uint64_t> SnapshotIds(
+      const std::function<absl::Status(std::span<const TweetId>)>& ids) override {
+    absl::Status last = absl::UnavailableError("no replica");
+    for (size_t attempt = 0; attempt < stubs_.size(); ++attempt) {
+      const size_t i = (current_ + attempt) % stubs_.size();
+      ipb::SnapshotIdsRequest request;
+      request.set_reader(reader_);
+      grpc::ClientContext context;
+      context.set_deadline(Deadline(std::chrono::hours(1)));
+      std::unique_ptr<grpc::ClientReader<ipb::SnapshotIdsChunk>> stream =
+          stubs_[i]->SnapshotIds(&context, request);
+      ipb::SnapshotIdsChunk chunk;
+      uint64_t sequence = 0;
+      bool done = false, any = false;
+      absl::Status visited;
+      while (visited.ok() && stream->Read(&chunk)) {
+        any = true;
+        sequence = chunk.sequence();
+        std::vector<TweetId> batch(chunk.ids().begin(), chunk.ids().end());
+        visited = ids(batch);
+        done = chunk.done();
+      }
+      if (!visited.ok()) {
+        context.TryCancel();
+        (void)stream->Finish();
+        return visited;
+      }
+      grpc::Status s = stream->Finish();
+      if (s.ok() && done) {
+        current_ = i;
+        return sequence;
+      }
+      last = s.ok() ? absl::UnavailableError("the snapshot ended early") : FromGrpc(s);
+      // Ids of a cut-off snapshot were visited: the caller starts over, since
+      // another replica's snapshot may be of another moment.
+      if (any) return last;
     }
     return last;
   }

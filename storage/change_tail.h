@@ -8,8 +8,10 @@
 #define TWEETSEARCH_STORAGE_CHANGE_TAIL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -28,6 +30,11 @@ class ChangeSource {
   virtual absl::StatusOr<std::vector<ReplicatedChange>> ReadChanges(uint64_t after, size_t max,
                                                                     absl::Duration wait,
                                                                     uint64_t keeps) = 0;
+  // For a reader that starts over: calls `ids` with every stored tweet id of
+  // one snapshot (ascending, in batches; an error from `ids` ends the scan) and
+  // returns the snapshot's sequence, after which the reader reads the log.
+  virtual absl::StatusOr<uint64_t> SnapshotIds(
+      const std::function<absl::Status(std::span<const TweetId>)>& ids) = 0;
 };
 
 // What the tailing loop needs from its reader.

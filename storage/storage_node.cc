@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "common/file_util.h"
 #include "common/strings.h"
@@ -13,6 +14,7 @@ namespace {
 constexpr size_t kCatchUpBatch = 4096;
 
 std::string EpochFile(const StorageNodeOptions& o) { return o.data_dir + "/EPOCH"; }
+std::string InstallingFile(const StorageNodeOptions& o) { return o.data_dir + "/INSTALLING"; }
 
 }  // namespace
 
@@ -41,6 +43,12 @@ absl::StatusOr<std::unique_ptr<StorageNode>> StorageNode::Open(const StorageNode
   absl::StatusOr<std::unique_ptr<TweetStore>> store =
       TweetStore::Open(options.data_dir + "/storage", options.store);
   if (!store.ok()) return store.status();
+  if (std::filesystem::exists(InstallingFile(options))) {
+    // A copy was cut off: what it left is not a state of the partition.
+    if (absl::Status s = (*store)->ClearForInstall(); !s.ok()) return s;
+    std::filesystem::remove(InstallingFile(options), ec);
+    if (ec) return absl::UnavailableError(StrCat("cannot remove the copy marker: ", ec.message()));
+  }
   return std::unique_ptr<StorageNode>(new StorageNode(options, *std::move(store), epoch));
 }
 
@@ -83,6 +91,16 @@ void StorageNode::StepDownLocked() {
   holds_role_ = nullptr;
   on_peer_stale_ = nullptr;
   on_peer_in_sync_ = nullptr;
+}
+
+void StorageNode::MarkPeerOutOfSync() {
+  absl::MutexLock lock(&write_mu_);
+  if (role_ == ReplicaRole::kPrimary) peer_in_sync_ = false;
+}
+
+void StorageNode::SetApplied(uint64_t sequence) {
+  absl::MutexLock applied(&applied_mu_);
+  applied_ = sequence;
 }
 
 bool StorageNode::is_primary() const {
@@ -200,10 +218,7 @@ absl::StatusOr<WriteResult> StorageNode::Write(WriteOp op) {
     replicated_writes_.fetch_add(1, std::memory_order_relaxed);
   }
   result.last_sequence = changes.back().change.sequence;
-  {
-    absl::MutexLock applied(&applied_mu_);
-    applied_ = result.last_sequence;
-  }
+  SetApplied(result.last_sequence);
   return result;
 }
 
@@ -227,6 +242,7 @@ absl::Status StorageNode::SendToPeer(std::span<const ReplicatedChange> changes) 
   }
   if (!last.ok()) return last.status();
   peer_last_ = *last;
+  peer_seen_ = absl::Now();
   return absl::OkStatus();
 }
 
@@ -242,6 +258,20 @@ absl::Status StorageNode::CatchUpPeer() {
       epoch = epoch_;
       from = peer_last_;
     }
+    // Where the peer is. When the log no longer reaches back to it, it gets a
+    // full copy first, and the log after the copy.
+    absl::StatusOr<uint64_t> at = peer->Replicate(epoch, options_.node, {});
+    if (!at.ok()) return at.status();
+    {
+      absl::MutexLock lock(&write_mu_);
+      if (peer_ != peer) return absl::OkStatus();
+      peer_last_ = from = *at;
+      peer_seen_ = absl::Now();
+    }
+    if (*at + 1 < store_->FirstSequence()) {
+      if (absl::Status s = CopyToPeer(peer, epoch); !s.ok()) return s;
+      continue;
+    }
     // Far behind: send without holding up writes. Near the end: finish under
     // the write lock, so that no write slips between the last change sent and
     // the peer counting as in sync.
@@ -254,7 +284,10 @@ absl::Status StorageNode::CatchUpPeer() {
       absl::StatusOr<uint64_t> after = peer->Replicate(epoch, options_.node, *batch);
       if (!after.ok()) return after.status();
       absl::MutexLock lock(&write_mu_);
-      if (peer_ == peer) peer_last_ = *after;
+      if (peer_ == peer) {
+        peer_last_ = *after;
+        peer_seen_ = absl::Now();
+      }
       continue;
     }
     absl::MutexLock lock(&write_mu_);
@@ -277,13 +310,62 @@ absl::Status StorageNode::CatchUpPeer() {
       if (absl::Status s = on_peer_in_sync_(); !s.ok()) return s;
     }
     peer_in_sync_ = true;
+    peer_seen_ = absl::Now();
     return absl::OkStatus();
   }
 }
 
-absl::StatusOr<uint64_t> StorageNode::Replicate(uint64_t epoch, const std::string& primary,
-                                                std::span<const ReplicatedChange> changes) {
+absl::Status StorageNode::CopyToPeer(StoragePeer* peer, uint64_t epoch) {
+  absl::StatusOr<std::unique_ptr<StoreSnapshot>> snapshot = store_->Snapshot();
+  if (!snapshot.ok()) return snapshot.status();
+  const ReplicatedChange& last = (*snapshot)->last();
+  {
+    // The log after the snapshot is what the peer reads next: keep it.
+    absl::MutexLock lock(&write_mu_);
+    copy_floor_ = last.change.sequence;
+  }
+  absl::Cleanup done = [this] {
+    absl::MutexLock lock(&write_mu_);
+    copy_floor_.reset();
+  };
+  InstallChunk chunk;
+  chunk.sequence = last.change.sequence;
+  chunk.begin = true;
+  uint64_t tweets = 0;
+  for (;;) {
+    {
+      absl::MutexLock lock(&write_mu_);
+      if (role_ != ReplicaRole::kPrimary || peer_ != peer) {
+        return absl::AbortedError("stepped down during a copy");
+      }
+    }
+    absl::StatusOr<std::vector<StoredTweet>> next = (*snapshot)->Next(options_.copy_batch);
+    if (!next.ok()) return next.status();
+    if (next->empty()) break;
+    tweets += next->size();
+    chunk.tweets = *std::move(next);
+    absl::StatusOr<uint64_t> sent = peer->Install(epoch, options_.node, chunk);
+    if (!sent.ok()) return sent.status();
+    chunk.begin = false;
+  }
+  chunk.tweets.clear();
+  chunk.finish = last;
+  absl::StatusOr<uint64_t> installed = peer->Install(epoch, options_.node, chunk);
+  if (!installed.ok()) return installed.status();
+  if (*installed != last.change.sequence) {
+    return absl::InternalError(StrCat("the copy ended at ", *installed, ", not ", chunk.sequence));
+  }
+  copies_sent_.fetch_add(1, std::memory_order_relaxed);
+  tweets_copied_.fetch_add(tweets, std::memory_order_relaxed);
   absl::MutexLock lock(&write_mu_);
+  if (peer_ == peer) {
+    peer_last_ = *installed;
+    peer_seen_ = absl::Now();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StorageNode::AcceptPrimaryLocked(uint64_t epoch, const std::string& primary) {
   if (epoch < epoch_) {
     return absl::FailedPreconditionError(
         StrCat("epoch ", epoch, " of ", primary, " is stale: ", epoch_, " has been seen"));
@@ -295,28 +377,114 @@ absl::StatusOr<uint64_t> StorageNode::Replicate(uint64_t epoch, const std::strin
     }
     StepDownLocked();  // a newer primary exists
   }
-  if (absl::Status s = PersistEpoch(epoch); !s.ok()) return s;
+  return PersistEpoch(epoch);
+}
+
+absl::Status StorageNode::AbandonInstallLocked() {
+  if (absl::Status s = store_->ClearForInstall(); !s.ok()) return s;
+  std::error_code ec;
+  std::filesystem::remove(InstallingFile(options_), ec);
+  if (ec) return absl::UnavailableError(StrCat("cannot remove the copy marker: ", ec.message()));
+  installing_.reset();
+  readable_.store(true, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> StorageNode::Install(uint64_t epoch, const std::string& primary,
+                                              const InstallChunk& chunk) {
+  absl::MutexLock lock(&write_mu_);
+  if (absl::Status s = AcceptPrimaryLocked(epoch, primary); !s.ok()) return s;
+  if (chunk.begin) {
+    // The marker first: a crash from here on leaves a store that is cleared at
+    // the next start.
+    if (absl::Status s = WriteFileAtomically(InstallingFile(options_), StrCat(chunk.sequence));
+        !s.ok()) {
+      return s;
+    }
+    readable_.store(false, std::memory_order_release);
+    installing_ = chunk.sequence;
+    if (absl::Status s = store_->ClearForInstall(); !s.ok()) return s;
+  } else if (installing_ != chunk.sequence) {
+    return absl::AbortedError(StrCat("no copy at sequence ", chunk.sequence, " in progress"));
+  }
+  if (!chunk.tweets.empty()) {
+    if (absl::Status s = store_->InstallTweets(chunk.tweets); !s.ok()) return s;
+  }
+  if (!chunk.finish.has_value()) return 0;
+  if (chunk.finish->change.sequence != chunk.sequence) {
+    return absl::InvalidArgumentError("the copy's last change is not at its sequence");
+  }
+  if (absl::Status s = store_->FinishInstall(*chunk.finish); !s.ok()) return s;
+  std::error_code ec;
+  std::filesystem::remove(InstallingFile(options_), ec);
+  if (ec) return absl::UnavailableError(StrCat("cannot remove the copy marker: ", ec.message()));
+  installing_.reset();
+  readable_.store(true, std::memory_order_release);
+  SetApplied(chunk.sequence);
+  return chunk.sequence;
+}
+
+absl::StatusOr<uint64_t> StorageNode::Replicate(uint64_t epoch, const std::string& primary,
+                                                std::span<const ReplicatedChange> changes) {
+  absl::MutexLock lock(&write_mu_);
+  if (absl::Status s = AcceptPrimaryLocked(epoch, primary); !s.ok()) return s;
+  if (installing_.has_value()) {
+    // The primary catches this replica up from its log instead: the partial
+    // copy goes, and the log is applied from the start.
+    if (absl::Status s = AbandonInstallLocked(); !s.ok()) return s;
+  }
   const uint64_t last = store_->LastSequence();
   size_t skip = 0;
   while (skip < changes.size() && changes[skip].change.sequence <= last) ++skip;
   changes = changes.subspan(skip);
   if (changes.empty() || changes.front().change.sequence != last + 1) return last;  // a gap
   if (absl::Status s = store_->Apply(changes); !s.ok()) return s;
-  {
-    absl::MutexLock applied(&applied_mu_);
-    applied_ = changes.back().change.sequence;
-  }
+  SetApplied(changes.back().change.sequence);
   return changes.back().change.sequence;
+}
+
+void StorageNode::RecordReader(const std::string& reader, uint64_t after,
+                               std::optional<uint64_t> keeps) {
+  if (reader.empty()) return;
+  absl::MutexLock lock(&readers_mu_);
+  Reader& r = readers_[reader];
+  r.after = after;
+  r.seen = absl::Now();
+  if (keeps.has_value()) {
+    r.keeps = *keeps;
+    r.reported_keeps = true;
+  }
+}
+
+std::vector<absl::StatusOr<StoredTweet>> StorageNode::MultiGet(std::span<const TweetId> ids) const {
+  if (!readable_.load(std::memory_order_acquire)) {
+    return std::vector<absl::StatusOr<StoredTweet>>(
+        ids.size(), absl::UnavailableError(StrCat(options_.node, " is installing a copy")));
+  }
+  return store_->MultiGet(ids);
+}
+
+absl::StatusOr<std::unique_ptr<StoreSnapshot>> StorageNode::SnapshotFor(const std::string& reader) {
+  if (!readable_.load(std::memory_order_acquire)) {
+    return absl::UnavailableError(StrCat(options_.node, " is installing a copy"));
+  }
+  absl::StatusOr<std::unique_ptr<StoreSnapshot>> snapshot = store_->Snapshot();
+  if (snapshot.ok()) RecordReader(reader, (*snapshot)->last().change.sequence, std::nullopt);
+  return snapshot;
 }
 
 absl::StatusOr<std::vector<ReplicatedChange>> StorageNode::ReadChanges(uint64_t after, size_t max,
                                                                        absl::Duration wait,
                                                                        const std::string& reader,
                                                                        uint64_t reader_keeps) {
-  if (!reader.empty()) {
-    absl::MutexLock lock(&readers_mu_);
-    reader_keeps_[reader] = reader_keeps;
+  if (!readable_.load(std::memory_order_acquire)) {
+    return absl::UnavailableError(StrCat(options_.node, " is installing a copy"));
   }
+  if (after > store_->LastSequence() && !is_primary()) {
+    return absl::UnavailableError(
+        StrCat(options_.node, " is behind the reader (at ", store_->LastSequence(), ")"));
+  }
+  RecordReader(reader, after, reader_keeps);
   if (wait > absl::ZeroDuration()) {
     absl::MutexLock lock(&applied_mu_);
     auto ready = [&]() ABSL_SHARED_LOCKS_REQUIRED(applied_mu_) { return applied_ > after; };
@@ -327,20 +495,31 @@ absl::StatusOr<std::vector<ReplicatedChange>> StorageNode::ReadChanges(uint64_t 
 
 absl::Status StorageNode::TrimLog() {
   const uint64_t last = store_->LastSequence();
-  uint64_t through = last > options_.max_log_changes ? last - options_.max_log_changes : 0;
-  uint64_t needed = last;
+  const absl::Time live_since = absl::Now() - options_.live_reader_window;
+  // What the named readers still need (nothing is trimmed for one that has not
+  // reported yet), and the position of every live reader.
+  uint64_t needed = last, live_floor = last;
   {
     absl::MutexLock lock(&readers_mu_);
     for (const std::string& reader : options_.readers) {
-      auto it = reader_keeps_.find(reader);
-      needed = std::min(needed, it == reader_keeps_.end() ? 0 : it->second);
+      auto it = readers_.find(reader);
+      needed = std::min(needed,
+                        it == readers_.end() || !it->second.reported_keeps ? 0 : it->second.keeps);
+    }
+    for (const auto& [name, r] : readers_) {
+      if (r.seen >= live_since) live_floor = std::min(live_floor, r.after);
     }
   }
   {
     absl::MutexLock lock(&write_mu_);
-    if (role_ == ReplicaRole::kPrimary && peer_ != nullptr) needed = std::min(needed, peer_last_);
+    if (role_ == ReplicaRole::kPrimary && peer_ != nullptr) {
+      needed = std::min(needed, peer_last_);
+      if (peer_seen_ >= live_since) live_floor = std::min(live_floor, peer_last_);
+    }
+    if (copy_floor_.has_value()) live_floor = std::min(live_floor, *copy_floor_);
   }
-  through = std::max(through, needed);
+  const uint64_t cap = last > options_.max_log_changes ? last - options_.max_log_changes : 0;
+  const uint64_t through = std::min(std::max(cap, needed), live_floor);
   if (through == 0 || through < store_->FirstSequence()) return absl::OkStatus();  // nothing new
   return store_->TrimChanges(through);
 }
@@ -358,6 +537,9 @@ StorageNodeStatus StorageNode::Status() const {
   s.tweets_estimate = store_->ApproximateCount();
   s.single_replica_writes = single_replica_writes_.load(std::memory_order_relaxed);
   s.replicated_writes = replicated_writes_.load(std::memory_order_relaxed);
+  s.installing = !readable_.load(std::memory_order_acquire);
+  s.copies_sent = copies_sent_.load(std::memory_order_relaxed);
+  s.tweets_copied = tweets_copied_.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -15,8 +15,16 @@
 //
 // Readers (index servers, builders, a catching-up peer) read the change log
 // with ReadChanges, which can wait for new changes (long poll); the log is
-// trimmed only below what every known reader still needs (or beyond
-// max_log_changes).
+// trimmed only below what every known reader still needs, or beyond
+// max_log_changes, but never past the position of a reader that has read
+// within live_reader_window (a live reader that lags is not cut off).
+//
+// A peer whose log position the primary no longer has (a replica on a
+// replaced disk, or one away for longer than the log keeps) gets a full
+// copy: the primary streams a snapshot of its store with Install, then
+// continues from the log after the snapshot's sequence. Until the last chunk
+// is in, the receiving replica refuses reads and replication, and a restart
+// clears the partial copy (<data_dir>/INSTALLING marks it).
 //
 // Thread-safety: every method may be called from any thread.
 #ifndef TWEETSEARCH_STORAGE_STORAGE_NODE_H_
@@ -40,6 +48,15 @@
 
 namespace tweetsearch::storage {
 
+// One chunk of a full copy of a replica. The first has `begin`; the last has
+// `finish`, the change at `sequence` (the copy's log starts with it).
+struct InstallChunk {
+  uint64_t sequence = 0;  // the snapshot's sequence
+  bool begin = false;
+  std::vector<StoredTweet> tweets;
+  std::optional<ReplicatedChange> finish;
+};
+
 // The other replica of the partition, as the primary sees it.
 class StoragePeer {
  public:
@@ -51,6 +68,10 @@ class StoragePeer {
   // (this primary is stale); Unavailable when unreachable.
   virtual absl::StatusOr<uint64_t> Replicate(uint64_t epoch, const std::string& primary,
                                              std::span<const ReplicatedChange> changes) = 0;
+  // Sends one chunk of a full copy (see StorageNode::Install). Errors as
+  // Replicate; Aborted when the peer has no copy in progress to continue.
+  virtual absl::StatusOr<uint64_t> Install(uint64_t epoch, const std::string& primary,
+                                           const InstallChunk& chunk) = 0;
 };
 
 struct StorageNodeOptions {
@@ -65,6 +86,11 @@ struct StorageNodeOptions {
   // Readers whose needs hold back trimming (index servers, builders): until
   // each has reported what it keeps, nothing is trimmed.
   std::vector<std::string> readers;
+  // A reader (or the peer) heard from within this window is live: the cap
+  // never trims past its position.
+  absl::Duration live_reader_window = absl::Seconds(30);
+  // Tweets per chunk of a full copy.
+  size_t copy_batch = 2000;
 };
 
 struct LikesChange {
@@ -98,6 +124,9 @@ struct StorageNodeStatus {
   uint64_t single_replica_writes = 0;
   uint64_t replicated_writes = 0;
   bool peer_in_sync = false;
+  bool installing = false;     // receiving a full copy: not readable yet
+  uint64_t copies_sent = 0;    // full copies sent to the peer (primary)
+  uint64_t tweets_copied = 0;  // tweets those copies carried
 };
 
 class StorageNode {
@@ -117,6 +146,9 @@ class StorageNode {
                              std::function<absl::Status()> on_peer_in_sync);
   // Gives up the primary role (writes are refused from now on).
   void StepDown();
+  // The primary learned that its peer lacks acknowledged writes (it lost its
+  // disk): it is out of sync until CatchUpPeer() has brought it up to date.
+  void MarkPeerOutOfSync();
 
   // The primary's write. FailedPrecondition when this replica is not (or no
   // longer) the primary; Unavailable when the write could not be made durable
@@ -128,22 +160,33 @@ class StorageNode {
   absl::StatusOr<uint64_t> Replicate(uint64_t epoch, const std::string& primary,
                                      std::span<const ReplicatedChange> changes);
 
+  // A secondary's side of a full copy: `chunk.begin` clears the store (the
+  // copy is then in progress), tweets are added, and `chunk.finish` completes
+  // it. Returns the last sequence: the snapshot's once finished, else 0.
+  // FailedPrecondition for a stale epoch; Aborted for a chunk that does not
+  // continue the copy in progress.
+  absl::StatusOr<uint64_t> Install(uint64_t epoch, const std::string& primary,
+                                   const InstallChunk& chunk);
+
   // Changes after `after` (at most `max`), waiting up to `wait` for one when
   // there are none. `reader` (may be empty) no longer needs changes up to
-  // `reader_keeps`.
+  // `reader_keeps`. Unavailable while a copy is being installed, and on a
+  // secondary that is behind `after` (the reader should ask the primary).
   absl::StatusOr<std::vector<ReplicatedChange>> ReadChanges(uint64_t after, size_t max,
                                                             absl::Duration wait,
                                                             const std::string& reader,
                                                             uint64_t reader_keeps);
+  // A snapshot of the store for a reader that starts over: the reader then
+  // reads the log after the snapshot's sequence, which counts as its position.
+  absl::StatusOr<std::unique_ptr<StoreSnapshot>> SnapshotFor(const std::string& reader);
 
-  std::vector<absl::StatusOr<StoredTweet>> MultiGet(std::span<const TweetId> ids) const {
-    return store_->MultiGet(ids);
-  }
+  // Unavailable for every id while a copy is being installed.
+  std::vector<absl::StatusOr<StoredTweet>> MultiGet(std::span<const TweetId> ids) const;
 
   // Brings an out-of-sync peer up to date from the change log (the primary's
   // background work; call it periodically). OK when there is nothing to do.
   absl::Status CatchUpPeer();
-  // Trims the change log below what every reader still needs.
+  // Trims the change log below what every reader still needs (see above).
   absl::Status TrimLog();
 
   StorageNodeStatus Status() const;
@@ -159,6 +202,17 @@ class StorageNode {
   absl::Status SendToPeer(std::span<const ReplicatedChange> changes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   void StepDownLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Refuses replication from a stale or conflicting primary; steps down when
+  // a newer one exists; records the epoch.
+  absl::Status AcceptPrimaryLocked(uint64_t epoch, const std::string& primary)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Drops a copy in progress: the store is cleared (sequence 0) and readable.
+  absl::Status AbandonInstallLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Sends the peer a full copy of the store (the primary's catch-up when the
+  // log no longer reaches back to the peer's position).
+  absl::Status CopyToPeer(StoragePeer* peer, uint64_t epoch);
+  void RecordReader(const std::string& reader, uint64_t after, std::optional<uint64_t> keeps);
+  void SetApplied(uint64_t sequence);
 
   const StorageNodeOptions options_;
   std::unique_ptr<TweetStore> store_;
@@ -169,6 +223,11 @@ class StorageNode {
   StoragePeer* peer_ ABSL_GUARDED_BY(write_mu_) = nullptr;
   bool peer_in_sync_ ABSL_GUARDED_BY(write_mu_) = false;
   uint64_t peer_last_ ABSL_GUARDED_BY(write_mu_) = 0;
+  absl::Time peer_seen_ ABSL_GUARDED_BY(write_mu_) = absl::InfinitePast();
+  std::optional<uint64_t> copy_floor_ ABSL_GUARDED_BY(write_mu_);  // a copy is being sent
+  // Receiving a copy: the snapshot sequence of the copy in progress.
+  std::optional<uint64_t> installing_ ABSL_GUARDED_BY(write_mu_);
+  std::atomic<bool> readable_{true};  // false while a copy is being installed
   std::function<bool()> holds_role_ ABSL_GUARDED_BY(write_mu_);
   std::function<absl::Status()> on_peer_stale_ ABSL_GUARDED_BY(write_mu_);
   std::function<absl::Status()> on_peer_in_sync_ ABSL_GUARDED_BY(write_mu_);
@@ -178,10 +237,17 @@ class StorageNode {
   mutable absl::Mutex applied_mu_;
   uint64_t applied_ ABSL_GUARDED_BY(applied_mu_) = 0;
 
+  struct Reader {
+    uint64_t keeps = 0;  // what it no longer needs (it has reported this)
+    bool reported_keeps = false;
+    uint64_t after = 0;  // where it last read
+    absl::Time seen = absl::InfinitePast();
+  };
   mutable absl::Mutex readers_mu_;
-  absl::flat_hash_map<std::string, uint64_t> reader_keeps_ ABSL_GUARDED_BY(readers_mu_);
+  absl::flat_hash_map<std::string, Reader> readers_ ABSL_GUARDED_BY(readers_mu_);
 
   std::atomic<uint64_t> single_replica_writes_{0}, replicated_writes_{0};
+  std::atomic<uint64_t> copies_sent_{0}, tweets_copied_{0};
 };
 
 }  // namespace tweetsearch::storage

@@ -55,12 +55,76 @@ std::string EncodeChange(ChangeKind kind, TweetId id, uint32_t likes) {
   return record.SerializeAsString();
 }
 
+absl::StatusOr<Change> DecodeChange(const rocksdb::Slice& key, const rocksdb::Slice& value) {
+  Change change;
+  change.sequence = DecodeKey(key);
+  v1::ChangeRecord record;
+  if (!record.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+    return absl::DataLossError(StrCat("change ", change.sequence, " does not decode"));
+  }
+  change.id = record.id();
+  change.likes = record.likes();
+  switch (record.kind()) {
+    case v1::ChangeRecord::KIND_PUT:
+      change.kind = ChangeKind::kPut;
+      break;
+    case v1::ChangeRecord::KIND_DELETE:
+      change.kind = ChangeKind::kDelete;
+      break;
+    case v1::ChangeRecord::KIND_LIKES:
+      change.kind = ChangeKind::kLikes;
+      break;
+    default:
+      return absl::DataLossError(StrCat("change ", change.sequence, " has an unknown kind"));
+  }
+  return change;
+}
+
+class RocksDbSnapshot final : public StoreSnapshot {
+ public:
+  RocksDbSnapshot(rocksdb::DB* db, const rocksdb::Snapshot* snapshot,
+                  rocksdb::ColumnFamilyHandle* tweets, ReplicatedChange last)
+      : db_(db), snapshot_(snapshot), last_(std::move(last)) {
+    rocksdb::ReadOptions options;
+    options.snapshot = snapshot_;
+    options.fill_cache = false;  // a copy reads everything once
+    it_.reset(db_->NewIterator(options, tweets));
+    it_->SeekToFirst();
+  }
+  ~RocksDbSnapshot() override {
+    it_.reset();
+    db_->ReleaseSnapshot(snapshot_);
+  }
+
+  const ReplicatedChange& last() const override { return last_; }
+
+  absl::StatusOr<std::vector<StoredTweet>> Next(size_t max) override {
+    std::vector<StoredTweet> out;
+    for (; it_->Valid() && out.size() < max; it_->Next()) {
+      absl::StatusOr<StoredTweet> t = DecodeTweet(it_->value(), DecodeKey(it_->key()));
+      if (!t.ok()) return t.status();
+      out.push_back(*std::move(t));
+    }
+    if (absl::Status s = FromRocks(it_->status(), "snapshot"); !s.ok()) return s;
+    return out;
+  }
+
+ private:
+  rocksdb::DB* db_;
+  const rocksdb::Snapshot* snapshot_;
+  ReplicatedChange last_;
+  std::unique_ptr<rocksdb::Iterator> it_;
+};
+
 class RocksDbTweetStore final : public TweetStore {
  public:
   RocksDbTweetStore(std::unique_ptr<rocksdb::DB> db,
                     std::vector<rocksdb::ColumnFamilyHandle*> handles, bool sync,
                     uint64_t last_sequence)
-      : db_(std::move(db)), tweets_(handles[0]), changes_(handles[1]), sync_(sync),
+      : db_(std::move(db)),
+        tweets_(handles[0]),
+        changes_(handles[1]),
+        sync_(sync),
         last_sequence_(last_sequence) {}
 
   ~RocksDbTweetStore() override {
@@ -249,22 +313,9 @@ class RocksDbTweetStore final : public TweetStore {
     if (after == UINT64_MAX) return absl::OkStatus();
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), changes_));
     for (it->Seek(EncodeKey(after + 1)); it->Valid(); it->Next()) {
-      v1::ChangeRecord record;
-      if (!record.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
-        return absl::DataLossError(StrCat("change ", DecodeKey(it->key()), " does not decode"));
-      }
-      Change change;
-      change.sequence = DecodeKey(it->key());
-      change.id = record.id();
-      change.likes = record.likes();
-      switch (record.kind()) {
-        case v1::ChangeRecord::KIND_PUT: change.kind = ChangeKind::kPut; break;
-        case v1::ChangeRecord::KIND_DELETE: change.kind = ChangeKind::kDelete; break;
-        case v1::ChangeRecord::KIND_LIKES: change.kind = ChangeKind::kLikes; break;
-        default:
-          return absl::DataLossError(StrCat("change ", change.sequence, " has an unknown kind"));
-      }
-      if (!visit(change)) break;
+      absl::StatusOr<Change> change = DecodeChange(it->key(), it->value());
+      if (!change.ok()) return change.status();
+      if (!visit(*change)) break;
     }
     return FromRocks(it->status(), "scan changes");
   }
@@ -283,6 +334,86 @@ class RocksDbTweetStore final : public TweetStore {
   uint64_t LastSequence() const override {
     absl::MutexLock lock(&write_mu_);
     return last_sequence_;
+  }
+
+  absl::StatusOr<std::unique_ptr<StoreSnapshot>> Snapshot() const override {
+    const rocksdb::Snapshot* snapshot = nullptr;
+    {
+      // No write between the snapshot and reading the last sequence.
+      absl::MutexLock lock(&write_mu_);
+      snapshot = db_->GetSnapshot();
+    }
+    ReplicatedChange last;
+    rocksdb::ReadOptions options;
+    options.snapshot = snapshot;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(options, changes_));
+    it->SeekToLast();  // the newest change is never trimmed
+    if (it->Valid()) {
+      absl::StatusOr<Change> change = DecodeChange(it->key(), it->value());
+      if (!change.ok()) {
+        it.reset();
+        db_->ReleaseSnapshot(snapshot);
+        return change.status();
+      }
+      last.change = *change;
+      if (change->kind == ChangeKind::kPut) {
+        rocksdb::PinnableSlice value;
+        rocksdb::Status s = db_->Get(options, tweets_, EncodeKey(change->id), &value);
+        if (s.ok()) {
+          absl::StatusOr<StoredTweet> t = DecodeTweet(value, change->id);
+          if (t.ok()) last.tweet = *std::move(t);
+        }
+      }
+    }
+    absl::Status status = FromRocks(it->status(), "snapshot");
+    it.reset();
+    if (!status.ok()) {
+      db_->ReleaseSnapshot(snapshot);
+      return status;
+    }
+    return std::unique_ptr<StoreSnapshot>(
+        new RocksDbSnapshot(db_.get(), snapshot, tweets_, std::move(last)));
+  }
+
+  absl::Status ClearForInstall() override {
+    absl::MutexLock lock(&write_mu_);
+    rocksdb::WriteOptions options;
+    options.sync = sync_;
+    const std::string end(9, '\xff');  // past every 8-byte key
+    for (rocksdb::ColumnFamilyHandle* family : {tweets_, changes_}) {
+      absl::Status s = FromRocks(db_->DeleteRange(options, family, EncodeKey(0), end), "clear");
+      if (!s.ok()) return s;
+    }
+    last_sequence_ = 0;
+    return absl::OkStatus();
+  }
+
+  absl::Status InstallTweets(std::span<const StoredTweet> tweets) override {
+    rocksdb::WriteBatch batch;
+    for (const StoredTweet& t : tweets) {
+      if (auto s = batch.Put(tweets_, EncodeKey(t.id), EncodeTweet(t)); !s.ok()) {
+        return FromRocks(s, "batch");
+      }
+    }
+    return FromRocks(db_->Write(rocksdb::WriteOptions(), &batch), "install");
+  }
+
+  absl::Status FinishInstall(const ReplicatedChange& last) override {
+    absl::MutexLock lock(&write_mu_);
+    if (last_sequence_ != 0) {
+      return absl::FailedPreconditionError("the store was written since it was cleared");
+    }
+    if (last.change.sequence == 0) return absl::OkStatus();  // the copy of an empty store
+    rocksdb::WriteBatch batch;
+    const Change& c = last.change;
+    rocksdb::Status s =
+        batch.Put(changes_, EncodeKey(c.sequence), EncodeChange(c.kind, c.id, c.likes));
+    if (!s.ok()) return FromRocks(s, "batch");
+    rocksdb::WriteOptions options;
+    options.sync = sync_;  // also makes every InstallTweets() before it durable (one WAL)
+    if (absl::Status st = FromRocks(db_->Write(options, &batch), "install"); !st.ok()) return st;
+    last_sequence_ = c.sequence;
+    return absl::OkStatus();
   }
 
   uint64_t ApproximateCount() const override {

@@ -86,6 +86,18 @@ struct StoreOptions {
   size_t write_buffer_bytes = size_t{64} << 20;
 };
 
+// A consistent read-only view of a whole store at one change sequence (for a full copy of a
+// replica and for readers that start over). Holds a RocksDB snapshot until destroyed.
+class StoreSnapshot {
+ public:
+  virtual ~StoreSnapshot() = default;
+  // The sequence the snapshot reflects, and that change itself (with its tweet for a put), so
+  // that a copy's change log can start with it. Sequence 0: an empty store.
+  virtual const ReplicatedChange& last() const = 0;
+  // The next tweets in id order, at most `max`; empty at the end.
+  virtual absl::StatusOr<std::vector<StoredTweet>> Next(size_t max) = 0;
+};
+
 class TweetStore {
  public:
   // Opens (creating if missing) the store in `dir`. Returns the RocksDB error (IOError as
@@ -131,6 +143,19 @@ class TweetStore {
   virtual absl::Status TrimChanges(uint64_t through) = 0;
   // The sequence number of the last change written (0 for a new store).
   virtual uint64_t LastSequence() const = 0;
+
+  // A consistent view of every tweet and the sequence it reflects.
+  virtual absl::StatusOr<std::unique_ptr<StoreSnapshot>> Snapshot() const = 0;
+
+  // Installing a full copy of another replica (see StoreSnapshot), in three steps:
+  // ClearForInstall() deletes every tweet and change (LastSequence() is then 0);
+  // InstallTweets() adds copied tweets (not synced); FinishInstall() writes the copy's last
+  // change, syncs, and makes its sequence LastSequence(). Until FinishInstall() the store
+  // holds tweets its sequence does not account for: the caller must not serve from it, and
+  // must clear it again after a crash.
+  virtual absl::Status ClearForInstall() = 0;
+  virtual absl::Status InstallTweets(std::span<const StoredTweet> tweets) = 0;
+  virtual absl::Status FinishInstall(const ReplicatedChange& last) = 0;
 
   // RocksDB's estimate of the number of stored tweets.
   virtual uint64_t ApproximateCount() const = 0;

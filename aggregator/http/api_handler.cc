@@ -1,9 +1,8 @@
 #include "aggregator/http/api_handler.h"
 
 #include <chrono>
-#include <optional>
-
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "aggregator/http/json_writer.h"
@@ -42,7 +41,6 @@ HttpResponse MakeResponse(http::status status, const HttpRequest& request, std::
 HttpResponse Error(const absl::Status& status, const HttpRequest& request) {
   return ErrorResponse(status, request.version(), request.keep_alive());
 }
-
 
 // The API key of an "X-Api-Key: <key>" or "Authorization: Bearer <key>" header.
 std::optional<std::string> HeaderApiKey(const HttpRequest& request) {
@@ -116,11 +114,11 @@ std::vector<std::string_view> PathSegments(std::string_view path) {
 }
 
 HttpResponse MethodNotAllowed(const HttpRequest& request, std::string_view allow) {
-  HttpResponse response = MakeResponse(
-      http::status::method_not_allowed, request,
-      Dump(json{{"error",
-                 {{"code", "method_not_allowed"},
-                  {"message", StrCat("use ", allow, " on this path")}}}}));
+  HttpResponse response =
+      MakeResponse(http::status::method_not_allowed, request,
+                   Dump(json{{"error",
+                              {{"code", "method_not_allowed"},
+                               {"message", StrCat("use ", allow, " on this path")}}}}));
   response.set(http::field::allow, Bsv(allow));
   return response;
 }
@@ -140,11 +138,16 @@ absl::StatusOr<int64_t> ParseUsageTime(std::string_view name, std::string_view t
       return bad();
     }
     switch (text.back()) {
-      case 's': return now_s - n;
-      case 'm': return now_s - n * 60;
-      case 'h': return now_s - n * 3600;
-      case 'd': return now_s - n * 86400;
-      default: return bad();
+      case 's':
+        return now_s - n;
+      case 'm':
+        return now_s - n * 60;
+      case 'h':
+        return now_s - n * 3600;
+      case 'd':
+        return now_s - n * 86400;
+      default:
+        return bad();
     }
   }
   int64_t seconds = 0;
@@ -177,8 +180,8 @@ void AppendHighlightedText(std::string* out, std::string_view text,
 json CountersJson(const usage::Counters& c) {
   json limited_by = json::object();
   for (const auto& [name, n] : c.limited_by) limited_by[SanitizeUtf8(name)] = n;
-  json out = {{"requests", c.requests()}, {"served", c.served},       {"limited", c.limited},
-              {"rejected", c.rejected},   {"failed", c.failed},       {"limited_by", limited_by},
+  json out = {{"requests", c.requests()}, {"served", c.served}, {"limited", c.limited},
+              {"rejected", c.rejected},   {"failed", c.failed}, {"limited_by", limited_by},
               {"searches", c.searches}};
   if (c.searches > 0) {
     out["search_latency_ms"] = {
@@ -215,7 +218,8 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseQueryStrin
     absl::StatusOr<std::string> value =
         PercentDecode(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1));
     if (!value.ok()) {
-      return absl::InvalidArgumentError(StrCat("parameter '", *name, "': ", value.status().message()));
+      return absl::InvalidArgumentError(
+          StrCat("parameter '", *name, "': ", value.status().message()));
     }
     params.emplace_back(*std::move(name), *std::move(value));
   }
@@ -227,9 +231,9 @@ HttpResponse ErrorResponse(const absl::Status& status, unsigned version, bool ke
   response.set(http::field::server, "tweetsearch");
   response.set(http::field::content_type, Bsv(kJson));
   response.keep_alive(keep_alive);
-  response.body() = Dump(json{{"error",
-                               {{"code", ErrorCodeName(status)},
-                                {"message", SanitizeUtf8(AsStd(status.message()))}}}});
+  response.body() = Dump(json{
+      {"error",
+       {{"code", ErrorCodeName(status)}, {"message", SanitizeUtf8(AsStd(status.message()))}}}});
   response.prepare_payload();
   return response;
 }
@@ -252,8 +256,8 @@ bool ApiHandler::MayBlock(const HttpRequest& request) {
       ParseQueryString(target);
   if (!params.ok()) return false;
   const std::string* sort = Param(*params, {"sort"});
-  return sort != nullptr && ParseSortMode(*sort).value_or(query::SortMode::kNewest) ==
-                                query::SortMode::kBestMatch;
+  return sort != nullptr &&
+         ParseSortMode(*sort).value_or(query::SortMode::kNewest) == query::SortMode::kBestMatch;
 }
 
 HttpResponse ApiHandler::Handle(const HttpRequest& request, std::string_view client_ip) const {
@@ -332,10 +336,30 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
     gauge("tweetsearch_tweet_cache_misses_total", "counter", "Search hits read from storage.",
           s.tweet_cache_misses);
     gauge("tweetsearch_tweet_cache_bytes", "gauge", "Bytes of cached tweets.", s.tweet_cache_bytes);
-    gauge("tweetsearch_change_sequence", "gauge", "Last change written to storage.",
-          s.last_change);
+    gauge("tweetsearch_change_sequence", "gauge", "Last change written to storage.", s.last_change);
     gauge("tweetsearch_checkpoint_change_sequence", "gauge",
           "Change reflected by the last saved index.", s.checkpoint_change);
+    if (!s.storage_partitions.empty()) {
+      // Per storage partition, labelled; the help and type lines come once per name.
+      auto labelled = [&](std::string_view name, std::string_view type, std::string_view help,
+                          auto value) {
+        StrAppend(&body, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+        for (const StoragePartitionStats& p : s.storage_partitions) {
+          StrAppend(&body, name, "{partition=\"", p.partition, "\"} ", value(p), "\n");
+        }
+      };
+      labelled("tweetsearch_storage_has_primary", "gauge",
+               "1 when the storage partition has a primary that answers.",
+               [](const StoragePartitionStats& p) { return p.has_primary ? 1 : 0; });
+      labelled("tweetsearch_storage_primary_epoch", "gauge", "The primary's term (epoch).",
+               [](const StoragePartitionStats& p) { return p.epoch; });
+      labelled("tweetsearch_storage_secondary_in_sync", "gauge",
+               "1 when the secondary holds every acknowledged write (it may be promoted).",
+               [](const StoragePartitionStats& p) { return p.secondary_in_sync ? 1 : 0; });
+      labelled("tweetsearch_storage_single_replica_writes_total", "counter",
+               "Writes the current primary acknowledged without its secondary.",
+               [](const StoragePartitionStats& p) { return p.single_replica_writes; });
+    }
     if (usage_ != nullptr) {
       const usage::RecorderStats u = usage_->Stats();
       gauge("tweetsearch_usage_recorded_total", "counter", "API calls counted in usage series.",
@@ -351,8 +375,8 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
   if (const WebFile* file = FindWebFile(path)) {
     *route = "web";
     if (method != http::verb::get) return MethodNotAllowed(request, "GET");
-    HttpResponse response = MakeResponse(http::status::ok, request, std::string(file->body),
-                                         file->content_type);
+    HttpResponse response =
+        MakeResponse(http::status::ok, request, std::string(file->body), file->content_type);
     // The page talks to this server only, and runs no script but its own files.
     response.set("Content-Security-Policy",
                  "default-src 'self'; img-src 'self' data:; object-src 'none'; "
@@ -389,8 +413,7 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
     search.search_terms = *terms;
     if (const std::string* limit = Param(*params, {"maximum_results_to_return", "limit"})) {
       if (!absl::SimpleAtoi(*limit, &search.maximum_results_to_return) ||
-          search.maximum_results_to_return == 0 ||
-          search.maximum_results_to_return > kMaxResults) {
+          search.maximum_results_to_return == 0 || search.maximum_results_to_return > kMaxResults) {
         return Error(absl::InvalidArgumentError(StrCat(
                          "maximum_results_to_return must be a number from 1 to ", kMaxResults)),
                      request);
@@ -603,7 +626,8 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
       std::string tier = body.value("tier", "free");
       std::string chosen;
       if (auto it = body.find("key"); it != body.end()) {
-        if (!it->is_string()) return Error(absl::InvalidArgumentError("key must be a string"), request);
+        if (!it->is_string())
+          return Error(absl::InvalidArgumentError("key must be a string"), request);
         chosen = it->get<std::string>();
       }
       absl::StatusOr<std::string> created =
@@ -613,7 +637,8 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
                           Dump(json{{"key", *created}, {"prefix", created->substr(0, 10)}}));
     }
     if (segments.size() == 4 && method == http::verb::delete_) {
-      if (absl::Status s = door_.RevokeKey(key, segments[3], call); !s.ok()) return Error(s, request);
+      if (absl::Status s = door_.RevokeKey(key, segments[3], call); !s.ok())
+        return Error(s, request);
       return MakeResponse(http::status::ok, request, Dump(json{{"revoked", segments[3]}}));
     }
     return MethodNotAllowed(request, segments.size() == 3 ? "GET, POST" : "DELETE");
@@ -682,33 +707,40 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
       return Error(k.status(), request);
     }
     const EngineStats s = door_.backend().Stats();
-    json status = {
-        {"status", ready_.load(std::memory_order_acquire) ? "ready" : "not ready"},
-        {"shape", "one process"},
-        {"uptime_s", std::chrono::duration_cast<std::chrono::seconds>(
-                         std::chrono::steady_clock::now() - started_)
-                         .count()}};
+    json status = {{"status", ready_.load(std::memory_order_acquire) ? "ready" : "not ready"},
+                   {"shape", s.storage_partitions.empty() ? "one process" : "cluster"},
+                   {"uptime_s", std::chrono::duration_cast<std::chrono::seconds>(
+                                    std::chrono::steady_clock::now() - started_)
+                                    .count()}};
     if (ingest_rate_ != nullptr) {
       status["ingest_per_second"] = {{"last_10s", ingest_rate_->PerSecond(10'000)},
                                      {"last_60s", ingest_rate_->PerSecond(60'000)}};
     }
     if (usage_ != nullptr) {
       const usage::RecorderStats u = usage_->Stats();
-      status["usage"] = {{"recorded", u.recorded},
-                         {"flushes", u.flushes},
-                         {"flush_errors", u.flush_errors}};
+      status["usage"] = {
+          {"recorded", u.recorded}, {"flushes", u.flushes}, {"flush_errors", u.flush_errors}};
     }
-    return MakeResponse(http::status::ok, request,
-                        Dump(json{{"process", std::move(status)},
-                                  {"indexed_documents", s.indexed_documents},
-                                  {"index_memory_bytes", s.index_memory_bytes},
-                                  {"sealed_segments", s.sealed_segments},
-                                  {"stored_tweets_estimate", s.stored_tweets_estimate},
-                                  {"storage_disk_bytes", s.storage_disk_bytes},
-                                  {"tweets_ingested", s.tweets_ingested},
-                                  {"tweets_rejected", s.tweets_rejected},
-                                  {"last_change", s.last_change},
-                                  {"checkpoint_change", s.checkpoint_change}}));
+    json storage_partitions = json::array();
+    for (const StoragePartitionStats& p : s.storage_partitions) {
+      storage_partitions.push_back({{"partition", p.partition},
+                                    {"has_primary", p.has_primary},
+                                    {"epoch", p.epoch},
+                                    {"secondary_in_sync", p.secondary_in_sync},
+                                    {"single_replica_writes", p.single_replica_writes}});
+    }
+    json out = {{"process", std::move(status)},
+                {"indexed_documents", s.indexed_documents},
+                {"index_memory_bytes", s.index_memory_bytes},
+                {"sealed_segments", s.sealed_segments},
+                {"stored_tweets_estimate", s.stored_tweets_estimate},
+                {"storage_disk_bytes", s.storage_disk_bytes},
+                {"tweets_ingested", s.tweets_ingested},
+                {"tweets_rejected", s.tweets_rejected},
+                {"last_change", s.last_change},
+                {"checkpoint_change", s.checkpoint_change}};
+    if (!storage_partitions.empty()) out["storage_partitions"] = std::move(storage_partitions);
+    return MakeResponse(http::status::ok, request, Dump(out));
   }
 
   *route = "not_found";

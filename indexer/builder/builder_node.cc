@@ -16,6 +16,8 @@ namespace {
 
 constexpr char kIdKey = 'i';      // 'i' | index partition (2 bytes) | id (8 bytes)
 constexpr char kCursorKey = 'c';  // 'c' | storage partition (4 bytes) → sequence (8 bytes)
+constexpr char kResyncKey = 'r';  // 'r' | storage partition (4 bytes): a resync in progress
+constexpr size_t kResyncBatch = 16384;
 
 std::string IdKey(uint32_t partition, TweetId id) {
   std::string key(1, kIdKey);
@@ -24,11 +26,13 @@ std::string IdKey(uint32_t partition, TweetId id) {
   return key;
 }
 
-std::string CursorKey(uint32_t storage) {
-  std::string key(1, kCursorKey);
+std::string StorageKey(char kind, uint32_t storage) {
+  std::string key(1, kind);
   storage::AppendBigEndian(&key, storage, 4);
   return key;
 }
+std::string CursorKey(uint32_t storage) { return StorageKey(kCursorKey, storage); }
+std::string ResyncKey(uint32_t storage) { return StorageKey(kResyncKey, storage); }
 
 }  // namespace
 
@@ -38,22 +42,23 @@ std::string_view BuilderStateName(BuilderState state) {
       return "catching_up";
     case BuilderState::kServing:
       return "serving";
-    case BuilderState::kNeedsResync:
-      return "needs_resync";
+    case BuilderState::kResyncing:
+      return "resyncing";
   }
   return "?";
 }
 
 BuilderNode::BuilderNode(const BuilderNodeOptions& options,
                          std::vector<std::unique_ptr<storage::ChangeSource>> sources,
-                         std::unique_ptr<rocksdb::DB> db, std::vector<uint64_t> cursors)
+                         std::unique_ptr<rocksdb::DB> db, std::vector<uint64_t> cursors,
+                         std::vector<bool> resyncing)
     : options_(options),
       sources_(std::move(sources)),
       db_(std::move(db)),
       applied_(cursors),
       synced_(std::move(cursors)),
       caught_up_(sources_.size(), false),
-      trimmed_(sources_.size(), false),
+      trimmed_(std::move(resyncing)),
       last_sync_(absl::Now()) {}
 
 absl::StatusOr<std::unique_ptr<BuilderNode>> BuilderNode::Open(
@@ -77,20 +82,26 @@ absl::StatusOr<std::unique_ptr<BuilderNode>> BuilderNode::Open(
   }
   std::unique_ptr<rocksdb::DB> db(raw);
   std::vector<uint64_t> cursors(sources.size(), 0);
+  std::vector<bool> resyncing(sources.size(), false);
   std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
-  for (it->Seek(std::string(1, kCursorKey)); it->Valid() && it->key()[0] == kCursorKey;
-       it->Next()) {
-    const uint64_t storage = storage::DecodeKey(it->key(), 1, 4);
-    if (storage >= cursors.size()) {
-      return absl::FailedPreconditionError(
-          StrCat(dir, " has storage partition ", storage, ", the topology only ", cursors.size()));
+  for (const char kind : {kCursorKey, kResyncKey}) {
+    for (it->Seek(std::string(1, kind)); it->Valid() && it->key()[0] == kind; it->Next()) {
+      const uint64_t storage = storage::DecodeKey(it->key(), 1, 4);
+      if (storage >= cursors.size()) {
+        return absl::FailedPreconditionError(StrCat(dir, " has storage partition ", storage,
+                                                    ", the topology only ", cursors.size()));
+      }
+      if (kind == kCursorKey) {
+        cursors[storage] = storage::DecodeKey(it->value());
+      } else {
+        resyncing[storage] = true;  // cut off by a crash: start again
+      }
     }
-    cursors[storage] = storage::DecodeKey(it->value());
   }
   if (absl::Status s = storage::FromRocks(it->status(), dir); !s.ok()) return s;
   it.reset();
-  return std::unique_ptr<BuilderNode>(
-      new BuilderNode(options, std::move(sources), std::move(db), std::move(cursors)));
+  return std::unique_ptr<BuilderNode>(new BuilderNode(options, std::move(sources), std::move(db),
+                                                      std::move(cursors), std::move(resyncing)));
 }
 
 BuilderNode::~BuilderNode() {
@@ -115,13 +126,73 @@ void BuilderNode::Stop() {
 }
 
 std::optional<storage::ChangeConsumer::Position> BuilderNode::Next(uint32_t storage) {
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return std::nullopt;
+      if (!trimmed_[storage]) return Position{applied_[storage], synced_[storage]};
+    }
+    if (Resync(storage).ok()) continue;
+    // Storage unreachable: try again in a while (or stop).
+    absl::MutexLock lock(&mu_);
+    auto stopping = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_; };
+    mu_.AwaitWithTimeout(absl::Condition(&stopping), absl::Seconds(1));
+  }
+}
+
+absl::Status BuilderNode::Resync(uint32_t storage) {
+  const uint32_t storage_partitions = static_cast<uint32_t>(sources_.size());
+  rocksdb::WriteOptions synced;
+  synced.sync = true;
+  // The marker first, then drop every id of this storage partition.
+  if (absl::Status s = storage::FromRocks(db_->Put(synced, ResyncKey(storage), ""), "resync");
+      !s.ok()) {
+    return s;
+  }
+  {
+    rocksdb::WriteBatch batch;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+    for (it->Seek(std::string(1, kIdKey)); it->Valid() && it->key()[0] == kIdKey; it->Next()) {
+      const TweetId id = storage::DecodeKey(it->key(), 3, 8);
+      if (cluster::StoragePartitionOf(id, storage_partitions) != storage) continue;
+      (void)batch.Delete(it->key());
+      if (batch.Count() >= static_cast<int>(kResyncBatch)) {
+        if (absl::Status s =
+                storage::FromRocks(db_->Write(rocksdb::WriteOptions(), &batch), "resync");
+            !s.ok()) {
+          return s;
+        }
+        batch.Clear();
+      }
+    }
+    if (absl::Status s = storage::FromRocks(it->status(), "resync"); !s.ok()) return s;
+    if (absl::Status s = storage::FromRocks(db_->Write(rocksdb::WriteOptions(), &batch), "resync");
+        !s.ok()) {
+      return s;
+    }
+  }
+  // Every id of a snapshot, then the cursor at the snapshot and the marker
+  // gone, synced together.
+  absl::StatusOr<uint64_t> sequence =
+      sources_[storage]->SnapshotIds([&](std::span<const TweetId> ids) -> absl::Status {
+        rocksdb::WriteBatch batch;
+        for (TweetId id : ids) {
+          (void)batch.Put(IdKey(cluster::IndexPartitionOf(id, options_.index_partitions), id),
+                          rocksdb::Slice());
+        }
+        return storage::FromRocks(db_->Write(rocksdb::WriteOptions(), &batch), "resync");
+      });
+  if (!sequence.ok()) return sequence.status();
+  rocksdb::WriteBatch done;
+  (void)done.Put(CursorKey(storage), storage::EncodeKey(*sequence));
+  (void)done.Delete(ResyncKey(storage));
+  if (absl::Status s = storage::FromRocks(db_->Write(synced, &done), "resync"); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
-  // A trimmed log is not read again: the map stays as it is until resynced.
-  auto may_read = [this, storage]()
-                      ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_ || !trimmed_[storage]; };
-  mu_.Await(absl::Condition(&may_read));
-  if (stopping_) return std::nullopt;
-  return Position{applied_[storage], synced_[storage]};
+  applied_[storage] = synced_[storage] = *sequence;
+  trimmed_[storage] = false;
+  caught_up_[storage] = false;
+  ++resyncs_;
+  return absl::OkStatus();
 }
 
 void BuilderNode::Apply(uint32_t storage, const std::vector<storage::ReplicatedChange>& changes) {
@@ -213,8 +284,9 @@ BuilderNodeStatus BuilderNode::Status() const {
   (void)db_->GetIntProperty(rocksdb::DB::Properties::kEstimateNumKeys, &out.ids_estimate);
   absl::MutexLock lock(&mu_);
   out.applied = applied_;
+  out.resyncs = resyncs_;
   if (std::find(trimmed_.begin(), trimmed_.end(), true) != trimmed_.end()) {
-    out.state = BuilderState::kNeedsResync;
+    out.state = BuilderState::kResyncing;
   } else if (std::all_of(caught_up_.begin(), caught_up_.end(), [](bool b) { return b; })) {
     out.state = BuilderState::kServing;
   }

@@ -11,8 +11,12 @@
 // what is synced is what the node tells storage it no longer needs.
 //
 // States: kCatchingUp until every log has been read to its end once, then
-// kServing. A log trimmed past a cursor (a builder that was away too long)
-// puts it in kNeedsResync: it stops reading that log and cannot lead.
+// kServing. A log trimmed past a cursor (a builder that was away too long, or
+// one whose disk was replaced) puts it in kResyncing for that storage
+// partition: it drops the partition's ids, loads every id of a storage
+// snapshot (SnapshotIds), sets the cursor to the snapshot's sequence, and
+// reads the log from there. A marker key ('r' | storage partition) makes a
+// resync cut off by a crash start again. A resyncing builder cannot lead.
 //
 // Thread-safety: every method may be called from any thread.
 #ifndef TWEETSEARCH_INDEXER_BUILDER_BUILDER_NODE_H_
@@ -47,13 +51,14 @@ struct BuilderNodeOptions {
   absl::Duration sync_every = absl::Seconds(1);
 };
 
-enum class BuilderState { kCatchingUp, kServing, kNeedsResync };
+enum class BuilderState { kCatchingUp, kServing, kResyncing };
 std::string_view BuilderStateName(BuilderState state);
 
 struct BuilderNodeStatus {
   BuilderState state = BuilderState::kCatchingUp;
   std::vector<uint64_t> applied;  // per storage partition
   uint64_t ids_estimate = 0;
+  uint64_t resyncs = 0;  // storage partitions resynced from a snapshot since start
 };
 
 struct IdPage {
@@ -84,13 +89,17 @@ class BuilderNode : private storage::ChangeConsumer {
  private:
   BuilderNode(const BuilderNodeOptions& options,
               std::vector<std::unique_ptr<storage::ChangeSource>> sources,
-              std::unique_ptr<rocksdb::DB> db, std::vector<uint64_t> cursors);
+              std::unique_ptr<rocksdb::DB> db, std::vector<uint64_t> cursors,
+              std::vector<bool> resyncing);
 
   std::optional<Position> Next(uint32_t storage) override;
   void Apply(uint32_t storage, const std::vector<storage::ReplicatedChange>& changes) override;
   void AtEnd(uint32_t storage) override;
   void Trimmed(uint32_t storage) override;
   absl::Status CheckPartition(uint32_t partition) const;
+  // Replaces storage partition `storage`'s ids with those of a snapshot (see
+  // above).
+  absl::Status Resync(uint32_t storage);
   // Syncs the WAL when `sync_every` has passed; what it covered becomes what
   // storage may trim.
   void MaybeSync();
@@ -103,7 +112,8 @@ class BuilderNode : private storage::ChangeConsumer {
   std::vector<uint64_t> applied_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> synced_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> caught_up_ ABSL_GUARDED_BY(mu_);
-  std::vector<bool> trimmed_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> trimmed_ ABSL_GUARDED_BY(mu_);  // needs a resync
+  uint64_t resyncs_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_sync_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 

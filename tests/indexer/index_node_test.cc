@@ -16,25 +16,12 @@
 #include "indexer/builder/builder_node.h"
 #include "storage/storage_node.h"
 #include "tests/testing/corpus.h"
+#include "tests/testing/local_storage.h"
 
 namespace tweetsearch {
 namespace {
 
-// Reads a storage replica's change log directly.
-class LocalChangeSource final : public storage::ChangeSource {
- public:
-  LocalChangeSource(storage::StorageNode& node, std::string reader)
-      : node_(node), reader_(std::move(reader)) {}
-  absl::StatusOr<std::vector<storage::ReplicatedChange>> ReadChanges(uint64_t after, size_t max,
-                                                                     absl::Duration wait,
-                                                                     uint64_t keeps) override {
-    return node_.ReadChanges(after, max, std::min(wait, absl::Milliseconds(50)), reader_, keeps);
-  }
-
- private:
-  storage::StorageNode& node_;
-  const std::string reader_;
-};
+using testing::LocalChangeSource;
 
 storage::StoredTweet MakeTweet(TweetId id) {
   return storage::StoredTweet{id,
@@ -48,11 +35,15 @@ storage::StoredTweet MakeTweet(TweetId id) {
 
 class IndexNodeTest : public ::testing::Test {
  protected:
+  // A reader that has not read for this long no longer holds back trimming.
+  static constexpr absl::Duration kLiveWindow = absl::Milliseconds(200);
+
   void SetUp() override {
     storage::StorageNodeOptions options;
     options.node = "s0a";
     options.data_dir = dir_.path() + "/s0a";
     options.store.sync_writes = false;
+    options.live_reader_window = kLiveWindow;
     absl::StatusOr<std::unique_ptr<storage::StorageNode>> node =
         storage::StorageNode::Open(options);
     ASSERT_TRUE(node.ok()) << node.status();
@@ -86,6 +77,17 @@ class IndexNodeTest : public ::testing::Test {
         indexer::IndexNode::Open(options, Sources("i0a"));
     EXPECT_TRUE(node.ok()) << node.status();
     return node.ok() ? *std::move(node) : nullptr;
+  }
+
+  // A builder that polls often and syncs after every batch.
+  indexer::BuilderNodeOptions BuilderOptions(const std::string& name, uint32_t partitions) {
+    indexer::BuilderNodeOptions options;
+    options.node = name;
+    options.index_partitions = partitions;
+    options.data_dir = dir_.path() + "/" + name;
+    options.poll_wait = absl::Milliseconds(50);
+    options.sync_every = absl::ZeroDuration();
+    return options;
   }
 
   static bool WaitFor(const std::function<bool()>& done) {
@@ -183,12 +185,7 @@ TEST_F(IndexNodeTest, TheBuilderListsEachPartitionsLiveIdsInOrder) {
   storage::WriteOp del;
   del.delete_id = 1500;
   ASSERT_TRUE(storage_->Write(std::move(del)).ok());
-  indexer::BuilderNodeOptions options;
-  options.node = "b0";
-  options.index_partitions = 3;
-  options.data_dir = dir_.path() + "/b0";
-  options.poll_wait = absl::Milliseconds(50);
-  options.sync_every = absl::ZeroDuration();
+  const indexer::BuilderNodeOptions options = BuilderOptions("b0", 3);
   auto open = [&] {
     absl::StatusOr<std::unique_ptr<indexer::BuilderNode>> b =
         indexer::BuilderNode::Open(options, Sources("b0"));
@@ -240,6 +237,67 @@ TEST_F(IndexNodeTest, TheBuilderListsEachPartitionsLiveIdsInOrder) {
   uint64_t after_restart = 0;
   for (uint32_t p = 0; p < 3; ++p) after_restart += *builder->PartitionCount(p);
   EXPECT_EQ(after_restart, 2998u);
+}
+
+TEST_F(IndexNodeTest, ABuilderBeyondTheLogResyncsFromAStorageSnapshot) {
+  Put(1000, 2000);
+  const indexer::BuilderNodeOptions options = BuilderOptions("b1", 2);
+  {
+    // The builder follows the log, then is away while the log moves on.
+    absl::StatusOr<std::unique_ptr<indexer::BuilderNode>> first =
+        indexer::BuilderNode::Open(options, Sources("b1"));
+    ASSERT_TRUE(first.ok()) << first.status();
+    (*first)->Start();
+    ASSERT_TRUE(
+        WaitFor([&] { return (*first)->Status().state == indexer::BuilderState::kServing; }));
+  }
+  auto source = std::make_unique<LocalChangeSource>(*storage_, "b1");
+  LocalChangeSource* b1_source = source.get();
+  std::vector<std::unique_ptr<storage::ChangeSource>> sources;
+  sources.push_back(std::move(source));
+  // Meanwhile a delete, and the log trimmed past the builder's cursor: its map
+  // still lists 1500, which the resync must drop.
+  storage::WriteOp del;
+  del.delete_id = 1500;
+  ASSERT_TRUE(storage_->Write(std::move(del)).ok());
+  Put(9000, 1);
+  std::this_thread::sleep_for(absl::ToChronoMilliseconds(kLiveWindow * 2));  // b1 is gone
+  ASSERT_TRUE(storage_->TrimLog().ok());  // down to the newest change
+  b1_source->FailSnapshots(1);            // the first snapshot breaks off: the resync starts again
+  absl::StatusOr<std::unique_ptr<indexer::BuilderNode>> opened =
+      indexer::BuilderNode::Open(options, std::move(sources));
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  std::unique_ptr<indexer::BuilderNode> builder = *std::move(opened);
+  builder->Start();
+  ASSERT_TRUE(WaitFor([&] {
+    indexer::BuilderNodeStatus s = builder->Status();
+    return s.state == indexer::BuilderState::kServing && s.resyncs == 1;
+  })) << indexer::BuilderStateName(builder->Status().state);
+  auto listed = [&] {
+    std::set<TweetId> ids;
+    for (uint32_t p = 0; p < 2; ++p) {
+      absl::StatusOr<indexer::IdPage> page = builder->PartitionIds(p, 0, 100'000);
+      EXPECT_TRUE(page.ok() && page->done);
+      if (page.ok()) ids.insert(page->ids.begin(), page->ids.end());
+    }
+    return ids;
+  };
+  std::set<TweetId> ids = listed();
+  EXPECT_EQ(ids.size(), 2000u);
+  EXPECT_FALSE(ids.contains(1500));
+  EXPECT_TRUE(ids.contains(9000));
+  EXPECT_TRUE(ids.contains(1000) && ids.contains(2999));
+
+  // After the snapshot it follows the log again.
+  Put(7000, 1);
+  storage::WriteOp del2;
+  del2.delete_id = 1000;
+  ASSERT_TRUE(storage_->Write(std::move(del2)).ok());
+  ASSERT_TRUE(WaitFor([&] { return builder->Status().applied[0] == storage_->LastSequence(); }));
+  ids = listed();
+  EXPECT_EQ(ids.size(), 2000u);
+  EXPECT_TRUE(ids.contains(7000));
+  EXPECT_FALSE(ids.contains(1000));
 }
 
 }  // namespace

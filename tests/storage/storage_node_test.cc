@@ -1,0 +1,235 @@
+// StorageNode replication in one process: two real replicas (RocksDB in a
+// temporary directory) joined by an in-process peer that can be cut off. Full
+// copies to a replica the log no longer reaches, a copy cut off by a crash,
+// and the log cap against live readers.
+#include "storage/storage_node.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "common/strings.h"
+#include "tests/testing/corpus.h"
+#include "tests/testing/local_storage.h"
+
+namespace tweetsearch {
+namespace {
+
+using storage::StorageNode;
+using storage::StoredTweet;
+
+StoredTweet MakeTweet(TweetId id) {
+  return StoredTweet{id,
+                     id % 11,
+                     StrCat("user", id % 11),
+                     StrCat("replica test ", id),
+                     1'700'000'000'000 + static_cast<int64_t>(id),
+                     "en",
+                     static_cast<uint32_t>(id % 5)};
+}
+
+class StorageNodeTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<StorageNode> Open(const std::string& name, uint64_t max_log_changes = 50'000'000,
+                                    absl::Duration live_window = absl::Seconds(30)) {
+    storage::StorageNodeOptions options;
+    options.node = name;
+    options.data_dir = dir_.path() + "/" + name;
+    options.store.sync_writes = false;
+    options.allow_single_replica = true;
+    options.max_log_changes = max_log_changes;
+    options.live_reader_window = live_window;
+    options.copy_batch = 128;  // several chunks per copy
+    options.readers = {"i0a"};
+    absl::StatusOr<std::unique_ptr<StorageNode>> node = StorageNode::Open(options);
+    EXPECT_TRUE(node.ok()) << node.status();
+    return node.ok() ? *std::move(node) : nullptr;
+  }
+
+  // Makes `node` primary with `epoch`, replicating to `peer` (may be null).
+  void Promote(StorageNode& node, uint64_t epoch, storage::StoragePeer* peer) {
+    ASSERT_TRUE(node.BecomePrimary(
+                        epoch, peer, [] { return true; },
+                        [this] {
+                          peer_stale_ = true;
+                          return absl::OkStatus();
+                        },
+                        [this] {
+                          peer_stale_ = false;
+                          return absl::OkStatus();
+                        })
+                    .ok());
+  }
+
+  void Put(StorageNode& primary, TweetId first, int count) {
+    storage::WriteOp op;
+    for (int i = 0; i < count; ++i) op.puts.push_back(MakeTweet(first + i));
+    absl::StatusOr<storage::WriteResult> r = primary.Write(std::move(op));
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+
+  void Delete(StorageNode& primary, TweetId id) {
+    storage::WriteOp op;
+    op.delete_id = id;
+    ASSERT_TRUE(primary.Write(std::move(op)).ok());
+  }
+
+  // Every tweet of `node`, through a snapshot (id order).
+  static std::vector<StoredTweet> All(StorageNode& node) {
+    absl::StatusOr<std::unique_ptr<storage::StoreSnapshot>> snapshot = node.SnapshotFor("");
+    EXPECT_TRUE(snapshot.ok()) << snapshot.status();
+    std::vector<StoredTweet> out;
+    if (!snapshot.ok()) return out;
+    for (;;) {
+      absl::StatusOr<std::vector<StoredTweet>> next = (*snapshot)->Next(500);
+      EXPECT_TRUE(next.ok());
+      if (!next.ok() || next->empty()) break;
+      out.insert(out.end(), next->begin(), next->end());
+    }
+    return out;
+  }
+
+  testing::TempDir dir_;
+  bool peer_stale_ = false;
+};
+
+TEST_F(StorageNodeTest, AReplicaOnAReplacedDiskGetsAFullCopyThenTheLog) {
+  std::unique_ptr<StorageNode> a = Open("s0a", /*max_log_changes=*/100);
+  std::unique_ptr<StorageNode> b = Open("s0b");
+  testing::LocalStoragePeer to_b(b.get());
+  Promote(*a, 1, &to_b);
+  ASSERT_TRUE(a->CatchUpPeer().ok());  // nothing to do: b counts as in sync now
+  ASSERT_TRUE(a->Status().peer_in_sync);
+  for (int i = 0; i < 5; ++i) Put(*a, 1000 + i * 100, 100);
+  EXPECT_EQ(b->LastSequence(), a->LastSequence());
+
+  // b's disk is replaced while a writes alone and trims past b's position.
+  to_b.Reconnect(nullptr);
+  b.reset();
+  std::filesystem::remove_all(dir_.path() + "/s0b");
+  for (int i = 5; i < 12; ++i) Put(*a, 1000 + i * 100, 100);
+  Delete(*a, 1010);
+  EXPECT_TRUE(peer_stale_);
+  EXPECT_GT(a->Status().single_replica_writes, 0u);
+  ASSERT_TRUE(a->TrimLog().ok());
+  ASSERT_GT(a->Status().first_sequence, 1u) << "the cap should have trimmed the log";
+
+  b = Open("s0b");
+  ASSERT_EQ(b->LastSequence(), 0u);
+  to_b.Reconnect(b.get());
+  ASSERT_TRUE(a->CatchUpPeer().ok());
+  const storage::StorageNodeStatus status = a->Status();
+  EXPECT_TRUE(status.peer_in_sync);
+  EXPECT_FALSE(peer_stale_);
+  EXPECT_EQ(status.copies_sent, 1u);
+  EXPECT_EQ(status.tweets_copied, 1199u);
+  EXPECT_GT(to_b.install_calls(), 3u);  // several chunks
+  EXPECT_EQ(b->LastSequence(), a->LastSequence());
+  EXPECT_EQ(All(*b), All(*a));
+  EXPECT_EQ(All(*b).size(), 1199u);
+
+  // b's log starts at the copy: older positions are trimmed there, newer ones
+  // read as on the primary.
+  EXPECT_TRUE(
+      absl::IsFailedPrecondition(b->ReadChanges(1, 10, absl::ZeroDuration(), "", 0).status()));
+  Put(*a, 50'000, 3);  // replicated as usual now
+  EXPECT_EQ(b->LastSequence(), a->LastSequence());
+  absl::StatusOr<std::vector<storage::ReplicatedChange>> tail =
+      b->ReadChanges(a->LastSequence() - 4, 10, absl::ZeroDuration(), "", 0);
+  ASSERT_TRUE(tail.ok()) << tail.status();
+  ASSERT_EQ(tail->size(), 4u);
+  EXPECT_EQ((*tail)[3].change.id, 50'002u);
+  ASSERT_TRUE((*tail)[3].tweet.has_value());
+  EXPECT_EQ(*(*tail)[3].tweet, MakeTweet(50'002));
+
+  // b, promoted with a higher epoch, holds every write.
+  a->StepDown();
+  Promote(*b, 2, nullptr);
+  absl::StatusOr<StoredTweet> last = b->MultiGet(std::vector<TweetId>{50'002})[0];
+  ASSERT_TRUE(last.ok());
+  EXPECT_FALSE(b->MultiGet(std::vector<TweetId>{1010})[0].ok());
+}
+
+TEST_F(StorageNodeTest, ACopyCutOffByACrashIsClearedAtRestartAndRefusedMeanwhile) {
+  std::unique_ptr<StorageNode> b = Open("s0b");
+  storage::InstallChunk chunk;
+  chunk.sequence = 40;
+  chunk.begin = true;
+  chunk.tweets = {MakeTweet(1), MakeTweet(2)};
+  ASSERT_TRUE(b->Install(3, "s0a", chunk).ok());
+  EXPECT_TRUE(b->Status().installing);
+  // Not a state of the partition yet: reads are refused, so callers go to the
+  // primary.
+  EXPECT_TRUE(absl::IsUnavailable(b->MultiGet(std::vector<TweetId>{1})[0].status()));
+  EXPECT_TRUE(absl::IsUnavailable(b->ReadChanges(0, 10, absl::ZeroDuration(), "", 0).status()));
+  EXPECT_TRUE(absl::IsUnavailable(b->SnapshotFor("b0").status()));
+  // A chunk of another copy, or from a stale primary, is refused.
+  storage::InstallChunk other;
+  other.sequence = 41;
+  EXPECT_TRUE(absl::IsAborted(b->Install(3, "s0a", other).status()));
+  chunk.begin = false;
+  EXPECT_TRUE(absl::IsFailedPrecondition(b->Install(2, "s0a", chunk).status()));
+
+  b.reset();  // the primary died mid-copy; b restarts
+  b = Open("s0b");
+  EXPECT_FALSE(b->Status().installing);
+  EXPECT_EQ(b->LastSequence(), 0u);
+  EXPECT_TRUE(absl::IsNotFound(b->MultiGet(std::vector<TweetId>{1})[0].status()));
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/s0b/INSTALLING"));
+
+  // A copy given up for the log: replication from sequence 1 clears it first.
+  chunk.begin = true;
+  ASSERT_TRUE(b->Install(3, "s0a", chunk).ok());
+  storage::ReplicatedChange put{storage::Change{1, storage::ChangeKind::kPut, 7, 0}, MakeTweet(7)};
+  absl::StatusOr<uint64_t> replicated = b->Replicate(3, "s0a", std::span(&put, 1));
+  ASSERT_TRUE(replicated.ok()) << replicated.status();
+  EXPECT_EQ(*replicated, 1u);
+  EXPECT_FALSE(b->Status().installing);
+  EXPECT_TRUE(b->MultiGet(std::vector<TweetId>{7})[0].ok());
+  EXPECT_TRUE(absl::IsNotFound(b->MultiGet(std::vector<TweetId>{1})[0].status()));
+}
+
+TEST_F(StorageNodeTest, TheLogCapNeverCutsOffALiveReader) {
+  std::unique_ptr<StorageNode> a =
+      Open("s0a", /*max_log_changes=*/100, /*live_window=*/absl::Milliseconds(300));
+  Promote(*a, 1, nullptr);
+  Put(*a, 1000, 50);
+  // A reader that reads now, far behind what the cap would keep.
+  ASSERT_TRUE(a->ReadChanges(10, 5, absl::ZeroDuration(), "i0a", 10).ok());
+  for (int i = 0; i < 5; ++i) Put(*a, 2000 + i * 100, 100);
+  ASSERT_TRUE(a->TrimLog().ok());
+  EXPECT_LE(a->Status().first_sequence, 11u) << "a live reader was cut off";
+  absl::StatusOr<std::vector<storage::ReplicatedChange>> read =
+      a->ReadChanges(10, 1000, absl::ZeroDuration(), "i0a", 10);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->front().change.sequence, 11u);
+
+  // It keeps reading, slowly: the log stays behind it, not further.
+  ASSERT_TRUE(a->ReadChanges(400, 5, absl::ZeroDuration(), "i0a", 400).ok());
+  ASSERT_TRUE(a->TrimLog().ok());
+  EXPECT_EQ(a->Status().first_sequence, 401u);
+
+  // Once it has not read for longer than the window, the cap applies.
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  ASSERT_TRUE(a->TrimLog().ok());
+  EXPECT_EQ(a->Status().first_sequence, a->LastSequence() - 100 + 1);
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      a->ReadChanges(400, 5, absl::ZeroDuration(), "i0a", 400).status()));
+}
+
+TEST_F(StorageNodeTest, ASecondaryBehindTheReaderSendsItToThePrimary) {
+  std::unique_ptr<StorageNode> b = Open("s0b");
+  // b has nothing; a reader at sequence 20 must not wait on it.
+  EXPECT_TRUE(
+      absl::IsUnavailable(b->ReadChanges(20, 10, absl::ZeroDuration(), "i0a", 20).status()));
+  // As primary it is the authority: the reader waits for new changes there.
+  Promote(*b, 1, nullptr);
+  absl::StatusOr<std::vector<storage::ReplicatedChange>> read =
+      b->ReadChanges(0, 10, absl::ZeroDuration(), "i0a", 0);
+  ASSERT_TRUE(read.ok());
+  EXPECT_TRUE(read->empty());
+}
+
+}  // namespace
+}  // namespace tweetsearch
