@@ -37,13 +37,18 @@ void AskStorage(ProcessStatus& p) {
     return;
   }
   p.reachable = true;
-  p.state = s.role();
+  p.state = s.installing() ? "installing a copy" : s.role();
   p.tweets = s.tweets_estimate();
-  p.detail = StrCat("epoch ", s.epoch(), ", sequence ", s.last_sequence());
+  p.detail = StrCat("epoch ", s.epoch(), ", sequence ", s.last_sequence(), ", log from ",
+                    s.first_sequence());
   if (s.role() == "primary") {
     p.detail += s.peer_in_sync() ? ", secondary in sync" : ", secondary NOT in sync";
     if (s.single_replica_writes() > 0) {
       p.detail += StrCat(", ", s.single_replica_writes(), " writes on this replica alone");
+    }
+    if (s.copies_sent() > 0) {
+      p.detail +=
+          StrCat(", ", s.copies_sent(), " full copies sent (", s.tweets_copied(), " tweets)");
     }
   }
   p.healthy = p.member;
@@ -74,6 +79,7 @@ void AskBuilder(ProcessStatus& p) {
   p.state = s.state();
   p.tweets = s.ids();
   p.detail = StrCat("applied ", Sequences(s.applied()));
+  if (s.resyncs() > 0) p.detail += StrCat(", ", s.resyncs(), " resyncs from storage");
   p.healthy = s.state() == "serving" && p.member;
 }
 

@@ -294,6 +294,7 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> StartStorage(const Topology& t,
   options.allow_single_replica = t.allow_single_replica;
   options.readers = ReadersOf(t);
   options.max_log_changes = t.max_log_changes;
+  options.live_reader_window = absl::Seconds(t.live_reader_window_s);
   // A replica that has never seen a term (no EPOCH file) holds nothing
   // confirmed: it is new, or its disk was replaced.
   const bool fresh = !std::filesystem::exists(data_dir + "/EPOCH");

@@ -56,7 +56,8 @@ class StorageService final : public Storage::Service {
       if (!change.ok()) return ToGrpc(change.status());
       changes.push_back(*std::move(change));
     }
-    absl::StatusOr<uint64_t> last = node_.Replicate(request->epoch(), request->primary(), changes);
+    absl::StatusOr<uint64_t> last =
+        node_.Replicate(request->epoch(), request->primary(), changes, request->in_sync());
     if (!last.ok()) return ToGrpc(last.status());
     response->set_last_sequence(*last);
     return grpc::Status::OK;
@@ -139,6 +140,7 @@ class StorageService final : public Storage::Service {
     response->set_installing(s.installing);
     response->set_copies_sent(s.copies_sent);
     response->set_tweets_copied(s.tweets_copied);
+    response->set_first_sequence(s.first_sequence);
     return grpc::Status::OK;
   }
 
@@ -288,10 +290,12 @@ class GrpcStoragePeer final : public storage::StoragePeer {
       : stub_(Storage::NewStub(Connect(address))), timeout_(timeout) {}
 
   absl::StatusOr<uint64_t> Replicate(uint64_t epoch, const std::string& primary,
-                                     std::span<const storage::ReplicatedChange> changes) override {
+                                     std::span<const storage::ReplicatedChange> changes,
+                                     bool in_sync) override {
     ipb::ReplicateRequest request;
     request.set_epoch(epoch);
     request.set_primary(primary);
+    request.set_in_sync(in_sync);
     for (const storage::ReplicatedChange& c : changes) ToProto(c, request.add_changes());
     ipb::ReplicateResponse response;
     grpc::ClientContext context;

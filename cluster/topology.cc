@@ -145,9 +145,16 @@ absl::StatusOr<Topology> ParseTopology(std::string_view yaml) {
   try {
     const YAML::Node root = YAML::Load(std::string(yaml));
     if (!root.IsMap()) return absl::InvalidArgumentError("topology: expected a map");
-    static const std::set<std::string> kKeys = {
-        "etcd",     "redis",       "storage_partitions",   "index_partitions",
-        "builders", "aggregators", "allow_single_replica", "lease_ttl_s", "max_log_changes"};
+    static const std::set<std::string> kKeys = {"etcd",
+                                                "redis",
+                                                "storage_partitions",
+                                                "index_partitions",
+                                                "builders",
+                                                "aggregators",
+                                                "allow_single_replica",
+                                                "lease_ttl_s",
+                                                "max_log_changes",
+                                                "live_reader_window_s"};
     for (const auto& entry : root) {
       const std::string key = entry.first.as<std::string>();
       if (!kKeys.contains(key)) {
@@ -174,6 +181,12 @@ absl::StatusOr<Topology> ParseTopology(std::string_view yaml) {
     }
     if (root["max_log_changes"]) t.max_log_changes = root["max_log_changes"].as<uint64_t>();
     if (t.max_log_changes < 1) return absl::InvalidArgumentError("max_log_changes must be >= 1");
+    if (root["live_reader_window_s"]) {
+      t.live_reader_window_s = root["live_reader_window_s"].as<uint32_t>();
+    }
+    if (t.live_reader_window_s < 1 || t.live_reader_window_s > 86400) {
+      return absl::InvalidArgumentError("live_reader_window_s must be 1..86400");
+    }
     absl::StatusOr<std::vector<Partition>> storage =
         ReadPartitions(root["storage_partitions"], "storage_partitions");
     if (!storage.ok()) return storage.status();

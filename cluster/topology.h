@@ -62,6 +62,9 @@ struct Topology {
   // (an index server or builder that is down) still needs older ones: that
   // reader then needs a rebuild. Default 50M.
   uint64_t max_log_changes = 50'000'000;
+  // A log reader heard from within this many seconds is live: the cap never
+  // trims past its position.
+  uint32_t live_reader_window_s = 30;
 
   // Where `node` sits: its role, partition (storage and index) and replica
   // number.

@@ -86,6 +86,7 @@ void StorageNode::StepDown() {
 
 void StorageNode::StepDownLocked() {
   role_ = ReplicaRole::kSecondary;
+  in_sync_ = false;  // until the new primary says so
   peer_ = nullptr;
   peer_in_sync_ = false;
   holds_role_ = nullptr;
@@ -223,14 +224,15 @@ absl::StatusOr<WriteResult> StorageNode::Write(WriteOp op) {
 }
 
 absl::Status StorageNode::SendToPeer(std::span<const ReplicatedChange> changes) {
-  absl::StatusOr<uint64_t> last = peer_->Replicate(epoch_, options_.node, changes);
+  absl::StatusOr<uint64_t> last =
+      peer_->Replicate(epoch_, options_.node, changes, /*in_sync=*/true);
   // The peer may be missing changes before these: send them from the log, then
   // these again.
   for (int round = 0; last.ok() && *last < changes.back().change.sequence; ++round) {
     if (round > 1000) return absl::UnavailableError("the secondary does not catch up");
     peer_last_ = *last;
     if (*last + 1 >= changes.front().change.sequence) {
-      last = peer_->Replicate(epoch_, options_.node, changes);
+      last = peer_->Replicate(epoch_, options_.node, changes, /*in_sync=*/true);
       continue;
     }
     absl::StatusOr<std::vector<ReplicatedChange>> missing = store_->ReadChanges(
@@ -238,7 +240,7 @@ absl::Status StorageNode::SendToPeer(std::span<const ReplicatedChange> changes) 
     if (!missing.ok()) return missing.status();
     if (missing->empty())
       return absl::DataLossError("the change log lacks what the secondary needs");
-    last = peer_->Replicate(epoch_, options_.node, *missing);
+    last = peer_->Replicate(epoch_, options_.node, *missing, /*in_sync=*/false);
   }
   if (!last.ok()) return last.status();
   peer_last_ = *last;
@@ -260,7 +262,7 @@ absl::Status StorageNode::CatchUpPeer() {
     }
     // Where the peer is. When the log no longer reaches back to it, it gets a
     // full copy first, and the log after the copy.
-    absl::StatusOr<uint64_t> at = peer->Replicate(epoch, options_.node, {});
+    absl::StatusOr<uint64_t> at = peer->Replicate(epoch, options_.node, {}, /*in_sync=*/false);
     if (!at.ok()) return at.status();
     {
       absl::MutexLock lock(&write_mu_);
@@ -276,12 +278,13 @@ absl::Status StorageNode::CatchUpPeer() {
     // the write lock, so that no write slips between the last change sent and
     // the peer counting as in sync.
     if (store_->LastSequence() > from + kCatchUpBatch) {
-      absl::StatusOr<uint64_t> last = peer->Replicate(epoch, options_.node, {});
+      absl::StatusOr<uint64_t> last = peer->Replicate(epoch, options_.node, {}, /*in_sync=*/false);
       if (!last.ok()) return last.status();
       absl::StatusOr<std::vector<ReplicatedChange>> batch =
           store_->ReadChanges(*last, kCatchUpBatch);
       if (!batch.ok()) return batch.status();
-      absl::StatusOr<uint64_t> after = peer->Replicate(epoch, options_.node, *batch);
+      absl::StatusOr<uint64_t> after =
+          peer->Replicate(epoch, options_.node, *batch, /*in_sync=*/false);
       if (!after.ok()) return after.status();
       absl::MutexLock lock(&write_mu_);
       if (peer_ == peer) {
@@ -292,7 +295,7 @@ absl::Status StorageNode::CatchUpPeer() {
     }
     absl::MutexLock lock(&write_mu_);
     if (role_ != ReplicaRole::kPrimary || peer_ != peer) return absl::OkStatus();
-    absl::StatusOr<uint64_t> last = peer_->Replicate(epoch_, options_.node, {});
+    absl::StatusOr<uint64_t> last = peer_->Replicate(epoch_, options_.node, {}, /*in_sync=*/false);
     if (!last.ok()) return last.status();
     peer_last_ = *last;
     while (peer_last_ < store_->LastSequence()) {
@@ -301,7 +304,8 @@ absl::Status StorageNode::CatchUpPeer() {
       if (!batch.ok()) return batch.status();
       if (batch->empty())
         return absl::DataLossError("the change log lacks what the secondary needs");
-      absl::StatusOr<uint64_t> after = peer_->Replicate(epoch_, options_.node, *batch);
+      absl::StatusOr<uint64_t> after =
+          peer_->Replicate(epoch_, options_.node, *batch, /*in_sync=*/false);
       if (!after.ok()) return after.status();
       if (*after <= peer_last_) return absl::InternalError("the secondary made no progress");
       peer_last_ = *after;
@@ -309,6 +313,9 @@ absl::Status StorageNode::CatchUpPeer() {
     if (on_peer_in_sync_) {
       if (absl::Status s = on_peer_in_sync_(); !s.ok()) return s;
     }
+    // Tell the peer, so that it serves readers again.
+    absl::StatusOr<uint64_t> told = peer_->Replicate(epoch_, options_.node, {}, /*in_sync=*/true);
+    if (!told.ok()) return told.status();
     peer_in_sync_ = true;
     peer_seen_ = absl::Now();
     return absl::OkStatus();
@@ -394,6 +401,7 @@ absl::StatusOr<uint64_t> StorageNode::Install(uint64_t epoch, const std::string&
                                               const InstallChunk& chunk) {
   absl::MutexLock lock(&write_mu_);
   if (absl::Status s = AcceptPrimaryLocked(epoch, primary); !s.ok()) return s;
+  in_sync_ = false;
   if (chunk.begin) {
     // The marker first: a crash from here on leaves a store that is cleared at
     // the next start.
@@ -425,7 +433,8 @@ absl::StatusOr<uint64_t> StorageNode::Install(uint64_t epoch, const std::string&
 }
 
 absl::StatusOr<uint64_t> StorageNode::Replicate(uint64_t epoch, const std::string& primary,
-                                                std::span<const ReplicatedChange> changes) {
+                                                std::span<const ReplicatedChange> changes,
+                                                bool in_sync) {
   absl::MutexLock lock(&write_mu_);
   if (absl::Status s = AcceptPrimaryLocked(epoch, primary); !s.ok()) return s;
   if (installing_.has_value()) {
@@ -434,13 +443,20 @@ absl::StatusOr<uint64_t> StorageNode::Replicate(uint64_t epoch, const std::strin
     if (absl::Status s = AbandonInstallLocked(); !s.ok()) return s;
   }
   const uint64_t last = store_->LastSequence();
+  const uint64_t through = changes.empty() ? last : changes.back().change.sequence;
   size_t skip = 0;
   while (skip < changes.size() && changes[skip].change.sequence <= last) ++skip;
   changes = changes.subspan(skip);
-  if (changes.empty() || changes.front().change.sequence != last + 1) return last;  // a gap
-  if (absl::Status s = store_->Apply(changes); !s.ok()) return s;
-  SetApplied(changes.back().change.sequence);
-  return changes.back().change.sequence;
+  if (!changes.empty() && changes.front().change.sequence != last + 1) {
+    in_sync_ = false;
+    return last;  // a gap
+  }
+  if (!changes.empty()) {
+    if (absl::Status s = store_->Apply(changes); !s.ok()) return s;
+    SetApplied(changes.back().change.sequence);
+  }
+  in_sync_ = in_sync && store_->LastSequence() >= through;
+  return store_->LastSequence();
 }
 
 void StorageNode::RecordReader(const std::string& reader, uint64_t after,
@@ -456,10 +472,19 @@ void StorageNode::RecordReader(const std::string& reader, uint64_t after,
   }
 }
 
+bool StorageNode::ServesReads() const {
+  absl::MutexLock lock(&write_mu_);
+  return role_ == ReplicaRole::kPrimary || in_sync_;
+}
+
 std::vector<absl::StatusOr<StoredTweet>> StorageNode::MultiGet(std::span<const TweetId> ids) const {
   if (!readable_.load(std::memory_order_acquire)) {
     return std::vector<absl::StatusOr<StoredTweet>>(
         ids.size(), absl::UnavailableError(StrCat(options_.node, " is installing a copy")));
+  }
+  if (!ServesReads()) {
+    return std::vector<absl::StatusOr<StoredTweet>>(
+        ids.size(), absl::UnavailableError(StrCat(options_.node, " may lack recent writes")));
   }
   return store_->MultiGet(ids);
 }
@@ -467,6 +492,9 @@ std::vector<absl::StatusOr<StoredTweet>> StorageNode::MultiGet(std::span<const T
 absl::StatusOr<std::unique_ptr<StoreSnapshot>> StorageNode::SnapshotFor(const std::string& reader) {
   if (!readable_.load(std::memory_order_acquire)) {
     return absl::UnavailableError(StrCat(options_.node, " is installing a copy"));
+  }
+  if (!ServesReads()) {
+    return absl::UnavailableError(StrCat(options_.node, " may lack recent writes"));
   }
   absl::StatusOr<std::unique_ptr<StoreSnapshot>> snapshot = store_->Snapshot();
   if (snapshot.ok()) RecordReader(reader, (*snapshot)->last().change.sequence, std::nullopt);
@@ -480,11 +508,16 @@ absl::StatusOr<std::vector<ReplicatedChange>> StorageNode::ReadChanges(uint64_t 
   if (!readable_.load(std::memory_order_acquire)) {
     return absl::UnavailableError(StrCat(options_.node, " is installing a copy"));
   }
+  if (!ServesReads()) {
+    return absl::UnavailableError(
+        StrCat(options_.node, " is a secondary its primary has not called in sync"));
+  }
   if (after > store_->LastSequence() && !is_primary()) {
     return absl::UnavailableError(
         StrCat(options_.node, " is behind the reader (at ", store_->LastSequence(), ")"));
   }
-  RecordReader(reader, after, reader_keeps);
+  // A reader asking for what is trimmed already holds nothing back.
+  if (after + 1 >= store_->FirstSequence()) RecordReader(reader, after, reader_keeps);
   if (wait > absl::ZeroDuration()) {
     absl::MutexLock lock(&applied_mu_);
     auto ready = [&]() ABSL_SHARED_LOCKS_REQUIRED(applied_mu_) { return applied_ > after; };

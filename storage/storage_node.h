@@ -66,8 +66,11 @@ class StoragePeer {
   // last when the peer has a gap before it (the primary then sends the missing
   // changes first). FailedPrecondition when the peer has seen a higher epoch
   // (this primary is stale); Unavailable when unreachable.
+  // `in_sync`: with these changes the peer holds every acknowledged write (it
+  // then serves readers; see StorageNode::ReadChanges).
   virtual absl::StatusOr<uint64_t> Replicate(uint64_t epoch, const std::string& primary,
-                                             std::span<const ReplicatedChange> changes) = 0;
+                                             std::span<const ReplicatedChange> changes,
+                                             bool in_sync) = 0;
   // Sends one chunk of a full copy (see StorageNode::Install). Errors as
   // Replicate; Aborted when the peer has no copy in progress to continue.
   virtual absl::StatusOr<uint64_t> Install(uint64_t epoch, const std::string& primary,
@@ -158,7 +161,7 @@ class StorageNode {
 
   // A secondary's side of replication (see StoragePeer::Replicate).
   absl::StatusOr<uint64_t> Replicate(uint64_t epoch, const std::string& primary,
-                                     std::span<const ReplicatedChange> changes);
+                                     std::span<const ReplicatedChange> changes, bool in_sync);
 
   // A secondary's side of a full copy: `chunk.begin` clears the store (the
   // copy is then in progress), tweets are added, and `chunk.finish` completes
@@ -170,8 +173,10 @@ class StorageNode {
 
   // Changes after `after` (at most `max`), waiting up to `wait` for one when
   // there are none. `reader` (may be empty) no longer needs changes up to
-  // `reader_keeps`. Unavailable while a copy is being installed, and on a
-  // secondary that is behind `after` (the reader should ask the primary).
+  // `reader_keeps`. A secondary serves reads (this and MultiGet) only while
+  // its primary's last word was that it is in sync, and not while a copy is
+  // being installed: Unavailable otherwise, and on a secondary behind `after`
+  // (the reader should ask the primary).
   absl::StatusOr<std::vector<ReplicatedChange>> ReadChanges(uint64_t after, size_t max,
                                                             absl::Duration wait,
                                                             const std::string& reader,
@@ -180,7 +185,7 @@ class StorageNode {
   // reads the log after the snapshot's sequence, which counts as its position.
   absl::StatusOr<std::unique_ptr<StoreSnapshot>> SnapshotFor(const std::string& reader);
 
-  // Unavailable for every id while a copy is being installed.
+  // Unavailable for every id when reads are not served (see ReadChanges).
   std::vector<absl::StatusOr<StoredTweet>> MultiGet(std::span<const TweetId> ids) const;
 
   // Brings an out-of-sync peer up to date from the change log (the primary's
@@ -213,6 +218,7 @@ class StorageNode {
   absl::Status CopyToPeer(StoragePeer* peer, uint64_t epoch);
   void RecordReader(const std::string& reader, uint64_t after, std::optional<uint64_t> keeps);
   void SetApplied(uint64_t sequence);
+  bool ServesReads() const;
 
   const StorageNodeOptions options_;
   std::unique_ptr<TweetStore> store_;
@@ -227,6 +233,8 @@ class StorageNode {
   std::optional<uint64_t> copy_floor_ ABSL_GUARDED_BY(write_mu_);  // a copy is being sent
   // Receiving a copy: the snapshot sequence of the copy in progress.
   std::optional<uint64_t> installing_ ABSL_GUARDED_BY(write_mu_);
+  // A secondary: the primary's last word was that it holds every write.
+  bool in_sync_ ABSL_GUARDED_BY(write_mu_) = false;
   std::atomic<bool> readable_{true};  // false while a copy is being installed
   std::function<bool()> holds_role_ ABSL_GUARDED_BY(write_mu_);
   std::function<absl::Status()> on_peer_stale_ ABSL_GUARDED_BY(write_mu_);

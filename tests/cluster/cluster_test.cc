@@ -7,10 +7,14 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "aggregator/http/http_client.h"
 #include "cluster/services.h"
 #include "common/file_util.h"
@@ -146,7 +150,7 @@ class ClusterTest : public ::testing::Test {
                     std::chrono::seconds timeout = std::chrono::seconds(60)) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (std::chrono::steady_clock::now() < deadline) {
-      if (StateOf(node) == state) return true;
+      if (StateOf(node).starts_with(state)) return true;  // "serving, leader" is serving
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
     }
     return false;
@@ -167,6 +171,19 @@ class ClusterTest : public ::testing::Test {
     std::set<std::string> unique(all.begin(), all.end());
     EXPECT_EQ(unique.size(), all.size()) << "a tweet is found twice";
     EXPECT_EQ(unique, std::set<std::string>(acked.begin(), acked.end()));
+  }
+
+  // SIGKILLs the primary of storage partition p; the replica that takes over
+  // within 20 s ("" if none).
+  std::string KillPrimaryAndWaitForTheNext(int p) {
+    const std::string killed = cluster_->StoragePrimary(p);
+    cluster_->Signal(killed, SIGKILL);
+    for (int i = 0; i < 100; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      const std::string next = cluster_->StoragePrimary(p);
+      if (!next.empty() && next != killed) return next;
+    }
+    return "";
   }
 
   // Until both front doors answer a search (their view of the serving
@@ -299,13 +316,8 @@ TEST_F(ClusterTest, KillingAStoragePrimaryDuringIngestLosesNoAcknowledgedTweet) 
 
   cluster_->Restart(first_primary);
   std::this_thread::sleep_for(std::chrono::seconds(5));  // rejoins as secondary, catches up
-  cluster_->Signal(second_primary, SIGKILL);
-  std::string third;
-  for (int i = 0; i < 100 && (third.empty() || third == second_primary); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    third = cluster_->StoragePrimary(0);
-  }
-  EXPECT_EQ(third, first_primary) << "the caught-up replica should take over";
+  EXPECT_EQ(KillPrimaryAndWaitForTheNext(0), first_primary)
+      << "the caught-up replica should take over";
 
   ExpectEachExactlyOnce(acked);
 }
@@ -372,10 +384,12 @@ class RebuildTest : public ClusterTest {
  protected:
   // Storage keeps only the last 1,000 changes per partition (of about 1,600),
   // so index replicas that lose their data cannot replay the logs from the
-  // start: they need a rebuild. Live readers stay well within that margin
-  // because tweets arrive in batches of 100.
+  // start: they need a rebuild. A reader heard from within the last 3 s holds
+  // the log at its position whatever the cap; a lost one stops counting after
+  // 3 s.
   void Configure(testing::LocalClusterOptions& options) override {
     options.max_log_changes = 1000;
+    options.live_reader_window_s = 3;
   }
 };
 
@@ -483,6 +497,108 @@ TEST_F(RebuildTest, LosingBothReplicasOfAPartitionThenRebuildingRestoresIdentica
   auto [status_code, status_out] = Tweetctl({"status"});
   EXPECT_EQ(status_code, 0) << status_out;
   EXPECT_NE(status_out.find("every process is healthy"), std::string::npos) << status_out;
+}
+
+// The value of one sample of a front door's /metrics (NaN when absent).
+double Metric(aggregator::HttpClient& door, const std::string& sample) {
+  absl::StatusOr<aggregator::HttpReply> reply = door.Send("GET", "/metrics");
+  if (!reply.ok() || reply->status != 200) return std::nan("");
+  const std::string prefix = sample + " ";
+  for (absl::string_view line : absl::StrSplit(reply->body, '\n')) {
+    if (!absl::StartsWith(line, prefix)) continue;
+    double value = 0;
+    if (absl::SimpleAtod(line.substr(prefix.size()), &value)) return value;
+  }
+  return std::nan("");
+}
+
+template <typename Stub, typename Response>
+Response StatusOf(testing::LocalCluster& cluster, const std::string& node) {
+  auto stub = Stub::NewStub(cluster::Connect(cluster.grpc_address(node)));
+  Response response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  internal::v1::StatusRequest request;
+  EXPECT_TRUE(stub->Status(&context, request, &response).ok()) << node;
+  return response;
+}
+
+TEST_F(RebuildTest, AStorageReplicaAndABuilderOnReplacedDisksAreCopiedBackInFull) {
+  // Did: ingest 5 batches of 100; SIGKILL the secondary of storage partition 0
+  // and builder b1 and delete their data (replaced disks); ingest 30 more
+  // batches, so that storage partition 0 writes alone and its log (capped at
+  // 1,000 changes) no longer reaches back to the start; restart both, empty;
+  // then SIGKILL the primary of partition 0. Checked: /metrics at a0 shows
+  // partition 0's single-replica writes and its secondary out of sync, and
+  // partition 1 in sync with none; after the restart the primary sends a full
+  // copy (its Status counts it), the secondary counts as in sync again in
+  // /metrics, b1 resyncs from storage snapshots, serves, and lists exactly the
+  // ids b0 lists for each index partition; the copied replica takes over from
+  // the killed primary, and every acknowledged tweet is readable and found
+  // exactly once.
+  aggregator::HttpClient a0 = Door("a0");
+  std::vector<std::string> acked;
+  auto ingest = [&](int batch) {
+    json answer;
+    ASSERT_EQ(Ingest(a0, TweetLines(60'000'000 + batch * 100 * 7919, 100), &answer), 200);
+    EXPECT_EQ(answer["accepted"], 100) << "batch " << batch << ": " << answer.dump();
+    for (std::string& id : Acknowledged(answer)) acked.push_back(std::move(id));
+  };
+  for (int batch = 0; batch < 5; ++batch) ingest(batch);
+  const std::string primary = cluster_->StoragePrimary(0);
+  ASSERT_FALSE(primary.empty());
+  const std::string secondary = primary == "s0a" ? "s0b" : "s0a";
+  EXPECT_EQ(Metric(a0, "tweetsearch_storage_secondary_in_sync{partition=\"0\"}"), 1);
+  cluster_->Wipe(secondary);
+  cluster_->Wipe("b1");
+  for (int batch = 5; batch < 35; ++batch) ingest(batch);
+  // Once the lost readers' positions no longer count (3 s), the cap trims.
+  uint64_t first = 0;
+  for (int i = 0; i < 100 && first <= 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    first = StatusOf<internal::v1::Storage, internal::v1::StorageStatus>(*cluster_, primary)
+                .first_sequence();
+  }
+  ASSERT_GT(first, 1u) << "the log of storage partition 0 was never trimmed";
+  EXPECT_GT(Metric(a0, "tweetsearch_storage_single_replica_writes_total{partition=\"0\"}"), 0);
+  EXPECT_EQ(Metric(a0, "tweetsearch_storage_secondary_in_sync{partition=\"0\"}"), 0);
+  EXPECT_EQ(Metric(a0, "tweetsearch_storage_has_primary{partition=\"0\"}"), 1);
+  EXPECT_EQ(Metric(a0, "tweetsearch_storage_single_replica_writes_total{partition=\"1\"}"), 0);
+  EXPECT_EQ(Metric(a0, "tweetsearch_storage_secondary_in_sync{partition=\"1\"}"), 1);
+
+  cluster_->Restart(secondary);
+  cluster_->Restart("b1");
+  bool in_sync = false;
+  for (int i = 0; i < 240 && !in_sync; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    in_sync = Metric(a0, "tweetsearch_storage_secondary_in_sync{partition=\"0\"}") == 1;
+  }
+  ASSERT_TRUE(in_sync) << "the restarted secondary never caught up";
+  const auto storage_status =
+      StatusOf<internal::v1::Storage, internal::v1::StorageStatus>(*cluster_, primary);
+  EXPECT_GE(storage_status.copies_sent(), 1u) << "caught up without a full copy";
+  EXPECT_GT(storage_status.tweets_copied(), 1000u);
+  ASSERT_TRUE(WaitForState("b1", "serving", std::chrono::seconds(120)))
+      << ReadFile(cluster_->dir() + "/b1.log").value_or("");
+  const auto builder_status =
+      StatusOf<internal::v1::Builder, internal::v1::BuilderStatus>(*cluster_, "b1");
+  EXPECT_GE(builder_status.resyncs(), 1u) << "b1 caught up without a resync";
+  for (uint32_t p = 0; p < 2; ++p) {
+    auto count = [&](const std::string& builder) {
+      auto stub = internal::v1::Builder::NewStub(cluster::Connect(cluster_->grpc_address(builder)));
+      internal::v1::PartitionCountRequest request;
+      request.set_index_partition(p);
+      internal::v1::PartitionCountResponse response;
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+      EXPECT_TRUE(stub->PartitionCount(&context, request, &response).ok());
+      return response.ids();
+    };
+    EXPECT_EQ(count("b1"), count("b0")) << "index partition " << p;
+  }
+
+  EXPECT_EQ(KillPrimaryAndWaitForTheNext(0), secondary) << "the copied replica should take over";
+  ExpectEachExactlyOnce(acked);
 }
 
 class FrontDoorQuotaTest : public ClusterTest {

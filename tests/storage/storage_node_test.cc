@@ -175,6 +175,7 @@ TEST_F(StorageNodeTest, ACopyCutOffByACrashIsClearedAtRestartAndRefusedMeanwhile
   b = Open("s0b");
   EXPECT_FALSE(b->Status().installing);
   EXPECT_EQ(b->LastSequence(), 0u);
+  ASSERT_TRUE(b->Replicate(3, "s0a", {}, /*in_sync=*/true).ok());  // reads served again
   EXPECT_TRUE(absl::IsNotFound(b->MultiGet(std::vector<TweetId>{1})[0].status()));
   EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/s0b/INSTALLING"));
 
@@ -182,7 +183,8 @@ TEST_F(StorageNodeTest, ACopyCutOffByACrashIsClearedAtRestartAndRefusedMeanwhile
   chunk.begin = true;
   ASSERT_TRUE(b->Install(3, "s0a", chunk).ok());
   storage::ReplicatedChange put{storage::Change{1, storage::ChangeKind::kPut, 7, 0}, MakeTweet(7)};
-  absl::StatusOr<uint64_t> replicated = b->Replicate(3, "s0a", std::span(&put, 1));
+  absl::StatusOr<uint64_t> replicated =
+      b->Replicate(3, "s0a", std::span(&put, 1), /*in_sync=*/true);
   ASSERT_TRUE(replicated.ok()) << replicated.status();
   EXPECT_EQ(*replicated, 1u);
   EXPECT_FALSE(b->Status().installing);
@@ -218,17 +220,32 @@ TEST_F(StorageNodeTest, TheLogCapNeverCutsOffALiveReader) {
       a->ReadChanges(400, 5, absl::ZeroDuration(), "i0a", 400).status()));
 }
 
-TEST_F(StorageNodeTest, ASecondaryBehindTheReaderSendsItToThePrimary) {
+TEST_F(StorageNodeTest, ASecondaryServesReadsOnlyWhileItsPrimaryCallsItInSync) {
   std::unique_ptr<StorageNode> b = Open("s0b");
-  // b has nothing; a reader at sequence 20 must not wait on it.
-  EXPECT_TRUE(
-      absl::IsUnavailable(b->ReadChanges(20, 10, absl::ZeroDuration(), "i0a", 20).status()));
-  // As primary it is the authority: the reader waits for new changes there.
-  Promote(*b, 1, nullptr);
-  absl::StatusOr<std::vector<storage::ReplicatedChange>> read =
-      b->ReadChanges(0, 10, absl::ZeroDuration(), "i0a", 0);
-  ASSERT_TRUE(read.ok());
-  EXPECT_TRUE(read->empty());
+  auto read = [&](uint64_t after) {
+    return b->ReadChanges(after, 10, absl::ZeroDuration(), "i0a", after).status();
+  };
+  auto get = [&](TweetId id) { return b->MultiGet(std::vector<TweetId>{id})[0].status(); };
+  // Restarted, it does not know whether it lacks writes: readers go elsewhere.
+  EXPECT_TRUE(absl::IsUnavailable(read(0)));
+  EXPECT_TRUE(absl::IsUnavailable(get(7)));
+  storage::ReplicatedChange put{storage::Change{1, storage::ChangeKind::kPut, 7, 0}, MakeTweet(7)};
+  ASSERT_TRUE(b->Replicate(1, "s0a", std::span(&put, 1), /*in_sync=*/true).ok());
+  EXPECT_TRUE(read(0).ok());
+  EXPECT_TRUE(get(7).ok());
+  // In sync, but behind a reader that has read further elsewhere.
+  EXPECT_TRUE(absl::IsUnavailable(read(5)));
+  // The primary wrote without it.
+  ASSERT_TRUE(b->Replicate(1, "s0a", {}, /*in_sync=*/false).ok());
+  EXPECT_TRUE(absl::IsUnavailable(read(0)));
+  EXPECT_TRUE(absl::IsUnavailable(get(7)));
+  // As primary it is the authority: it serves, and readers wait there.
+  Promote(*b, 2, nullptr);
+  absl::StatusOr<std::vector<storage::ReplicatedChange>> changes =
+      b->ReadChanges(1, 10, absl::ZeroDuration(), "i0a", 1);
+  ASSERT_TRUE(changes.ok()) << changes.status();
+  EXPECT_TRUE(changes->empty());
+  EXPECT_TRUE(get(7).ok());
 }
 
 }  // namespace

@@ -82,6 +82,9 @@ bool LocalCluster::Start() {
   yaml +=
       StrCat("lease_ttl_s: ", options_.lease_ttl_s,
              "\nallow_single_replica: ", options_.allow_single_replica ? "true" : "false", "\n");
+  if (options_.live_reader_window_s != 0) {
+    yaml += StrCat("live_reader_window_s: ", options_.live_reader_window_s, "\n");
+  }
   if (options_.max_log_changes != 0) {
     yaml += StrCat("max_log_changes: ", options_.max_log_changes, "\n");
   }
@@ -105,8 +108,8 @@ bool LocalCluster::Start() {
     const std::string node = StrCat("b", b);
     nodes_.push_back(node);
     grpc_addresses_[node] = StrCat("127.0.0.1:", FreeLoopbackPort());
-    yaml += StrCat("  - {node: ", node, ", grpc: ", grpc_addresses_[node], ", data: ",
-                   options_.dir, "/", node, "}\n");
+    yaml += StrCat("  - {node: ", node, ", grpc: ", grpc_addresses_[node], ", data: ", options_.dir,
+                   "/", node, "}\n");
   }
   yaml += "aggregators:\n";
   for (const char* a : {"a0", "a1"}) {
@@ -164,8 +167,9 @@ bool LocalCluster::Start() {
 }
 
 void LocalCluster::StartNode(const std::string& node) {
-  std::vector<std::string> argv = {options_.tweetsearchd, "--topology", topology_path_, "--role",
-                                   RoleOf(node), "--node", node, "--log-level", "info"};
+  std::vector<std::string> argv = {
+      options_.tweetsearchd, "--topology", topology_path_, "--role", RoleOf(node), "--node", node,
+      "--log-level",         "info"};
   if (RoleOf(node) == "aggregator") {
     argv.insert(argv.end(), options_.aggregator_args.begin(), options_.aggregator_args.end());
   }

@@ -27,11 +27,11 @@ absl::StatusOr<uint64_t> LocalChangeSource::SnapshotIds(
 }
 
 absl::StatusOr<uint64_t> LocalStoragePeer::Replicate(
-    uint64_t epoch, const std::string& primary,
-    std::span<const storage::ReplicatedChange> changes) {
+    uint64_t epoch, const std::string& primary, std::span<const storage::ReplicatedChange> changes,
+    bool in_sync) {
   storage::StorageNode* node = node_;
   if (node == nullptr) return absl::UnavailableError("the peer is cut off");
-  return node->Replicate(epoch, primary, changes);
+  return node->Replicate(epoch, primary, changes, in_sync);
 }
 
 absl::StatusOr<uint64_t> LocalStoragePeer::Install(uint64_t epoch, const std::string& primary,

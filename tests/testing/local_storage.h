@@ -41,7 +41,8 @@ class LocalStoragePeer final : public storage::StoragePeer {
   explicit LocalStoragePeer(storage::StorageNode* node) : node_(node) {}
 
   absl::StatusOr<uint64_t> Replicate(uint64_t epoch, const std::string& primary,
-                                     std::span<const storage::ReplicatedChange> changes) override;
+                                     std::span<const storage::ReplicatedChange> changes,
+                                     bool in_sync) override;
   absl::StatusOr<uint64_t> Install(uint64_t epoch, const std::string& primary,
                                    const storage::InstallChunk& chunk) override;
 
