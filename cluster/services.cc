@@ -57,7 +57,7 @@ class StorageService final : public Storage::Service {
       changes.push_back(*std::move(change));
     }
     absl::StatusOr<uint64_t> last =
-        node_.Replicate(request->epoch(), request->primary(), changes, request->in_sync());
+        node_.Replicate(request->epoch(), request->primary(), changes, request->synced_through());
     if (!last.ok()) return ToGrpc(last.status());
     response->set_last_sequence(*last);
     return grpc::Status::OK;
@@ -291,11 +291,11 @@ class GrpcStoragePeer final : public storage::StoragePeer {
 
   absl::StatusOr<uint64_t> Replicate(uint64_t epoch, const std::string& primary,
                                      std::span<const storage::ReplicatedChange> changes,
-                                     bool in_sync) override {
+                                     uint64_t synced_through) override {
     ipb::ReplicateRequest request;
     request.set_epoch(epoch);
     request.set_primary(primary);
-    request.set_in_sync(in_sync);
+    request.set_synced_through(synced_through);
     for (const storage::ReplicatedChange& c : changes) ToProto(c, request.add_changes());
     ipb::ReplicateResponse response;
     grpc::ClientContext context;

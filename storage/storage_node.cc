@@ -86,7 +86,7 @@ void StorageNode::StepDown() {
 
 void StorageNode::StepDownLocked() {
   role_ = ReplicaRole::kSecondary;
-  in_sync_ = false;  // until the new primary says so
+  in_sync_until_ = absl::InfinitePast();  // until the new primary says so
   peer_ = nullptr;
   peer_in_sync_ = false;
   holds_role_ = nullptr;
@@ -225,14 +225,14 @@ absl::StatusOr<WriteResult> StorageNode::Write(WriteOp op) {
 
 absl::Status StorageNode::SendToPeer(std::span<const ReplicatedChange> changes) {
   absl::StatusOr<uint64_t> last =
-      peer_->Replicate(epoch_, options_.node, changes, /*in_sync=*/true);
+      peer_->Replicate(epoch_, options_.node, changes, changes.back().change.sequence);
   // The peer may be missing changes before these: send them from the log, then
   // these again.
   for (int round = 0; last.ok() && *last < changes.back().change.sequence; ++round) {
     if (round > 1000) return absl::UnavailableError("the secondary does not catch up");
     peer_last_ = *last;
     if (*last + 1 >= changes.front().change.sequence) {
-      last = peer_->Replicate(epoch_, options_.node, changes, /*in_sync=*/true);
+      last = peer_->Replicate(epoch_, options_.node, changes, changes.back().change.sequence);
       continue;
     }
     absl::StatusOr<std::vector<ReplicatedChange>> missing = store_->ReadChanges(
@@ -240,7 +240,7 @@ absl::Status StorageNode::SendToPeer(std::span<const ReplicatedChange> changes) 
     if (!missing.ok()) return missing.status();
     if (missing->empty())
       return absl::DataLossError("the change log lacks what the secondary needs");
-    last = peer_->Replicate(epoch_, options_.node, *missing, /*in_sync=*/false);
+    last = peer_->Replicate(epoch_, options_.node, *missing, /*synced_through=*/0);
   }
   if (!last.ok()) return last.status();
   peer_last_ = *last;
@@ -254,15 +254,15 @@ absl::Status StorageNode::CatchUpPeer() {
     uint64_t epoch = 0, from = 0;
     {
       absl::MutexLock lock(&write_mu_);
-      if (role_ != ReplicaRole::kPrimary || peer_ == nullptr || peer_in_sync_)
-        return absl::OkStatus();
+      if (role_ != ReplicaRole::kPrimary || peer_ == nullptr) return absl::OkStatus();
+      if (peer_in_sync_) return KeepPeerInSyncLocked();
       peer = peer_;
       epoch = epoch_;
       from = peer_last_;
     }
     // Where the peer is. When the log no longer reaches back to it, it gets a
     // full copy first, and the log after the copy.
-    absl::StatusOr<uint64_t> at = peer->Replicate(epoch, options_.node, {}, /*in_sync=*/false);
+    absl::StatusOr<uint64_t> at = peer->Replicate(epoch, options_.node, {}, /*synced_through=*/0);
     if (!at.ok()) return at.status();
     {
       absl::MutexLock lock(&write_mu_);
@@ -278,13 +278,14 @@ absl::Status StorageNode::CatchUpPeer() {
     // the write lock, so that no write slips between the last change sent and
     // the peer counting as in sync.
     if (store_->LastSequence() > from + kCatchUpBatch) {
-      absl::StatusOr<uint64_t> last = peer->Replicate(epoch, options_.node, {}, /*in_sync=*/false);
+      absl::StatusOr<uint64_t> last =
+          peer->Replicate(epoch, options_.node, {}, /*synced_through=*/0);
       if (!last.ok()) return last.status();
       absl::StatusOr<std::vector<ReplicatedChange>> batch =
           store_->ReadChanges(*last, kCatchUpBatch);
       if (!batch.ok()) return batch.status();
       absl::StatusOr<uint64_t> after =
-          peer->Replicate(epoch, options_.node, *batch, /*in_sync=*/false);
+          peer->Replicate(epoch, options_.node, *batch, /*synced_through=*/0);
       if (!after.ok()) return after.status();
       absl::MutexLock lock(&write_mu_);
       if (peer_ == peer) {
@@ -295,7 +296,8 @@ absl::Status StorageNode::CatchUpPeer() {
     }
     absl::MutexLock lock(&write_mu_);
     if (role_ != ReplicaRole::kPrimary || peer_ != peer) return absl::OkStatus();
-    absl::StatusOr<uint64_t> last = peer_->Replicate(epoch_, options_.node, {}, /*in_sync=*/false);
+    absl::StatusOr<uint64_t> last =
+        peer_->Replicate(epoch_, options_.node, {}, /*synced_through=*/0);
     if (!last.ok()) return last.status();
     peer_last_ = *last;
     while (peer_last_ < store_->LastSequence()) {
@@ -305,7 +307,7 @@ absl::Status StorageNode::CatchUpPeer() {
       if (batch->empty())
         return absl::DataLossError("the change log lacks what the secondary needs");
       absl::StatusOr<uint64_t> after =
-          peer_->Replicate(epoch_, options_.node, *batch, /*in_sync=*/false);
+          peer_->Replicate(epoch_, options_.node, *batch, /*synced_through=*/0);
       if (!after.ok()) return after.status();
       if (*after <= peer_last_) return absl::InternalError("the secondary made no progress");
       peer_last_ = *after;
@@ -314,12 +316,36 @@ absl::Status StorageNode::CatchUpPeer() {
       if (absl::Status s = on_peer_in_sync_(); !s.ok()) return s;
     }
     // Tell the peer, so that it serves readers again.
-    absl::StatusOr<uint64_t> told = peer_->Replicate(epoch_, options_.node, {}, /*in_sync=*/true);
+    absl::StatusOr<uint64_t> told =
+        peer_->Replicate(epoch_, options_.node, {}, store_->LastSequence());
     if (!told.ok()) return told.status();
     peer_in_sync_ = true;
     peer_seen_ = absl::Now();
     return absl::OkStatus();
   }
+}
+
+absl::Status StorageNode::KeepPeerInSyncLocked() {
+  const absl::Time now = absl::Now();
+  if (now - peer_seen_ < options_.in_sync_validity / 4) return absl::OkStatus();
+  // Under the write lock: no write can slip in between, so the peer's answer
+  // says whether it still holds everything.
+  const uint64_t last = store_->LastSequence();
+  absl::StatusOr<uint64_t> at = peer_->Replicate(epoch_, options_.node, {}, last);
+  if (absl::IsFailedPrecondition(at.status())) {
+    StepDownLocked();
+    return at.status();
+  }
+  if (!at.ok()) return absl::OkStatus();  // unreachable: the next write finds out
+  peer_last_ = *at;
+  peer_seen_ = now;
+  if (*at >= last) return absl::OkStatus();
+  // It lost acknowledged writes (a replaced disk): never promote it as it is.
+  peer_in_sync_ = false;
+  if (on_peer_stale_) {
+    if (absl::Status s = on_peer_stale_(); !s.ok()) return s;
+  }
+  return absl::DataLossError(StrCat("the secondary is at ", *at, ", behind ", last));
 }
 
 absl::Status StorageNode::CopyToPeer(StoragePeer* peer, uint64_t epoch) {
@@ -401,7 +427,7 @@ absl::StatusOr<uint64_t> StorageNode::Install(uint64_t epoch, const std::string&
                                               const InstallChunk& chunk) {
   absl::MutexLock lock(&write_mu_);
   if (absl::Status s = AcceptPrimaryLocked(epoch, primary); !s.ok()) return s;
-  in_sync_ = false;
+  in_sync_until_ = absl::InfinitePast();
   if (chunk.begin) {
     // The marker first: a crash from here on leaves a store that is cleared at
     // the next start.
@@ -434,7 +460,7 @@ absl::StatusOr<uint64_t> StorageNode::Install(uint64_t epoch, const std::string&
 
 absl::StatusOr<uint64_t> StorageNode::Replicate(uint64_t epoch, const std::string& primary,
                                                 std::span<const ReplicatedChange> changes,
-                                                bool in_sync) {
+                                                uint64_t synced_through) {
   absl::MutexLock lock(&write_mu_);
   if (absl::Status s = AcceptPrimaryLocked(epoch, primary); !s.ok()) return s;
   if (installing_.has_value()) {
@@ -443,19 +469,19 @@ absl::StatusOr<uint64_t> StorageNode::Replicate(uint64_t epoch, const std::strin
     if (absl::Status s = AbandonInstallLocked(); !s.ok()) return s;
   }
   const uint64_t last = store_->LastSequence();
-  const uint64_t through = changes.empty() ? last : changes.back().change.sequence;
   size_t skip = 0;
   while (skip < changes.size() && changes[skip].change.sequence <= last) ++skip;
   changes = changes.subspan(skip);
   if (!changes.empty() && changes.front().change.sequence != last + 1) {
-    in_sync_ = false;
+    in_sync_until_ = absl::InfinitePast();
     return last;  // a gap
   }
   if (!changes.empty()) {
     if (absl::Status s = store_->Apply(changes); !s.ok()) return s;
     SetApplied(changes.back().change.sequence);
   }
-  in_sync_ = in_sync && store_->LastSequence() >= through;
+  const bool in_sync = synced_through != 0 && store_->LastSequence() >= synced_through;
+  in_sync_until_ = in_sync ? absl::Now() + options_.in_sync_validity : absl::InfinitePast();
   return store_->LastSequence();
 }
 
@@ -474,7 +500,7 @@ void StorageNode::RecordReader(const std::string& reader, uint64_t after,
 
 bool StorageNode::ServesReads() const {
   absl::MutexLock lock(&write_mu_);
-  return role_ == ReplicaRole::kPrimary || in_sync_;
+  return role_ == ReplicaRole::kPrimary || absl::Now() < in_sync_until_;
 }
 
 std::vector<absl::StatusOr<StoredTweet>> StorageNode::MultiGet(std::span<const TweetId> ids) const {

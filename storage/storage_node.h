@@ -66,11 +66,12 @@ class StoragePeer {
   // last when the peer has a gap before it (the primary then sends the missing
   // changes first). FailedPrecondition when the peer has seen a higher epoch
   // (this primary is stale); Unavailable when unreachable.
-  // `in_sync`: with these changes the peer holds every acknowledged write (it
-  // then serves readers; see StorageNode::ReadChanges).
+  // `synced_through`: once the peer's last sequence reaches it, the peer holds
+  // every acknowledged write (it then serves readers for a while; see
+  // StorageNode::ReadChanges); 0 when it does not.
   virtual absl::StatusOr<uint64_t> Replicate(uint64_t epoch, const std::string& primary,
                                              std::span<const ReplicatedChange> changes,
-                                             bool in_sync) = 0;
+                                             uint64_t synced_through) = 0;
   // Sends one chunk of a full copy (see StorageNode::Install). Errors as
   // Replicate; Aborted when the peer has no copy in progress to continue.
   virtual absl::StatusOr<uint64_t> Install(uint64_t epoch, const std::string& primary,
@@ -94,6 +95,9 @@ struct StorageNodeOptions {
   absl::Duration live_reader_window = absl::Seconds(30);
   // Tweets per chunk of a full copy.
   size_t copy_batch = 2000;
+  // A secondary serves reads for this long after its primary last said it is
+  // in sync; an in-sync primary says so at least four times as often.
+  absl::Duration in_sync_validity = absl::Seconds(4);
 };
 
 struct LikesChange {
@@ -161,7 +165,8 @@ class StorageNode {
 
   // A secondary's side of replication (see StoragePeer::Replicate).
   absl::StatusOr<uint64_t> Replicate(uint64_t epoch, const std::string& primary,
-                                     std::span<const ReplicatedChange> changes, bool in_sync);
+                                     std::span<const ReplicatedChange> changes,
+                                     uint64_t synced_through);
 
   // A secondary's side of a full copy: `chunk.begin` clears the store (the
   // copy is then in progress), tweets are added, and `chunk.finish` completes
@@ -174,7 +179,9 @@ class StorageNode {
   // Changes after `after` (at most `max`), waiting up to `wait` for one when
   // there are none. `reader` (may be empty) no longer needs changes up to
   // `reader_keeps`. A secondary serves reads (this and MultiGet) only while
-  // its primary's last word was that it is in sync, and not while a copy is
+  // its primary's last word, at most `in_sync_validity` ago, was that it is
+  // in sync (so a primary that lost it, or died, soon sends readers
+  // elsewhere), and not while a copy is
   // being installed: Unavailable otherwise, and on a secondary behind `after`
   // (the reader should ask the primary).
   absl::StatusOr<std::vector<ReplicatedChange>> ReadChanges(uint64_t after, size_t max,
@@ -211,6 +218,9 @@ class StorageNode {
   // a newer one exists; records the epoch.
   absl::Status AcceptPrimaryLocked(uint64_t epoch, const std::string& primary)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // The in-sync primary's periodic word to its peer, which also finds a peer
+  // that lost writes (it is then out of sync, and marked stale).
+  absl::Status KeepPeerInSyncLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // Drops a copy in progress: the store is cleared (sequence 0) and readable.
   absl::Status AbandonInstallLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // Sends the peer a full copy of the store (the primary's catch-up when the
@@ -233,8 +243,9 @@ class StorageNode {
   std::optional<uint64_t> copy_floor_ ABSL_GUARDED_BY(write_mu_);  // a copy is being sent
   // Receiving a copy: the snapshot sequence of the copy in progress.
   std::optional<uint64_t> installing_ ABSL_GUARDED_BY(write_mu_);
-  // A secondary: the primary's last word was that it holds every write.
-  bool in_sync_ ABSL_GUARDED_BY(write_mu_) = false;
+  // A secondary: until when it serves reads (its primary's last word was that
+  // it holds every write).
+  absl::Time in_sync_until_ ABSL_GUARDED_BY(write_mu_) = absl::InfinitePast();
   std::atomic<bool> readable_{true};  // false while a copy is being installed
   std::function<bool()> holds_role_ ABSL_GUARDED_BY(write_mu_);
   std::function<absl::Status()> on_peer_stale_ ABSL_GUARDED_BY(write_mu_);

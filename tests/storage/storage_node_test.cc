@@ -32,7 +32,8 @@ StoredTweet MakeTweet(TweetId id) {
 class StorageNodeTest : public ::testing::Test {
  protected:
   std::unique_ptr<StorageNode> Open(const std::string& name, uint64_t max_log_changes = 50'000'000,
-                                    absl::Duration live_window = absl::Seconds(30)) {
+                                    absl::Duration live_window = absl::Seconds(30),
+                                    absl::Duration in_sync_validity = absl::Seconds(4)) {
     storage::StorageNodeOptions options;
     options.node = name;
     options.data_dir = dir_.path() + "/" + name;
@@ -40,6 +41,7 @@ class StorageNodeTest : public ::testing::Test {
     options.allow_single_replica = true;
     options.max_log_changes = max_log_changes;
     options.live_reader_window = live_window;
+    options.in_sync_validity = in_sync_validity;
     options.copy_batch = 128;  // several chunks per copy
     options.readers = {"i0a"};
     absl::StatusOr<std::unique_ptr<StorageNode>> node = StorageNode::Open(options);
@@ -95,7 +97,9 @@ class StorageNodeTest : public ::testing::Test {
 };
 
 TEST_F(StorageNodeTest, AReplicaOnAReplacedDiskGetsAFullCopyThenTheLog) {
-  std::unique_ptr<StorageNode> a = Open("s0a", /*max_log_changes=*/100);
+  constexpr absl::Duration kValidity = absl::Milliseconds(200);
+  std::unique_ptr<StorageNode> a =
+      Open("s0a", /*max_log_changes=*/100, absl::Seconds(30), kValidity);
   std::unique_ptr<StorageNode> b = Open("s0b");
   testing::LocalStoragePeer to_b(b.get());
   Promote(*a, 1, &to_b);
@@ -143,6 +147,22 @@ TEST_F(StorageNodeTest, AReplicaOnAReplacedDiskGetsAFullCopyThenTheLog) {
   ASSERT_TRUE((*tail)[3].tweet.has_value());
   EXPECT_EQ(*(*tail)[3].tweet, MakeTweet(50'002));
 
+  // b loses its disk again, silently (no write in between): the primary's
+  // periodic word finds out, marks it stale, and copies it again.
+  to_b.Reconnect(nullptr);
+  b.reset();
+  std::filesystem::remove_all(dir_.path() + "/s0b");
+  b = Open("s0b");
+  to_b.Reconnect(b.get());
+  std::this_thread::sleep_for(absl::ToChronoMilliseconds(kValidity));
+  EXPECT_TRUE(absl::IsDataLoss(a->CatchUpPeer()));
+  EXPECT_TRUE(peer_stale_);
+  EXPECT_FALSE(a->Status().peer_in_sync);
+  ASSERT_TRUE(a->CatchUpPeer().ok());
+  EXPECT_EQ(a->Status().copies_sent, 2u);
+  EXPECT_FALSE(peer_stale_);
+  EXPECT_EQ(All(*b), All(*a));
+
   // b, promoted with a higher epoch, holds every write.
   a->StepDown();
   Promote(*b, 2, nullptr);
@@ -175,8 +195,6 @@ TEST_F(StorageNodeTest, ACopyCutOffByACrashIsClearedAtRestartAndRefusedMeanwhile
   b = Open("s0b");
   EXPECT_FALSE(b->Status().installing);
   EXPECT_EQ(b->LastSequence(), 0u);
-  ASSERT_TRUE(b->Replicate(3, "s0a", {}, /*in_sync=*/true).ok());  // reads served again
-  EXPECT_TRUE(absl::IsNotFound(b->MultiGet(std::vector<TweetId>{1})[0].status()));
   EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/s0b/INSTALLING"));
 
   // A copy given up for the log: replication from sequence 1 clears it first.
@@ -184,7 +202,7 @@ TEST_F(StorageNodeTest, ACopyCutOffByACrashIsClearedAtRestartAndRefusedMeanwhile
   ASSERT_TRUE(b->Install(3, "s0a", chunk).ok());
   storage::ReplicatedChange put{storage::Change{1, storage::ChangeKind::kPut, 7, 0}, MakeTweet(7)};
   absl::StatusOr<uint64_t> replicated =
-      b->Replicate(3, "s0a", std::span(&put, 1), /*in_sync=*/true);
+      b->Replicate(3, "s0a", std::span(&put, 1), /*synced_through=*/1);
   ASSERT_TRUE(replicated.ok()) << replicated.status();
   EXPECT_EQ(*replicated, 1u);
   EXPECT_FALSE(b->Status().installing);
@@ -230,15 +248,24 @@ TEST_F(StorageNodeTest, ASecondaryServesReadsOnlyWhileItsPrimaryCallsItInSync) {
   EXPECT_TRUE(absl::IsUnavailable(read(0)));
   EXPECT_TRUE(absl::IsUnavailable(get(7)));
   storage::ReplicatedChange put{storage::Change{1, storage::ChangeKind::kPut, 7, 0}, MakeTweet(7)};
-  ASSERT_TRUE(b->Replicate(1, "s0a", std::span(&put, 1), /*in_sync=*/true).ok());
+  ASSERT_TRUE(b->Replicate(1, "s0a", std::span(&put, 1), /*synced_through=*/1).ok());
   EXPECT_TRUE(read(0).ok());
   EXPECT_TRUE(get(7).ok());
   // In sync, but behind a reader that has read further elsewhere.
   EXPECT_TRUE(absl::IsUnavailable(read(5)));
   // The primary wrote without it.
-  ASSERT_TRUE(b->Replicate(1, "s0a", {}, /*in_sync=*/false).ok());
+  ASSERT_TRUE(b->Replicate(1, "s0a", {}, /*synced_through=*/0).ok());
   EXPECT_TRUE(absl::IsUnavailable(read(0)));
   EXPECT_TRUE(absl::IsUnavailable(get(7)));
+  // Told again, it serves until the word is older than in_sync_validity.
+  ASSERT_TRUE(b->Replicate(1, "s0a", {}, /*synced_through=*/1).ok());
+  EXPECT_TRUE(read(0).ok());
+  std::unique_ptr<StorageNode> c =
+      Open("s0c", 50'000'000, absl::Seconds(30), /*in_sync_validity=*/absl::Milliseconds(50));
+  ASSERT_TRUE(c->Replicate(1, "s0a", std::span(&put, 1), /*synced_through=*/1).ok());
+  EXPECT_TRUE(c->MultiGet(std::vector<TweetId>{7})[0].ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_TRUE(absl::IsUnavailable(c->MultiGet(std::vector<TweetId>{7})[0].status()));
   // As primary it is the authority: it serves, and readers wait there.
   Promote(*b, 2, nullptr);
   absl::StatusOr<std::vector<storage::ReplicatedChange>> changes =

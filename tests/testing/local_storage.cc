@@ -28,10 +28,10 @@ absl::StatusOr<uint64_t> LocalChangeSource::SnapshotIds(
 
 absl::StatusOr<uint64_t> LocalStoragePeer::Replicate(
     uint64_t epoch, const std::string& primary, std::span<const storage::ReplicatedChange> changes,
-    bool in_sync) {
+    uint64_t synced_through) {
   storage::StorageNode* node = node_;
   if (node == nullptr) return absl::UnavailableError("the peer is cut off");
-  return node->Replicate(epoch, primary, changes, in_sync);
+  return node->Replicate(epoch, primary, changes, synced_through);
 }
 
 absl::StatusOr<uint64_t> LocalStoragePeer::Install(uint64_t epoch, const std::string& primary,

@@ -42,7 +42,7 @@ class LocalStoragePeer final : public storage::StoragePeer {
 
   absl::StatusOr<uint64_t> Replicate(uint64_t epoch, const std::string& primary,
                                      std::span<const storage::ReplicatedChange> changes,
-                                     bool in_sync) override;
+                                     uint64_t synced_through) override;
   absl::StatusOr<uint64_t> Install(uint64_t epoch, const std::string& primary,
                                    const storage::InstallChunk& chunk) override;
 
