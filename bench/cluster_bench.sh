@@ -5,7 +5,10 @@
 #      into one tweetsearchd process;
 #   2. search throughput and latency for the same queries against both;
 #   3. rebuild of index replica i0a (about N/2 tweets) from the builder and storage, with
-#      tweetctl rebuild, after its data directory is deleted.
+#      tweetctl rebuild, after its data directory is deleted;
+#   4. storage replica s0b and builder b1 lose their data and restart empty: the time until
+#      s0b is in sync again (a full copy of partition 0, since the logs keep only 100,000
+#      changes here) and until b1 serves again (a resync from storage snapshots).
 # Usage: bench/cluster_bench.sh [build-dir] [tweets]   (default build/release, 2000000)
 # The cluster uses the fixed ports of scripts/cluster.sh (8081, 7100-7301, 2479, 6479).
 set -euo pipefail
@@ -13,7 +16,7 @@ cd "$(dirname "$0")/.."
 BUILD=$(cd "${1:-build/release}" && pwd)
 TWEETS=${2:-2000000}
 WORK=$(mktemp -d)
-export CLUSTER_DIR=$WORK/cluster TWEETSEARCH_BIN=$BUILD/tools
+export CLUSTER_DIR=$WORK/cluster TWEETSEARCH_BIN=$BUILD/tools CLUSTER_MAX_LOG_CHANGES=100000
 cleanup() {
   scripts/cluster.sh stop > /dev/null 2>&1 || true
   kill -TERM "${PID:-0}" 2> /dev/null || true
@@ -53,3 +56,27 @@ sleep 2
 /usr/bin/time -f "tweetctl: %e s wall, %M KiB max RSS" "$BUILD/tools/tweetctl" rebuild \
   --topology "$CLUSTER_DIR/topology.yaml" --index-partition 0 --replica a --force
 "$BUILD/tools/tweetctl" status --topology "$CLUSTER_DIR/topology.yaml" | grep -E "^index"
+
+echo "== storage replica s0b and builder b1 lose their data"
+status() { "$BUILD/tools/tweetctl" status --topology "$CLUSTER_DIR/topology.yaml" "$@" || true; }
+scripts/cluster.sh wipe s0b
+scripts/cluster.sh wipe b1
+sleep 6  # past the lease and the live-reader window of the lost processes' positions
+start=$(date +%s.%N)
+scripts/cluster.sh restart s0b
+scripts/cluster.sh restart b1
+copied="" resynced=""
+for _ in $(seq 1 3000); do
+  now=$(date +%s.%N)
+  if [ -z "$copied" ] && curl -s localhost:8081/metrics |
+      grep -q '^tweetsearch_storage_secondary_in_sync{partition="0"} 1$'; then
+    copied=$(echo "$now - $start" | bc)
+  fi
+  if [ -z "$resynced" ] && status | grep -qE '^builder +b1 .* serving'; then
+    resynced=$(echo "$now - $start" | bc)
+  fi
+  [ -n "$copied" ] && [ -n "$resynced" ] && break
+  sleep 0.2
+done
+echo "s0b in sync after ${copied:-?} s; b1 serving after ${resynced:-?} s (from the restarts)"
+status | grep -E "^storage +s0|^builder"

@@ -12,7 +12,8 @@
 #   scripts/cluster.sh wipe NODE            SIGKILL a node and delete its data (a lost server)
 #
 # Ports: etcd 2479, Redis 6479, storage 7100-7103, index 7200-7203, builders 7300-7301, front
-# doors HTTP 8081 and 8082, gRPC 9091 and 9092. CLUSTER_DIR overrides build/cluster.
+# doors HTTP 8081 and 8082, gRPC 9091 and 9092. CLUSTER_DIR overrides build/cluster;
+# CLUSTER_MAX_LOG_CHANGES sets how many changes each storage log keeps (default 50000000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${CLUSTER_DIR:-build/cluster}
@@ -33,6 +34,7 @@ etcd: [127.0.0.1:$ETCD_PORT]
 redis: 127.0.0.1:$REDIS_PORT
 lease_ttl_s: 5
 allow_single_replica: true   # a primary whose secondary is down keeps taking writes
+max_log_changes: ${CLUSTER_MAX_LOG_CHANGES:-50000000}
 storage_partitions:
   - replicas: [{node: s0a, grpc: 127.0.0.1:7100, data: $d/s0a}, {node: s0b, grpc: 127.0.0.1:7101, data: $d/s0b}]
   - replicas: [{node: s1a, grpc: 127.0.0.1:7102, data: $d/s1a}, {node: s1b, grpc: 127.0.0.1:7103, data: $d/s1b}]

@@ -336,7 +336,12 @@ absl::Status StorageNode::KeepPeerInSyncLocked() {
     StepDownLocked();
     return at.status();
   }
-  if (!at.ok()) return absl::OkStatus();  // unreachable: the next write finds out
+  if (!at.ok()) {
+    // Unreachable: it is caught up (outside the write lock) once it answers.
+    // Nothing was acknowledged without it, so it is not stale.
+    peer_in_sync_ = false;
+    return at.status();
+  }
   peer_last_ = *at;
   peer_seen_ = now;
   if (*at >= last) return absl::OkStatus();

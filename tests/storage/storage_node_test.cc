@@ -163,6 +163,18 @@ TEST_F(StorageNodeTest, AReplicaOnAReplacedDiskGetsAFullCopyThenTheLog) {
   EXPECT_FALSE(peer_stale_);
   EXPECT_EQ(All(*b), All(*a));
 
+  // b unreachable while nothing is written: out of sync, but not stale (it
+  // lacks nothing); back, it is in sync again without a copy.
+  to_b.Reconnect(nullptr);
+  std::this_thread::sleep_for(absl::ToChronoMilliseconds(kValidity));
+  EXPECT_TRUE(absl::IsUnavailable(a->CatchUpPeer()));
+  EXPECT_FALSE(a->Status().peer_in_sync);
+  EXPECT_FALSE(peer_stale_);
+  to_b.Reconnect(b.get());
+  ASSERT_TRUE(a->CatchUpPeer().ok());
+  EXPECT_TRUE(a->Status().peer_in_sync);
+  EXPECT_EQ(a->Status().copies_sent, 2u);
+
   // b, promoted with a higher epoch, holds every write.
   a->StepDown();
   Promote(*b, 2, nullptr);
