@@ -70,6 +70,7 @@ absl::Status StorageNode::BecomePrimary(uint64_t epoch, StoragePeer* peer,
   }
   if (absl::Status s = PersistEpoch(epoch); !s.ok()) return s;
   role_ = ReplicaRole::kPrimary;
+  primary_.store(true, std::memory_order_release);
   peer_ = peer;
   peer_in_sync_ = false;
   peer_last_ = 0;
@@ -86,7 +87,8 @@ void StorageNode::StepDown() {
 
 void StorageNode::StepDownLocked() {
   role_ = ReplicaRole::kSecondary;
-  in_sync_until_ = absl::InfinitePast();  // until the new primary says so
+  primary_.store(false, std::memory_order_release);
+  SetInSyncUntil(absl::InfinitePast());  // until the new primary says so
   peer_ = nullptr;
   peer_in_sync_ = false;
   holds_role_ = nullptr;
@@ -104,9 +106,10 @@ void StorageNode::SetApplied(uint64_t sequence) {
   applied_ = sequence;
 }
 
-bool StorageNode::is_primary() const {
-  absl::MutexLock lock(&write_mu_);
-  return role_ == ReplicaRole::kPrimary;
+bool StorageNode::is_primary() const { return primary_.load(std::memory_order_acquire); }
+
+void StorageNode::SetInSyncUntil(absl::Time until) {
+  in_sync_until_ns_.store(absl::ToUnixNanos(until), std::memory_order_release);
 }
 
 uint64_t StorageNode::epoch() const {
@@ -432,7 +435,7 @@ absl::StatusOr<uint64_t> StorageNode::Install(uint64_t epoch, const std::string&
                                               const InstallChunk& chunk) {
   absl::MutexLock lock(&write_mu_);
   if (absl::Status s = AcceptPrimaryLocked(epoch, primary); !s.ok()) return s;
-  in_sync_until_ = absl::InfinitePast();
+  SetInSyncUntil(absl::InfinitePast());
   if (chunk.begin) {
     // The marker first: a crash from here on leaves a store that is cleared at
     // the next start.
@@ -478,7 +481,7 @@ absl::StatusOr<uint64_t> StorageNode::Replicate(uint64_t epoch, const std::strin
   while (skip < changes.size() && changes[skip].change.sequence <= last) ++skip;
   changes = changes.subspan(skip);
   if (!changes.empty() && changes.front().change.sequence != last + 1) {
-    in_sync_until_ = absl::InfinitePast();
+    SetInSyncUntil(absl::InfinitePast());
     return last;  // a gap
   }
   if (!changes.empty()) {
@@ -486,7 +489,7 @@ absl::StatusOr<uint64_t> StorageNode::Replicate(uint64_t epoch, const std::strin
     SetApplied(changes.back().change.sequence);
   }
   const bool in_sync = synced_through != 0 && store_->LastSequence() >= synced_through;
-  in_sync_until_ = in_sync ? absl::Now() + options_.in_sync_validity : absl::InfinitePast();
+  SetInSyncUntil(in_sync ? absl::Now() + options_.in_sync_validity : absl::InfinitePast());
   return store_->LastSequence();
 }
 
@@ -504,8 +507,10 @@ void StorageNode::RecordReader(const std::string& reader, uint64_t after,
 }
 
 bool StorageNode::ServesReads() const {
-  absl::MutexLock lock(&write_mu_);
-  return role_ == ReplicaRole::kPrimary || absl::Now() < in_sync_until_;
+  // No lock: the primary holds write_mu_ through a whole replicated write, and
+  // reads must not wait for that.
+  return is_primary() ||
+         absl::ToUnixNanos(absl::Now()) < in_sync_until_ns_.load(std::memory_order_acquire);
 }
 
 std::vector<absl::StatusOr<StoredTweet>> StorageNode::MultiGet(std::span<const TweetId> ids) const {

@@ -229,6 +229,7 @@ class StorageNode {
   void RecordReader(const std::string& reader, uint64_t after, std::optional<uint64_t> keeps);
   void SetApplied(uint64_t sequence);
   bool ServesReads() const;
+  void SetInSyncUntil(absl::Time until);
 
   const StorageNodeOptions options_;
   std::unique_ptr<TweetStore> store_;
@@ -243,9 +244,11 @@ class StorageNode {
   std::optional<uint64_t> copy_floor_ ABSL_GUARDED_BY(write_mu_);  // a copy is being sent
   // Receiving a copy: the snapshot sequence of the copy in progress.
   std::optional<uint64_t> installing_ ABSL_GUARDED_BY(write_mu_);
-  // A secondary: until when it serves reads (its primary's last word was that
-  // it holds every write).
-  absl::Time in_sync_until_ ABSL_GUARDED_BY(write_mu_) = absl::InfinitePast();
+  // Read without write_mu_ (see ServesReads): whether role_ is primary, and for
+  // a secondary until when it serves reads (Unix ns; its primary's last word
+  // was that it holds every write).
+  std::atomic<bool> primary_{false};
+  std::atomic<int64_t> in_sync_until_ns_{INT64_MIN};
   std::atomic<bool> readable_{true};  // false while a copy is being installed
   std::function<bool()> holds_role_ ABSL_GUARDED_BY(write_mu_);
   std::function<absl::Status()> on_peer_stale_ ABSL_GUARDED_BY(write_mu_);
