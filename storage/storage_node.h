@@ -178,12 +178,11 @@ class StorageNode {
 
   // Changes after `after` (at most `max`), waiting up to `wait` for one when
   // there are none. `reader` (may be empty) no longer needs changes up to
-  // `reader_keeps`. A secondary serves reads (this and MultiGet) only while
-  // its primary's last word, at most `in_sync_validity` ago, was that it is
-  // in sync (so a primary that lost it, or died, soon sends readers
-  // elsewhere), and not while a copy is
-  // being installed: Unavailable otherwise, and on a secondary behind `after`
-  // (the reader should ask the primary).
+  // `reader_keeps`. A secondary serves reads (this, MultiGet, SnapshotFor)
+  // only while its primary's last word, at most `in_sync_validity` ago, was
+  // that it is in sync (so a primary that lost it, or died, soon sends readers
+  // elsewhere), and not while a copy is being installed: Unavailable
+  // otherwise, and on a secondary behind `after` (ask the primary).
   absl::StatusOr<std::vector<ReplicatedChange>> ReadChanges(uint64_t after, size_t max,
                                                             absl::Duration wait,
                                                             const std::string& reader,
@@ -195,8 +194,10 @@ class StorageNode {
   // Unavailable for every id when reads are not served (see ReadChanges).
   std::vector<absl::StatusOr<StoredTweet>> MultiGet(std::span<const TweetId> ids) const;
 
-  // Brings an out-of-sync peer up to date from the change log (the primary's
-  // background work; call it periodically). OK when there is nothing to do.
+  // Brings an out-of-sync peer up to date from the change log, or with a full
+  // copy when the log no longer reaches back to it; tells an in-sync peer so
+  // (about every in_sync_validity / 4). The primary's background work: call it
+  // periodically. OK when there is nothing to do.
   absl::Status CatchUpPeer();
   // Trims the change log below what every reader still needs (see above).
   absl::Status TrimLog();
