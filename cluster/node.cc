@@ -46,7 +46,7 @@ class StorageProcess final : public ClusterNode {
         // whatever the last write said: catch it up, which clears the mark.
         absl::StatusOr<std::optional<KeyValue>> stale =
             etcd().Get(StaleKey(place_.partition, peer_name_));
-        if (stale.ok() && stale->has_value() && node_->Status().peer_in_sync) {
+        if (stale.ok() && stale->has_value() && node_->peer_in_sync()) {
           spdlog::warn("storage {}: {} is marked stale: catching it up", name_, peer_name_);
           node_->MarkPeerOutOfSync();
         }
@@ -117,12 +117,11 @@ class StorageProcess final : public ClusterNode {
   // take minutes and must not hold up the election.
   void CatchUp() {
     if (!node_->is_primary()) return;
-    const uint64_t copies = node_->Status().copies_sent;
+    const uint64_t copies = node_->copies_sent();
     absl::Status s = node_->CatchUpPeer();
-    const storage::StorageNodeStatus after = node_->Status();
-    if (after.copies_sent > copies) {
+    if (node_->copies_sent() > copies) {
       spdlog::info("storage {}: sent {} a full copy ({} tweets in all copies so far)", name_,
-                   peer_name_, after.tweets_copied);
+                   peer_name_, node_->Status().tweets_copied);
     }
     if (!s.ok() && ++catch_up_errors_ % 40 == 1) {
       spdlog::info("storage {}: the secondary is not in sync yet: {}", name_, s.message());

@@ -106,6 +106,11 @@ void StorageNode::SetApplied(uint64_t sequence) {
   applied_ = sequence;
 }
 
+bool StorageNode::peer_in_sync() const {
+  absl::MutexLock lock(&write_mu_);
+  return peer_in_sync_;
+}
+
 bool StorageNode::is_primary() const { return primary_.load(std::memory_order_acquire); }
 
 void StorageNode::SetInSyncUntil(absl::Time until) {
@@ -281,11 +286,8 @@ absl::Status StorageNode::CatchUpPeer() {
     // the write lock, so that no write slips between the last change sent and
     // the peer counting as in sync.
     if (store_->LastSequence() > from + kCatchUpBatch) {
-      absl::StatusOr<uint64_t> last =
-          peer->Replicate(epoch, options_.node, {}, /*synced_through=*/0);
-      if (!last.ok()) return last.status();
       absl::StatusOr<std::vector<ReplicatedChange>> batch =
-          store_->ReadChanges(*last, kCatchUpBatch);
+          store_->ReadChanges(from, kCatchUpBatch);
       if (!batch.ok()) return batch.status();
       absl::StatusOr<uint64_t> after =
           peer->Replicate(epoch, options_.node, *batch, /*synced_through=*/0);
@@ -552,14 +554,16 @@ absl::StatusOr<std::vector<ReplicatedChange>> StorageNode::ReadChanges(uint64_t 
     return absl::UnavailableError(
         StrCat(options_.node, " is behind the reader (at ", store_->LastSequence(), ")"));
   }
-  // A reader asking for what is trimmed already holds nothing back.
-  if (after + 1 >= store_->FirstSequence()) RecordReader(reader, after, reader_keeps);
   if (wait > absl::ZeroDuration()) {
     absl::MutexLock lock(&applied_mu_);
     auto ready = [&]() ABSL_SHARED_LOCKS_REQUIRED(applied_mu_) { return applied_ > after; };
     applied_mu_.AwaitWithTimeout(absl::Condition(&ready), wait);
   }
-  return store_->ReadChanges(after, std::max<size_t>(1, max));
+  absl::StatusOr<std::vector<ReplicatedChange>> changes =
+      store_->ReadChanges(after, std::max<size_t>(1, max));
+  // A reader asking for what is trimmed already holds nothing back.
+  if (changes.ok()) RecordReader(reader, after, reader_keeps);
+  return changes;
 }
 
 absl::Status StorageNode::TrimLog() {

@@ -202,6 +202,9 @@ class StorageNode {
   // Trims the change log below what every reader still needs (see above).
   absl::Status TrimLog();
 
+  // Status() reads RocksDB properties; these two are cheap, for periodic checks.
+  bool peer_in_sync() const;
+  uint64_t copies_sent() const { return copies_sent_.load(std::memory_order_relaxed); }
   StorageNodeStatus Status() const;
   uint64_t epoch() const;
   bool is_primary() const;

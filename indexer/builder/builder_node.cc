@@ -58,7 +58,7 @@ BuilderNode::BuilderNode(const BuilderNodeOptions& options,
       applied_(cursors),
       synced_(std::move(cursors)),
       caught_up_(sources_.size(), false),
-      trimmed_(std::move(resyncing)),
+      resync_needed_(std::move(resyncing)),
       last_sync_(absl::Now()) {}
 
 absl::StatusOr<std::unique_ptr<BuilderNode>> BuilderNode::Open(
@@ -130,7 +130,7 @@ std::optional<storage::ChangeConsumer::Position> BuilderNode::Next(uint32_t stor
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return std::nullopt;
-      if (!trimmed_[storage]) return Position{applied_[storage], synced_[storage]};
+      if (!resync_needed_[storage]) return Position{applied_[storage], synced_[storage]};
     }
     if (Resync(storage).ok()) continue;
     // Storage unreachable: try again in a while (or stop).
@@ -189,7 +189,7 @@ absl::Status BuilderNode::Resync(uint32_t storage) {
   if (absl::Status s = storage::FromRocks(db_->Write(synced, &done), "resync"); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   applied_[storage] = synced_[storage] = *sequence;
-  trimmed_[storage] = false;
+  resync_needed_[storage] = false;
   caught_up_[storage] = false;
   ++resyncs_;
   return absl::OkStatus();
@@ -226,7 +226,7 @@ void BuilderNode::AtEnd(uint32_t storage) {
 
 void BuilderNode::Trimmed(uint32_t storage) {
   absl::MutexLock lock(&mu_);
-  trimmed_[storage] = true;
+  resync_needed_[storage] = true;
 }
 
 void BuilderNode::MaybeSync() {
@@ -285,7 +285,7 @@ BuilderNodeStatus BuilderNode::Status() const {
   absl::MutexLock lock(&mu_);
   out.applied = applied_;
   out.resyncs = resyncs_;
-  if (std::find(trimmed_.begin(), trimmed_.end(), true) != trimmed_.end()) {
+  if (std::find(resync_needed_.begin(), resync_needed_.end(), true) != resync_needed_.end()) {
     out.state = BuilderState::kResyncing;
   } else if (std::all_of(caught_up_.begin(), caught_up_.end(), [](bool b) { return b; })) {
     out.state = BuilderState::kServing;

@@ -112,7 +112,7 @@ class BuilderNode : private storage::ChangeConsumer {
   std::vector<uint64_t> applied_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> synced_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> caught_up_ ABSL_GUARDED_BY(mu_);
-  std::vector<bool> trimmed_ ABSL_GUARDED_BY(mu_);  // needs a resync
+  std::vector<bool> resync_needed_ ABSL_GUARDED_BY(mu_);  // per storage partition
   uint64_t resyncs_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_sync_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
