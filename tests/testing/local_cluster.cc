@@ -9,6 +9,7 @@
 
 #include "absl/strings/escaping.h"
 #include "aggregator/http/http_client.h"
+#include "common/file_util.h"
 #include "common/strings.h"
 #include "nlohmann/json.hpp"
 
@@ -137,11 +138,16 @@ bool LocalCluster::Start() {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
   while (std::chrono::steady_clock::now() < deadline) {
     bool ready = true;
+    std::string doors;  // why each front door is not ready
     for (const char* a : {"a0", "a1"}) {
       aggregator::HttpClient c("127.0.0.1", http_port(a), std::chrono::seconds(2));
       absl::StatusOr<aggregator::HttpReply> r =
           c.Send("GET", "/v1/search?api_dev_key=demo-key-0123456789&search_terms=x");
-      ready = ready && r.ok() && r->status == 200;
+      if (r.ok() && r->status == 200) continue;
+      ready = false;
+      doors += StrCat("\n  ", a, ": ",
+                      r.ok() ? StrCat(r->status, " ", r->body.substr(0, 300))
+                             : std::string(r.status().message()));
     }
     bool primaries = true;
     for (int p = 0; p < options_.storage_partitions; ++p)
@@ -157,9 +163,15 @@ bool LocalCluster::Start() {
       for (const std::string& n : ServingIndexNodes()) serving += " " + n;
       fprintf(stderr,
               "cluster not ready: front doors %s, primaries %s, builder leader %s, serving index "
-              "nodes:%s\n",
+              "nodes:%s%s\n",
               ready ? "answer" : "do not answer", primaries ? "all" : "missing",
-              builder ? "yes" : "none", serving.c_str());
+              builder ? "yes" : "none", serving.c_str(), doors.c_str());
+      // The logs go with the test's directory: keep the end of the front doors' here.
+      for (const char* a : {"a0", "a1"}) {
+        std::string log = ReadFile(StrCat(options_.dir, "/", a, ".log")).value_or("");
+        if (log.size() > 2000) log = log.substr(log.size() - 2000);
+        fprintf(stderr, "--- end of %s.log:\n%s\n", a, log.c_str());
+      }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
