@@ -309,7 +309,12 @@ absl::Status RunRebuild(const Topology& topology, const RebuildOptions& options,
   while (absl::Now() < join_deadline) {
     if (grpc::Status s = index->Status(Context(std::chrono::seconds(5)).get(), {}, &status);
         s.ok()) {
-      if (status.state() == "serving") {
+      // Serving, and joined: the replica puts its member key within a moment
+      // of serving, and from then on front doors send it searches.
+      absl::StatusOr<std::optional<KeyValue>> member =
+          status.state() == "serving" ? etcd.Get(MemberKey(Role::kIndex, options.replica))
+                                      : std::optional<KeyValue>();
+      if (member.ok() && member->has_value()) {
         progress.phase = "serving";
         tick(true);
         PublishProgress(etcd, key, progress, "done");

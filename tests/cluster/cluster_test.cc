@@ -54,6 +54,15 @@ std::string TweetLines(uint64_t first_id, int count) {
   return body;
 }
 
+// The line of `tweetctl status` output about process `node` (empty when absent).
+std::string StatusLineOf(const std::string& status_out, const std::string& node) {
+  for (absl::string_view line : absl::StrSplit(status_out, '\n')) {
+    std::vector<absl::string_view> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (fields.size() > 1 && fields[1] == node) return std::string(line);
+  }
+  return "";
+}
+
 struct Page {
   int status = 0;
   std::vector<std::string> ids;
@@ -475,9 +484,12 @@ TEST_F(RebuildTest, LosingBothReplicasOfAPartitionThenRebuildingRestoresIdentica
   auto [second_code, second_out] =
       Tweetctl({"rebuild", "--index-partition", "0", "--replica", "a", "--batch", "100"});
   ASSERT_EQ(second_code, 0) << second_out;
-  std::cout << "[ tweetctl ] " << first_out << second_out << Tweetctl({"status"}).second;
+  const std::string status_after = Tweetctl({"status"}).second;
+  std::cout << "[ tweetctl ] " << first_out << second_out << status_after;
   EXPECT_NE(second_out.find("resuming i0a"), std::string::npos) << second_out;
   EXPECT_NE(second_out.find("i0a is rebuilt, caught up and serving"), std::string::npos);
+  // "serving" means joined: front doors already see i0a as a member.
+  EXPECT_TRUE(absl::StrContains(StatusLineOf(status_after, "i0a"), " ok ")) << status_after;
   WaitUntilBothDoorsSearch();
   expect_same_as_before("after rebuilding i0a (the only replica of partition 0)");
 
