@@ -550,7 +550,7 @@ absl::StatusOr<std::vector<ReplicatedChange>> StorageNode::ReadChanges(uint64_t 
     return absl::UnavailableError(
         StrCat(options_.node, " is a secondary its primary has not called in sync"));
   }
-  if (after > store_->LastSequence() && !is_primary()) {
+  if (!is_primary() && after > store_->LastSequence()) {
     return absl::UnavailableError(
         StrCat(options_.node, " is behind the reader (at ", store_->LastSequence(), ")"));
   }

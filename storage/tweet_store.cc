@@ -7,6 +7,8 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
+#include <atomic>
+
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
@@ -120,11 +122,12 @@ class RocksDbTweetStore final : public TweetStore {
  public:
   RocksDbTweetStore(std::unique_ptr<rocksdb::DB> db,
                     std::vector<rocksdb::ColumnFamilyHandle*> handles, bool sync,
-                    uint64_t last_sequence)
+                    uint64_t first_sequence, uint64_t last_sequence)
       : db_(std::move(db)),
         tweets_(handles[0]),
         changes_(handles[1]),
         sync_(sync),
+        first_sequence_(first_sequence),
         last_sequence_(last_sequence) {}
 
   ~RocksDbTweetStore() override {
@@ -224,15 +227,19 @@ class RocksDbTweetStore final : public TweetStore {
   absl::StatusOr<std::vector<ReplicatedChange>> ReadChanges(uint64_t after,
                                                             size_t max) const override {
     std::vector<ReplicatedChange> out;
-    if (after + 1 < FirstSequence()) {
+    auto trimmed = [&] {
       return absl::FailedPreconditionError(
           StrCat("changes after ", after, " were trimmed; the oldest kept is ", FirstSequence()));
-    }
+    };
+    if (after + 1 < FirstSequence()) return trimmed();
     absl::Status s = ScanChanges(after, [&](const Change& c) {
       out.push_back(ReplicatedChange{c, std::nullopt});
       return out.size() < max;
     });
     if (!s.ok()) return s;
+    // The log has no gaps, so a scan that does not start right after `after`
+    // met a trim that ran since the check above.
+    if (!out.empty() && out.front().change.sequence != after + 1) return trimmed();
     std::vector<TweetId> ids;
     std::vector<size_t> at;
     for (size_t i = 0; i < out.size(); ++i) {
@@ -251,12 +258,9 @@ class RocksDbTweetStore final : public TweetStore {
     return out;
   }
 
-  uint64_t FirstSequence() const override {
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), changes_));
-    it->SeekToFirst();
-    if (it->Valid()) return DecodeKey(it->key());
-    return LastSequence() + 1;
-  }
+  // Kept in memory: seeking to the first change steps over every change a trim
+  // deleted and compaction has not dropped yet, and readers ask on every poll.
+  uint64_t FirstSequence() const override { return first_sequence_.load(); }
 
   absl::StatusOr<StoredTweet> Get(TweetId id) const override {
     rocksdb::PinnableSlice value;
@@ -325,16 +329,18 @@ class RocksDbTweetStore final : public TweetStore {
     const uint64_t last = LastSequence();
     if (last <= 1 || through == 0) return absl::OkStatus();
     through = std::min(through, last - 1);
+    // Readers are refused from here on, before any of it is gone.
+    uint64_t first = first_sequence_.load();
+    while (first < through + 1 && !first_sequence_.compare_exchange_weak(first, through + 1)) {
+    }
     rocksdb::WriteOptions options;
     options.sync = sync_;
     const std::string end = EncodeKey(through + 1);  // DeleteRange's end is exclusive
     return FromRocks(db_->DeleteRange(options, changes_, EncodeKey(0), end), "trim changes");
   }
 
-  uint64_t LastSequence() const override {
-    absl::MutexLock lock(&write_mu_);
-    return last_sequence_;
-  }
+  // Without the write lock, which a synced write holds through its fsync.
+  uint64_t LastSequence() const override { return last_sequence_.load(); }
 
   absl::StatusOr<std::unique_ptr<StoreSnapshot>> Snapshot() const override {
     const rocksdb::Snapshot* snapshot = nullptr;
@@ -385,6 +391,7 @@ class RocksDbTweetStore final : public TweetStore {
       if (!s.ok()) return s;
     }
     last_sequence_ = 0;
+    first_sequence_ = 1;
     return absl::OkStatus();
   }
 
@@ -412,6 +419,7 @@ class RocksDbTweetStore final : public TweetStore {
     rocksdb::WriteOptions options;
     options.sync = sync_;  // also makes every InstallTweets() before it durable (one WAL)
     if (absl::Status st = FromRocks(db_->Write(options, &batch), "install"); !st.ok()) return st;
+    first_sequence_ = c.sequence;  // the copy's whole log is this one change
     last_sequence_ = c.sequence;
     return absl::OkStatus();
   }
@@ -450,8 +458,12 @@ class RocksDbTweetStore final : public TweetStore {
   rocksdb::ColumnFamilyHandle* tweets_;
   rocksdb::ColumnFamilyHandle* changes_;
   const bool sync_;
+  // Writes are serialized by write_mu_; the sequences are atomics so that
+  // readers need no lock. The log holds every change from first to last, or
+  // none when first_sequence_ == last_sequence_ + 1.
   mutable absl::Mutex write_mu_;
-  uint64_t last_sequence_ ABSL_GUARDED_BY(write_mu_);
+  std::atomic<uint64_t> first_sequence_;
+  std::atomic<uint64_t> last_sequence_;
 };
 
 }  // namespace
@@ -496,19 +508,22 @@ absl::StatusOr<std::unique_ptr<TweetStore>> TweetStore::Open(const std::string& 
   if (absl::Status st = FromRocks(s, StrCat("open ", dir)); !st.ok()) return st;
   std::unique_ptr<rocksdb::DB> db(raw);
 
-  // The last change sequence: the largest key of the change log, if any is left.
-  uint64_t last = 0;
+  // The first and last change sequences: the smallest and largest keys of the
+  // change log (the newest change is never trimmed, so last survives restarts).
+  uint64_t first = 0, last = 0;
   {
     std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), handles[1]));
     it->SeekToLast();
     if (it->Valid()) last = DecodeKey(it->key());
+    it->SeekToFirst();
+    first = it->Valid() ? DecodeKey(it->key()) : last + 1;
     if (absl::Status st = FromRocks(it->status(), "read change log"); !st.ok()) {
       for (auto* h : handles) (void)db->DestroyColumnFamilyHandle(h);
       return st;
     }
   }
   return std::unique_ptr<TweetStore>(
-      new RocksDbTweetStore(std::move(db), std::move(handles), options.sync_writes, last));
+      new RocksDbTweetStore(std::move(db), std::move(handles), options.sync_writes, first, last));
 }
 
 }  // namespace tweetsearch::storage

@@ -21,10 +21,13 @@ StoredTweet Tweet(TweetId id, std::string text) {
 
 std::vector<Change> Changes(const TweetStore& store, uint64_t after) {
   std::vector<Change> out;
-  EXPECT_TRUE(store.ScanChanges(after, [&](const Change& c) {
-    out.push_back(c);
-    return true;
-  }).ok());
+  EXPECT_TRUE(store
+                  .ScanChanges(after,
+                               [&](const Change& c) {
+                                 out.push_back(c);
+                                 return true;
+                               })
+                  .ok());
   return out;
 }
 
@@ -34,7 +37,8 @@ TEST(TweetStoreTest, WritesReadsAndScansInIdOrder) {
   ASSERT_TRUE(store.ok()) << store.status();
   Mutation m;
   // Ids chosen so that little-endian order would differ from numeric order.
-  for (TweetId id : {300u, 2u, 256u, 1u, 65536u}) m.puts.push_back(Tweet(id, "text " + std::to_string(id)));
+  for (TweetId id : {300u, 2u, 256u, 1u, 65536u})
+    m.puts.push_back(Tweet(id, "text " + std::to_string(id)));
   auto seq = (*store)->Write(m);
   ASSERT_TRUE(seq.ok());
   EXPECT_EQ(*seq, 5u);
@@ -55,10 +59,13 @@ TEST(TweetStoreTest, WritesReadsAndScansInIdOrder) {
   EXPECT_EQ(*contains, (std::vector<bool>{true, false, true}));
 
   std::vector<TweetId> scanned;
-  ASSERT_TRUE((*store)->Scan(2, 300, [&](const StoredTweet& t) {
-    scanned.push_back(t.id);
-    return true;
-  }).ok());
+  ASSERT_TRUE((*store)
+                  ->Scan(2, 300,
+                         [&](const StoredTweet& t) {
+                           scanned.push_back(t.id);
+                           return true;
+                         })
+                  .ok());
   EXPECT_EQ(scanned, (std::vector<TweetId>{2, 256, 300}));
 }
 
@@ -112,6 +119,55 @@ TEST(TweetStoreTest, TrimKeepsTheNewestChangeSoSequencesNeverRestart) {
   std::vector<Change> after = Changes(**store, 3);
   ASSERT_EQ(after.size(), 1u);
   EXPECT_EQ(after[0].id, 4u);
+}
+
+TEST(TweetStoreTest, TheFirstSequenceFollowsTrimsReopensAndInstalls) {
+  testing::TempDir dir;
+  {
+    auto store = TweetStore::Open(dir.path());
+    EXPECT_EQ((*store)->FirstSequence(), 1u);  // empty: the next change's sequence
+    for (TweetId id = 1; id <= 10; ++id) {
+      Mutation m;
+      m.puts = {Tweet(id, "t")};
+      ASSERT_TRUE((*store)->Write(m).ok());
+    }
+    EXPECT_EQ((*store)->FirstSequence(), 1u);
+    ASSERT_TRUE((*store)->TrimChanges(6).ok());
+    EXPECT_EQ((*store)->FirstSequence(), 7u);
+    ASSERT_TRUE((*store)->TrimChanges(4).ok());  // never moves back
+    EXPECT_EQ((*store)->FirstSequence(), 7u);
+
+    auto old = (*store)->ReadChanges(5, 100);
+    EXPECT_TRUE(absl::IsFailedPrecondition(old.status())) << old.status();
+    auto kept = (*store)->ReadChanges(6, 100);
+    ASSERT_TRUE(kept.ok()) << kept.status();
+    ASSERT_EQ(kept->size(), 4u);
+    EXPECT_EQ(kept->front().change.sequence, 7u);
+    ASSERT_TRUE(kept->front().tweet.has_value());
+    EXPECT_EQ(kept->front().tweet->id, 7u);
+  }
+  {
+    auto store = TweetStore::Open(dir.path());
+    EXPECT_EQ((*store)->FirstSequence(), 7u);
+    EXPECT_EQ((*store)->LastSequence(), 10u);
+
+    // A full copy: the log becomes the one change at the copy's sequence.
+    ASSERT_TRUE((*store)->ClearForInstall().ok());
+    EXPECT_EQ((*store)->FirstSequence(), 1u);
+    const StoredTweet copied = Tweet(42, "copied");
+    ASSERT_TRUE((*store)->InstallTweets({&copied, 1}).ok());
+    ReplicatedChange last{Change{500, ChangeKind::kPut, 42, 0}, copied};
+    ASSERT_TRUE((*store)->FinishInstall(last).ok());
+    EXPECT_EQ((*store)->FirstSequence(), 500u);
+    EXPECT_TRUE(absl::IsFailedPrecondition((*store)->ReadChanges(10, 100).status()));
+  }
+  auto store = TweetStore::Open(dir.path());
+  EXPECT_EQ((*store)->FirstSequence(), 500u);
+  EXPECT_EQ((*store)->LastSequence(), 500u);
+  auto after = (*store)->ReadChanges(499, 100);
+  ASSERT_TRUE(after.ok()) << after.status();
+  ASSERT_EQ(after->size(), 1u);
+  EXPECT_EQ(after->front().change.id, 42u);
 }
 
 TEST(TweetStoreTest, OpenFailsCleanlyOnAFile) {
