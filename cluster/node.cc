@@ -248,12 +248,13 @@ std::vector<std::string> ReadersOf(const Topology& t) {
 
 // One change source per storage partition, reading as `reader`.
 std::vector<std::unique_ptr<storage::ChangeSource>> ChangeSourcesOf(const Topology& t,
-                                                                    const std::string& reader) {
+                                                                    const std::string& reader,
+                                                                    storage::ChangeBodies bodies) {
   std::vector<std::unique_ptr<storage::ChangeSource>> sources;
   for (const Partition& sp : t.storage) {
     std::vector<std::string> replicas;
     for (const NodeSpec& n : sp.replicas) replicas.push_back(n.grpc);
-    sources.push_back(MakeChangeSource(std::move(replicas), reader));
+    sources.push_back(MakeChangeSource(std::move(replicas), reader, bodies));
   }
   return sources;
 }
@@ -350,8 +351,8 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> StartIndex(const Topology& t,
   options.partition = place.partition;
   options.partitions = static_cast<uint32_t>(t.index.size());
   options.data_dir = data_dir;
-  absl::StatusOr<std::unique_ptr<indexer::IndexNode>> node =
-      indexer::IndexNode::Open(options, ChangeSourcesOf(t, options.node));
+  absl::StatusOr<std::unique_ptr<indexer::IndexNode>> node = indexer::IndexNode::Open(
+      options, ChangeSourcesOf(t, options.node, storage::ChangeBodies::kInclude));
   if (!node.ok()) return node.status();
   p->node_ = *std::move(node);
   p->node_->Start();
@@ -382,8 +383,8 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> StartBuilder(const Topology& t,
   options.node = place.spec->node;
   options.index_partitions = static_cast<uint32_t>(t.index.size());
   options.data_dir = data_dir;
-  absl::StatusOr<std::unique_ptr<indexer::BuilderNode>> node =
-      indexer::BuilderNode::Open(options, ChangeSourcesOf(t, options.node));
+  absl::StatusOr<std::unique_ptr<indexer::BuilderNode>> node = indexer::BuilderNode::Open(
+      options, ChangeSourcesOf(t, options.node, storage::ChangeBodies::kOmit));
   if (!node.ok()) return node.status();
   p->node_ = *std::move(node);
   p->node_->Start();

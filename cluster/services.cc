@@ -106,7 +106,8 @@ class StorageService final : public Storage::Service {
         request->max() == 0 ? kDefaultReadMax : std::min<size_t>(request->max(), 65536);
     absl::StatusOr<std::vector<storage::ReplicatedChange>> changes = node_.ReadChanges(
         request->after(), max, absl::Milliseconds(std::min(request->wait_ms(), kMaxWaitMs)),
-        request->reader(), request->reader_keeps());
+        request->reader(), request->reader_keeps(),
+        request->omit_tweets() ? storage::ChangeBodies::kOmit : storage::ChangeBodies::kInclude);
     if (!changes.ok()) return ToGrpc(changes.status());
     for (const storage::ReplicatedChange& c : *changes) ToProto(c, response->add_changes());
     response->set_last_sequence(node_.LastSequence());
@@ -337,8 +338,9 @@ class GrpcStoragePeer final : public storage::StoragePeer {
 
 class GrpcChangeSource final : public storage::ChangeSource {
  public:
-  GrpcChangeSource(std::vector<std::string> replicas, std::string reader)
-      : reader_(std::move(reader)) {
+  GrpcChangeSource(std::vector<std::string> replicas, std::string reader,
+                   storage::ChangeBodies bodies)
+      : reader_(std::move(reader)), bodies_(bodies) {
     for (const std::string& r : replicas) stubs_.push_back(Storage::NewStub(Connect(r)));
   }
 
@@ -355,6 +357,7 @@ class GrpcChangeSource final : public storage::ChangeSource {
       request.set_wait_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(wait)));
       request.set_reader(reader_);
       request.set_reader_keeps(keeps);
+      request.set_omit_tweets(bodies_ == storage::ChangeBodies::kOmit);
       ipb::ReadChangesResponse response;
       grpc::ClientContext context;
       context.set_deadline(Deadline(std::chrono::milliseconds(absl::ToInt64Milliseconds(wait)) +
@@ -424,6 +427,7 @@ class GrpcChangeSource final : public storage::ChangeSource {
 
  private:
   const std::string reader_;
+  const storage::ChangeBodies bodies_;
   std::vector<std::unique_ptr<Storage::Stub>> stubs_;
   size_t current_ = 0;  // Tail() calls from one thread
 };
@@ -462,8 +466,9 @@ std::unique_ptr<storage::StoragePeer> MakeStoragePeer(const std::string& address
 }
 
 std::unique_ptr<storage::ChangeSource> MakeChangeSource(std::vector<std::string> replicas,
-                                                        std::string reader) {
-  return std::make_unique<GrpcChangeSource>(std::move(replicas), std::move(reader));
+                                                        std::string reader,
+                                                        storage::ChangeBodies bodies) {
+  return std::make_unique<GrpcChangeSource>(std::move(replicas), std::move(reader), bodies);
 }
 
 absl::StatusOr<RunningServer> StartServer(const std::string& address,

@@ -36,9 +36,11 @@ std::unique_ptr<storage::StoragePeer> MakeStoragePeer(const std::string& address
                                                       std::chrono::milliseconds timeout);
 
 // Reads one storage partition's change log from whichever of its replicas
-// answers (the one that answered last first), as `reader`.
+// answers (the one that answered last first), as `reader`; puts carry their
+// tweets unless `bodies` is kOmit.
 std::unique_ptr<storage::ChangeSource> MakeChangeSource(std::vector<std::string> replicas,
-                                                        std::string reader);
+                                                        std::string reader,
+                                                        storage::ChangeBodies bodies);
 
 // A server on `address` (HOST:PORT; port 0 picks one) with `services`.
 struct RunningServer {

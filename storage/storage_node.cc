@@ -244,7 +244,8 @@ absl::Status StorageNode::SendToPeer(std::span<const ReplicatedChange> changes) 
       continue;
     }
     absl::StatusOr<std::vector<ReplicatedChange>> missing = store_->ReadChanges(
-        *last, std::min<uint64_t>(kCatchUpBatch, changes.front().change.sequence - 1 - *last));
+        *last, std::min<uint64_t>(kCatchUpBatch, changes.front().change.sequence - 1 - *last),
+        ChangeBodies::kInclude);
     if (!missing.ok()) return missing.status();
     if (missing->empty())
       return absl::DataLossError("the change log lacks what the secondary needs");
@@ -287,7 +288,7 @@ absl::Status StorageNode::CatchUpPeer() {
     // the peer counting as in sync.
     if (store_->LastSequence() > from + kCatchUpBatch) {
       absl::StatusOr<std::vector<ReplicatedChange>> batch =
-          store_->ReadChanges(from, kCatchUpBatch);
+          store_->ReadChanges(from, kCatchUpBatch, ChangeBodies::kInclude);
       if (!batch.ok()) return batch.status();
       absl::StatusOr<uint64_t> after =
           peer->Replicate(epoch, options_.node, *batch, /*synced_through=*/0);
@@ -307,7 +308,7 @@ absl::Status StorageNode::CatchUpPeer() {
     peer_last_ = *last;
     while (peer_last_ < store_->LastSequence()) {
       absl::StatusOr<std::vector<ReplicatedChange>> batch =
-          store_->ReadChanges(peer_last_, kCatchUpBatch);
+          store_->ReadChanges(peer_last_, kCatchUpBatch, ChangeBodies::kInclude);
       if (!batch.ok()) return batch.status();
       if (batch->empty())
         return absl::DataLossError("the change log lacks what the secondary needs");
@@ -542,7 +543,8 @@ absl::StatusOr<std::unique_ptr<StoreSnapshot>> StorageNode::SnapshotFor(const st
 absl::StatusOr<std::vector<ReplicatedChange>> StorageNode::ReadChanges(uint64_t after, size_t max,
                                                                        absl::Duration wait,
                                                                        const std::string& reader,
-                                                                       uint64_t reader_keeps) {
+                                                                       uint64_t reader_keeps,
+                                                                       ChangeBodies bodies) {
   if (!readable_.load(std::memory_order_acquire)) {
     return absl::UnavailableError(StrCat(options_.node, " is installing a copy"));
   }
@@ -560,7 +562,7 @@ absl::StatusOr<std::vector<ReplicatedChange>> StorageNode::ReadChanges(uint64_t 
     applied_mu_.AwaitWithTimeout(absl::Condition(&ready), wait);
   }
   absl::StatusOr<std::vector<ReplicatedChange>> changes =
-      store_->ReadChanges(after, std::max<size_t>(1, max));
+      store_->ReadChanges(after, std::max<size_t>(1, max), bodies);
   // A reader asking for what is trimmed already holds nothing back.
   if (changes.ok()) RecordReader(reader, after, reader_keeps);
   return changes;

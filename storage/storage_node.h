@@ -182,11 +182,13 @@ class StorageNode {
   // only while its primary's last word, at most `in_sync_validity` ago, was
   // that it is in sync (so a primary that lost it, or died, soon sends readers
   // elsewhere), and not while a copy is being installed: Unavailable
-  // otherwise, and on a secondary behind `after` (ask the primary).
+  // otherwise, and on a secondary behind `after` (ask the primary). Puts
+  // carry their tweets unless `bodies` is kOmit.
   absl::StatusOr<std::vector<ReplicatedChange>> ReadChanges(uint64_t after, size_t max,
                                                             absl::Duration wait,
                                                             const std::string& reader,
-                                                            uint64_t reader_keeps);
+                                                            uint64_t reader_keeps,
+                                                            ChangeBodies bodies);
   // A snapshot of the store for a reader that starts over: the reader then
   // reads the log after the snapshot's sequence, which counts as its position.
   absl::StatusOr<std::unique_ptr<StoreSnapshot>> SnapshotFor(const std::string& reader);

@@ -224,8 +224,8 @@ class RocksDbTweetStore final : public TweetStore {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<std::vector<ReplicatedChange>> ReadChanges(uint64_t after,
-                                                            size_t max) const override {
+  absl::StatusOr<std::vector<ReplicatedChange>> ReadChanges(uint64_t after, size_t max,
+                                                            ChangeBodies bodies) const override {
     std::vector<ReplicatedChange> out;
     auto trimmed = [&] {
       return absl::FailedPreconditionError(
@@ -240,6 +240,7 @@ class RocksDbTweetStore final : public TweetStore {
     // The log has no gaps, so a scan that does not start right after `after`
     // met a trim that ran since the check above.
     if (!out.empty() && out.front().change.sequence != after + 1) return trimmed();
+    if (bodies == ChangeBodies::kOmit) return out;
     std::vector<TweetId> ids;
     std::vector<size_t> at;
     for (size_t i = 0; i < out.size(); ++i) {

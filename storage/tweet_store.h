@@ -67,6 +67,11 @@ struct Mutation {
 
 // A change as a replica or an index server needs it: the change, and for a put the tweet as
 // stored now (absent when it was deleted since: the delete follows later in the log).
+// Whether a read of the change log carries the tweets of puts. Index servers
+// need them; the Index-Builder, which only maps ids to index partitions, does
+// not, and omitting them spares the storage replica a lookup per change.
+enum class ChangeBodies { kInclude, kOmit };
+
 struct ReplicatedChange {
   Change change;
   std::optional<StoredTweet> tweet;
@@ -128,10 +133,11 @@ class TweetStore {
   // likes change sets the stored tweet's likes; a delete deletes. Atomic and, with sync_writes,
   // durable when this returns.
   virtual absl::Status Apply(std::span<const ReplicatedChange> changes) = 0;
-  // Up to `max` changes after `after`, in order, with the tweets of puts. FailedPrecondition if
-  // changes after `after` were trimmed already (the reader must start over from a full copy).
-  virtual absl::StatusOr<std::vector<ReplicatedChange>> ReadChanges(uint64_t after,
-                                                                    size_t max) const = 0;
+  // Up to `max` changes after `after`, in order, with the tweets of puts unless `bodies` is
+  // kOmit. FailedPrecondition if changes after `after` were trimmed already (the reader must
+  // start over from a full copy).
+  virtual absl::StatusOr<std::vector<ReplicatedChange>> ReadChanges(uint64_t after, size_t max,
+                                                                    ChangeBodies bodies) const = 0;
   // The sequence of the oldest change still in the log (LastSequence() + 1 when it is empty).
   virtual uint64_t FirstSequence() const = 0;
 

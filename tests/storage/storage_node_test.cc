@@ -18,6 +18,7 @@ namespace {
 
 using storage::StorageNode;
 using storage::StoredTweet;
+constexpr storage::ChangeBodies kWithTweets = storage::ChangeBodies::kInclude;
 
 StoredTweet MakeTweet(TweetId id) {
   return StoredTweet{id,
@@ -135,12 +136,12 @@ TEST_F(StorageNodeTest, AReplicaOnAReplacedDiskGetsAFullCopyThenTheLog) {
 
   // b's log starts at the copy: older positions are trimmed there, newer ones
   // read as on the primary.
-  EXPECT_TRUE(
-      absl::IsFailedPrecondition(b->ReadChanges(1, 10, absl::ZeroDuration(), "", 0).status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      b->ReadChanges(1, 10, absl::ZeroDuration(), "", 0, kWithTweets).status()));
   Put(*a, 50'000, 3);  // replicated as usual now
   EXPECT_EQ(b->LastSequence(), a->LastSequence());
   absl::StatusOr<std::vector<storage::ReplicatedChange>> tail =
-      b->ReadChanges(a->LastSequence() - 4, 10, absl::ZeroDuration(), "", 0);
+      b->ReadChanges(a->LastSequence() - 4, 10, absl::ZeroDuration(), "", 0, kWithTweets);
   ASSERT_TRUE(tail.ok()) << tail.status();
   ASSERT_EQ(tail->size(), 4u);
   EXPECT_EQ((*tail)[3].change.id, 50'002u);
@@ -194,7 +195,8 @@ TEST_F(StorageNodeTest, ACopyCutOffByACrashIsClearedAtRestartAndRefusedMeanwhile
   // Not a state of the partition yet: reads are refused, so callers go to the
   // primary.
   EXPECT_TRUE(absl::IsUnavailable(b->MultiGet(std::vector<TweetId>{1})[0].status()));
-  EXPECT_TRUE(absl::IsUnavailable(b->ReadChanges(0, 10, absl::ZeroDuration(), "", 0).status()));
+  EXPECT_TRUE(absl::IsUnavailable(
+      b->ReadChanges(0, 10, absl::ZeroDuration(), "", 0, kWithTweets).status()));
   EXPECT_TRUE(absl::IsUnavailable(b->SnapshotFor("b0").status()));
   // A chunk of another copy, or from a stale primary, is refused.
   storage::InstallChunk other;
@@ -228,17 +230,17 @@ TEST_F(StorageNodeTest, TheLogCapNeverCutsOffALiveReader) {
   Promote(*a, 1, nullptr);
   Put(*a, 1000, 50);
   // A reader that reads now, far behind what the cap would keep.
-  ASSERT_TRUE(a->ReadChanges(10, 5, absl::ZeroDuration(), "i0a", 10).ok());
+  ASSERT_TRUE(a->ReadChanges(10, 5, absl::ZeroDuration(), "i0a", 10, kWithTweets).ok());
   for (int i = 0; i < 5; ++i) Put(*a, 2000 + i * 100, 100);
   ASSERT_TRUE(a->TrimLog().ok());
   EXPECT_LE(a->Status().first_sequence, 11u) << "a live reader was cut off";
   absl::StatusOr<std::vector<storage::ReplicatedChange>> read =
-      a->ReadChanges(10, 1000, absl::ZeroDuration(), "i0a", 10);
+      a->ReadChanges(10, 1000, absl::ZeroDuration(), "i0a", 10, kWithTweets);
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->front().change.sequence, 11u);
 
   // It keeps reading, slowly: the log stays behind it, not further.
-  ASSERT_TRUE(a->ReadChanges(400, 5, absl::ZeroDuration(), "i0a", 400).ok());
+  ASSERT_TRUE(a->ReadChanges(400, 5, absl::ZeroDuration(), "i0a", 400, kWithTweets).ok());
   ASSERT_TRUE(a->TrimLog().ok());
   EXPECT_EQ(a->Status().first_sequence, 401u);
 
@@ -247,13 +249,13 @@ TEST_F(StorageNodeTest, TheLogCapNeverCutsOffALiveReader) {
   ASSERT_TRUE(a->TrimLog().ok());
   EXPECT_EQ(a->Status().first_sequence, a->LastSequence() - 100 + 1);
   EXPECT_TRUE(absl::IsFailedPrecondition(
-      a->ReadChanges(400, 5, absl::ZeroDuration(), "i0a", 400).status()));
+      a->ReadChanges(400, 5, absl::ZeroDuration(), "i0a", 400, kWithTweets).status()));
 }
 
 TEST_F(StorageNodeTest, ASecondaryServesReadsOnlyWhileItsPrimaryCallsItInSync) {
   std::unique_ptr<StorageNode> b = Open("s0b");
   auto read = [&](uint64_t after) {
-    return b->ReadChanges(after, 10, absl::ZeroDuration(), "i0a", after).status();
+    return b->ReadChanges(after, 10, absl::ZeroDuration(), "i0a", after, kWithTweets).status();
   };
   auto get = [&](TweetId id) { return b->MultiGet(std::vector<TweetId>{id})[0].status(); };
   // Restarted, it does not know whether it lacks writes: readers go elsewhere.
@@ -281,7 +283,7 @@ TEST_F(StorageNodeTest, ASecondaryServesReadsOnlyWhileItsPrimaryCallsItInSync) {
   // As primary it is the authority: it serves, and readers wait there.
   Promote(*b, 2, nullptr);
   absl::StatusOr<std::vector<storage::ReplicatedChange>> changes =
-      b->ReadChanges(1, 10, absl::ZeroDuration(), "i0a", 1);
+      b->ReadChanges(1, 10, absl::ZeroDuration(), "i0a", 1, kWithTweets);
   ASSERT_TRUE(changes.ok()) << changes.status();
   EXPECT_TRUE(changes->empty());
   EXPECT_TRUE(get(7).ok());

@@ -137,14 +137,19 @@ TEST(TweetStoreTest, TheFirstSequenceFollowsTrimsReopensAndInstalls) {
     ASSERT_TRUE((*store)->TrimChanges(4).ok());  // never moves back
     EXPECT_EQ((*store)->FirstSequence(), 7u);
 
-    auto old = (*store)->ReadChanges(5, 100);
+    auto old = (*store)->ReadChanges(5, 100, ChangeBodies::kInclude);
     EXPECT_TRUE(absl::IsFailedPrecondition(old.status())) << old.status();
-    auto kept = (*store)->ReadChanges(6, 100);
+    auto kept = (*store)->ReadChanges(6, 100, ChangeBodies::kInclude);
     ASSERT_TRUE(kept.ok()) << kept.status();
     ASSERT_EQ(kept->size(), 4u);
     EXPECT_EQ(kept->front().change.sequence, 7u);
     ASSERT_TRUE(kept->front().tweet.has_value());
     EXPECT_EQ(kept->front().tweet->id, 7u);
+    auto ids_only = (*store)->ReadChanges(6, 100, ChangeBodies::kOmit);
+    ASSERT_TRUE(ids_only.ok()) << ids_only.status();
+    ASSERT_EQ(ids_only->size(), 4u);
+    EXPECT_EQ(ids_only->front().change.id, 7u);
+    EXPECT_FALSE(ids_only->front().tweet.has_value());
   }
   {
     auto store = TweetStore::Open(dir.path());
@@ -159,12 +164,13 @@ TEST(TweetStoreTest, TheFirstSequenceFollowsTrimsReopensAndInstalls) {
     ReplicatedChange last{Change{500, ChangeKind::kPut, 42, 0}, copied};
     ASSERT_TRUE((*store)->FinishInstall(last).ok());
     EXPECT_EQ((*store)->FirstSequence(), 500u);
-    EXPECT_TRUE(absl::IsFailedPrecondition((*store)->ReadChanges(10, 100).status()));
+    EXPECT_TRUE(absl::IsFailedPrecondition(
+        (*store)->ReadChanges(10, 100, ChangeBodies::kInclude).status()));
   }
   auto store = TweetStore::Open(dir.path());
   EXPECT_EQ((*store)->FirstSequence(), 500u);
   EXPECT_EQ((*store)->LastSequence(), 500u);
-  auto after = (*store)->ReadChanges(499, 100);
+  auto after = (*store)->ReadChanges(499, 100, ChangeBodies::kInclude);
   ASSERT_TRUE(after.ok()) << after.status();
   ASSERT_EQ(after->size(), 1u);
   EXPECT_EQ(after->front().change.id, 42u);

@@ -6,7 +6,8 @@ namespace tweetsearch::testing {
 
 absl::StatusOr<std::vector<storage::ReplicatedChange>> LocalChangeSource::ReadChanges(
     uint64_t after, size_t max, absl::Duration wait, uint64_t keeps) {
-  return node_.ReadChanges(after, max, std::min(wait, absl::Milliseconds(50)), reader_, keeps);
+  return node_.ReadChanges(after, max, std::min(wait, absl::Milliseconds(50)), reader_, keeps,
+                           storage::ChangeBodies::kInclude);
 }
 
 absl::StatusOr<uint64_t> LocalChangeSource::SnapshotIds(
