@@ -6,9 +6,10 @@
 #   2. search throughput and latency for the same queries against both;
 #   3. rebuild of index replica i0a (about N/2 tweets) from the builder and storage, with
 #      tweetctl rebuild, after its data directory is deleted;
-#   4. storage replica s0b and builder b1 lose their data and restart empty: the time until
-#      s0b is in sync again (a full copy of partition 0, since the logs keep only 100,000
-#      changes here) and until b1 serves again (a resync from storage snapshots).
+#   4. the secondary storage replica of partition 0 and builder b1 lose their data and restart
+#      empty: the time until the replica is in sync again (a full copy of partition 0, since
+#      the logs keep only 100,000 changes here) and until b1 serves again (a resync from
+#      storage snapshots).
 # Usage: bench/cluster_bench.sh [build-dir] [tweets]   (default build/release, 2000000)
 # The cluster uses the fixed ports of scripts/cluster.sh (8081, 7100-7301, 2479, 6479).
 set -euo pipefail
@@ -60,12 +61,15 @@ sleep 2
   --topology "$CLUSTER_DIR/topology.yaml" --index-partition 0 --replica a --force
 status | grep -E "^index"
 
-echo "== storage replica s0b and builder b1 lose their data"
-scripts/cluster.sh wipe s0b
+# Which of s0a and s0b is the secondary (the first to start wins the election).
+lost=$(status | awk '$1 == "storage" && $3 == "0" && $6 == "secondary" { print $2 }')
+[ -n "$lost" ] || { echo "partition 0 has no secondary storage replica" >&2; exit 1; }
+echo "== storage replica $lost (secondary of partition 0) and builder b1 lose their data"
+scripts/cluster.sh wipe "$lost"
 scripts/cluster.sh wipe b1
 sleep 6  # past the lease and the live-reader window of the lost processes' positions
 start=$(date +%s.%N)
-scripts/cluster.sh restart s0b
+scripts/cluster.sh restart "$lost"
 scripts/cluster.sh restart b1
 copied="" resynced=""
 for _ in $(seq 1 3000); do
@@ -80,5 +84,5 @@ for _ in $(seq 1 3000); do
   [ -n "$copied" ] && [ -n "$resynced" ] && break
   sleep 0.2
 done
-echo "s0b in sync after ${copied:-?} s; b1 serving after ${resynced:-?} s (from the restarts)"
+echo "$lost in sync after ${copied:-?} s; b1 serving after ${resynced:-?} s (from the restarts)"
 status | grep -E "^storage +s0|^builder"
