@@ -65,13 +65,13 @@ struct Mutation {
   bool empty() const { return puts.empty() && deletes.empty() && likes.empty(); }
 };
 
-// A change as a replica or an index server needs it: the change, and for a put the tweet as
-// stored now (absent when it was deleted since: the delete follows later in the log).
 // Whether a read of the change log carries the tweets of puts. Index servers
 // need them; the Index-Builder, which only maps ids to index partitions, does
 // not, and omitting them spares the storage replica a lookup per change.
 enum class ChangeBodies { kInclude, kOmit };
 
+// A change as a replica or an index server needs it: the change, and for a put the tweet as
+// stored now (absent when it was deleted since, or when read with ChangeBodies::kOmit).
 struct ReplicatedChange {
   Change change;
   std::optional<StoredTweet> tweet;
