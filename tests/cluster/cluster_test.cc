@@ -54,15 +54,6 @@ std::string TweetLines(uint64_t first_id, int count) {
   return body;
 }
 
-// The line of `tweetctl status` output about process `node` (empty when absent).
-std::string StatusLineOf(const std::string& status_out, const std::string& node) {
-  for (absl::string_view line : absl::StrSplit(status_out, '\n')) {
-    std::vector<absl::string_view> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    if (fields.size() > 1 && fields[1] == node) return std::string(line);
-  }
-  return "";
-}
-
 struct Page {
   int status = 0;
   std::vector<std::string> ids;
@@ -144,15 +135,20 @@ class ClusterTest : public ::testing::Test {
     return {code.value_or(-1), ReadFile(log).value_or("")};
   }
 
-  // The state tweetctl status reports for `node`.
-  std::string StateOf(const std::string& node) {
+  // What `tweetctl status --json` reports for `node` (an empty object when absent).
+  json TweetctlStatusOf(const std::string& node) {
     auto [code, out] = Tweetctl({"status", "--json"});
     json j = json::parse(out, nullptr, false);
-    if (j.is_discarded()) return "";
+    if (j.is_discarded()) return json::object();
     for (const json& p : j["processes"]) {
-      if (p["node"] == node) return p["state"].get<std::string>();
+      if (p["node"] == node) return p;
     }
-    return "";
+    return json::object();
+  }
+
+  // The state tweetctl status reports for `node`.
+  std::string StateOf(const std::string& node) {
+    return TweetctlStatusOf(node).value("state", std::string());
   }
 
   bool WaitForState(const std::string& node, const std::string& state,
@@ -489,7 +485,7 @@ TEST_F(RebuildTest, LosingBothReplicasOfAPartitionThenRebuildingRestoresIdentica
   EXPECT_NE(second_out.find("resuming i0a"), std::string::npos) << second_out;
   EXPECT_NE(second_out.find("i0a is rebuilt, caught up and serving"), std::string::npos);
   // "serving" means joined: front doors already see i0a as a member.
-  EXPECT_TRUE(absl::StrContains(StatusLineOf(status_after, "i0a"), " ok ")) << status_after;
+  EXPECT_TRUE(TweetctlStatusOf("i0a").value("healthy", false)) << status_after;
   WaitUntilBothDoorsSearch();
   expect_same_as_before("after rebuilding i0a (the only replica of partition 0)");
 
