@@ -101,6 +101,20 @@ class RocksDbKeyRegistry final : public KeyRegistry {
     return absl::OkStatus();
   }
 
+  absl::Status SetScopes(std::string_view key, uint8_t scopes) override {
+    if (scopes == 0) return absl::InvalidArgumentError("a key needs at least one scope");
+    const std::string hash = Hash(key);
+    absl::MutexLock lock(&mu_);
+    auto it = keys_.find(hash);
+    if (it == keys_.end()) return absl::NotFoundError("no such key");
+    if (it->second.scopes == scopes) return absl::OkStatus();
+    ApiKey changed = it->second;
+    changed.scopes = scopes;
+    if (absl::Status s = Put(hash, changed); !s.ok()) return s;
+    it->second = std::move(changed);
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<ApiKey> Identify(std::string_view key) const override {
     if (key.empty()) return absl::UnauthenticatedError("missing api_dev_key");
     const std::string hash = Hash(key);
@@ -139,7 +153,10 @@ class RocksDbKeyRegistry final : public KeyRegistry {
   }
 
   absl::Status Revoke(std::string_view key_or_prefix) override {
-    if (key_or_prefix.empty()) return absl::InvalidArgumentError("name a key or its prefix");
+    if (key_or_prefix.size() < kPrefixChars) {
+      return absl::InvalidArgumentError(StrCat(
+          "name a key by its whole prefix (", kPrefixChars, " characters, as listed) or its text"));
+    }
     absl::MutexLock lock(&mu_);
     auto exact = keys_.find(Hash(key_or_prefix));
     ApiKey* found = nullptr;
@@ -159,6 +176,16 @@ class RocksDbKeyRegistry final : public KeyRegistry {
       }
     }
     if (found == nullptr) return absl::NotFoundError(StrCat("no key '", key_or_prefix, "'"));
+    if (found->Allows(Scope::kAdmin) && !found->revoked) {
+      const bool another_admin = std::any_of(keys_.begin(), keys_.end(), [&](const auto& entry) {
+        return entry.first != found_hash && !entry.second.revoked &&
+               entry.second.Allows(Scope::kAdmin);
+      });
+      if (!another_admin) {
+        return absl::FailedPreconditionError(
+            "this is the last admin key: create another admin key before revoking it");
+      }
+    }
     ApiKey revoked = *found;
     revoked.revoked = true;
     if (absl::Status s = Put(found_hash, revoked); !s.ok()) return s;

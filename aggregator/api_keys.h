@@ -38,7 +38,8 @@ struct ApiKey {
   bool Allows(Scope scope) const { return scopes & static_cast<uint8_t>(scope); }
 };
 
-// The documented demo key that a fresh embedded install accepts (search and ingest only).
+// The documented demo key. It is public (the web page's config serves it), so by default it
+// may only search; the operator can widen it (DaemonConfig::demo_key_scopes).
 inline constexpr std::string_view kDemoKey = "demo-key-0123456789";
 
 class KeyRegistry {
@@ -55,6 +56,9 @@ class KeyRegistry {
   // AlreadyExists if it is registered. InvalidArgument if shorter than 12 bytes.
   virtual absl::Status Register(std::string_view key, std::string_view owner,
                                 std::string_view tier, uint8_t scopes) = 0;
+  // Gives a registered key (revoked or not: it stays so) exactly `scopes`. NotFound if it is
+  // not registered, InvalidArgument for no scopes.
+  virtual absl::Status SetScopes(std::string_view key, uint8_t scopes) = 0;
   // The key's record, whatever its scopes: Unauthenticated if missing, unknown or revoked.
   virtual absl::StatusOr<ApiKey> Identify(std::string_view key) const = 0;
   // The key's record: Unauthenticated if missing, unknown or revoked; PermissionDenied if it
@@ -63,7 +67,8 @@ class KeyRegistry {
   // Every key (ids set), revoked ones included, in prefix order.
   virtual std::vector<ApiKey> List() const = 0;
   // Revokes the one key whose prefix (or full text) is `key_or_prefix`. NotFound if none,
-  // InvalidArgument if several keys share the prefix.
+  // InvalidArgument if several keys share the prefix or it is shorter than a listed prefix (10
+  // characters); FailedPrecondition for the last admin key that is not revoked.
   virtual absl::Status Revoke(std::string_view key_or_prefix) = 0;
 };
 

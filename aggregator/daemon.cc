@@ -225,6 +225,12 @@ absl::Status LoadDaemonConfigFile(const std::string& path, DaemonConfig* c) {
     }
     else if (key == "sample") s = Read(v, "sample", &c->sample);
     else if (key == "demo_key") s = Read(v, "demo_key", &c->demo_key);
+    else if (key == "demo_key_scopes") s = Read(v, "demo_key_scopes", &c->demo_key_scopes);
+    else if (key == "allowed_hosts") s = Read(v, "allowed_hosts", &c->http.allowed_hosts);
+    else if (key == "max_connections") s = Read(v, "max_connections", &c->http.max_connections);
+    else if (key == "max_connections_per_client") {
+      s = Read(v, "max_connections_per_client", &c->http.max_connections_per_client);
+    }
     else if (key == "max_body_bytes") s = Read(v, "max_body_bytes", &c->http.max_body_bytes);
     else if (key == "io_threads") s = Read(v, "io_threads", &c->http.io_threads);
     else if (key == "worker_threads") s = Read(v, "worker_threads", &c->http.worker_threads);
@@ -277,10 +283,16 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   absl::StatusOr<std::unique_ptr<KeyRegistry>> keys = KeyRegistry::Open(config.data_dir + "/keys");
   if (!keys.ok()) return keys.status();
   d->keys_ = *std::move(keys);
-  if (first_start && config.demo_key) {
-    absl::Status s = d->keys_->Register(kDemoKey, "demo", "demo",
-                                        uint8_t(Scope::kSearch) | uint8_t(Scope::kIngest));
-    if (!s.ok() && !absl::IsAlreadyExists(s)) return s;
+  if (config.demo_key) {
+    uint8_t scopes = 0;
+    for (const std::string& name : config.demo_key_scopes) {
+      absl::StatusOr<Scope> scope = ParseScope(name);
+      if (!scope.ok()) return absl::InvalidArgumentError(StrCat("demo_key_scopes: ", scope.status().message()));
+      scopes |= static_cast<uint8_t>(*scope);
+    }
+    absl::Status s = first_start ? d->keys_->Register(kDemoKey, "demo", "demo", scopes)
+                                 : d->keys_->SetScopes(kDemoKey, scopes);
+    if (!s.ok() && !absl::IsAlreadyExists(s) && !absl::IsNotFound(s)) return s;
   }
   absl::StatusOr<std::string> admin = ReadOrCreateSecret(config.data_dir + "/admin.key", [&] {
     return d->keys_->Create("admin", "admin",
@@ -338,13 +350,18 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     if (!limiter.ok()) return limiter.status();
     d->gate_ = std::make_shared<LimiterGate>(*std::move(limiter));
     d->door_->set_gate(d->gate_);
-    d->handler_->set_extra_metrics([gate = d->gate_](std::string* out) { gate->RenderMetrics(out); });
+    d->handler_->add_extra_metrics([gate = d->gate_](std::string* out) { gate->RenderMetrics(out); });
     if (config.limits_poll_ms > 0) d->WatchLimits(config.limits_file, config.limits_poll_ms);
     spdlog::info("quota rules from {}", config.limits_file);
   }
   absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(config.http, *d->handler_);
   if (!http.ok()) return http.status();
   d->http_ = *std::move(http);
+  d->handler_->add_extra_metrics([server = d->http_.get()](std::string* out) {
+    server->RenderMetrics(out);
+  });
+  spdlog::info("HTTP connections capped at {} ({} per client address)", d->http_->max_connections(),
+               config.http.max_connections_per_client);
   if (config.grpc_port >= 0) {
     absl::StatusOr<std::unique_ptr<GrpcServer>> grpc =
         GrpcServer::Start(config.http.address, static_cast<uint16_t>(config.grpc_port), *d->door_,

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "aggregator/backend.h"
@@ -34,8 +35,12 @@ struct DaemonConfig {
   // Synthetic tweets loaded on the first start with an empty data directory. Default 300,000;
   // 0 loads nothing.
   uint64_t sample = 300'000;
-  // Register the documented demo key (kDemoKey: search and ingest) on first start. Default true.
+  // Register the documented demo key (kDemoKey) on first start. Default true.
   bool demo_key = true;
+  // The demo key's scopes ("search", "ingest", "admin"), set at every start. The key is
+  // public, so the default is {"search"}: any web page a user visits could otherwise write
+  // through it (docs/security.md).
+  std::vector<std::string> demo_key_scopes = {"search"};
   // Engine settings (text limit, checkpoint interval, snowflake node id, store tuning).
   EngineOptions engine;
   // When set, a JSON file {"http_port": N, "grpc_port": N} is written here once serving (for
@@ -59,7 +64,8 @@ struct DaemonConfig {
 };
 
 // Reads a YAML config file into `config` (only the keys present change). Keys: data_dir,
-// http_address, http_port, grpc_port, sample, demo_key, max_body_bytes, io_threads,
+// http_address, http_port, grpc_port, sample, demo_key, demo_key_scopes, allowed_hosts,
+// max_connections, max_connections_per_client, max_body_bytes, io_threads,
 // worker_threads, max_text_bytes, checkpoint_every, node_id, block_cache_mb, sync_writes,
 // port_file, log_level, limits_file, limits_poll_ms, limiter_max_keys, redis, usage_flush_ms.
 // InvalidArgument naming the key for a bad value or an unknown key.

@@ -170,9 +170,7 @@ absl::Status Engine::Delete(TweetId id) {
 }
 
 absl::StatusOr<uint32_t> Engine::Likes(TweetId id, int64_t value, bool add) {
-  if (!add && (value < 0 || value > UINT32_MAX)) {
-    return absl::InvalidArgumentError("likes must be between 0 and 4294967295");
-  }
+  if (absl::Status s = storage::CheckLikesChange(value, add); !s.ok()) return s;
   Writer w;
   w.kind = Writer::Kind::kLikes;
   w.id = id;
@@ -320,9 +318,7 @@ void Engine::WriteOne(Writer* w) {
   if (w->kind == Writer::Kind::kDelete) {
     mutation.deletes.push_back(w->id);
   } else {
-    int64_t likes = w->add ? int64_t{current->likes} + w->value : w->value;
-    likes = std::clamp<int64_t>(likes, 0, UINT32_MAX);
-    w->likes = static_cast<uint32_t>(likes);
+    w->likes = storage::ApplyLikes(current->likes, w->value, w->add);
     mutation.likes.emplace_back(w->id, w->likes);
   }
   absl::StatusOr<uint64_t> sequence = store_->Write(mutation);

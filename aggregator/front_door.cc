@@ -5,8 +5,10 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "common/strings.h"
+#include "common/utf8.h"
 #include "indexer/analysis/analyzer.h"
 #include "indexer/query/plan.h"
+#include "storage/tweet_store.h"
 
 namespace tweetsearch::aggregator {
 
@@ -96,13 +98,12 @@ void CollectHighlightTerms(const query::PlanNode& node, absl::flat_hash_set<std:
 }  // namespace
 
 absl::StatusOr<TweetId> ParseTweetId(std::string_view text) {
-  TweetId id = 0;
-  if (text.empty() || text.size() > 20 || text[0] == '+' || text[0] == '-' ||
-      !absl::SimpleAtoi(AsAbsl(text), &id)) {
-    return absl::InvalidArgumentError(
-        StrCat("'", text.substr(0, 32), "' is not a tweet id (a decimal unsigned 64-bit number)"));
+  const std::optional<TweetId> id = ParseDecimal<TweetId>(text);
+  if (!id.has_value()) {
+    return absl::InvalidArgumentError(StrCat(
+        "'", SanitizeUtf8(text.substr(0, 32)), "' is not a tweet id (a decimal unsigned 64-bit number)"));
   }
-  return id;
+  return *id;
 }
 
 FrontDoor::FrontDoor(Backend& backend, KeyRegistry& keys, PageTokenCodec tokens)
@@ -279,6 +280,7 @@ absl::StatusOr<uint32_t> FrontDoor::Likes(std::string_view api_dev_key, TweetId 
       !key.ok()) {
     return key.status();
   }
+  if (absl::Status s = storage::CheckLikesChange(value, add); !s.ok()) return s;
   return backend_.Likes(id, value, add);
 }
 

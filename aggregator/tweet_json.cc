@@ -18,13 +18,12 @@ absl::Status Bad(std::string_view why) { return absl::InvalidArgumentError(std::
 
 // An unsigned 64-bit id from a string of digits or a JSON integer.
 absl::StatusOr<uint64_t> ParseId(const json& value, std::string_view field) {
-  uint64_t id = 0;
   if (value.is_string()) {
-    const std::string& s = value.get_ref<const std::string&>();
-    if (s.empty() || s.size() > 20 || !absl::SimpleAtoi(s, &id) || s[0] == '-' || s[0] == '+') {
+    const std::optional<uint64_t> id = ParseDecimal<uint64_t>(value.get_ref<const std::string&>());
+    if (!id.has_value()) {
       return Bad(StrCat(field, " must be a decimal string of an unsigned 64-bit number"));
     }
-    return id;
+    return *id;
   }
   if (value.is_number_unsigned()) return value.get<uint64_t>();
   if (value.is_number_integer() && value.get<int64_t>() >= 0) return value.get<uint64_t>();
@@ -52,7 +51,35 @@ absl::StatusOr<int64_t> ParseCreatedAt(const json& value) {
 
 }  // namespace
 
+absl::Status CheckJsonBounds(std::string_view text, size_t max_bytes) {
+  if (text.size() > max_bytes) {
+    return Bad(StrCat("JSON text of ", text.size(), " bytes is over the limit of ", max_bytes));
+  }
+  size_t depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character cannot end the string
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) {
+        return Bad(StrCat("JSON nested deeper than ", kMaxJsonDepth, " levels"));
+      }
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<NewTweet> ParseTweetJson(std::string_view line) {
+  if (absl::Status s = CheckJsonBounds(line); !s.ok()) return s;
   json object = json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
   if (object.is_discarded()) return Bad("bad JSON (or invalid UTF-8)");
   if (!object.is_object()) return Bad("a tweet must be a JSON object");

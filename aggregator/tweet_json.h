@@ -20,7 +20,17 @@
 
 namespace tweetsearch::aggregator {
 
-// InvalidArgument naming the problem ("bad JSON: ...", "id must be ...").
+// Bounds on a JSON text read from a request, checked before it is parsed: a parsed document
+// takes many times its text in memory (measured: a deeply nested 16 MB line took 1.1 GB),
+// so depth and size are refused up front (docs/security.md).
+inline constexpr size_t kMaxJsonDepth = 32;           // tweets need 5, Twitter v1.1 objects 8
+inline constexpr size_t kMaxJsonLineBytes = 1 << 20;  // one tweet object
+
+// OK, or InvalidArgument when `text` is over `max_bytes` or nests arrays and objects deeper
+// than kMaxJsonDepth (counted outside strings, without parsing).
+absl::Status CheckJsonBounds(std::string_view text, size_t max_bytes = kMaxJsonLineBytes);
+
+// InvalidArgument naming the problem ("bad JSON: ...", "id must be ...", CheckJsonBounds).
 absl::StatusOr<NewTweet> ParseTweetJson(std::string_view line);
 
 // "2026-01-01T10:00:00.123Z" (milliseconds shown only when not zero).

@@ -32,6 +32,7 @@ scripts/cluster.sh start --sample 0 | tail -1
 
 echo "== one process: ingest the same $TWEETS tweets"
 "$BUILD/tools/tweetsearchd" --data-dir "$WORK/single" --http-port 0 --grpc-port -1 --sample 0 \
+  --demo-key-scopes search,ingest \
   --port-file "$WORK/ports" --log-level warn &
 PID=$!
 for _ in $(seq 1 600); do [ -s "$WORK/ports" ] && break; sleep 0.1; done

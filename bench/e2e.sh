@@ -13,6 +13,7 @@ DATA=$(mktemp -d)
 trap 'kill -TERM $PID 2>/dev/null || true; wait $PID 2>/dev/null || true; rm -rf "$DATA"' EXIT
 
 "$BUILD/tools/tweetsearchd" --data-dir "$DATA/data" --http-port 0 --grpc-port -1 --sample 0 \
+  --demo-key-scopes search,ingest \
   --port-file "$DATA/ports" --log-level warn &
 PID=$!
 for _ in $(seq 1 600); do [ -s "$DATA/ports" ] && break; sleep 0.1; done

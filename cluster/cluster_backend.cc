@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "cluster/convert.h"
 #include "common/strings.h"
+#include "storage/tweet_store.h"
 
 namespace tweetsearch::cluster {
 namespace {
@@ -356,9 +357,7 @@ absl::Status ClusterBackend::Delete(TweetId id) {
 }
 
 absl::StatusOr<uint32_t> ClusterBackend::Likes(TweetId id, int64_t value, bool add) {
-  if (!add && (value < 0 || value > UINT32_MAX)) {
-    return absl::InvalidArgumentError("likes must be between 0 and 4294967295");
-  }
+  if (absl::Status s = storage::CheckLikesChange(value, add); !s.ok()) return s;
   const uint32_t p = StoragePartitionOf(id, static_cast<uint32_t>(view_.topology().storage.size()));
   ipb::WriteRequest request;
   request.set_likes_id(id);

@@ -2,6 +2,7 @@
 #ifndef TWEETSEARCH_COMMON_FILE_UTIL_H_
 #define TWEETSEARCH_COMMON_FILE_UTIL_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -17,6 +18,11 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view data)
 
 // The whole content of `path`. NotFound if it does not exist, Internal on other errors.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
+
+// Raises the soft limit on open files to the hard limit (a Debian service starts at 1,024,
+// which a few hundred idle connections plus storage files exhaust). Returns the soft limit in
+// force afterwards.
+uint64_t RaiseOpenFileLimit();
 
 }  // namespace tweetsearch
 

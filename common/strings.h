@@ -8,7 +8,10 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+#include <concepts>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -41,6 +44,19 @@ void StrAppend(std::string* out, const Args&... args) {
 
 inline absl::string_view AsAbsl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 inline std::string_view AsStd(absl::string_view s) { return std::string_view(s.data(), s.size()); }
+
+// A whole decimal number and nothing else: ASCII digits, with one leading '-' only for a signed
+// T. No spaces, no '+', no hex, no empty text; nullopt when the value does not fit T. Every
+// number read from a request goes through here (absl::SimpleAtoi also takes " 12" and "+5").
+template <std::integral T>
+std::optional<T> ParseDecimal(std::string_view text) {
+  if (text.empty() || text.size() > 40) return std::nullopt;
+  T value{};
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value, 10);
+  if (ec != std::errc() || ptr != end) return std::nullopt;
+  return value;
+}
 
 // ASCII-only, case-insensitive prefix test.
 bool StartsWithIgnoreCase(std::string_view text, std::string_view prefix);

@@ -55,8 +55,11 @@ running() { [[ -f "$DIR/$1.pid" ]] && kill -0 "$(cat "$DIR/$1.pid")" 2>/dev/null
 start_node() {
   local node=$1
   running "$node" && return 0
+  # A demo on loopback: the demo key may ingest (tweetsearchd's default is search only).
+  local extra=()
+  [[ $(role_of "$node") == aggregator ]] && extra=(--demo-key-scopes search,ingest)
   "$BIN/tweetsearchd" --topology "$DIR/topology.yaml" --role "$(role_of "$node")" --node "$node" \
-    >> "$DIR/$node.log" 2>&1 &
+    "${extra[@]}" >> "$DIR/$node.log" 2>&1 &
   echo $! > "$DIR/$node.pid"
 }
 

@@ -167,11 +167,8 @@ absl::StatusOr<WriteResult> StorageNode::Write(WriteOp op) {
   } else if (op.likes.has_value()) {
     absl::StatusOr<StoredTweet> t = store_->Get(op.likes->id);
     if (!t.ok()) return t.status();
-    if (!op.likes->add && (op.likes->value < 0 || op.likes->value > UINT32_MAX)) {
-      return absl::InvalidArgumentError("likes must be between 0 and 4294967295");
-    }
-    int64_t likes = op.likes->add ? int64_t{t->likes} + op.likes->value : op.likes->value;
-    result.likes = static_cast<uint32_t>(std::clamp<int64_t>(likes, 0, UINT32_MAX));
+    if (absl::Status s = CheckLikesChange(op.likes->value, op.likes->add); !s.ok()) return s;
+    result.likes = ApplyLikes(t->likes, op.likes->value, op.likes->add);
     changes.push_back(
         {Change{++sequence, ChangeKind::kLikes, op.likes->id, result.likes}, std::nullopt});
   }

@@ -7,6 +7,7 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "absl/base/thread_annotations.h"
@@ -525,6 +526,23 @@ absl::StatusOr<std::unique_ptr<TweetStore>> TweetStore::Open(const std::string& 
   }
   return std::unique_ptr<TweetStore>(
       new RocksDbTweetStore(std::move(db), std::move(handles), options.sync_writes, first, last));
+}
+
+absl::Status CheckLikesChange(int64_t value, bool add) {
+  constexpr int64_t kMax = UINT32_MAX;
+  if (add && (value < -kMax || value > kMax)) {
+    return absl::InvalidArgumentError(StrCat("add must be an integer from -", kMax, " to ", kMax));
+  }
+  if (!add && (value < 0 || value > kMax)) {
+    return absl::InvalidArgumentError(StrCat("set must be an integer from 0 to ", kMax));
+  }
+  return absl::OkStatus();
+}
+
+uint32_t ApplyLikes(uint32_t current, int64_t value, bool add) {
+  constexpr int64_t kMax = UINT32_MAX;
+  value = std::clamp<int64_t>(value, add ? -kMax : 0, kMax);
+  return static_cast<uint32_t>(std::clamp<int64_t>(add ? current + value : value, 0, kMax));
 }
 
 }  // namespace tweetsearch::storage

@@ -169,6 +169,12 @@ class TweetStore {
   virtual uint64_t DiskBytes() const = 0;
 };
 
+// A likes change: set to `value` (0 to 2^32-1), or add `value` (-(2^32-1) to 2^32-1) with the
+// sum clamped to [0, 2^32-1]. CheckLikesChange says InvalidArgument for a value out of its
+// range; ApplyLikes computes the new count of a checked change (no arithmetic can overflow).
+absl::Status CheckLikesChange(int64_t value, bool add);
+uint32_t ApplyLikes(uint32_t current, int64_t value, bool add);
+
 }  // namespace tweetsearch::storage
 
 #endif  // TWEETSEARCH_STORAGE_TWEET_STORE_H_

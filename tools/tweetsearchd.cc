@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "aggregator/daemon.h"
 #include "cluster/node.h"
+#include "common/file_util.h"
 
 namespace agg = tweetsearch::aggregator;
 namespace cluster = tweetsearch::cluster;
@@ -68,6 +69,7 @@ int main(int argc, char** argv) {
   // Abseil's lock-order graph (on in Debian's build) costs every mutex acquisition a lookup; it
   // is for tests, which keep it.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  const uint64_t open_files = tweetsearch::RaiseOpenFileLimit();
 
   CLI::App app{"tweetsearchd: the tweetsearch service (all roles in one process, or one role of a cluster)"};
   agg::DaemonConfig config;
@@ -103,6 +105,17 @@ int main(int argc, char** argv) {
   app.add_option("--topology", topology_file, "Cluster topology (YAML): run one role of it");
   app.add_option("--role", role_name, "With --topology: storage, index or aggregator");
   app.add_option("--node", node_name, "With --topology: this process's node name");
+  auto* demo_scopes = app.add_option("--demo-key-scopes", config.demo_key_scopes,
+                                     "The public demo key's scopes (default: search only)")
+                          ->delimiter(',');
+  auto* hosts = app.add_option("--allowed-hosts", config.http.allowed_hosts,
+                               "Host names answered besides IP literals and localhost (* any)")
+                    ->delimiter(',');
+  auto* max_conns = app.add_option("--max-connections", config.http.max_connections,
+                                   "Most open HTTP connections (0: from the open-file limit)");
+  auto* per_client = app.add_option("--max-connections-per-client",
+                                    config.http.max_connections_per_client,
+                                    "Most open HTTP connections from one address");
   bool no_demo_key = false;
   app.add_flag("--no-demo-key", no_demo_key, "Do not register the demo key on first start");
   CLI11_PARSE(app, argc, argv);
@@ -129,13 +142,18 @@ int main(int argc, char** argv) {
     if (*limits) config.limits_file = flags.limits_file;
     if (*redis) config.redis = flags.redis;
     if (*usage_flush) config.usage_flush_ms = flags.usage_flush_ms;
+    if (*demo_scopes) config.demo_key_scopes = flags.demo_key_scopes;
+    if (*hosts) config.http.allowed_hosts = flags.http.allowed_hosts;
+    if (*max_conns) config.http.max_connections = flags.http.max_connections;
+    if (*per_client) config.http.max_connections_per_client = flags.http.max_connections_per_client;
     if (*port) config.http.port = static_cast<uint16_t>(http_port);
   } else {
     config.http.port = static_cast<uint16_t>(http_port);
   }
   if (no_demo_key) config.demo_key = false;
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  spdlog::debug("open-file limit: {}", open_files);
   if (!topology_file.empty()) {
-    spdlog::set_level(spdlog::level::from_str(config.log_level));
     return RunClusterNode(topology_file, role_name, node_name, config, signals);
   }
   if (config.data_dir.empty()) {

@@ -1,10 +1,11 @@
 #include "aggregator/http/api_handler.h"
 
 #include <chrono>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
 #include "aggregator/http/json_writer.h"
 #include "aggregator/http/web_assets.h"
 #include "aggregator/tweet_json.h"
@@ -113,6 +114,16 @@ std::vector<std::string_view> PathSegments(std::string_view path) {
   return segments;
 }
 
+// A small JSON body (likes, keys): at most 64 KiB and kMaxJsonDepth deep, else discarded.
+json ParseSmallJson(const std::string& text) {
+  if (!CheckJsonBounds(text, 64 * 1024).ok()) return json(json::value_t::discarded);
+  return json::parse(text, nullptr, false);
+}
+
+absl::Status NotAnInteger(std::string_view name) {
+  return absl::InvalidArgumentError(StrCat(name, " must be a decimal integer"));
+}
+
 HttpResponse MethodNotAllowed(const HttpRequest& request, std::string_view allow) {
   HttpResponse response =
       MakeResponse(http::status::method_not_allowed, request,
@@ -132,11 +143,8 @@ absl::StatusOr<int64_t> ParseUsageTime(std::string_view name, std::string_view t
   };
   if (text == "now") return now_s;
   if (text.size() >= 3 && text[0] == '-') {
-    int64_t n = 0;
-    if (!absl::SimpleAtoi(AsAbsl(text.substr(1, text.size() - 2)), &n) || n < 0 ||
-        n > 100'000'000) {
-      return bad();
-    }
+    const int64_t n = ParseDecimal<int64_t>(text.substr(1, text.size() - 2)).value_or(-1);
+    if (n < 0 || n > 100'000'000) return bad();
     switch (text.back()) {
       case 's':
         return now_s - n;
@@ -150,14 +158,27 @@ absl::StatusOr<int64_t> ParseUsageTime(std::string_view name, std::string_view t
         return bad();
     }
   }
-  int64_t seconds = 0;
-  if (absl::SimpleAtoi(AsAbsl(text), &seconds)) {
-    if (seconds < 0 || seconds > 100'000'000'000) return bad();
-    return seconds;
+  if (!text.empty() && absl::ascii_isdigit(static_cast<unsigned char>(text[0]))) {
+    if (const std::optional<int64_t> seconds = ParseDecimal<int64_t>(text)) {
+      if (*seconds > 100'000'000'000) return bad();
+      return *seconds;
+    }
   }
   absl::StatusOr<int64_t> ms = ParseRfc3339(text);
   if (!ms.ok()) return bad();
   return *ms / 1000;
+}
+
+// A JSON integer that fits int64_t (FrontDoor::Likes checks the range); nullopt for anything
+// else, 2^64-1 included.
+std::optional<int64_t> Int64Of(const json& value) {
+  if (value.is_number_unsigned()) {
+    const uint64_t n = value.get<uint64_t>();
+    if (n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
+    return static_cast<int64_t>(n);
+  }
+  if (!value.is_number_integer()) return std::nullopt;
+  return value.get<int64_t>();
 }
 
 // ,"highlighted_text":[plain, match, plain, match, ..., plain]: the text cut at the spans, so
@@ -309,7 +330,7 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
     *route = "metrics";
     std::string body;
     metrics_.Render(&body);
-    if (extra_metrics_) extra_metrics_(&body);
+    for (const auto& extra : extra_metrics_) extra(&body);
     const EngineStats s = door_.backend().Stats();
     auto gauge = [&](std::string_view name, std::string_view type, std::string_view help,
                      uint64_t value) {
@@ -412,8 +433,9 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
     }
     search.search_terms = *terms;
     if (const std::string* limit = Param(*params, {"maximum_results_to_return", "limit"})) {
-      if (!absl::SimpleAtoi(*limit, &search.maximum_results_to_return) ||
-          search.maximum_results_to_return == 0 || search.maximum_results_to_return > kMaxResults) {
+      const std::optional<uint32_t> n = ParseDecimal<uint32_t>(*limit);
+      search.maximum_results_to_return = n.value_or(0);
+      if (search.maximum_results_to_return == 0 || search.maximum_results_to_return > kMaxResults) {
         return Error(absl::InvalidArgumentError(StrCat(
                          "maximum_results_to_return must be a number from 1 to ", kMaxResults)),
                      request);
@@ -541,7 +563,7 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
       // {"set": N} or {"add": N} in the body, or ?set=N / ?add=N.
       std::optional<int64_t> set, add;
       if (!request.body().empty()) {
-        json body = json::parse(request.body(), nullptr, false);
+        json body = ParseSmallJson(request.body());
         if (body.is_discarded() || !body.is_object()) {
           return Error(absl::InvalidArgumentError(
                            "the body must be a JSON object such as {\"set\": 10} or {\"add\": 1}"),
@@ -549,21 +571,15 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
         }
         for (const auto& [name, target_value] : {std::pair{"set", &set}, std::pair{"add", &add}}) {
           if (auto it = body.find(name); it != body.end()) {
-            if (!it->is_number_integer()) {
-              return Error(absl::InvalidArgumentError(StrCat(name, " must be an integer")),
-                           request);
-            }
-            *target_value = it->get<int64_t>();
+            *target_value = Int64Of(*it);
+            if (!target_value->has_value()) return Error(NotAnInteger(name), request);
           }
         }
       }
       for (const auto& [name, target_value] : {std::pair{"set", &set}, std::pair{"add", &add}}) {
         if (const std::string* v = Param(*params, {name})) {
-          int64_t n = 0;
-          if (!absl::SimpleAtoi(*v, &n)) {
-            return Error(absl::InvalidArgumentError(StrCat(name, " must be an integer")), request);
-          }
-          *target_value = n;
+          *target_value = ParseDecimal<int64_t>(*v);
+          if (!target_value->has_value()) return Error(NotAnInteger(name), request);
         }
       }
       if (set.has_value() == add.has_value()) {
@@ -600,7 +616,7 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
       return MakeResponse(http::status::ok, request, Dump(json{{"keys", list}}));
     }
     if (segments.size() == 3 && method == http::verb::post) {
-      json body = json::parse(request.body(), nullptr, false);
+      json body = ParseSmallJson(request.body());
       if (body.is_discarded() || !body.is_object() || !body.contains("owner") ||
           !body["owner"].is_string()) {
         return Error(absl::InvalidArgumentError(

@@ -55,8 +55,11 @@ class ApiHandler {
   // The ingest rate /v1/stats reports; null reports none. Not thread-safe: set before serving.
   void set_ingest_rate(const RateMeter* rate) { ingest_rate_ = rate; }
 
-  // More series for /metrics (the limiter's). Not thread-safe: set before serving.
-  void set_extra_metrics(std::function<void(std::string*)> extra) { extra_metrics_ = std::move(extra); }
+  // More series for /metrics (the limiter's, the HTTP server's). Not thread-safe: add before
+  // serving.
+  void add_extra_metrics(std::function<void(std::string*)> extra) {
+    extra_metrics_.push_back(std::move(extra));
+  }
 
  private:
   HttpResponse Route(const HttpRequest& request, std::string_view* route_name,
@@ -65,7 +68,7 @@ class ApiHandler {
   FrontDoor& door_;
   Metrics& metrics_;
   std::atomic<bool> ready_{false};
-  std::function<void(std::string*)> extra_metrics_;
+  std::vector<std::function<void(std::string*)>> extra_metrics_;
   usage::UsageRecorder* usage_ = nullptr;
   const RateMeter* ingest_rate_ = nullptr;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();

@@ -91,11 +91,11 @@ absl::StatusOr<HttpReply> HttpClient::Send(std::string_view method, std::string_
   request.set(http::field::host, host_);
   request.set(http::field::user_agent, "tweetsearch-client");
   if (!api_key.empty()) request.set("X-Api-Key", beast::string_view(api_key.data(), api_key.size()));
-  if (!body.empty()) {
+  if (!content_type.empty() && (!body.empty() || request.method() == http::verb::post)) {
     request.set(http::field::content_type,
                 beast::string_view(content_type.data(), content_type.size()));
-    request.body() = std::string(body);
   }
+  request.body() = std::string(body);
   request.keep_alive(true);
   request.prepare_payload();
 

@@ -6,7 +6,15 @@
 // to the connection's strand; other searches run inline on the network threads (in memory and
 // short).
 // Connections are kept alive; a body over `max_body_bytes` gets 413 and the connection is
-// closed (the rest of the body is not read).
+// closed (the rest of the body is not read). A request's header is checked before its body is
+// read (request_checks.h: framing, Host, a JSON content type on POST); a refusal is answered
+// and the connection closed.
+//
+// Connections are capped in all and per client address. At the cap the longest-idle
+// keep-alive connection is closed to make room; with none idle the new connection is answered
+// 503 and closed. When accept() runs out of file descriptors (EMFILE, ENFILE) the acceptor
+// closes up to 16 idle connections and pauses 50 ms instead of spinning. Every refusal is counted in
+// RenderMetrics and logged (at most once a second).
 //
 // Shutdown: stop accepting, close idle connections, let requests in flight finish and answer
 // (with "Connection: close"), then stop the threads.
@@ -19,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "aggregator/http/api_handler.h"
@@ -38,6 +47,15 @@ struct HttpServerOptions {
   int worker_threads = 4;
   // A connection with no request for this long is closed. Default 60 s.
   std::chrono::seconds idle_timeout{60};
+  // Host names answered besides IP literals and "localhost"; "*" answers any. Empty (the
+  // default): a loopback listener answers IP literals and localhost only (no DNS rebinding),
+  // any other listener answers any host.
+  std::vector<std::string> allowed_hosts;
+  // Most open connections. 0 (the default): the soft open-file limit less a reserve for the
+  // storage files (a quarter of it, at least 64, at most 256), and at most 10,000.
+  size_t max_connections = 0;
+  // Most open connections from one client address. Default 256.
+  size_t max_connections_per_client = 256;
 };
 
 class HttpServer {
@@ -50,6 +68,11 @@ class HttpServer {
 
   // The port actually bound (useful with port 0).
   virtual uint16_t port() const = 0;
+  // The connection cap in force (max_connections, or the one derived from the file limit).
+  virtual size_t max_connections() const = 0;
+  // Prometheus series: open connections, the cap, connections refused and closed to make room,
+  // accept errors, requests refused before their body.
+  virtual void RenderMetrics(std::string* out) const = 0;
   // Graceful stop; waits at most `grace` for requests in flight. Idempotent.
   virtual void Shutdown(std::chrono::milliseconds grace) = 0;
 };

@@ -107,7 +107,10 @@ TEST_F(EngineTest, DeleteAndLikesTakeEffectAtOnce) {
   EXPECT_EQ(*e->Likes(3, 4, /*add=*/true), 7u);
   EXPECT_EQ(All(*e, "cat", query::SortMode::kMostLiked), (std::vector<TweetId>{2, 3, 1}));
   EXPECT_EQ(*e->Likes(1, -100, /*add=*/true), 0u);  // clamped
-  EXPECT_EQ(*e->Likes(1, int64_t{1} << 40, /*add=*/true), UINT32_MAX);
+  EXPECT_EQ(*e->Likes(1, UINT32_MAX, /*add=*/true), UINT32_MAX);  // clamped
+  EXPECT_TRUE(absl::IsInvalidArgument(e->Likes(1, int64_t{1} << 40, true).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(e->Likes(1, INT64_MAX, true).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(e->Likes(1, INT64_MIN, true).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(e->Likes(1, -1, false).status()));
   EXPECT_EQ(e->Get(3)->likes, 7u);
 

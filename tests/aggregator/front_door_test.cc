@@ -197,8 +197,9 @@ TEST(KeyRegistryTest, KeysPersistHashedAndRevokeByPrefix) {
   EXPECT_TRUE(keys->Authenticate(made, Scope::kSearch).ok());
   ASSERT_EQ(keys->List().size(), 1u);
   EXPECT_EQ(keys->List()[0].owner, "alice");
-  EXPECT_TRUE(absl::IsNotFound(keys->Revoke("zz")));
-  ASSERT_TRUE(keys->Revoke(made.substr(0, 6)).ok());
+  EXPECT_TRUE(absl::IsNotFound(keys->Revoke("zzzzzzzzzz")));
+  EXPECT_TRUE(absl::IsInvalidArgument(keys->Revoke(made.substr(0, 9))));  // too short to be sure
+  ASSERT_TRUE(keys->Revoke(made.substr(0, 10)).ok());
   EXPECT_TRUE(absl::IsUnauthenticated(keys->Authenticate(made, Scope::kSearch).status()));
   EXPECT_TRUE(keys->List()[0].revoked);
 }

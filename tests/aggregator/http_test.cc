@@ -36,6 +36,7 @@ class HttpTest : public ::testing::Test {
     config.http.worker_threads = 2;
     config.grpc_port = 0;
     config.sample = 500;
+    config.demo_key_scopes = {"search", "ingest"};  // these tests write with it
     config.engine.store.block_cache_bytes = 8 << 20;
     auto daemon = Daemon::Start(config);
     ASSERT_TRUE(daemon.ok()) << daemon.status();
@@ -352,6 +353,9 @@ TEST(DaemonConfigTest, ReadsTheExampleAndRejectsUnknownKeysAndBadValues) {
   EXPECT_EQ(config.grpc_port, 9090);
   EXPECT_EQ(config.engine.store.block_cache_bytes, size_t{256} << 20);
   EXPECT_TRUE(config.engine.store.sync_writes);
+  EXPECT_EQ(config.demo_key_scopes, std::vector<std::string>{"search"});
+  EXPECT_TRUE(config.http.allowed_hosts.empty());
+  EXPECT_EQ(config.http.max_connections_per_client, 256u);
 
   testing::TempDir dir;
   auto load = [&](const std::string& text) {
@@ -400,6 +404,7 @@ class QuotaTest : public ::testing::Test {
     config.sample = 50;
     config.limits_file = limits_;
     config.limits_poll_ms = 20;
+    config.demo_key_scopes = {"search", "ingest"};
     config.engine.store.block_cache_bytes = 8 << 20;
     config.usage_flush_ms = 20;
     config_ = config;

@@ -37,6 +37,29 @@ TEST(TweetJsonTest, ParsesTwitterV11Objects) {
   EXPECT_EQ(t->likes, 17u);
 }
 
+TEST(TweetJsonTest, RefusesDeepNestingAndHugeLinesBeforeParsing) {
+  auto nested = [](size_t depth) {
+    return "{\"text\": \"x\", \"extra\": " + std::string(depth - 1, '[') +
+           std::string(depth - 1, ']') + "}";
+  };
+  EXPECT_TRUE(ParseTweetJson(nested(kMaxJsonDepth)).ok());
+  absl::StatusOr<NewTweet> deep = ParseTweetJson(nested(kMaxJsonDepth + 1));
+  ASSERT_FALSE(deep.ok());
+  EXPECT_NE(deep.status().message().find("nested deeper than 32"), std::string::npos);
+  // A 16 MB line of brackets is refused without building anything.
+  EXPECT_FALSE(ParseTweetJson(std::string(16 << 20, '[')).ok());
+  // Brackets inside strings, and escaped quotes, do not count.
+  const std::string in_text = "{\"text\": \"" + std::string(100, '[') + "\\\"" +
+                              std::string(100, '{') + "\"}";
+  ASSERT_TRUE(ParseTweetJson(in_text).ok()) << ParseTweetJson(in_text).status();
+  EXPECT_EQ(ParseTweetJson(in_text)->text.size(), 201u);
+  // Over 1 MiB.
+  const std::string big = "{\"text\": \"x\", \"pad\": \"" + std::string(1 << 20, 'a') + "\"}";
+  EXPECT_NE(ParseTweetJson(big).status().message().find("over the limit"), std::string::npos);
+  EXPECT_TRUE(CheckJsonBounds("[[]]", 4).ok());
+  EXPECT_FALSE(CheckJsonBounds("[[]] ", 4).ok());
+}
+
 TEST(TweetJsonTest, RejectsWithReasons) {
   auto message = [](std::string_view line) {
     auto t = ParseTweetJson(line);

@@ -183,6 +183,8 @@ void LocalCluster::StartNode(const std::string& node) {
       options_.tweetsearchd, "--topology", topology_path_, "--role", RoleOf(node), "--node", node,
       "--log-level",         "info"};
   if (RoleOf(node) == "aggregator") {
+    // The tests write with the demo key.
+    argv.insert(argv.end(), {"--demo-key-scopes", "search,ingest"});
     argv.insert(argv.end(), options_.aggregator_args.begin(), options_.aggregator_args.end());
   }
   processes_[node] = std::make_unique<ChildProcess>(argv, options_.dir + "/" + node + ".log");
