@@ -14,6 +14,7 @@
 #include "common/check.h"
 #include "common/strings.h"
 #include "proto/tweetsearch.pb.h"
+#include "storage/rocks_util.h"
 
 namespace tweetsearch::aggregator {
 namespace {
@@ -69,8 +70,8 @@ absl::StatusOr<ApiKey> FromRecord(const std::string& value) {
 class RocksDbKeyRegistry final : public KeyRegistry {
  public:
   RocksDbKeyRegistry(std::unique_ptr<rocksdb::DB> db,
-                     absl::flat_hash_map<std::string, ApiKey> keys)
-      : db_(std::move(db)), keys_(std::move(keys)) {}
+                     absl::flat_hash_map<std::string, ApiKey> keys, const std::string& dir)
+      : db_(std::move(db)), guard_(db_.get(), dir, uint64_t{1} << 20), keys_(std::move(keys)) {}
 
   absl::StatusOr<std::string> Create(std::string_view owner, std::string_view tier,
                                      uint8_t scopes) override {
@@ -198,12 +199,13 @@ class RocksDbKeyRegistry final : public KeyRegistry {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     rocksdb::WriteOptions options;
     options.sync = true;
-    rocksdb::Status s = db_->Put(options, hash, ToRecord(key).SerializeAsString());
-    if (!s.ok()) return absl::UnavailableError(StrCat("key registry: ", s.ToString()));
-    return absl::OkStatus();
+    if (absl::Status s = guard_.BeforeWrite(); !s.ok()) return s;
+    return guard_.After(db_->Put(options, hash, ToRecord(key).SerializeAsString()),
+                        "key registry");
   }
 
   std::unique_ptr<rocksdb::DB> db_;
+  storage::WriteGuard guard_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, ApiKey> keys_ ABSL_GUARDED_BY(mu_);
 };
@@ -245,7 +247,7 @@ absl::StatusOr<std::unique_ptr<KeyRegistry>> KeyRegistry::Open(const std::string
   }
   if (!it->status().ok()) return absl::DataLossError(it->status().ToString());
   it.reset();
-  return std::unique_ptr<KeyRegistry>(new RocksDbKeyRegistry(std::move(db), std::move(keys)));
+  return std::unique_ptr<KeyRegistry>(new RocksDbKeyRegistry(std::move(db), std::move(keys), dir));
 }
 
 }  // namespace tweetsearch::aggregator

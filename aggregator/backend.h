@@ -101,6 +101,7 @@ struct EngineStats {
   uint64_t write_groups = 0;  // synced store writes made by ingest
   uint64_t last_change = 0;
   uint64_t checkpoint_change = 0;
+  uint64_t checkpoint_failures = 0;  // failed checkpoints since start (one process only)
   uint64_t tweet_cache_hits = 0;
   uint64_t tweet_cache_misses = 0;
   uint64_t tweet_cache_bytes = 0;

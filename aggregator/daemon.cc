@@ -209,7 +209,7 @@ absl::Status LoadDaemonConfigFile(const std::string& path, DaemonConfig* c) {
     const std::string key = entry.first.Scalar();
     const YAML::Node& v = entry.second;
     absl::Status s;
-    uint64_t block_cache_mb = 0;
+    uint64_t block_cache_mb = 0, min_free_disk_mb = 0;
     int port = 0;
     if (key == "data_dir") s = Read(v, "data_dir", &c->data_dir);
     else if (key == "http_address") s = Read(v, "http_address", &c->http.address);
@@ -237,7 +237,10 @@ absl::Status LoadDaemonConfigFile(const std::string& path, DaemonConfig* c) {
     else if (key == "max_text_bytes") s = Read(v, "max_text_bytes", &c->engine.max_text_bytes);
     else if (key == "checkpoint_every") s = Read(v, "checkpoint_every", &c->engine.checkpoint_every);
     else if (key == "node_id") s = Read(v, "node_id", &c->engine.node_id);
-    else if (key == "block_cache_mb") {
+    else if (key == "min_free_disk_mb") {
+      s = Read(v, "min_free_disk_mb", &min_free_disk_mb);
+      c->engine.store.min_free_disk_bytes = min_free_disk_mb << 20;
+    } else if (key == "block_cache_mb") {
       s = Read(v, "block_cache_mb", &block_cache_mb);
       c->engine.store.block_cache_bytes = block_cache_mb << 20;
     } else if (key == "sync_writes") s = Read(v, "sync_writes", &c->engine.store.sync_writes);

@@ -1,5 +1,7 @@
 #include "aggregator/engine.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -205,9 +207,16 @@ void Engine::Submit(Writer* w) {
   {
     absl::MutexLock leader(&leader_mu_);
     WriteGroup(group);
-    if (store_->LastSequence() - checkpoint_change_ >= options_.checkpoint_every) {
-      // A failed checkpoint leaves the previous one in force; the next group tries again.
-      (void)CheckpointLocked();
+    const uint64_t last = store_->LastSequence();
+    if (last - checkpoint_change_ >= options_.checkpoint_every && last >= checkpoint_retry_at_) {
+      // A failed checkpoint leaves the previous one in force (the change log still holds every
+      // change since), and is tried again a quarter interval later.
+      if (absl::Status s = CheckpointLocked(); !s.ok()) {
+        checkpoint_failures_.fetch_add(1, std::memory_order_relaxed);
+        checkpoint_retry_at_ = last + std::max<uint64_t>(1, options_.checkpoint_every / 4);
+        spdlog::warn("checkpoint failed (the previous one stays in force; retried after change "
+                     "{}): {}", checkpoint_retry_at_, s.message());
+      }
     }
   }
   queue_mu_.Lock();
@@ -430,6 +439,7 @@ EngineStats Engine::Stats() const {
   s.write_groups = write_groups_.load(std::memory_order_relaxed);
   s.last_change = store_->LastSequence();
   s.checkpoint_change = checkpoint_change_seen_.load(std::memory_order_relaxed);
+  s.checkpoint_failures = checkpoint_failures_.load(std::memory_order_relaxed);
   s.tweet_cache_hits = cache_.hits();
   s.tweet_cache_misses = cache_.misses();
   s.tweet_cache_bytes = cache_.bytes();

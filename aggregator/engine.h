@@ -149,6 +149,10 @@ class Engine final : public Backend {
   std::atomic<TweetId> max_id_{0};
   std::atomic<uint64_t> ingested_{0}, rejected_{0}, write_groups_{0};
   std::atomic<uint64_t> checkpoint_change_seen_{0};
+  // After a failed checkpoint (a full disk, a failed fsync) the next try waits for this change
+  // sequence, a quarter interval on, instead of sealing a segment on every write group.
+  uint64_t checkpoint_retry_at_ ABSL_GUARDED_BY(leader_mu_) = 0;
+  std::atomic<uint64_t> checkpoint_failures_{0};
 };
 
 }  // namespace tweetsearch::aggregator

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test twice: an optimized build, then a build
-# under AddressSanitizer + UndefinedBehaviorSanitizer. Last, the concurrency test runs under
-# ThreadSanitizer.
+# under AddressSanitizer + UndefinedBehaviorSanitizer. Then the concurrency test runs under
+# ThreadSanitizer, and last every libFuzzer target runs for 30 s (clang, ASan + UBSan).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,3 +32,10 @@ cmake --build build/tsan -j "$JOBS" --target concurrency_test
 TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
   ctest --test-dir build/tsan --output-on-failure -R '^ConcurrencyTest\.'
 
+echo "== coverage-guided fuzzing: each libFuzzer target for ${FUZZ_SECONDS:-30} s (ASan + UBSan)"
+CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DBUILD_TESTING=OFF \
+  -DBUILD_BENCHMARKS=OFF -DTWEETSEARCH_FUZZ=ON -DTWEETSEARCH_SANITIZE=address,undefined \
+  -DCMAKE_CXX_FLAGS="-O1" -DTWEETSEARCH_FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
+cmake --build build/fuzz -j "$JOBS" --target fuzzers
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build/fuzz --output-on-failure -j "$JOBS" -R '^Fuzz\.'

@@ -4,9 +4,11 @@
 #ifndef TWEETSEARCH_STORAGE_ROCKS_UTIL_H_
 #define TWEETSEARCH_STORAGE_ROCKS_UTIL_H_
 
+#include <rocksdb/db.h>
 #include <rocksdb/slice.h>
 #include <rocksdb/status.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -28,6 +30,35 @@ uint64_t DecodeKey(const rocksdb::Slice& key, size_t offset = 0, size_t bytes = 
 // NotFound, DataLoss (corruption), Unavailable (I/O, busy), InvalidArgument or
 // Internal, with `what` leading the message.
 absl::Status FromRocks(const rocksdb::Status& s, std::string_view what);
+
+// Guards one RocksDB database's writes against a full or failing disk (docs/security.md):
+// - Before a write that adds data, Unavailable when the disk holding `dir` has less than
+//   `min_free_bytes` free: the write is refused before RocksDB runs out of space (RocksDB 7.8,
+//   Debian 12's, aborts on an assertion when it writes a WAL again after a failed append; the
+//   upstream fix came in 9.x), and it is accepted again as soon as space returns.
+// - After a failed write, RocksDB stops taking writes; the next write first asks it to resume,
+//   and is refused while it cannot. After a failed WAL fsync it never can (RocksDB calls that
+//   unrecoverable in process, as PostgreSQL does since 2018: the kernel may have dropped the
+//   unsynced pages): the store then serves reads only, until a restart reopens it, replaying
+//   the WAL from disk.
+// Thread-safe.
+class WriteGuard {
+ public:
+  WriteGuard(rocksdb::DB* db, std::string dir, uint64_t min_free_bytes)
+      : db_(db), dir_(std::move(dir)), min_free_bytes_(min_free_bytes) {}
+
+  // OK, or why the write must not be made. `adds_data` false skips the space check (a write
+  // that frees space, such as a trim).
+  absl::Status BeforeWrite(bool adds_data = true);
+  // FromRocks(s, what), remembering a failure for the next BeforeWrite.
+  absl::Status After(const rocksdb::Status& s, std::string_view what);
+
+ private:
+  rocksdb::DB* const db_;
+  const std::string dir_;
+  const uint64_t min_free_bytes_;
+  std::atomic<bool> needs_resume_{false};
+};
 
 }  // namespace tweetsearch::storage
 

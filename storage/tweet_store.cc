@@ -122,12 +122,13 @@ class RocksDbSnapshot final : public StoreSnapshot {
 class RocksDbTweetStore final : public TweetStore {
  public:
   RocksDbTweetStore(std::unique_ptr<rocksdb::DB> db,
-                    std::vector<rocksdb::ColumnFamilyHandle*> handles, bool sync,
-                    uint64_t first_sequence, uint64_t last_sequence)
+                    std::vector<rocksdb::ColumnFamilyHandle*> handles, const std::string& dir,
+                    const StoreOptions& options, uint64_t first_sequence, uint64_t last_sequence)
       : db_(std::move(db)),
         tweets_(handles[0]),
         changes_(handles[1]),
-        sync_(sync),
+        sync_(options.sync_writes),
+        guard_(db_.get(), dir, options.min_free_disk_bytes),
         first_sequence_(first_sequence),
         last_sequence_(last_sequence) {}
 
@@ -140,6 +141,7 @@ class RocksDbTweetStore final : public TweetStore {
 
   absl::StatusOr<uint64_t> Write(const Mutation& m) override {
     absl::MutexLock lock(&write_mu_);
+    if (absl::Status s = guard_.BeforeWrite(); !s.ok()) return s;
     uint64_t sequence = last_sequence_;
     rocksdb::WriteBatch batch;
     auto log = [&](ChangeKind kind, TweetId id, uint32_t likes) {
@@ -168,7 +170,7 @@ class RocksDbTweetStore final : public TweetStore {
     if (sequence == last_sequence_) return sequence;
     rocksdb::WriteOptions options;
     options.sync = sync_;
-    if (absl::Status s = FromRocks(db_->Write(options, &batch), "write"); !s.ok()) return s;
+    if (absl::Status s = guard_.After(db_->Write(options, &batch), "write"); !s.ok()) return s;
     last_sequence_ = sequence;
     return sequence;
   }
@@ -176,6 +178,7 @@ class RocksDbTweetStore final : public TweetStore {
   absl::Status Apply(std::span<const ReplicatedChange> changes) override {
     absl::MutexLock lock(&write_mu_);
     if (changes.empty()) return absl::OkStatus();
+    if (absl::Status s = guard_.BeforeWrite(); !s.ok()) return s;
     uint64_t sequence = last_sequence_;
     rocksdb::WriteBatch batch;
     // Likes changes read the tweet as this batch leaves it (a put earlier in the same batch).
@@ -220,7 +223,7 @@ class RocksDbTweetStore final : public TweetStore {
     }
     rocksdb::WriteOptions options;
     options.sync = sync_;
-    if (absl::Status s = FromRocks(db_->Write(options, &batch), "write"); !s.ok()) return s;
+    if (absl::Status s = guard_.After(db_->Write(options, &batch), "write"); !s.ok()) return s;
     last_sequence_ = sequence;
     return absl::OkStatus();
   }
@@ -338,7 +341,8 @@ class RocksDbTweetStore final : public TweetStore {
     rocksdb::WriteOptions options;
     options.sync = sync_;
     const std::string end = EncodeKey(through + 1);  // DeleteRange's end is exclusive
-    return FromRocks(db_->DeleteRange(options, changes_, EncodeKey(0), end), "trim changes");
+    if (absl::Status s = guard_.BeforeWrite(/*adds_data=*/false); !s.ok()) return s;
+    return guard_.After(db_->DeleteRange(options, changes_, EncodeKey(0), end), "trim changes");
   }
 
   // Without the write lock, which a synced write holds through its fsync.
@@ -398,13 +402,14 @@ class RocksDbTweetStore final : public TweetStore {
   }
 
   absl::Status InstallTweets(std::span<const StoredTweet> tweets) override {
+    if (absl::Status s = guard_.BeforeWrite(); !s.ok()) return s;
     rocksdb::WriteBatch batch;
     for (const StoredTweet& t : tweets) {
       if (auto s = batch.Put(tweets_, EncodeKey(t.id), EncodeTweet(t)); !s.ok()) {
         return FromRocks(s, "batch");
       }
     }
-    return FromRocks(db_->Write(rocksdb::WriteOptions(), &batch), "install");
+    return guard_.After(db_->Write(rocksdb::WriteOptions(), &batch), "install");
   }
 
   absl::Status FinishInstall(const ReplicatedChange& last) override {
@@ -420,7 +425,7 @@ class RocksDbTweetStore final : public TweetStore {
     if (!s.ok()) return FromRocks(s, "batch");
     rocksdb::WriteOptions options;
     options.sync = sync_;  // also makes every InstallTweets() before it durable (one WAL)
-    if (absl::Status st = FromRocks(db_->Write(options, &batch), "install"); !st.ok()) return st;
+    if (absl::Status st = guard_.After(db_->Write(options, &batch), "install"); !st.ok()) return st;
     first_sequence_ = c.sequence;  // the copy's whole log is this one change
     last_sequence_ = c.sequence;
     return absl::OkStatus();
@@ -460,6 +465,7 @@ class RocksDbTweetStore final : public TweetStore {
   rocksdb::ColumnFamilyHandle* tweets_;
   rocksdb::ColumnFamilyHandle* changes_;
   const bool sync_;
+  WriteGuard guard_;
   // Writes are serialized by write_mu_; the sequences are atomics so that
   // readers need no lock. The log holds every change from first to last, or
   // none when first_sequence_ == last_sequence_ + 1.
@@ -525,7 +531,7 @@ absl::StatusOr<std::unique_ptr<TweetStore>> TweetStore::Open(const std::string& 
     }
   }
   return std::unique_ptr<TweetStore>(
-      new RocksDbTweetStore(std::move(db), std::move(handles), options.sync_writes, first, last));
+      new RocksDbTweetStore(std::move(db), std::move(handles), dir, options, first, last));
 }
 
 absl::Status CheckLikesChange(int64_t value, bool add) {

@@ -89,6 +89,9 @@ struct StoreOptions {
   double bloom_bits_per_key = 10;
   // Size of one memtable, bytes. Default 64 MiB.
   size_t write_buffer_bytes = size_t{64} << 20;
+  // Writes are refused (Unavailable) while the store's disk has less free space than this,
+  // so that RocksDB never runs out of it mid-write; 0 turns the check off. Default 64 MiB.
+  uint64_t min_free_disk_bytes = uint64_t{64} << 20;
 };
 
 // A consistent read-only view of a whole store at one change sequence (for a full copy of a

@@ -116,6 +116,9 @@ int main(int argc, char** argv) {
   auto* per_client = app.add_option("--max-connections-per-client",
                                     config.http.max_connections_per_client,
                                     "Most open HTTP connections from one address");
+  uint64_t min_free_disk_mb = 64;
+  auto* min_free = app.add_option("--min-free-disk-mb", min_free_disk_mb,
+                                  "Refuse writes while the data disk has less free (0: off)");
   bool no_demo_key = false;
   app.add_flag("--no-demo-key", no_demo_key, "Do not register the demo key on first start");
   CLI11_PARSE(app, argc, argv);
@@ -143,6 +146,7 @@ int main(int argc, char** argv) {
     if (*redis) config.redis = flags.redis;
     if (*usage_flush) config.usage_flush_ms = flags.usage_flush_ms;
     if (*demo_scopes) config.demo_key_scopes = flags.demo_key_scopes;
+    if (*min_free) config.engine.store.min_free_disk_bytes = min_free_disk_mb << 20;
     if (*hosts) config.http.allowed_hosts = flags.http.allowed_hosts;
     if (*max_conns) config.http.max_connections = flags.http.max_connections;
     if (*per_client) config.http.max_connections_per_client = flags.http.max_connections_per_client;
@@ -151,6 +155,7 @@ int main(int argc, char** argv) {
     config.http.port = static_cast<uint16_t>(http_port);
   }
   if (no_demo_key) config.demo_key = false;
+  if (config_file.empty()) config.engine.store.min_free_disk_bytes = min_free_disk_mb << 20;
   spdlog::set_level(spdlog::level::from_str(config.log_level));
   spdlog::debug("open-file limit: {}", open_files);
   if (!topology_file.empty()) {

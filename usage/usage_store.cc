@@ -8,6 +8,7 @@
 
 #include "common/strings.h"
 #include "proto/tweetsearch.pb.h"
+#include "storage/rocks_util.h"
 
 namespace tweetsearch::usage {
 namespace {
@@ -157,6 +158,9 @@ class RocksUsageStore final : public UsageStore {
       return s;
     }
     db_.reset(raw);
+    // The same reserve as the tweet store's default: a full disk refuses the flush (its counts
+    // wait for the next one) instead of running RocksDB out of space.
+    guard_ = std::make_unique<storage::WriteGuard>(db_.get(), dir, uint64_t{64} << 20);
     return absl::OkStatus();
   }
 
@@ -173,7 +177,8 @@ class RocksUsageStore final : public UsageStore {
     }
     rocksdb::WriteOptions write;
     write.sync = options_.sync;
-    return FromRocks(db_->Write(write, &batch), "write");
+    if (absl::Status s = guard_->BeforeWrite(); !s.ok()) return s;
+    return guard_->After(db_->Write(write, &batch), "usage write");
   }
 
   absl::StatusOr<std::vector<Point>> Query(std::string_view key_id, Resolution r, int64_t from_s,
@@ -256,6 +261,7 @@ class RocksUsageStore final : public UsageStore {
   const Clock& clock_;
   const UsageStoreOptions options_;
   std::unique_ptr<rocksdb::DB> db_;
+  std::unique_ptr<storage::WriteGuard> guard_;
 };
 
 }  // namespace

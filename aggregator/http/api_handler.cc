@@ -360,6 +360,9 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
     gauge("tweetsearch_change_sequence", "gauge", "Last change written to storage.", s.last_change);
     gauge("tweetsearch_checkpoint_change_sequence", "gauge",
           "Change reflected by the last saved index.", s.checkpoint_change);
+    gauge("tweetsearch_checkpoint_failures_total", "counter",
+          "Checkpoints that failed (full disk, failed fsync); the previous one stays in force.",
+          s.checkpoint_failures);
     if (!s.storage_partitions.empty()) {
       // Per storage partition, labelled; the help and type lines come once per name.
       auto labelled = [&](std::string_view name, std::string_view type, std::string_view help,
