@@ -36,6 +36,12 @@ absl::Status ValidateNewTweet(const NewTweet& t, size_t max_text_bytes) {
     return absl::InvalidArgumentError("lang must be a language code such as \"en\" or \"pt-BR\"");
   }
   if (t.id.has_value() && *t.id == 0) return absl::InvalidArgumentError("id 0 is reserved");
+  // 1970 to the end of 9999: times that every later step (RFC 3339, recency) can represent.
+  constexpr int64_t kLastMillis = 253'402'300'799'999;
+  if (t.created_at_ms.has_value() && (*t.created_at_ms < 0 || *t.created_at_ms > kLastMillis)) {
+    return absl::InvalidArgumentError(
+        StrCat("created_at must be from 1970 to 9999 (Unix milliseconds 0 to ", kLastMillis, ")"));
+  }
   return absl::OkStatus();
 }
 

@@ -1,8 +1,11 @@
 // Micro-benchmarks of the engine's hot paths (Google Benchmark).
+#include <sys/statvfs.h>
+
 #include <benchmark/benchmark.h>
 
 #include <random>
 
+#include "aggregator/http/request_checks.h"
 #include "common/synthetic.h"
 #include "indexer/analysis/analyzer.h"
 #include "indexer/index/bitpack.h"
@@ -71,3 +74,32 @@ void BM_Unpack(benchmark::State& state) {
 BENCHMARK(BM_Unpack)->Arg(3)->Arg(7)->Arg(13);
 
 }  // namespace
+
+// What the HTTP server's header checks cost per request (framing, Host, content type), and a
+// free-space check (statvfs), which the stores make once per write.
+static void BM_RequestHeaderChecks(benchmark::State& state) {
+  namespace http = boost::beast::http;
+  const tweetsearch::aggregator::HostPolicy hosts("127.0.0.1", {});
+  tweetsearch::aggregator::HttpRequestHeader header;
+  header.method(state.range(0) == 0 ? http::verb::get : http::verb::post);
+  header.target("/v1/tweets?report=rejected");
+  header.version(11);
+  header.set(http::field::host, "127.0.0.1:8080");
+  header.set(http::field::content_type, "application/x-ndjson");
+  header.set(http::field::transfer_encoding, "chunked");
+  header.set("X-Api-Key", "ts_0123456789abcdef0123456789abcdef");
+  for (auto _ : state) {
+    bool ok = tweetsearch::aggregator::CheckFraming(header).ok() && hosts.Check(header).ok() &&
+              tweetsearch::aggregator::CheckWriteContentType(header).ok();
+    benchmark::DoNotOptimize(ok);
+  }
+}
+BENCHMARK(BM_RequestHeaderChecks)->Arg(0)->Arg(1);
+
+static void BM_FreeSpaceCheck(benchmark::State& state) {
+  for (auto _ : state) {
+    struct statvfs fs {};
+    benchmark::DoNotOptimize(statvfs(".", &fs));
+  }
+}
+BENCHMARK(BM_FreeSpaceCheck);

@@ -44,7 +44,7 @@ class Session : public std::enable_shared_from_this<Session> {
     net::dispatch(stream_.get_executor(), beast::bind_front_handler(&Session::Read, shared_from_this()));
   }
 
-  // Closes the connection if it is waiting for a request (used at shutdown).
+  // Closes the connection if it is waiting for a request (at shutdown, and to make room).
   void CloseIfIdle() {
     net::post(stream_.get_executor(), [self = shared_from_this()] {
       if (!self->busy_) self->Close();  // the pending read then fails and ends the session
@@ -470,6 +470,7 @@ void Session::OnHeader(beast::error_code ec, size_t) {
   if (std::optional<HttpResponse> refusal = server_.CheckHeader(parser_->get())) {
     return Refuse(*std::move(refusal));
   }
+  busy_ = true;  // no longer closed as idle (at shutdown, or to make room) while its body comes
   http::async_read(stream_, buffer_, *parser_,
                    beast::bind_front_handler(&Session::OnRead, shared_from_this()));
 }

@@ -256,6 +256,17 @@ TEST_F(HostileHttpTest, NumbersOutOfRangeOrNotPlainDecimalAre400) {
   }
   EXPECT_EQ(Status("POST", StrCat("/v1/tweets/77/likes?add=%201"), {}, admin), 400);
   EXPECT_EQ(Status("POST", StrCat("/v1/tweets/77/likes?add=+1"), {}, admin), 400);
+  // Times out of range are rejected per line; the good line is taken.
+  auto times = client_->Send("POST", "/v1/tweets",
+                             "{\"text\": \"a\", \"created_at\": -1}\n"
+                             "{\"text\": \"b\", \"created_at\": 9223372036854775807}\n"
+                             "{\"text\": \"c\", \"created_at\": \"99999-01-01T00:00:00Z\"}\n"
+                             "{\"text\": \"d\", \"created_at\": 1700000000000}\n",
+                             "application/x-ndjson", admin);
+  ASSERT_TRUE(times.ok());
+  EXPECT_EQ(json::parse(times->body)["accepted"], 1) << times->body;
+  EXPECT_EQ(json::parse(times->body)["rejected"], 3) << times->body;
+
   const std::string usage = StrCat("/v1/usage?api_dev_key=", admin, "&from=");
   EXPECT_EQ(Status("GET", usage + "-24h"), 200);
   for (const char* bad : {"-%2024h", "-+24h", "%201700000000", "+1700000000", "-99999999999d"}) {
