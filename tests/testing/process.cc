@@ -8,7 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
+#include <mutex>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -16,20 +19,51 @@ extern char** environ;
 
 namespace tweetsearch::testing {
 
-int FreeLoopbackPort() {
+namespace {
+
+// Binds 127.0.0.1:`port` (0: any) and closes it again; the port bound, or 0.
+int TryBind(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
   socklen_t length = sizeof(addr);
-  int port = 0;
+  int bound = 0;
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
       getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) == 0) {
-    port = ntohs(addr.sin_port);
+    bound = ntohs(addr.sin_port);
   }
   close(fd);
-  return port;
+  return bound;
+}
+
+// The first port of the kernel's ephemeral range (where connections get their source ports).
+int EphemeralLow() {
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 32768, high = 60999;
+  range >> low >> high;
+  return low;
+}
+
+}  // namespace
+
+int FreeLoopbackPort() {
+  // Below the ephemeral range: a port handed out there could become some connection's source
+  // port before the process it was picked for binds it (tests run in parallel and open many
+  // connections). Random, so that parallel tests rarely pick the same one; checked by binding.
+  static const int low = std::max(1024, EphemeralLow() - 12000);
+  static std::mutex mu;
+  static std::mt19937 random{std::random_device{}()};
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    int port;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      port = low + static_cast<int>(random() % 12000);
+    }
+    if (TryBind(port) == port) return port;
+  }
+  return TryBind(0);
 }
 
 ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::string& log_path) {

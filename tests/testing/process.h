@@ -52,7 +52,8 @@ class TweetsearchdProcess {
 std::optional<int> RunCommand(const std::vector<std::string>& argv, const std::string& log_path,
                               std::chrono::milliseconds timeout);
 
-// A port the kernel just handed out on 127.0.0.1 (free at this moment).
+// A port free on 127.0.0.1 at this moment, below the kernel's ephemeral range (so that no
+// connection takes it as its source port before it is bound).
 int FreeLoopbackPort();
 
 // Polls `path` until it exists and is not empty (bounded by `timeout`); returns its contents.
