@@ -34,6 +34,7 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view data)
       if (errno == EINTR) continue;
       absl::Status s = ErrnoError("cannot write", tmp);
       ::close(fd);
+      ::unlink(tmp.c_str());  // a full disk is not made fuller by what could not be written
       return s;
     }
     written += static_cast<size_t>(n);
@@ -41,6 +42,7 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view data)
   if (::fsync(fd) != 0) {
     absl::Status s = ErrnoError("cannot fsync", tmp);
     ::close(fd);
+    ::unlink(tmp.c_str());
     return s;
   }
   if (::close(fd) != 0) return ErrnoError("cannot close", tmp);

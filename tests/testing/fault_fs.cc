@@ -2,7 +2,8 @@
 // and fdatasync; when $TS_FAULT_DIR holds
 //   fail   a sync of a file whose path contains the file's text fails with EIO;
 //   hang   such a sync creates $TS_FAULT_DIR/hung and waits while `hang` exists (so that a
-//          test can SIGKILL the process in the middle of, say, an index save).
+//          test can SIGKILL the process in the middle of, say, an index save);
+//   nospace  a write() to such a file fails with ENOSPC, as on a full disk.
 // An empty pattern matches every path. Without $TS_FAULT_DIR every call goes straight through.
 // Built without sanitizers: it must not bring a sanitizer runtime of its own into the process.
 #include <dlfcn.h>
@@ -19,6 +20,7 @@ namespace {
 
 int (*real_fsync)(int);
 int (*real_fdatasync)(int);
+ssize_t (*real_write)(int, const void*, size_t);
 
 // Reads $TS_FAULT_DIR/<name> into `out`; 0 if it does not exist.
 int ReadControl(const char* name, char* out, size_t size) {
@@ -69,6 +71,22 @@ int Inject(int fd) {
 }
 
 }  // namespace
+
+extern "C" ssize_t write(int fd, const void* data, size_t size) {
+  const char* dir = getenv("TS_FAULT_DIR");
+  if (dir != nullptr) {
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/nospace", dir);
+    if (access(path, F_OK) == 0 && Matches(fd, "nospace")) {
+      errno = ENOSPC;
+      return -1;
+    }
+  }
+  if (real_write == nullptr) {
+    real_write = reinterpret_cast<ssize_t (*)(int, const void*, size_t)>(dlsym(RTLD_NEXT, "write"));
+  }
+  return real_write(fd, data, size);
+}
 
 extern "C" int fsync(int fd) {
   if (Inject(fd) != 0) return -1;

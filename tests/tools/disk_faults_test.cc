@@ -194,6 +194,16 @@ TEST_F(DiskFaultsTest, FailedFsyncsInIngestAndCheckpointsLoseNothingAcknowledged
   EXPECT_EQ(Metric("tweetsearch_checkpoint_change_sequence"), checkpoint);
   EXPECT_NE(ReadFile(log_).value_or("").find("checkpoint failed"), std::string::npos);
   Clear("fail");
+  // The index's disk is full (writes fail with ENOSPC): the same, and no partial file is left.
+  const uint64_t failures = Metric("tweetsearch_checkpoint_failures_total");
+  Fault("nospace", "/index/");
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(Ingest(500), 200);
+  EXPECT_GT(Metric("tweetsearch_checkpoint_failures_total"), failures);
+  EXPECT_EQ(Metric("tweetsearch_checkpoint_change_sequence"), checkpoint);
+  for (const auto& entry : std::filesystem::directory_iterator(data + "/index")) {
+    EXPECT_FALSE(entry.path().string().ends_with(".tmp")) << entry.path();
+  }
+  Clear("nospace");
   for (int i = 0; i < 4; ++i) EXPECT_EQ(Ingest(500), 200);
   EXPECT_GT(Metric("tweetsearch_checkpoint_change_sequence"), checkpoint);
 
