@@ -97,6 +97,12 @@ void CollectHighlightTerms(const query::PlanNode& node, absl::flat_hash_set<std:
 
 }  // namespace
 
+absl::Status TooManyTweets(size_t lines) {
+  return absl::InvalidArgumentError(StrCat("a call holds at most ", kMaxIngestTweets,
+                                           " tweets (this one ", lines,
+                                           "): send them in several calls"));
+}
+
 absl::StatusOr<TweetId> ParseTweetId(std::string_view text) {
   const std::optional<TweetId> id = ParseDecimal<TweetId>(text);
   if (!id.has_value()) {
@@ -236,6 +242,7 @@ absl::StatusOr<IngestResponse> FrontDoor::Ingest(
   absl::StatusOr<ApiKey> key = Authorize(api_dev_key, Scope::kIngest, Endpoint::kIngest,
                                          std::max<size_t>(1, lines.size()), call);
   if (!key.ok()) return key.status();
+  if (lines.size() > kMaxIngestTweets) return TooManyTweets(lines.size());
   IngestResponse response;
   response.outcomes.resize(lines.size());
   std::vector<NewTweet> tweets;

@@ -30,6 +30,10 @@ namespace tweetsearch::aggregator {
 
 inline constexpr uint32_t kDefaultResults = 20;
 inline constexpr uint32_t kMaxResults = 100;
+// Most tweets (lines) in one ingest call. Parsed tweets cost many times their text (measured:
+// a 52 MB body of 4,000,000 minimal lines took 3.7 GB), so a call's memory is bounded by its
+// line count as well as its bytes. Bulk loaders send batches (tweetctl: 2,000 lines).
+inline constexpr size_t kMaxIngestTweets = 100'000;
 
 enum class Endpoint { kSearch, kIngest, kRead, kWrite, kAdmin };
 
@@ -196,6 +200,8 @@ void RecordUsage(usage::UsageRecorder* usage, const CallContext& call, bool is_s
 
 // Parses a decimal tweet id. InvalidArgument if it is not one.
 absl::StatusOr<TweetId> ParseTweetId(std::string_view text);
+// InvalidArgument: an ingest call over kMaxIngestTweets.
+absl::Status TooManyTweets(size_t lines);
 
 }  // namespace tweetsearch::aggregator
 

@@ -1,5 +1,6 @@
 #include "aggregator/http/api_handler.h"
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -498,6 +499,13 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
       *route = "ingest";
       if (method != http::verb::post) return MethodNotAllowed(request, "POST");
       const std::string& body = request.body();
+      // Counted before anything is parsed (a newline count runs at memory speed).
+      if (const size_t newlines = std::count(body.begin(), body.end(), '\n');
+          newlines > kMaxIngestTweets) {
+        HttpResponse response = Error(TooManyTweets(newlines), request);
+        response.result(http::status::payload_too_large);
+        return response;
+      }
       std::vector<absl::StatusOr<NewTweet>> lines;
       std::vector<size_t> line_numbers;
       size_t start = 0, number = 0;

@@ -61,7 +61,7 @@ class HostileHttpTest : public ::testing::Test {
     DaemonConfig config;
     config.data_dir = dir_.path();
     config.http.port = 0;
-    config.http.max_body_bytes = 64 * 1024;
+    config.http.max_body_bytes = 4 << 20;
     config.grpc_port = -1;
     config.sample = 50;
     config.engine.store.block_cache_bytes = 8 << 20;
@@ -256,6 +256,17 @@ TEST_F(HostileHttpTest, NumbersOutOfRangeOrNotPlainDecimalAre400) {
   }
   EXPECT_EQ(Status("POST", StrCat("/v1/tweets/77/likes?add=%201"), {}, admin), 400);
   EXPECT_EQ(Status("POST", StrCat("/v1/tweets/77/likes?add=+1"), {}, admin), 400);
+  // Too many lines in one call: refused before any is parsed (413), and nothing is stored.
+  std::string many;
+  for (size_t i = 0; i <= kMaxIngestTweets; ++i) many += "{\"text\": \"flood\"}\n";
+  auto flood = client_->Send("POST", "/v1/tweets", many, "application/x-ndjson", admin);
+  ASSERT_TRUE(flood.ok());
+  EXPECT_EQ(flood->status, 413) << flood->body.substr(0, 200);
+  EXPECT_NE(flood->body.find("at most 100000 tweets"), std::string::npos);
+  auto flooded = client_->Send("GET", "/v1/search?q=flood", {}, "", admin);
+  ASSERT_TRUE(flooded.ok());
+  EXPECT_EQ(json::parse(flooded->body)["total_hits"], 0);
+
   // Times out of range are rejected per line; the good line is taken.
   auto times = client_->Send("POST", "/v1/tweets",
                              "{\"text\": \"a\", \"created_at\": -1}\n"
