@@ -290,8 +290,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     uint8_t scopes = 0;
     for (const std::string& name : config.demo_key_scopes) {
       absl::StatusOr<Scope> scope = ParseScope(name);
-      if (!scope.ok()) return absl::InvalidArgumentError(StrCat("demo_key_scopes: ", scope.status().message()));
+      if (!scope.ok()) {
+        return absl::InvalidArgumentError(StrCat("demo_key_scopes: ", scope.status().message()));
+      }
       scopes |= static_cast<uint8_t>(*scope);
+    }
+    if (scopes == 0) {
+      return absl::InvalidArgumentError(
+          "demo_key_scopes is empty: give at least one scope, or turn the demo key off");
     }
     absl::Status s = first_start ? d->keys_->Register(kDemoKey, "demo", "demo", scopes)
                                  : d->keys_->SetScopes(kDemoKey, scopes);
