@@ -264,17 +264,22 @@ class Server final : public HttpServer {
   // Closes the (at most) `n` connections that have waited longest for a request. False if
   // none is idle.
   bool CloseLongestIdle(size_t n = 1) {
-    std::vector<std::pair<int64_t, std::shared_ptr<Session>>> idle;
+    // Every reference taken under mu_ is dropped outside it: dropping the last one destroys a
+    // session, whose destructor takes mu_ (a session may end on another thread meanwhile).
+    std::vector<std::shared_ptr<Session>> live;
     {
       absl::MutexLock lock(&mu_);
+      live.reserve(sessions_.size());
       for (const std::weak_ptr<Session>& weak : sessions_) {
-        std::shared_ptr<Session> session = weak.lock();
-        if (session == nullptr) continue;
-        const int64_t since = session->idle_since();
-        if (since != 0) idle.emplace_back(since, std::move(session));
+        if (std::shared_ptr<Session> session = weak.lock()) live.push_back(std::move(session));
       }
     }
-    // Outside mu_: dropping the last reference destroys a session, which takes mu_.
+    std::vector<std::pair<int64_t, Session*>> idle;  // `live` keeps them alive
+    for (const std::shared_ptr<Session>& session : live) {
+      if (const int64_t since = session->idle_since(); since != 0) {
+        idle.emplace_back(since, session.get());
+      }
+    }
     n = std::min(n, idle.size());
     std::partial_sort(idle.begin(), idle.begin() + n, idle.end(),
                       [](const auto& a, const auto& b) { return a.first < b.first; });

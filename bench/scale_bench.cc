@@ -1,0 +1,185 @@
+// scale_bench: how the engine's costs grow with the index, one row per size, as one table:
+// indexing rate and the longest AddBatch (a write stall), peak RSS while indexing, bytes per
+// tweet on disk, the time to open the saved index and the heap it then takes, and query latency
+// on the reopened index (newest first and best match, as indexed: no compaction).
+//
+//   scale_bench --sizes 1000000,10000000 --dir /tmp/scale   # the saved index goes under --dir
+//
+// Tweets are generated on the fly in batches of 1,000 (the generator's own time is not counted
+// as indexing). Single-threaded, like engine_bench.
+#include <malloc.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "bench/query_mix.h"
+#include "common/synthetic.h"
+#include "indexer/index/index.h"
+#include "indexer/query/searcher.h"
+
+namespace ts = tweetsearch;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+// A field of /proc/self/status in KiB ("VmHWM:", "RssAnon:").
+long StatusKiB(const std::string& field) {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  long value = 0;
+  while (status >> key) {
+    if (key == field) {
+      status >> value;
+      return value;
+    }
+    status.ignore(1 << 10, '\n');
+  }
+  return 0;
+}
+
+uint64_t DirBytes(const std::string& dir) {
+  uint64_t bytes = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) bytes += e.file_size();
+  }
+  return bytes;
+}
+
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+}
+
+// p50 and p99 in µs of `queries` in `sort`, each alone.
+std::pair<double, double> Latency(const ts::index::Index& index,
+                                  const std::vector<std::string>& queries,
+                                  ts::query::SortMode sort, int64_t now_ms) {
+  std::vector<double> micros;
+  for (const std::string& q : queries) {
+    absl::StatusOr<ts::query::Plan> plan = ts::query::PlanQuery(q, index.analyzer());
+    if (!plan.ok()) continue;
+    ts::query::SearchOptions options;
+    options.sort = sort;
+    options.limit = 20;
+    options.now_ms = now_ms;
+    const auto start = Clock::now();
+    (void)ts::query::Search(*index.Snapshot(), *plan, options);
+    micros.push_back(Seconds(start) * 1e6);
+  }
+  return {Percentile(micros, 0.5), Percentile(micros, 0.99)};
+}
+
+struct Row {
+  uint64_t tweets = 0;
+  double index_rate = 0, max_batch_ms = 0, p999_batch_ms = 0;
+  long peak_rss_mib = 0;
+  size_t segments = 0;
+  double save_s = 0, disk_bytes_per_tweet = 0, open_s = 0, heap_bytes_per_tweet = 0;
+  std::vector<std::pair<std::string, std::pair<double, double>>> latencies;
+};
+
+Row RunSize(uint64_t tweets, const std::string& dir, size_t queries) {
+  Row row;
+  row.tweets = tweets;
+  std::vector<std::string> words_by_rank;
+  int64_t now_ms = 0;
+  {
+    ts::index::IndexOptions options;
+    std::unique_ptr<ts::index::Index> index = *ts::index::Index::Create(options);
+    ts::SyntheticTweetGenerator gen;
+    for (size_t rank = 0; rank < 2000; ++rank) words_by_rank.push_back(gen.Word(rank));
+    std::vector<double> batch_ms;
+    double indexing_s = 0;
+    std::vector<ts::index::IndexDoc> batch;
+    for (uint64_t done = 0; done < tweets;) {
+      batch.clear();
+      for (; batch.size() < 1000 && done < tweets; ++done) {
+        batch.push_back(ts::index::ToIndexDoc(gen.Next()));
+      }
+      now_ms = std::max(now_ms, batch.back().created_at_ms);
+      const auto start = Clock::now();
+      (void)index->AddBatch(batch);
+      batch_ms.push_back(Seconds(start) * 1e3);
+      indexing_s += batch_ms.back() / 1e3;
+    }
+    row.index_rate = static_cast<double>(tweets) / indexing_s;
+    row.max_batch_ms = *std::max_element(batch_ms.begin(), batch_ms.end());
+    row.p999_batch_ms = Percentile(batch_ms, 0.999);
+    (void)index->Seal();
+    row.peak_rss_mib = StatusKiB("VmHWM:") / 1024;
+    row.segments = index->Snapshot()->segments.size();
+    std::filesystem::remove_all(dir);
+    const auto start = Clock::now();
+    if (absl::Status s = index->Save(dir); !s.ok()) std::cerr << "save: " << s << "\n";
+    row.save_s = Seconds(start);
+    row.disk_bytes_per_tweet = static_cast<double>(DirBytes(dir)) / static_cast<double>(tweets);
+  }
+  malloc_trim(0);  // give the first index's memory back, so that the heap after opening is its own
+  const long anon_before = StatusKiB("RssAnon:");
+  const auto start = Clock::now();
+  std::unique_ptr<ts::index::Index> index = *ts::index::Index::Open({}, dir);
+  row.open_s = Seconds(start);
+  row.heap_bytes_per_tweet =
+      static_cast<double>(StatusKiB("RssAnon:") - anon_before) * 1024 / static_cast<double>(tweets);
+  const std::vector<ts::bench::QueryKind> kinds = ts::bench::MakeQueries(words_by_rank, queries, 7);
+  for (size_t k : {0, 1}) {  // "1 word", "2-word AND"
+    for (auto [sort, name] : {std::pair{ts::query::SortMode::kNewest, "newest"},
+                              std::pair{ts::query::SortMode::kBestMatch, "best match"}}) {
+      row.latencies.emplace_back(kinds[k].name + ", " + name,
+                                 Latency(*index, kinds[k].queries, sort, now_ms));
+    }
+  }
+  return row;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"scale_bench: the engine's costs at several index sizes, as one table"};
+  std::vector<uint64_t> sizes = {1'000'000};
+  std::string dir = "/tmp/tweetsearch-scale-bench";
+  size_t queries = 500;
+  app.add_option("--sizes", sizes, "Index sizes, comma-separated")->delimiter(',');
+  app.add_option("--dir", dir, "Where the saved index goes (replaced)")->capture_default_str();
+  app.add_option("--queries", queries, "Queries per kind and sort")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  std::vector<Row> rows;
+  for (uint64_t n : sizes) rows.push_back(RunSize(n, dir, queries));
+  std::filesystem::remove_all(dir);
+
+  std::cout << std::fixed << std::setprecision(1);
+  std::cout << "| tweets | index tweets/s | longest AddBatch ms (p99.9) | peak RSS MiB | segments "
+               "| save s | disk B/tweet | open s | heap B/tweet after open |\n"
+               "|---|---|---|---|---|---|---|---|---|\n";
+  for (const Row& r : rows) {
+    std::cout << "| " << r.tweets << " | " << std::setprecision(0) << r.index_rate << " | "
+              << std::setprecision(1) << r.max_batch_ms << " (" << r.p999_batch_ms << ") | "
+              << r.peak_rss_mib << " | " << r.segments << " | " << std::setprecision(2) << r.save_s
+              << " | " << std::setprecision(1) << r.disk_bytes_per_tweet << " | "
+              << std::setprecision(2) << r.open_s << " | " << std::setprecision(1)
+              << r.heap_bytes_per_tweet << " |\n";
+  }
+  std::cout << "\n| tweets |";
+  for (const auto& [name, ignored] : rows.front().latencies) std::cout << " " << name << " p50/p99 µs |";
+  std::cout << "\n|---|";
+  for (size_t i = 0; i < rows.front().latencies.size(); ++i) std::cout << "---|";
+  std::cout << "\n" << std::setprecision(0);
+  for (const Row& r : rows) {
+    std::cout << "| " << r.tweets << " |";
+    for (const auto& [name, l] : r.latencies) std::cout << " " << l.first << " / " << l.second << " |";
+    std::cout << "\n";
+  }
+  return 0;
+}
