@@ -56,21 +56,14 @@ Latency Measure(const ts::index::Index& index, const std::vector<std::string>& q
   double slowest = -1;
   std::string slowest_query;
   for (const std::string& q : queries) {
-    absl::StatusOr<ts::query::Plan> plan = ts::query::PlanQuery(q, index.analyzer());
-    if (!plan.ok()) continue;
-    ts::query::SearchOptions options;
-    options.sort = sort;
-    options.limit = 20;
-    options.now_ms = now_ms;
-    const auto start = Clock::now();
-    absl::StatusOr<ts::query::SearchResult> r =
-        ts::query::Search(*index.Snapshot(), *plan, options);
-    micros.push_back(Seconds(start) * 1e6);
+    std::optional<ts::bench::TimedQuery> timed = ts::bench::TimeQuery(index, q, sort, now_ms);
+    if (!timed.has_value()) continue;
+    micros.push_back(timed->micros);
     if (micros.back() > slowest) {
       slowest = micros.back();
       slowest_query = q;
     }
-    if (r.ok()) hits += static_cast<double>(r->hits.size());
+    hits += static_cast<double>(timed->hits);
   }
   std::sort(micros.begin(), micros.end());
   Latency l{};

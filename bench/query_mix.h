@@ -4,10 +4,15 @@
 #define TWEETSEARCH_BENCH_QUERY_MIX_H_
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
+
+#include "indexer/index/index.h"
+#include "indexer/query/searcher.h"
 
 namespace tweetsearch::bench {
 
@@ -46,6 +51,27 @@ inline std::vector<QueryKind> MakeQueries(const std::vector<std::string>& words_
   return kinds;
 }
 
+
+struct TimedQuery {
+  double micros = 0;
+  size_t hits = 0;
+};
+
+// Runs `text` alone on `index` (top 20, as of `now_ms`) and times it; nullopt when it does
+// not parse.
+inline std::optional<TimedQuery> TimeQuery(const index::Index& index, const std::string& text,
+                                           query::SortMode sort, int64_t now_ms) {
+  absl::StatusOr<query::Plan> plan = query::PlanQuery(text, index.analyzer());
+  if (!plan.ok()) return std::nullopt;
+  query::SearchOptions options;
+  options.sort = sort;
+  options.limit = 20;
+  options.now_ms = now_ms;
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<query::SearchResult> r = query::Search(*index.Snapshot(), *plan, options);
+  const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;
+  return TimedQuery{took.count(), r.ok() ? r->hits.size() : 0};
+}
 
 }  // namespace tweetsearch::bench
 

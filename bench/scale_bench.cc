@@ -9,14 +9,13 @@
 // as indexing). Single-threaded, like engine_bench.
 #include <malloc.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
-
-#include <CLI/CLI.hpp>
 
 #include "bench/query_mix.h"
 #include "common/synthetic.h"
@@ -63,19 +62,11 @@ double Percentile(std::vector<double> v, double q) {
 
 // p50 and p99 in µs of `queries` in `sort`, each alone.
 std::pair<double, double> Latency(const ts::index::Index& index,
-                                  const std::vector<std::string>& queries,
-                                  ts::query::SortMode sort, int64_t now_ms) {
+                                  const std::vector<std::string>& queries, ts::query::SortMode sort,
+                                  int64_t now_ms) {
   std::vector<double> micros;
   for (const std::string& q : queries) {
-    absl::StatusOr<ts::query::Plan> plan = ts::query::PlanQuery(q, index.analyzer());
-    if (!plan.ok()) continue;
-    ts::query::SearchOptions options;
-    options.sort = sort;
-    options.limit = 20;
-    options.now_ms = now_ms;
-    const auto start = Clock::now();
-    (void)ts::query::Search(*index.Snapshot(), *plan, options);
-    micros.push_back(Seconds(start) * 1e6);
+    if (auto timed = ts::bench::TimeQuery(index, q, sort, now_ms)) micros.push_back(timed->micros);
   }
   return {Percentile(micros, 0.5), Percentile(micros, 0.99)};
 }
@@ -172,13 +163,15 @@ int main(int argc, char** argv) {
               << r.heap_bytes_per_tweet << " |\n";
   }
   std::cout << "\n| tweets |";
-  for (const auto& [name, ignored] : rows.front().latencies) std::cout << " " << name << " p50/p99 µs |";
+  for (const auto& [name, ignored] : rows.front().latencies)
+    std::cout << " " << name << " p50/p99 µs |";
   std::cout << "\n|---|";
   for (size_t i = 0; i < rows.front().latencies.size(); ++i) std::cout << "---|";
   std::cout << "\n" << std::setprecision(0);
   for (const Row& r : rows) {
     std::cout << "| " << r.tweets << " |";
-    for (const auto& [name, l] : r.latencies) std::cout << " " << l.first << " / " << l.second << " |";
+    for (const auto& [name, l] : r.latencies)
+      std::cout << " " << l.first << " / " << l.second << " |";
     std::cout << "\n";
   }
   return 0;
