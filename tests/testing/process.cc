@@ -52,16 +52,18 @@ int FreeLoopbackPort() {
   // Below the ephemeral range: a port handed out there could become some connection's source
   // port before the process it was picked for binds it (tests run in parallel and open many
   // connections). Random, so that parallel tests rarely pick the same one; checked by binding.
+  // A port handed out before is not handed out again by this process (it may not be bound
+  // yet by the process it went to).
   static const int low = std::max(1024, EphemeralLow() - 12000);
   static std::mutex mu;
   static std::mt19937 random{std::random_device{}()};
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    int port;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      port = low + static_cast<int>(random() % 12000);
-    }
-    if (TryBind(port) == port) return port;
+  static std::vector<bool> handed_out(12000);
+  std::lock_guard<std::mutex> lock(mu);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int offset = static_cast<int>(random() % 12000);
+    if (handed_out[offset] || TryBind(low + offset) != low + offset) continue;
+    handed_out[offset] = true;
+    return low + offset;
   }
   return TryBind(0);
 }
