@@ -121,6 +121,13 @@ json ParseSmallJson(const std::string& text) {
   return json::parse(text, nullptr, false);
 }
 
+HttpResponse NotFound(const HttpRequest& request) {
+  const std::string_view target(request.target().data(), request.target().size());
+  const std::string_view path = target.substr(0, target.find('?'));
+  return Error(absl::NotFoundError(StrCat("no such path: ", SanitizeUtf8(path.substr(0, 100)))),
+               request);
+}
+
 absl::Status NotAnInteger(std::string_view name) {
   return absl::InvalidArgumentError(StrCat(name, " must be a decimal integer"));
 }
@@ -329,72 +336,7 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
   }
   if (path == "/metrics") {
     *route = "metrics";
-    std::string body;
-    metrics_.Render(&body);
-    for (const auto& extra : extra_metrics_) extra(&body);
-    const EngineStats s = door_.backend().Stats();
-    auto gauge = [&](std::string_view name, std::string_view type, std::string_view help,
-                     uint64_t value) {
-      StrAppend(&body, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n", name, " ",
-                value, "\n");
-    };
-    gauge("tweetsearch_index_documents", "gauge", "Tweets in the index.", s.indexed_documents);
-    gauge("tweetsearch_index_memory_bytes", "gauge", "Memory of postings, dictionaries, columns.",
-          s.index_memory_bytes);
-    gauge("tweetsearch_index_sealed_segments", "gauge", "Sealed index segments.",
-          s.sealed_segments);
-    gauge("tweetsearch_storage_tweets_estimate", "gauge", "RocksDB's estimate of stored tweets.",
-          s.stored_tweets_estimate);
-    gauge("tweetsearch_storage_disk_bytes", "gauge", "Bytes of SST files and memtables.",
-          s.storage_disk_bytes);
-    gauge("tweetsearch_ingested_tweets_total", "counter", "Tweets accepted since start.",
-          s.tweets_ingested);
-    gauge("tweetsearch_rejected_tweets_total", "counter", "Tweets rejected since start.",
-          s.tweets_rejected);
-    gauge("tweetsearch_ingest_write_groups_total", "counter",
-          "Synced storage writes made by ingest (group commits).", s.write_groups);
-    gauge("tweetsearch_tweet_cache_hits_total", "counter", "Search hits hydrated from the cache.",
-          s.tweet_cache_hits);
-    gauge("tweetsearch_tweet_cache_misses_total", "counter", "Search hits read from storage.",
-          s.tweet_cache_misses);
-    gauge("tweetsearch_tweet_cache_bytes", "gauge", "Bytes of cached tweets.", s.tweet_cache_bytes);
-    gauge("tweetsearch_change_sequence", "gauge", "Last change written to storage.", s.last_change);
-    gauge("tweetsearch_checkpoint_change_sequence", "gauge",
-          "Change reflected by the last saved index.", s.checkpoint_change);
-    gauge("tweetsearch_checkpoint_failures_total", "counter",
-          "Checkpoints that failed (full disk, failed fsync); the previous one stays in force.",
-          s.checkpoint_failures);
-    if (!s.storage_partitions.empty()) {
-      // Per storage partition, labelled; the help and type lines come once per name.
-      auto labelled = [&](std::string_view name, std::string_view type, std::string_view help,
-                          auto value) {
-        StrAppend(&body, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
-        for (const StoragePartitionStats& p : s.storage_partitions) {
-          StrAppend(&body, name, "{partition=\"", p.partition, "\"} ", value(p), "\n");
-        }
-      };
-      labelled("tweetsearch_storage_has_primary", "gauge",
-               "1 when the storage partition has a primary that answers.",
-               [](const StoragePartitionStats& p) { return p.has_primary ? 1 : 0; });
-      labelled("tweetsearch_storage_primary_epoch", "gauge", "The primary's term (epoch).",
-               [](const StoragePartitionStats& p) { return p.epoch; });
-      labelled("tweetsearch_storage_secondary_in_sync", "gauge",
-               "1 when the secondary holds every acknowledged write (it may be promoted).",
-               [](const StoragePartitionStats& p) { return p.secondary_in_sync ? 1 : 0; });
-      labelled("tweetsearch_storage_single_replica_writes_total", "counter",
-               "Writes the current primary acknowledged without its secondary.",
-               [](const StoragePartitionStats& p) { return p.single_replica_writes; });
-    }
-    if (usage_ != nullptr) {
-      const usage::RecorderStats u = usage_->Stats();
-      gauge("tweetsearch_usage_recorded_total", "counter", "API calls counted in usage series.",
-            u.recorded);
-      gauge("tweetsearch_usage_flushes_total", "counter", "Usage flushes written.", u.flushes);
-      gauge("tweetsearch_usage_flush_errors_total", "counter",
-            "Usage flushes that failed (their counts wait for the next one).", u.flush_errors);
-    }
-    return MakeResponse(http::status::ok, request, std::move(body),
-                        "text/plain; version=0.0.4; charset=utf-8");
+    return HandleMetrics(request);
   }
 
   if (const WebFile* file = FindWebFile(path)) {
@@ -428,351 +370,453 @@ HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* rou
 
   if (path == "/v1/search") {
     *route = "search";
-    if (method != http::verb::get) return MethodNotAllowed(request, "GET");
-    SearchRequest search;
-    search.api_dev_key = key;
-    const std::string* terms = Param(*params, {"search_terms", "q"});
-    if (terms == nullptr || terms->empty()) {
-      return Error(absl::InvalidArgumentError("search_terms is required"), request);
-    }
-    search.search_terms = *terms;
-    if (const std::string* limit = Param(*params, {"maximum_results_to_return", "limit"})) {
-      const std::optional<uint32_t> n = ParseDecimal<uint32_t>(*limit);
-      search.maximum_results_to_return = n.value_or(0);
-      if (search.maximum_results_to_return == 0 || search.maximum_results_to_return > kMaxResults) {
-        return Error(absl::InvalidArgumentError(StrCat(
-                         "maximum_results_to_return must be a number from 1 to ", kMaxResults)),
-                     request);
-      }
-    }
-    if (const std::string* sort = Param(*params, {"sort"})) {
-      absl::StatusOr<query::SortMode> mode = ParseSortMode(*sort);
-      if (!mode.ok()) return Error(mode.status(), request);
-      search.sort = *mode;
-    }
-    if (const std::string* token = Param(*params, {"page_token"})) search.page_token = *token;
-    for (auto [name, flag] : {std::pair{"highlight", &search.highlight},
-                              std::pair{"allow_partial", &search.allow_partial}}) {
-      const std::string* value = Param(*params, {name});
-      if (value == nullptr) continue;
-      if (*value != "true" && *value != "1" && *value != "false" && *value != "0") {
-        return Error(absl::InvalidArgumentError(StrCat(name, " must be true or false")), request);
-      }
-      *flag = *value == "true" || *value == "1";
-    }
-    absl::StatusOr<SearchResponse> result = door_.Search(search, call);
-    if (!result.ok()) return Error(result.status(), request);
-    std::string body = "{\"results\":[";
-    body.reserve(512 * result->hits.size() + 256);
-    for (size_t i = 0; i < result->hits.size(); ++i) {
-      if (i > 0) body += ',';
-      const SearchHit& h = result->hits[i];
-      AppendTweetJson(&body, *h.tweet, h.hit.likes, /*with_score=*/true, h.hit.score);
-      if (i < result->highlights.size()) {
-        body.pop_back();  // the object's '}'
-        AppendHighlightedText(&body, h.tweet->text, result->highlights[i]);
-        body += '}';
-      }
-    }
-    body += "],\"next_page_token\":";
-    if (result->next_page_token.empty()) {
-      body += "null";
-    } else {
-      AppendJsonString(&body, result->next_page_token);
-    }
-    StrAppend(&body, ",\"took_ms\":", result->took_ms, ",\"total_hits\":", result->total_hits,
-              ",\"total_is_exact\":", result->total_is_exact ? "true" : "false", ",\"sort\":\"",
-              SortModeName(search.sort), "\",\"partial\":", result->partial() ? "true" : "false");
-    if (result->partial()) {
-      body += ",\"missing_partitions\":[";
-      for (size_t i = 0; i < result->missing_partitions.size(); ++i) {
-        StrAppend(&body, i == 0 ? "" : ",", result->missing_partitions[i]);
-      }
-      body += ']';
-    }
-    body += '}';
-    return MakeResponse(http::status::ok, request, std::move(body));
+    return HandleSearch(request, *params, key, call);
   }
 
   if (segments.size() >= 2 && segments[0] == "v1" && segments[1] == "tweets") {
-    if (segments.size() == 2) {
-      *route = "ingest";
-      if (method != http::verb::post) return MethodNotAllowed(request, "POST");
-      const std::string& body = request.body();
-      // Counted before anything is parsed (a newline count runs at memory speed).
-      if (const size_t newlines = std::count(body.begin(), body.end(), '\n');
-          newlines > kMaxIngestTweets) {
-        HttpResponse response = Error(TooManyTweets(newlines), request);
-        response.result(http::status::payload_too_large);
-        return response;
-      }
-      std::vector<absl::StatusOr<NewTweet>> lines;
-      std::vector<size_t> line_numbers;
-      size_t start = 0, number = 0;
-      while (start < body.size()) {
-        size_t end = body.find('\n', start);
-        if (end == std::string::npos) end = body.size();
-        std::string_view line(body.data() + start, end - start);
-        ++number;
-        start = end + 1;
-        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-        if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
-        lines.push_back(ParseTweetJson(line));
-        line_numbers.push_back(number);
-      }
-      if (lines.empty()) {
-        return Error(absl::InvalidArgumentError(
-                         "the body has no tweets: send JSON Lines, one tweet object per line"),
-                     request);
-      }
-      absl::StatusOr<IngestResponse> result = door_.Ingest(key, std::move(lines), call);
-      if (!result.ok()) return Error(result.status(), request);
-      const std::string* report = Param(*params, {"report"});
-      const bool only_rejections = report != nullptr && *report == "rejected";
-      json results = json::array();
-      for (size_t i = 0; i < result->outcomes.size(); ++i) {
-        const IngestOutcome& o = result->outcomes[i];
-        if (o.status.ok()) {
-          if (!only_rejections) {
-            results.push_back(
-                {{"line", line_numbers[i]}, {"status", "accepted"}, {"tweet_id", StrCat(o.id)}});
-          }
-        } else {
-          results.push_back({{"line", line_numbers[i]},
-                             {"status", "rejected"},
-                             {"code", ErrorCodeName(o.status)},
-                             {"error", SanitizeUtf8(AsStd(o.status.message()))}});
-        }
-      }
-      json out = {{"accepted", result->accepted},
-                  {"rejected", result->rejected},
-                  {"results", std::move(results)}};
-      return MakeResponse(http::status::ok, request, Dump(out));
-    }
-    absl::StatusOr<TweetId> id = ParseTweetId(segments[2]);
-    if (segments.size() == 3) {
-      *route = method == http::verb::delete_ ? "delete" : "get";
-      if (!id.ok()) return Error(id.status(), request);
-      if (method == http::verb::get) {
-        absl::StatusOr<storage::StoredTweet> tweet = door_.Get(key, *id, call);
-        if (!tweet.ok()) return Error(tweet.status(), request);
-        std::string body;
-        AppendTweetJson(&body, *tweet, tweet->likes, /*with_score=*/false, 0);
-        return MakeResponse(http::status::ok, request, std::move(body));
-      }
-      if (method == http::verb::delete_) {
-        if (absl::Status s = door_.Delete(key, *id, call); !s.ok()) return Error(s, request);
-        return MakeResponse(http::status::ok, request,
-                            Dump(json{{"deleted", true}, {"tweet_id", StrCat(*id)}}));
-      }
-      return MethodNotAllowed(request, "GET, DELETE");
-    }
-    if (segments.size() == 4 && segments[3] == "likes") {
-      *route = "likes";
-      if (method != http::verb::post) return MethodNotAllowed(request, "POST");
-      if (!id.ok()) return Error(id.status(), request);
-      // {"set": N} or {"add": N} in the body, or ?set=N / ?add=N.
-      std::optional<int64_t> set, add;
-      if (!request.body().empty()) {
-        json body = ParseSmallJson(request.body());
-        if (body.is_discarded() || !body.is_object()) {
-          return Error(absl::InvalidArgumentError(
-                           "the body must be a JSON object such as {\"set\": 10} or {\"add\": 1}"),
-                       request);
-        }
-        for (const auto& [name, target_value] : {std::pair{"set", &set}, std::pair{"add", &add}}) {
-          if (auto it = body.find(name); it != body.end()) {
-            *target_value = Int64Of(*it);
-            if (!target_value->has_value()) return Error(NotAnInteger(name), request);
-          }
-        }
-      }
-      for (const auto& [name, target_value] : {std::pair{"set", &set}, std::pair{"add", &add}}) {
-        if (const std::string* v = Param(*params, {name})) {
-          *target_value = ParseDecimal<int64_t>(*v);
-          if (!target_value->has_value()) return Error(NotAnInteger(name), request);
-        }
-      }
-      if (set.has_value() == add.has_value()) {
-        return Error(absl::InvalidArgumentError("give exactly one of set or add"), request);
-      }
-      absl::StatusOr<uint32_t> likes =
-          door_.Likes(key, *id, set.has_value() ? *set : *add, add.has_value(), call);
-      if (!likes.ok()) return Error(likes.status(), request);
-      return MakeResponse(http::status::ok, request,
-                          Dump(json{{"tweet_id", StrCat(*id)}, {"likes", *likes}}));
-    }
+    return HandleTweets(request, *params, key, segments, route, call);
   }
 
   if (segments.size() >= 3 && segments[0] == "v1" && segments[1] == "admin" &&
       segments[2] == "keys") {
     *route = "admin_keys";
-    if (segments.size() == 3 && method == http::verb::get) {
-      absl::StatusOr<std::vector<ApiKey>> keys = door_.ListKeys(key, call);
-      if (!keys.ok()) return Error(keys.status(), request);
-      json list = json::array();
-      for (const ApiKey& k : *keys) {
-        json scopes = json::array();
-        for (Scope s : {Scope::kSearch, Scope::kIngest, Scope::kAdmin}) {
-          if (k.Allows(s)) scopes.push_back(ScopeName(s));
-        }
-        list.push_back({{"id", k.id},
-                        {"prefix", k.prefix},
-                        {"owner", k.owner},
-                        {"tier", k.tier},
-                        {"scopes", scopes},
-                        {"created_at", FormatRfc3339(k.created_at_ms)},
-                        {"revoked", k.revoked}});
-      }
-      return MakeResponse(http::status::ok, request, Dump(json{{"keys", list}}));
-    }
-    if (segments.size() == 3 && method == http::verb::post) {
-      json body = ParseSmallJson(request.body());
-      if (body.is_discarded() || !body.is_object() || !body.contains("owner") ||
-          !body["owner"].is_string()) {
-        return Error(absl::InvalidArgumentError(
-                         "the body must be {\"owner\": ..., \"tier\": ..., \"scopes\": [...]}"),
-                     request);
-      }
-      uint8_t scopes = 0;
-      if (auto it = body.find("scopes"); it != body.end()) {
-        if (!it->is_array()) {
-          return Error(absl::InvalidArgumentError("scopes must be an array"), request);
-        }
-        for (const json& s : *it) {
-          if (!s.is_string()) {
-            return Error(absl::InvalidArgumentError("scopes are strings"), request);
-          }
-          absl::StatusOr<Scope> scope = ParseScope(s.get<std::string>());
-          if (!scope.ok()) return Error(scope.status(), request);
-          scopes |= static_cast<uint8_t>(*scope);
-        }
-      } else {
-        scopes = static_cast<uint8_t>(Scope::kSearch);
-      }
-      std::string tier = body.value("tier", "free");
-      std::string chosen;
-      if (auto it = body.find("key"); it != body.end()) {
-        if (!it->is_string())
-          return Error(absl::InvalidArgumentError("key must be a string"), request);
-        chosen = it->get<std::string>();
-      }
-      absl::StatusOr<std::string> created =
-          door_.CreateKey(key, body["owner"].get<std::string>(), tier, scopes, call, chosen);
-      if (!created.ok()) return Error(created.status(), request);
-      return MakeResponse(http::status::created, request,
-                          Dump(json{{"key", *created}, {"prefix", created->substr(0, 10)}}));
-    }
-    if (segments.size() == 4 && method == http::verb::delete_) {
-      if (absl::Status s = door_.RevokeKey(key, segments[3], call); !s.ok())
-        return Error(s, request);
-      return MakeResponse(http::status::ok, request, Dump(json{{"revoked", segments[3]}}));
-    }
-    return MethodNotAllowed(request, segments.size() == 3 ? "GET, POST" : "DELETE");
+    return HandleAdminKeys(request, key, segments, call);
   }
 
   if (path == "/v1/usage") {
     *route = "usage";
-    if (method != http::verb::get) return MethodNotAllowed(request, "GET");
-    UsageRequest usage_request;
-    const int64_t now_s = door_.backend().clock().NowUnixMillis() / 1000;
-    usage_request.to_s = now_s;
-    if (const std::string* to = Param(*params, {"to"})) {
-      absl::StatusOr<int64_t> t = ParseUsageTime("to", *to, now_s);
-      if (!t.ok()) return Error(t.status(), request);
-      usage_request.to_s = *t;
-    }
-    usage_request.from_s = usage_request.to_s - 3600;
-    if (const std::string* from = Param(*params, {"from"})) {
-      absl::StatusOr<int64_t> t = ParseUsageTime("from", *from, now_s);
-      if (!t.ok()) return Error(t.status(), request);
-      usage_request.from_s = *t;
-    }
-    if (const std::string* resolution = Param(*params, {"resolution"});
-        resolution != nullptr && *resolution != "auto") {
-      absl::StatusOr<usage::Resolution> r = usage::ParseResolution(*resolution);
-      if (!r.ok()) return Error(r.status(), request);
-      usage_request.resolution = *r;
-    }
-    // The caller's key comes from api_dev_key or a header, and then ?key= names the series;
-    // a lone ?key= is the caller's key, asking for its own series.
-    const std::string* dev_key = Param(*params, {"api_dev_key"});
-    const std::string* series_key = Param(*params, {"key"});
-    std::optional<std::string> credentials =
-        dev_key != nullptr ? std::optional<std::string>(*dev_key) : HeaderApiKey(request);
-    if (credentials.has_value()) {
-      if (series_key != nullptr) usage_request.key = *series_key;
-    } else if (series_key != nullptr) {
-      credentials = *series_key;
-    }
-    absl::StatusOr<UsageResponse> series =
-        door_.Usage(credentials.value_or(""), usage_request, call);
-    if (!series.ok()) return Error(series.status(), request);
-    usage::Counters totals;
-    json points = json::array();
-    for (const usage::Point& p : series->points) {
-      totals.Add(p.counters);
-      json point = CountersJson(p.counters);
-      point["start"] = FormatRfc3339(p.start_s * 1000);
-      points.push_back(std::move(point));
-    }
-    const int64_t step = usage::BucketSeconds(series->resolution);
-    json out = {{"key", series->key_id},
-                {"resolution", usage::ResolutionName(series->resolution)},
-                {"bucket_seconds", step},
-                {"from", FormatRfc3339(usage_request.from_s * 1000)},
-                {"to", FormatRfc3339(usage_request.to_s * 1000)},
-                {"totals", CountersJson(totals)},
-                {"points", std::move(points)}};
-    return MakeResponse(http::status::ok, request, Dump(out));
+    return HandleUsage(request, *params, call);
   }
 
   if (path == "/v1/stats") {
     *route = "stats";
-    if (absl::StatusOr<ApiKey> k = door_.Authorize(key, Scope::kAdmin, Endpoint::kAdmin, 1, call);
-        !k.ok()) {
-      return Error(k.status(), request);
-    }
-    const EngineStats s = door_.backend().Stats();
-    json status = {{"status", ready_.load(std::memory_order_acquire) ? "ready" : "not ready"},
-                   {"shape", s.storage_partitions.empty() ? "one process" : "cluster"},
-                   {"uptime_s", std::chrono::duration_cast<std::chrono::seconds>(
-                                    std::chrono::steady_clock::now() - started_)
-                                    .count()}};
-    if (ingest_rate_ != nullptr) {
-      status["ingest_per_second"] = {{"last_10s", ingest_rate_->PerSecond(10'000)},
-                                     {"last_60s", ingest_rate_->PerSecond(60'000)}};
-    }
-    if (usage_ != nullptr) {
-      const usage::RecorderStats u = usage_->Stats();
-      status["usage"] = {
-          {"recorded", u.recorded}, {"flushes", u.flushes}, {"flush_errors", u.flush_errors}};
-    }
-    json storage_partitions = json::array();
-    for (const StoragePartitionStats& p : s.storage_partitions) {
-      storage_partitions.push_back({{"partition", p.partition},
-                                    {"has_primary", p.has_primary},
-                                    {"epoch", p.epoch},
-                                    {"secondary_in_sync", p.secondary_in_sync},
-                                    {"single_replica_writes", p.single_replica_writes}});
-    }
-    json out = {{"process", std::move(status)},
-                {"indexed_documents", s.indexed_documents},
-                {"index_memory_bytes", s.index_memory_bytes},
-                {"sealed_segments", s.sealed_segments},
-                {"stored_tweets_estimate", s.stored_tweets_estimate},
-                {"storage_disk_bytes", s.storage_disk_bytes},
-                {"tweets_ingested", s.tweets_ingested},
-                {"tweets_rejected", s.tweets_rejected},
-                {"last_change", s.last_change},
-                {"checkpoint_change", s.checkpoint_change}};
-    if (!storage_partitions.empty()) out["storage_partitions"] = std::move(storage_partitions);
-    return MakeResponse(http::status::ok, request, Dump(out));
+    return HandleStats(request, key, call);
   }
 
   *route = "not_found";
-  return Error(absl::NotFoundError(StrCat("no such path: ", SanitizeUtf8(path.substr(0, 100)))),
-               request);
+  return NotFound(request);
+}
+
+HttpResponse ApiHandler::HandleMetrics(const HttpRequest& request) const {
+  std::string body;
+  metrics_.Render(&body);
+  for (const auto& extra : extra_metrics_) extra(&body);
+  const EngineStats s = door_.backend().Stats();
+  auto gauge = [&](std::string_view name, std::string_view type, std::string_view help,
+                   uint64_t value) {
+    StrAppend(&body, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n", name, " ",
+              value, "\n");
+  };
+  gauge("tweetsearch_index_documents", "gauge", "Tweets in the index.", s.indexed_documents);
+  gauge("tweetsearch_index_memory_bytes", "gauge", "Memory of postings, dictionaries, columns.",
+        s.index_memory_bytes);
+  gauge("tweetsearch_index_sealed_segments", "gauge", "Sealed index segments.",
+        s.sealed_segments);
+  gauge("tweetsearch_storage_tweets_estimate", "gauge", "RocksDB's estimate of stored tweets.",
+        s.stored_tweets_estimate);
+  gauge("tweetsearch_storage_disk_bytes", "gauge", "Bytes of SST files and memtables.",
+        s.storage_disk_bytes);
+  gauge("tweetsearch_ingested_tweets_total", "counter", "Tweets accepted since start.",
+        s.tweets_ingested);
+  gauge("tweetsearch_rejected_tweets_total", "counter", "Tweets rejected since start.",
+        s.tweets_rejected);
+  gauge("tweetsearch_ingest_write_groups_total", "counter",
+        "Synced storage writes made by ingest (group commits).", s.write_groups);
+  gauge("tweetsearch_tweet_cache_hits_total", "counter", "Search hits hydrated from the cache.",
+        s.tweet_cache_hits);
+  gauge("tweetsearch_tweet_cache_misses_total", "counter", "Search hits read from storage.",
+        s.tweet_cache_misses);
+  gauge("tweetsearch_tweet_cache_bytes", "gauge", "Bytes of cached tweets.", s.tweet_cache_bytes);
+  gauge("tweetsearch_change_sequence", "gauge", "Last change written to storage.", s.last_change);
+  gauge("tweetsearch_checkpoint_change_sequence", "gauge",
+        "Change reflected by the last saved index.", s.checkpoint_change);
+  gauge("tweetsearch_checkpoint_failures_total", "counter",
+        "Checkpoints that failed (full disk, failed fsync); the previous one stays in force.",
+        s.checkpoint_failures);
+  if (!s.storage_partitions.empty()) {
+    // Per storage partition, labelled; the help and type lines come once per name.
+    auto labelled = [&](std::string_view name, std::string_view type, std::string_view help,
+                        auto value) {
+      StrAppend(&body, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+      for (const StoragePartitionStats& p : s.storage_partitions) {
+        StrAppend(&body, name, "{partition=\"", p.partition, "\"} ", value(p), "\n");
+      }
+    };
+    labelled("tweetsearch_storage_has_primary", "gauge",
+             "1 when the storage partition has a primary that answers.",
+             [](const StoragePartitionStats& p) { return p.has_primary ? 1 : 0; });
+    labelled("tweetsearch_storage_primary_epoch", "gauge", "The primary's term (epoch).",
+             [](const StoragePartitionStats& p) { return p.epoch; });
+    labelled("tweetsearch_storage_secondary_in_sync", "gauge",
+             "1 when the secondary holds every acknowledged write (it may be promoted).",
+             [](const StoragePartitionStats& p) { return p.secondary_in_sync ? 1 : 0; });
+    labelled("tweetsearch_storage_single_replica_writes_total", "counter",
+             "Writes the current primary acknowledged without its secondary.",
+             [](const StoragePartitionStats& p) { return p.single_replica_writes; });
+  }
+  if (usage_ != nullptr) {
+    const usage::RecorderStats u = usage_->Stats();
+    gauge("tweetsearch_usage_recorded_total", "counter", "API calls counted in usage series.",
+          u.recorded);
+    gauge("tweetsearch_usage_flushes_total", "counter", "Usage flushes written.", u.flushes);
+    gauge("tweetsearch_usage_flush_errors_total", "counter",
+          "Usage flushes that failed (their counts wait for the next one).", u.flush_errors);
+  }
+  return MakeResponse(http::status::ok, request, std::move(body),
+                      "text/plain; version=0.0.4; charset=utf-8");
+}
+
+HttpResponse ApiHandler::HandleSearch(const HttpRequest& request, const QueryParams& params,
+                                      const std::string& key, CallContext* call) const {
+  const http::verb method = request.method();
+  if (method != http::verb::get) return MethodNotAllowed(request, "GET");
+  SearchRequest search;
+  search.api_dev_key = key;
+  const std::string* terms = Param(params, {"search_terms", "q"});
+  if (terms == nullptr || terms->empty()) {
+    return Error(absl::InvalidArgumentError("search_terms is required"), request);
+  }
+  search.search_terms = *terms;
+  if (const std::string* limit = Param(params, {"maximum_results_to_return", "limit"})) {
+    const std::optional<uint32_t> n = ParseDecimal<uint32_t>(*limit);
+    search.maximum_results_to_return = n.value_or(0);
+    if (search.maximum_results_to_return == 0 || search.maximum_results_to_return > kMaxResults) {
+      return Error(absl::InvalidArgumentError(StrCat(
+                       "maximum_results_to_return must be a number from 1 to ", kMaxResults)),
+                   request);
+    }
+  }
+  if (const std::string* sort = Param(params, {"sort"})) {
+    absl::StatusOr<query::SortMode> mode = ParseSortMode(*sort);
+    if (!mode.ok()) return Error(mode.status(), request);
+    search.sort = *mode;
+  }
+  if (const std::string* token = Param(params, {"page_token"})) search.page_token = *token;
+  for (auto [name, flag] : {std::pair{"highlight", &search.highlight},
+                            std::pair{"allow_partial", &search.allow_partial}}) {
+    const std::string* value = Param(params, {name});
+    if (value == nullptr) continue;
+    if (*value != "true" && *value != "1" && *value != "false" && *value != "0") {
+      return Error(absl::InvalidArgumentError(StrCat(name, " must be true or false")), request);
+    }
+    *flag = *value == "true" || *value == "1";
+  }
+  absl::StatusOr<SearchResponse> result = door_.Search(search, call);
+  if (!result.ok()) return Error(result.status(), request);
+  std::string body = "{\"results\":[";
+  body.reserve(512 * result->hits.size() + 256);
+  for (size_t i = 0; i < result->hits.size(); ++i) {
+    if (i > 0) body += ',';
+    const SearchHit& h = result->hits[i];
+    AppendTweetJson(&body, *h.tweet, h.hit.likes, /*with_score=*/true, h.hit.score);
+    if (i < result->highlights.size()) {
+      body.pop_back();  // the object's '}'
+      AppendHighlightedText(&body, h.tweet->text, result->highlights[i]);
+      body += '}';
+    }
+  }
+  body += "],\"next_page_token\":";
+  if (result->next_page_token.empty()) {
+    body += "null";
+  } else {
+    AppendJsonString(&body, result->next_page_token);
+  }
+  StrAppend(&body, ",\"took_ms\":", result->took_ms, ",\"total_hits\":", result->total_hits,
+            ",\"total_is_exact\":", result->total_is_exact ? "true" : "false", ",\"sort\":\"",
+            SortModeName(search.sort), "\",\"partial\":", result->partial() ? "true" : "false");
+  if (result->partial()) {
+    body += ",\"missing_partitions\":[";
+    for (size_t i = 0; i < result->missing_partitions.size(); ++i) {
+      StrAppend(&body, i == 0 ? "" : ",", result->missing_partitions[i]);
+    }
+    body += ']';
+  }
+  body += '}';
+  return MakeResponse(http::status::ok, request, std::move(body));
+}
+
+HttpResponse ApiHandler::HandleTweets(const HttpRequest& request, const QueryParams& params,
+                                      const std::string& key,
+                                      const std::vector<std::string_view>& segments,
+                                      std::string_view* route, CallContext* call) const {
+  const http::verb method = request.method();
+  if (segments.size() == 2) {
+    *route = "ingest";
+    if (method != http::verb::post) return MethodNotAllowed(request, "POST");
+    const std::string& body = request.body();
+    // Counted before anything is parsed (a newline count runs at memory speed).
+    if (const size_t newlines = std::count(body.begin(), body.end(), '\n');
+        newlines > kMaxIngestTweets) {
+      HttpResponse response = Error(TooManyTweets(newlines), request);
+      response.result(http::status::payload_too_large);
+      return response;
+    }
+    std::vector<absl::StatusOr<NewTweet>> lines;
+    std::vector<size_t> line_numbers;
+    size_t start = 0, number = 0;
+    while (start < body.size()) {
+      size_t end = body.find('\n', start);
+      if (end == std::string::npos) end = body.size();
+      std::string_view line(body.data() + start, end - start);
+      ++number;
+      start = end + 1;
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
+      lines.push_back(ParseTweetJson(line));
+      line_numbers.push_back(number);
+    }
+    if (lines.empty()) {
+      return Error(absl::InvalidArgumentError(
+                       "the body has no tweets: send JSON Lines, one tweet object per line"),
+                   request);
+    }
+    absl::StatusOr<IngestResponse> result = door_.Ingest(key, std::move(lines), call);
+    if (!result.ok()) return Error(result.status(), request);
+    const std::string* report = Param(params, {"report"});
+    const bool only_rejections = report != nullptr && *report == "rejected";
+    json results = json::array();
+    for (size_t i = 0; i < result->outcomes.size(); ++i) {
+      const IngestOutcome& o = result->outcomes[i];
+      if (o.status.ok()) {
+        if (!only_rejections) {
+          results.push_back(
+              {{"line", line_numbers[i]}, {"status", "accepted"}, {"tweet_id", StrCat(o.id)}});
+        }
+      } else {
+        results.push_back({{"line", line_numbers[i]},
+                           {"status", "rejected"},
+                           {"code", ErrorCodeName(o.status)},
+                           {"error", SanitizeUtf8(AsStd(o.status.message()))}});
+      }
+    }
+    json out = {{"accepted", result->accepted},
+                {"rejected", result->rejected},
+                {"results", std::move(results)}};
+    return MakeResponse(http::status::ok, request, Dump(out));
+  }
+  absl::StatusOr<TweetId> id = ParseTweetId(segments[2]);
+  if (segments.size() == 3) {
+    *route = method == http::verb::delete_ ? "delete" : "get";
+    if (!id.ok()) return Error(id.status(), request);
+    if (method == http::verb::get) {
+      absl::StatusOr<storage::StoredTweet> tweet = door_.Get(key, *id, call);
+      if (!tweet.ok()) return Error(tweet.status(), request);
+      std::string body;
+      AppendTweetJson(&body, *tweet, tweet->likes, /*with_score=*/false, 0);
+      return MakeResponse(http::status::ok, request, std::move(body));
+    }
+    if (method == http::verb::delete_) {
+      if (absl::Status s = door_.Delete(key, *id, call); !s.ok()) return Error(s, request);
+      return MakeResponse(http::status::ok, request,
+                          Dump(json{{"deleted", true}, {"tweet_id", StrCat(*id)}}));
+    }
+    return MethodNotAllowed(request, "GET, DELETE");
+  }
+  if (segments.size() == 4 && segments[3] == "likes") {
+    *route = "likes";
+    if (method != http::verb::post) return MethodNotAllowed(request, "POST");
+    if (!id.ok()) return Error(id.status(), request);
+    // {"set": N} or {"add": N} in the body, or ?set=N / ?add=N.
+    std::optional<int64_t> set, add;
+    if (!request.body().empty()) {
+      json body = ParseSmallJson(request.body());
+      if (body.is_discarded() || !body.is_object()) {
+        return Error(absl::InvalidArgumentError(
+                         "the body must be a JSON object such as {\"set\": 10} or {\"add\": 1}"),
+                     request);
+      }
+      for (const auto& [name, target_value] : {std::pair{"set", &set}, std::pair{"add", &add}}) {
+        if (auto it = body.find(name); it != body.end()) {
+          *target_value = Int64Of(*it);
+          if (!target_value->has_value()) return Error(NotAnInteger(name), request);
+        }
+      }
+    }
+    for (const auto& [name, target_value] : {std::pair{"set", &set}, std::pair{"add", &add}}) {
+      if (const std::string* v = Param(params, {name})) {
+        *target_value = ParseDecimal<int64_t>(*v);
+        if (!target_value->has_value()) return Error(NotAnInteger(name), request);
+      }
+    }
+    if (set.has_value() == add.has_value()) {
+      return Error(absl::InvalidArgumentError("give exactly one of set or add"), request);
+    }
+    absl::StatusOr<uint32_t> likes =
+        door_.Likes(key, *id, set.has_value() ? *set : *add, add.has_value(), call);
+    if (!likes.ok()) return Error(likes.status(), request);
+    return MakeResponse(http::status::ok, request,
+                        Dump(json{{"tweet_id", StrCat(*id)}, {"likes", *likes}}));
+  }
+  *route = "not_found";
+  return NotFound(request);
+}
+
+HttpResponse ApiHandler::HandleAdminKeys(const HttpRequest& request, const std::string& key,
+                                         const std::vector<std::string_view>& segments,
+                                         CallContext* call) const {
+  const http::verb method = request.method();
+  if (segments.size() == 3 && method == http::verb::get) {
+    absl::StatusOr<std::vector<ApiKey>> keys = door_.ListKeys(key, call);
+    if (!keys.ok()) return Error(keys.status(), request);
+    json list = json::array();
+    for (const ApiKey& k : *keys) {
+      json scopes = json::array();
+      for (Scope s : {Scope::kSearch, Scope::kIngest, Scope::kAdmin}) {
+        if (k.Allows(s)) scopes.push_back(ScopeName(s));
+      }
+      list.push_back({{"id", k.id},
+                      {"prefix", k.prefix},
+                      {"owner", k.owner},
+                      {"tier", k.tier},
+                      {"scopes", scopes},
+                      {"created_at", FormatRfc3339(k.created_at_ms)},
+                      {"revoked", k.revoked}});
+    }
+    return MakeResponse(http::status::ok, request, Dump(json{{"keys", list}}));
+  }
+  if (segments.size() == 3 && method == http::verb::post) {
+    json body = ParseSmallJson(request.body());
+    if (body.is_discarded() || !body.is_object() || !body.contains("owner") ||
+        !body["owner"].is_string()) {
+      return Error(absl::InvalidArgumentError(
+                       "the body must be {\"owner\": ..., \"tier\": ..., \"scopes\": [...]}"),
+                   request);
+    }
+    uint8_t scopes = 0;
+    if (auto it = body.find("scopes"); it != body.end()) {
+      if (!it->is_array()) {
+        return Error(absl::InvalidArgumentError("scopes must be an array"), request);
+      }
+      for (const json& s : *it) {
+        if (!s.is_string()) {
+          return Error(absl::InvalidArgumentError("scopes are strings"), request);
+        }
+        absl::StatusOr<Scope> scope = ParseScope(s.get<std::string>());
+        if (!scope.ok()) return Error(scope.status(), request);
+        scopes |= static_cast<uint8_t>(*scope);
+      }
+    } else {
+      scopes = static_cast<uint8_t>(Scope::kSearch);
+    }
+    std::string tier = body.value("tier", "free");
+    std::string chosen;
+    if (auto it = body.find("key"); it != body.end()) {
+      if (!it->is_string())
+        return Error(absl::InvalidArgumentError("key must be a string"), request);
+      chosen = it->get<std::string>();
+    }
+    absl::StatusOr<std::string> created =
+        door_.CreateKey(key, body["owner"].get<std::string>(), tier, scopes, call, chosen);
+    if (!created.ok()) return Error(created.status(), request);
+    return MakeResponse(http::status::created, request,
+                        Dump(json{{"key", *created}, {"prefix", created->substr(0, 10)}}));
+  }
+  if (segments.size() == 4 && method == http::verb::delete_) {
+    if (absl::Status s = door_.RevokeKey(key, segments[3], call); !s.ok())
+      return Error(s, request);
+    return MakeResponse(http::status::ok, request, Dump(json{{"revoked", segments[3]}}));
+  }
+  return MethodNotAllowed(request, segments.size() == 3 ? "GET, POST" : "DELETE");
+}
+
+HttpResponse ApiHandler::HandleUsage(const HttpRequest& request, const QueryParams& params,
+                                     CallContext* call) const {
+  const http::verb method = request.method();
+  if (method != http::verb::get) return MethodNotAllowed(request, "GET");
+  UsageRequest usage_request;
+  const int64_t now_s = door_.backend().clock().NowUnixMillis() / 1000;
+  usage_request.to_s = now_s;
+  if (const std::string* to = Param(params, {"to"})) {
+    absl::StatusOr<int64_t> t = ParseUsageTime("to", *to, now_s);
+    if (!t.ok()) return Error(t.status(), request);
+    usage_request.to_s = *t;
+  }
+  usage_request.from_s = usage_request.to_s - 3600;
+  if (const std::string* from = Param(params, {"from"})) {
+    absl::StatusOr<int64_t> t = ParseUsageTime("from", *from, now_s);
+    if (!t.ok()) return Error(t.status(), request);
+    usage_request.from_s = *t;
+  }
+  if (const std::string* resolution = Param(params, {"resolution"});
+      resolution != nullptr && *resolution != "auto") {
+    absl::StatusOr<usage::Resolution> r = usage::ParseResolution(*resolution);
+    if (!r.ok()) return Error(r.status(), request);
+    usage_request.resolution = *r;
+  }
+  // The caller's key comes from api_dev_key or a header, and then ?key= names the series;
+  // a lone ?key= is the caller's key, asking for its own series.
+  const std::string* dev_key = Param(params, {"api_dev_key"});
+  const std::string* series_key = Param(params, {"key"});
+  std::optional<std::string> credentials =
+      dev_key != nullptr ? std::optional<std::string>(*dev_key) : HeaderApiKey(request);
+  if (credentials.has_value()) {
+    if (series_key != nullptr) usage_request.key = *series_key;
+  } else if (series_key != nullptr) {
+    credentials = *series_key;
+  }
+  absl::StatusOr<UsageResponse> series =
+      door_.Usage(credentials.value_or(""), usage_request, call);
+  if (!series.ok()) return Error(series.status(), request);
+  usage::Counters totals;
+  json points = json::array();
+  for (const usage::Point& p : series->points) {
+    totals.Add(p.counters);
+    json point = CountersJson(p.counters);
+    point["start"] = FormatRfc3339(p.start_s * 1000);
+    points.push_back(std::move(point));
+  }
+  const int64_t step = usage::BucketSeconds(series->resolution);
+  json out = {{"key", series->key_id},
+              {"resolution", usage::ResolutionName(series->resolution)},
+              {"bucket_seconds", step},
+              {"from", FormatRfc3339(usage_request.from_s * 1000)},
+              {"to", FormatRfc3339(usage_request.to_s * 1000)},
+              {"totals", CountersJson(totals)},
+              {"points", std::move(points)}};
+  return MakeResponse(http::status::ok, request, Dump(out));
+}
+
+HttpResponse ApiHandler::HandleStats(const HttpRequest& request, const std::string& key,
+                                     CallContext* call) const {
+  if (absl::StatusOr<ApiKey> k = door_.Authorize(key, Scope::kAdmin, Endpoint::kAdmin, 1, call);
+      !k.ok()) {
+    return Error(k.status(), request);
+  }
+  const EngineStats s = door_.backend().Stats();
+  json status = {{"status", ready_.load(std::memory_order_acquire) ? "ready" : "not ready"},
+                 {"shape", s.storage_partitions.empty() ? "one process" : "cluster"},
+                 {"uptime_s", std::chrono::duration_cast<std::chrono::seconds>(
+                                  std::chrono::steady_clock::now() - started_)
+                                  .count()}};
+  if (ingest_rate_ != nullptr) {
+    status["ingest_per_second"] = {{"last_10s", ingest_rate_->PerSecond(10'000)},
+                                   {"last_60s", ingest_rate_->PerSecond(60'000)}};
+  }
+  if (usage_ != nullptr) {
+    const usage::RecorderStats u = usage_->Stats();
+    status["usage"] = {
+        {"recorded", u.recorded}, {"flushes", u.flushes}, {"flush_errors", u.flush_errors}};
+  }
+  json storage_partitions = json::array();
+  for (const StoragePartitionStats& p : s.storage_partitions) {
+    storage_partitions.push_back({{"partition", p.partition},
+                                  {"has_primary", p.has_primary},
+                                  {"epoch", p.epoch},
+                                  {"secondary_in_sync", p.secondary_in_sync},
+                                  {"single_replica_writes", p.single_replica_writes}});
+  }
+  json out = {{"process", std::move(status)},
+              {"indexed_documents", s.indexed_documents},
+              {"index_memory_bytes", s.index_memory_bytes},
+              {"sealed_segments", s.sealed_segments},
+              {"stored_tweets_estimate", s.stored_tweets_estimate},
+              {"storage_disk_bytes", s.storage_disk_bytes},
+              {"tweets_ingested", s.tweets_ingested},
+              {"tweets_rejected", s.tweets_rejected},
+              {"last_change", s.last_change},
+              {"checkpoint_change", s.checkpoint_change}};
+  if (!storage_partitions.empty()) out["storage_partitions"] = std::move(storage_partitions);
+  return MakeResponse(http::status::ok, request, Dump(out));
 }
 
 }  // namespace tweetsearch::aggregator

@@ -62,8 +62,26 @@ class ApiHandler {
   }
 
  private:
+  using QueryParams = std::vector<std::pair<std::string, std::string>>;
+
+  // Finds the endpoint, names it in `*route_name` (for metrics and usage), and answers.
   HttpResponse Route(const HttpRequest& request, std::string_view* route_name,
                      CallContext* call) const;
+  // One per endpoint (or family of paths), called by Route once the path matched.
+  HttpResponse HandleMetrics(const HttpRequest& request) const;
+  HttpResponse HandleSearch(const HttpRequest& request, const QueryParams& params,
+                            const std::string& key, CallContext* call) const;
+  // /v1/tweets, /v1/tweets/{id}, /v1/tweets/{id}/likes; sets `*route_name`.
+  HttpResponse HandleTweets(const HttpRequest& request, const QueryParams& params,
+                            const std::string& key, const std::vector<std::string_view>& segments,
+                            std::string_view* route_name, CallContext* call) const;
+  HttpResponse HandleAdminKeys(const HttpRequest& request, const std::string& key,
+                               const std::vector<std::string_view>& segments,
+                               CallContext* call) const;
+  HttpResponse HandleUsage(const HttpRequest& request, const QueryParams& params,
+                           CallContext* call) const;
+  HttpResponse HandleStats(const HttpRequest& request, const std::string& key,
+                           CallContext* call) const;
 
   FrontDoor& door_;
   Metrics& metrics_;
