@@ -92,7 +92,9 @@ struct StoragePartitionStats {
 
 struct EngineStats {
   uint64_t indexed_documents = 0;
-  uint64_t index_memory_bytes = 0;
+  uint64_t index_memory_bytes = 0;  // heap
+  uint64_t index_mapped_bytes = 0;  // segment files served from mappings
+  uint64_t index_damaged_segments = 0;
   uint64_t sealed_segments = 0;
   uint64_t stored_tweets_estimate = 0;
   uint64_t storage_disk_bytes = 0;

@@ -69,7 +69,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& option
   uint64_t checkpoint = 0;
   bool rebuild = false;
   if (absl::IsNotFound(index.status())) {
-    index = index::Index::Create(options.index);
+    index::IndexOptions fresh = options.index;
+    fresh.directory = IndexDir(options);
+    index = index::Index::Create(fresh);
     rebuild = true;
   } else if (index.ok()) {
     absl::StatusOr<std::string> text = ReadFile(CheckpointFile(options));
@@ -431,6 +433,8 @@ EngineStats Engine::Stats() const {
   index::IndexStats is = index_->Stats();
   s.indexed_documents = is.documents;
   s.index_memory_bytes = is.memory_bytes;
+  s.index_mapped_bytes = is.mapped_bytes;
+  s.index_damaged_segments = is.damaged_segments;
   s.sealed_segments = is.sealed_segments;
   s.stored_tweets_estimate = store_->ApproximateCount();
   s.storage_disk_bytes = store_->DiskBytes();

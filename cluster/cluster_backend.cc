@@ -564,6 +564,8 @@ aggregator::EngineStats ClusterBackend::Stats() const {
     if (!st.ok()) continue;
     s.indexed_documents += st->documents();
     s.index_memory_bytes += st->memory_bytes();
+    s.index_mapped_bytes += st->mapped_bytes();
+    s.index_damaged_segments += st->damaged_segments();
   }
   // Storage: the primary of each partition first (a secondary answers only when it is gone).
   const uint32_t storage_partitions = static_cast<uint32_t>(view_.topology().storage.size());

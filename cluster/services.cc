@@ -216,6 +216,8 @@ class IndexService final : public Index::Service {
     response->set_state(std::string(indexer::IndexStateName(s.state)));
     response->set_documents(s.documents);
     response->set_memory_bytes(s.memory_bytes);
+    response->set_mapped_bytes(s.mapped_bytes);
+    response->set_damaged_segments(s.damaged_segments);
     for (uint64_t a : s.applied) response->add_applied(a);
     return grpc::Status::OK;
   }

@@ -408,8 +408,15 @@ HttpResponse ApiHandler::HandleMetrics(const HttpRequest& request) const {
               value, "\n");
   };
   gauge("tweetsearch_index_documents", "gauge", "Tweets in the index.", s.indexed_documents);
-  gauge("tweetsearch_index_memory_bytes", "gauge", "Memory of postings, dictionaries, columns.",
+  gauge("tweetsearch_index_memory_bytes", "gauge",
+        "Heap bytes of the index: the active segment, deletes and likes changes of sealed ones.",
         s.index_memory_bytes);
+  gauge("tweetsearch_index_mapped_bytes", "gauge",
+        "Bytes of sealed segment files served from read-only mappings (page cache).",
+        s.index_mapped_bytes);
+  gauge("tweetsearch_index_damaged_segments", "gauge",
+        "Sealed segments in which a corrupt part was found; queries reaching them fail.",
+        s.index_damaged_segments);
   gauge("tweetsearch_index_sealed_segments", "gauge", "Sealed index segments.",
         s.sealed_segments);
   gauge("tweetsearch_storage_tweets_estimate", "gauge", "RocksDB's estimate of stored tweets.",
@@ -808,6 +815,8 @@ HttpResponse ApiHandler::HandleStats(const HttpRequest& request, const std::stri
   json out = {{"process", std::move(status)},
               {"indexed_documents", s.indexed_documents},
               {"index_memory_bytes", s.index_memory_bytes},
+              {"index_mapped_bytes", s.index_mapped_bytes},
+              {"index_damaged_segments", s.index_damaged_segments},
               {"sealed_segments", s.sealed_segments},
               {"stored_tweets_estimate", s.stored_tweets_estimate},
               {"storage_disk_bytes", s.storage_disk_bytes},

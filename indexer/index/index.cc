@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "common/strings.h"
@@ -12,7 +13,10 @@
 namespace tweetsearch::index {
 namespace {
 
-constexpr std::string_view kManifestHeader = "tweetsearch-index-manifest v1";
+// v2: segment files of format v3, each line "<segment file>[ <updates file>]". An index
+// with a v1 manifest (whole segments on the heap, format v2) is rebuilt by its owner.
+constexpr std::string_view kManifestHeader = "tweetsearch-index-manifest v2";
+constexpr std::string_view kOldManifestHeader = "tweetsearch-index-manifest v1";
 
 // What the analyzer options were when the index was written: terms made with other options
 // would not meet the saved ones, so Open() refuses a mismatch.
@@ -26,7 +30,27 @@ std::string SegmentFileName(uint64_t sequence) {
   return fmt::format("seg-{:06d}.tss", sequence);
 }
 
-// Adds every live document and posting of `segment` to `builder`.
+std::string UpdatesFileName(uint64_t sequence, uint64_t generation) {
+  return fmt::format("seg-{:06d}.upd-{:06d}", sequence, generation);
+}
+
+// Parses "seg-<n>.tss" or "seg-<n>.upd-<g>"; false for anything else.
+bool ParseFileName(std::string_view name, uint64_t* sequence, uint64_t* generation) {
+  *generation = 0;
+  if (!name.starts_with("seg-")) return false;
+  name.remove_prefix(4);
+  const size_t dot = name.find('.');
+  if (dot == std::string_view::npos || !absl::SimpleAtoi(AsAbsl(name.substr(0, dot)), sequence)) {
+    return false;
+  }
+  const std::string_view rest = name.substr(dot);
+  if (rest == ".tss") return true;
+  return rest.starts_with(".upd-") && absl::SimpleAtoi(AsAbsl(rest.substr(5)), generation) &&
+         *generation > 0;
+}
+
+// Adds every live document and posting of `segment` to `builder`. If the segment turns out
+// damaged, what was added is incomplete: check its Health() after.
 void CopyLive(const SealedSegment& segment, SealedSegmentBuilder& builder) {
   const Columns& c = segment.columns();
   std::vector<uint32_t> new_number(segment.num_docs(), kEndDoc);
@@ -37,6 +61,7 @@ void CopyLive(const SealedSegment& segment, SealedSegmentBuilder& builder) {
   }
   segment.ForEachTerm([&](std::string_view term) {
     std::unique_ptr<PostingCursor> cursor = segment.OpenTerm(term, segment.num_docs());
+    if (cursor == nullptr) return;  // damaged: the caller checks the segment's Health()
     for (; cursor->doc() != kEndDoc; cursor->Next()) {
       if (new_number[cursor->doc()] == kEndDoc) continue;
       builder.AddPosting(term, new_number[cursor->doc()], cursor->positions());
@@ -70,6 +95,14 @@ absl::StatusOr<std::unique_ptr<Index>> Index::Create(const IndexOptions& options
         StrCat("segment_max_docs must be in [1, ", kMaxSegmentDocs, "], not ",
                options.segment_max_docs));
   }
+  if (!options.directory.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(options.directory, ec);
+    if (ec) {
+      return absl::UnavailableError(
+          StrCat("cannot create ", options.directory, ": ", ec.message()));
+    }
+  }
   absl::StatusOr<std::unique_ptr<analysis::Analyzer>> analyzer =
       analysis::Analyzer::Create(options.analyzer);
   if (!analyzer.ok()) return analyzer.status();
@@ -88,7 +121,7 @@ Index::~Index() = default;
 void Index::PublishLocked() {
   auto snapshot = std::make_shared<IndexSnapshot>();
   snapshot->segments.reserve(sealed_.size() + 1);
-  for (const auto& s : sealed_) snapshot->segments.push_back(s);
+  for (const Sealed& s : sealed_) snapshot->segments.push_back(s.segment);
   snapshot->segments.push_back(active_);
   snapshot_.store(std::move(snapshot));
 }
@@ -100,13 +133,14 @@ Index::Location Index::LocateLocked(TweetId id) const {
       d && !active_->columns().deleted(*d)) {
     return {active_.get(), *d};
   }
-  for (const auto& s : sealed_) {
+  for (const Sealed& entry : sealed_) {
+    const SealedSegment* s = entry.segment.get();
     if (s->num_docs() == 0 || id > s->MaxTweetId() ||
         id < s->columns().tweet_id(s->num_docs() - 1)) {
       continue;
     }
     if (std::optional<DocId> d = s->Find(id); d && !s->columns().deleted(*d)) {
-      return {s.get(), *d};
+      return {s, *d};
     }
   }
   return {};
@@ -269,13 +303,32 @@ absl::Status Index::SealLocked() {
       builder.AddPosting(term, new_number[cursor.doc()], cursor.positions());
     }
   });
-  std::unique_ptr<SealedSegment> sealed = builder.Build();
-  if (sealed->num_docs() > 0) {
-    sealed_.push_back(std::move(sealed));
-    sealed_sequence_.push_back(next_sequence_++);
-  }
+  if (absl::Status s = AddSegmentLocked(builder); !s.ok()) return s;
   active_ = std::make_shared<ActiveSegment>(options_.segment_max_docs);
   PublishLocked();
+  return absl::OkStatus();
+}
+
+absl::Status Index::AddSegmentLocked(SealedSegmentBuilder& builder) {
+  const std::string bytes = builder.Encode();
+  const uint64_t sequence = next_sequence_++;
+  absl::StatusOr<std::unique_ptr<SealedSegment>> segment;
+  if (options_.directory.empty()) {
+    segment = SealedSegment::FromBytes(FileBytes::FromBytes(bytes), "(in memory)", true);
+  } else {
+    const std::string path = StrCat(options_.directory, "/", SegmentFileName(sequence));
+    if (absl::Status s = WriteFileAtomically(path, bytes); !s.ok()) return s;
+    absl::StatusOr<std::unique_ptr<FileBytes>> mapped = FileBytes::Map(path);
+    if (!mapped.ok()) return mapped.status();
+    segment = SealedSegment::FromBytes(*std::move(mapped), path, /*trusted=*/true);
+  }
+  if (!segment.ok()) return segment.status();
+  if ((*segment)->num_docs() > 0) {
+    Sealed entry;
+    entry.segment = *std::move(segment);
+    entry.sequence = sequence;
+    sealed_.push_back(std::move(entry));
+  }
   return absl::OkStatus();
 }
 
@@ -283,15 +336,34 @@ absl::Status Index::Compact() {
   absl::MutexLock lock(&mu_);
   if (sealed_.empty()) return absl::OkStatus();
   SealedSegmentBuilder builder;
-  for (const auto& s : sealed_) CopyLive(*s, builder);
-  std::unique_ptr<SealedSegment> merged = builder.Build();
+  for (const Sealed& s : sealed_) {
+    CopyLive(*s.segment, builder);
+    if (absl::Status health = s.segment->Health(); !health.ok()) return health;
+  }
+  std::vector<Sealed> merged_away = std::move(sealed_);
   sealed_.clear();
-  sealed_sequence_.clear();
-  if (merged->num_docs() > 0) {
-    sealed_.push_back(std::move(merged));
-    sealed_sequence_.push_back(next_sequence_++);
+  if (absl::Status s = AddSegmentLocked(builder); !s.ok()) {
+    sealed_ = std::move(merged_away);
+    return s;
   }
   PublishLocked();
+  return absl::OkStatus();
+}
+
+absl::Status Index::SaveUpdatesLocked(const std::string& dir, Sealed& entry) {
+  const uint64_t changes = entry.segment->columns().changes();
+  if (changes == 0 || (changes == entry.saved_changes && entry.updates_dir == dir)) {
+    return absl::OkStatus();
+  }
+  const uint64_t generation = next_sequence_++;
+  const std::string name = UpdatesFileName(entry.sequence, generation);
+  if (absl::Status s = WriteFileAtomically(StrCat(dir, "/", name), entry.segment->EncodeUpdates());
+      !s.ok()) {
+    return s;
+  }
+  entry.updates = generation;
+  entry.saved_changes = changes;
+  entry.updates_dir = dir;
   return absl::OkStatus();
 }
 
@@ -300,18 +372,33 @@ absl::Status Index::Save(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(StrCat("cannot create ", dir, ": ", ec.message()));
+  const bool own_directory =
+      !options_.directory.empty() && std::filesystem::equivalent(dir, options_.directory, ec);
   std::string manifest = StrCat(kManifestHeader, "\n", AnalyzerLine(options_.analyzer), "\n");
-  for (size_t i = 0; i < sealed_.size(); ++i) {
-    const std::string name = SegmentFileName(sealed_sequence_[i]);
-    if (absl::Status s = sealed_[i]->Save(dir + "/" + name); !s.ok()) return s;
-    StrAppend(&manifest, name, "\n");
+  absl::flat_hash_set<std::string> named;
+  for (Sealed& entry : sealed_) {
+    const std::string name = SegmentFileName(entry.sequence);
+    if (!own_directory) {
+      if (absl::Status s = entry.segment->Save(StrCat(dir, "/", name)); !s.ok()) return s;
+    }
+    if (absl::Status s = SaveUpdatesLocked(dir, entry); !s.ok()) return s;
+    StrAppend(&manifest, name);
+    named.insert(name);
+    if (entry.updates != 0) {
+      const std::string updates = UpdatesFileName(entry.sequence, entry.updates);
+      StrAppend(&manifest, " ", updates);
+      named.insert(updates);
+    }
+    StrAppend(&manifest, "\n");
   }
   if (absl::Status s = WriteFileAtomically(dir + "/MANIFEST", manifest); !s.ok()) return s;
-  // Segment files the manifest no longer names (merged away) are removed.
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.starts_with("seg-") && manifest.find(name + "\n") == std::string::npos) {
-      std::filesystem::remove(entry.path(), ec);  // best effort: a leftover file is harmless
+  // Files the manifest no longer names (merged away, older updates, left by a crash) are
+  // removed. A segment still mapped by a running query keeps its pages until it is done.
+  for (const auto& file : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = file.path().filename().string();
+    uint64_t sequence, generation;
+    if (ParseFileName(name, &sequence, &generation) && !named.contains(name)) {
+      std::filesystem::remove(file.path(), ec);  // best effort: a leftover file is harmless
     }
   }
   return absl::OkStatus();
@@ -322,6 +409,9 @@ absl::StatusOr<std::unique_ptr<Index>> Index::Open(const IndexOptions& options,
   absl::StatusOr<std::string> manifest = ReadFile(dir + "/MANIFEST");
   if (!manifest.ok()) return manifest.status();
   std::vector<std::string> lines = absl::StrSplit(*manifest, '\n', absl::SkipEmpty());
+  if (!lines.empty() && lines[0] == kOldManifestHeader) {
+    return absl::NotFoundError(StrCat("the index in ", dir, " has an older format"));
+  }
   if (lines.size() < 2 || lines[0] != kManifestHeader || !lines[1].starts_with("analyzer ")) {
     return absl::DataLossError(StrCat(dir, "/MANIFEST is not an index manifest"));
   }
@@ -331,40 +421,62 @@ absl::StatusOr<std::unique_ptr<Index>> Index::Open(const IndexOptions& options,
                "' but is opened with '", AnalyzerLine(options.analyzer),
                "'; queries would not find its terms"));
   }
-  absl::StatusOr<std::unique_ptr<Index>> index = Create(options);
+  IndexOptions attached = options;
+  attached.directory = dir;
+  absl::StatusOr<std::unique_ptr<Index>> index = Create(attached);
   if (!index.ok()) return index.status();
   Index& ix = **index;
   absl::MutexLock lock(&ix.mu_);
   for (size_t i = 2; i < lines.size(); ++i) {
-    uint64_t sequence = 0;
-    if (!lines[i].starts_with("seg-") || !lines[i].ends_with(".tss") ||
-        !absl::SimpleAtoi(AsAbsl(lines[i]).substr(4, lines[i].size() - 8), &sequence)) {
-      return absl::DataLossError(StrCat("bad manifest line '", lines[i], "'"));
-    }
-    absl::StatusOr<std::unique_ptr<SealedSegment>> segment =
-        SealedSegment::Load(StrCat(dir, "/", lines[i]));
-    if (!segment.ok()) {
-      if (absl::IsNotFound(segment.status())) {
-        return absl::DataLossError(segment.status().message());
-      }
-      return segment.status();
-    }
-    ix.sealed_.push_back(*std::move(segment));
-    ix.sealed_sequence_.push_back(sequence);
-    ix.next_sequence_ = std::max(ix.next_sequence_, sequence + 1);
+    absl::StatusOr<Sealed> entry = OpenSegment(dir, lines[i]);
+    if (!entry.ok()) return entry.status();
+    ix.next_sequence_ = std::max({ix.next_sequence_, entry->sequence + 1, entry->updates + 1});
+    ix.sealed_.push_back(*std::move(entry));
   }
   ix.PublishLocked();
   return index;
+}
+
+absl::StatusOr<Index::Sealed> Index::OpenSegment(const std::string& dir, std::string_view line) {
+  std::vector<std::string_view> names;
+  for (absl::string_view part : absl::StrSplit(AsAbsl(line), ' ')) names.push_back(AsStd(part));
+  Sealed entry;
+  uint64_t generation = 0;
+  if (names.size() > 2 || !ParseFileName(names[0], &entry.sequence, &generation) ||
+      generation != 0 ||
+      (names.size() == 2 && (!ParseFileName(names[1], &generation, &entry.updates) ||
+                             generation != entry.sequence || entry.updates == 0))) {
+    return absl::DataLossError(StrCat("bad manifest line '", line, "'"));
+  }
+  absl::StatusOr<std::unique_ptr<SealedSegment>> segment =
+      SealedSegment::Load(StrCat(dir, "/", names[0]));
+  if (!segment.ok()) {
+    if (absl::IsNotFound(segment.status())) return absl::DataLossError(segment.status().message());
+    return segment.status();
+  }
+  entry.segment = *std::move(segment);
+  if (names.size() == 2) {
+    const std::string path = StrCat(dir, "/", names[1]);
+    absl::StatusOr<std::string> updates = ReadFile(path);
+    if (!updates.ok()) return absl::DataLossError(updates.status().message());
+    if (absl::Status s = entry.segment->ApplyUpdates(*updates, path); !s.ok()) return s;
+    entry.saved_changes = entry.segment->columns().changes();
+    entry.updates_dir = dir;
+  }
+  return entry;
 }
 
 IndexStats Index::Stats() const {
   absl::MutexLock lock(&mu_);
   IndexStats stats;
   stats.sealed_segments = sealed_.size();
-  for (const auto& s : sealed_) {
+  for (const Sealed& entry : sealed_) {
+    const SealedSegment* s = entry.segment.get();
     stats.documents += s->num_docs();
     stats.terms += s->NumTerms();
     stats.memory_bytes += s->MemoryBytes();
+    if (s->mapped()) stats.mapped_bytes += s->FileBytesSize();
+    if (!s->Health().ok()) ++stats.damaged_segments;
     stats.sealed.postings += s->stats().postings;
     stats.sealed.positions += s->stats().positions;
     stats.sealed.posting_bytes += s->stats().posting_bytes;

@@ -42,6 +42,10 @@ struct IndexOptions {
   // Documents an active segment holds before it is sealed, 1 to kMaxSegmentDocs. Default
   // 65536 (2^16). Compaction may build larger sealed segments.
   uint32_t segment_max_docs = 1 << 16;
+  // Where sealed segments live: each is written there as a file when it is sealed and served
+  // from a read-only mapping of it. Empty: sealed segments stay on the heap (tests, tools),
+  // and Save() writes them out.
+  std::string directory;
 };
 
 // What a query sees: sealed segments, oldest first, then the active segment (if any).
@@ -53,7 +57,9 @@ struct IndexStats {
   uint64_t documents = 0;      // indexed, deleted ones not yet compacted away included
   uint64_t sealed_segments = 0;
   uint64_t terms = 0;          // summed over segments
-  uint64_t memory_bytes = 0;   // postings, dictionaries and columns
+  uint64_t memory_bytes = 0;   // heap: the active segment, heap-held segments, overlays
+  uint64_t mapped_bytes = 0;   // sealed segment files served from mappings
+  uint64_t damaged_segments = 0;  // sealed segments a corrupt part was found in
   SealedStats sealed;          // summed over sealed segments
 };
 
@@ -61,9 +67,12 @@ class Index {
  public:
   // Returns InvalidArgument for bad options.
   static absl::StatusOr<std::unique_ptr<Index>> Create(const IndexOptions& options);
-  // Loads the sealed segments saved in `dir` by Save(). Returns NotFound if `dir` has no
-  // manifest, DataLoss if a segment file is corrupt or missing, FailedPrecondition if the index
-  // was written with other analyzer options.
+  // Opens the index saved in `dir` by Save(): maps its segment files (checking headers and
+  // small sections; postings are verified as queries first read them) and applies their
+  // updates files. New segments are then written to `dir` (options.directory is ignored).
+  // Returns NotFound if `dir` has no manifest or one of an older format (the caller rebuilds),
+  // DataLoss if a file is corrupt or missing, FailedPrecondition if the index was written with
+  // other analyzer options.
   static absl::StatusOr<std::unique_ptr<Index>> Open(const IndexOptions& options,
                                                      const std::string& dir);
 
@@ -91,8 +100,11 @@ class Index {
   absl::Status Seal();
   // Merges all sealed segments into one, dropping deleted tweets. Writers wait meanwhile.
   absl::Status Compact();
-  // Writes every sealed segment and a manifest to `dir` (created if missing). The active
-  // segment is not saved: call Seal() first to include it.
+  // Makes the sealed segments durable in `dir` (created if missing): their files (already
+  // there when `dir` is the index's directory), an updates file for each segment whose deletes
+  // or likes changed since the last Save, and then the manifest naming them; files the
+  // manifest no longer names are removed. The active segment is not saved: call Seal() first
+  // to include it.
   absl::Status Save(const std::string& dir);
 
   std::shared_ptr<const IndexSnapshot> Snapshot() const { return snapshot_.load(); }
@@ -108,12 +120,29 @@ class Index {
   Location LocateLocked(TweetId id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SealLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Encodes what `builder` holds as the next segment: a file in the directory, mapped, or a
+  // heap buffer without one. Appends it to sealed_ unless it is empty.
+  absl::Status AddSegmentLocked(SealedSegmentBuilder& builder) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the updates file of `entry` to `dir` if its deletes or likes changed since the last
+  // one; records the generation in `entry`.
+  struct Sealed;
+  absl::Status SaveUpdatesLocked(const std::string& dir, Sealed& entry)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const IndexOptions options_;
+  IndexOptions options_;
   const std::unique_ptr<analysis::Analyzer> analyzer_;
   mutable absl::Mutex mu_;
-  std::vector<std::shared_ptr<SealedSegment>> sealed_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint64_t> sealed_sequence_ ABSL_GUARDED_BY(mu_);  // file number of each
+  // A sealed segment and the files that make it durable.
+  struct Sealed {
+    std::shared_ptr<SealedSegment> segment;
+    uint64_t sequence = 0;           // names its file, seg-<sequence>.tss
+    uint64_t updates = 0;            // generation of its updates file; 0: none
+    uint64_t saved_changes = 0;      // columns().changes() when that file was written
+    std::string updates_dir;         // where that file was written
+  };
+  std::vector<Sealed> sealed_ ABSL_GUARDED_BY(mu_);
+  // Maps the segment a manifest line names and applies its updates file.
+  static absl::StatusOr<Sealed> OpenSegment(const std::string& dir, std::string_view line);
   uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;
   std::shared_ptr<ActiveSegment> active_ ABSL_GUARDED_BY(mu_);
   // Analyzes `doc` into batch_ and adds its row to the active segment. Requires room.

@@ -1,19 +1,18 @@
 #include "indexer/index/sealed_segment.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
 #include <bit>
-#include <cerrno>
+#include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <numeric>
 
-#include "common/strings.h"
 #include "common/file_util.h"
+#include "common/snowflake.h"
+#include "common/strings.h"
 #include "indexer/index/bitpack.h"
+#include "indexer/index/section_file.h"
 
 namespace tweetsearch::index {
 namespace {
@@ -288,8 +287,8 @@ struct EncodeScratch {
   std::string block;
 };
 
-void EncodeList(const std::vector<Entry>& entries, const Columns& columns, std::string* out,
-                SealedStats* stats, EncodeScratch& scratch) {
+void EncodeList(const std::vector<Entry>& entries, std::span<const uint16_t> lengths,
+                std::string* out, SealedStats* stats, EncodeScratch& scratch) {
   const size_t start = out->size();
   const uint32_t n = static_cast<uint32_t>(entries.size());
   const uint32_t blocks = NumBlocks(n);
@@ -315,10 +314,8 @@ void EncodeList(const std::vector<Entry>& entries, const Columns& columns, std::
       freqs.push_back(e.freq - 1);
       positions.insert(positions.end(), e.positions, e.positions + e.freq);
       max_tf = std::max(max_tf, e.freq);
-      min_length = std::min<uint32_t>(min_length, columns.length(e.doc));
-      if (e.freq > 1) {
-        min_length_repeated = std::min<uint32_t>(min_length_repeated, columns.length(e.doc));
-      }
+      min_length = std::min<uint32_t>(min_length, lengths[e.doc]);
+      if (e.freq > 1) min_length_repeated = std::min<uint32_t>(min_length_repeated, lengths[e.doc]);
     }
     SkipEntry entry{};
     entry.last_doc = entries[first + count - 1].doc;
@@ -428,47 +425,351 @@ std::string CheckList(const uint8_t* base, const uint8_t* end, uint32_t doc_freq
   return "";
 }
 
-// Segment file layout: "TSSEG001", u32 section count, then sections
-// [u32 tag][u64 length][u64 xxh64][bytes], then u64 xxh64 of all preceding bytes and "TSSEGEND".
-constexpr std::string_view kMagic = "TSSEG002";
-constexpr std::string_view kEndMagic = "TSSEGEND";
+
+// Segment file format v3: a section file (section_file.h) with these sections, in this order.
+constexpr std::string_view kMagic = "TSSEG003";
 enum SectionTag : uint32_t {
-  kMeta = 1, kTweetIds, kCreatedAt, kUserIds, kLangs, kLengths, kLikes, kDeleted,
-  kTermBlocks, kTerms, kPostings, kNumSections = kPostings
+  kMeta = 1, kIdHigh, kIdLow, kCreatedOffset, kUserCodes, kUserValues, kLangCodes, kLangValues,
+  kLengths, kLikes, kOverflowDocs, kOverflowLikes, kRangeMaxLikes, kRangeMaxCreated,
+  kTermBlocks, kTerms, kPostings, kPostingChunks, kNumSections = kPostingChunks
+};
+// The postings are checksummed per chunk (kPostingChunks), verified when first read.
+constexpr uint32_t kLazySections[] = {kPostings};
+constexpr size_t kChunkBytes = size_t{1} << 20;
+
+struct Meta {
+  uint64_t num_docs, total_length, num_terms, user_values, lang_values, overflow;
+  int64_t max_created;
+  SealedStats stats;
 };
 
 template <typename T>
-void PutRaw(std::string* out, const T& value) {
-  out->append(reinterpret_cast<const char*>(&value), sizeof(T));
-}
-
-void PutSection(std::string* out, uint32_t tag, std::string_view bytes) {
-  PutRaw(out, tag);
-  PutRaw(out, static_cast<uint64_t>(bytes.size()));
-  PutRaw(out, static_cast<uint64_t>(XXH64(bytes.data(), bytes.size(), 0)));
-  out->append(bytes);
-}
-
-template <typename T>
-std::string_view AsBytes(const std::vector<T>& v) {
+std::string_view AsBytes(std::span<const T> v) {
   return std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
 }
-
 template <typename T>
-bool FromBytes(std::string_view bytes, std::vector<T>* out) {
-  if (bytes.size() % sizeof(T) != 0) return false;
-  out->resize(bytes.size() / sizeof(T));
-  std::memcpy(out->data(), bytes.data(), bytes.size());
+std::string_view AsBytes(const std::vector<T>& v) {
+  return AsBytes(std::span<const T>(v));
+}
+
+// A view of a section as an array of T; false if its size is not `count` values.
+template <typename T>
+bool ArrayOf(std::string_view bytes, size_t count, std::span<const T>* out) {
+  if (bytes.size() != count * sizeof(T)) return false;
+  *out = std::span<const T>(reinterpret_cast<const T*>(bytes.data()), count);
   return true;
+}
+
+std::string Packed(std::span<const uint64_t> values) {
+  std::string out;
+  PackedColumn::Encode(values, &out);
+  return out;
+}
+
+// A column of codes into the sorted distinct values of `values`.
+void DictionaryCode(const std::vector<uint64_t>& values, std::vector<uint64_t>* distinct,
+                    std::vector<uint64_t>* codes) {
+  *distinct = values;
+  std::sort(distinct->begin(), distinct->end());
+  distinct->erase(std::unique(distinct->begin(), distinct->end()), distinct->end());
+  codes->resize(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    (*codes)[i] = static_cast<uint64_t>(
+        std::lower_bound(distinct->begin(), distinct->end(), values[i]) - distinct->begin());
+  }
 }
 
 }  // namespace
 
+// The parsed views of a segment file.
+struct SealedSegment::Parts {
+  Meta meta{};
+  PackedColumns columns;
+  std::span<const uint32_t> range_max_likes;
+  TermDictionary dictionary;
+  std::string_view postings;
+  std::span<const uint64_t> chunk_sums;
+};
+
+std::string SealedSegmentBuilder::Encode() {
+  const uint32_t num_docs = static_cast<uint32_t>(rows_.size());
+  // Newest first: DocId 0 is the largest TweetId.
+  std::vector<uint32_t> order(num_docs);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(),
+            [&](uint32_t a, uint32_t b) { return rows_[a].id > rows_[b].id; });
+  std::vector<DocId> new_id(num_docs);
+  for (uint32_t rank = 0; rank < num_docs; ++rank) new_id[order[rank]] = rank;
+
+  Meta meta{};
+  meta.num_docs = num_docs;
+  meta.max_created = std::numeric_limits<int64_t>::min();
+  const size_t ranges = (num_docs >> Columns::kRangeShift) + 1;
+  std::vector<uint64_t> id_high(num_docs), id_low(num_docs), created(num_docs),
+      users(num_docs), langs(num_docs), lengths64(num_docs);
+  std::vector<uint16_t> lengths(num_docs);
+  std::vector<uint8_t> likes(num_docs);
+  std::vector<uint32_t> overflow_docs, overflow_likes, range_likes(ranges, 0);
+  std::vector<int64_t> range_created(ranges, std::numeric_limits<int64_t>::min());
+  for (uint32_t d = 0; d < num_docs; ++d) {
+    const Row& r = rows_[order[d]];
+    id_high[d] = r.id >> 22;
+    id_low[d] = r.id & ((uint64_t{1} << 22) - 1);
+    created[d] = ZigZag(r.created_at_ms - (static_cast<int64_t>(id_high[d]) + kSnowflakeEpochMillis));
+    users[d] = r.user_id;
+    langs[d] = r.lang;
+    lengths[d] = r.length;
+    lengths64[d] = r.length;
+    likes[d] = static_cast<uint8_t>(std::min<uint32_t>(r.likes, kLikesOverflow));
+    if (r.likes >= kLikesOverflow) {
+      overflow_docs.push_back(d);
+      overflow_likes.push_back(r.likes);
+    }
+    range_likes[d >> Columns::kRangeShift] =
+        std::max(range_likes[d >> Columns::kRangeShift], r.likes);
+    int64_t& rc = range_created[d >> Columns::kRangeShift];
+    rc = std::max(rc, r.created_at_ms);
+    meta.max_created = std::max(meta.max_created, r.created_at_ms);
+    meta.total_length += r.length;
+  }
+  std::vector<uint64_t> user_values, user_codes, lang_values, lang_codes;
+  DictionaryCode(users, &user_values, &user_codes);
+  DictionaryCode(langs, &lang_values, &lang_codes);
+  meta.user_values = user_values.size();
+  meta.lang_values = lang_values.size();
+  meta.overflow = overflow_docs.size();
+
+  std::string postings;
+  TermDictionary dictionary = EncodePostings(new_id, lengths, &postings, &meta.stats);
+  meta.num_terms = dictionary.size();
+  std::vector<uint64_t> chunk_sums;
+  for (size_t at = 0; at < postings.size(); at += kChunkBytes) {
+    const size_t n = std::min(kChunkBytes, postings.size() - at);
+    chunk_sums.push_back(XXH64(postings.data() + at, n, 0));
+  }
+
+  std::vector<std::string> columns = {Packed(id_high),     Packed(id_low),
+                                      Packed(created),     Packed(user_codes),
+                                      Packed(user_values), Packed(lang_codes),
+                                      Packed(lang_values), Packed(lengths64)};
+  for (const std::string& c : columns) meta.stats.column_bytes += c.size();
+  meta.stats.column_bytes += likes.size() + 8 * overflow_docs.size() + 4 * range_likes.size() +
+                             8 * range_created.size();
+  meta.stats.posting_bytes = postings.size();
+  meta.stats.dictionary_bytes = dictionary.bytes();
+
+  SectionFileWriter file(kMagic, kNumSections);
+  file.Add(std::string_view(reinterpret_cast<const char*>(&meta), sizeof(meta)));
+  for (const std::string& c : columns) file.Add(c);
+  file.Add(AsBytes(likes));
+  file.Add(AsBytes(overflow_docs));
+  file.Add(AsBytes(overflow_likes));
+  file.Add(AsBytes(range_likes));
+  file.Add(AsBytes(range_created));
+  file.Add(AsBytes(dictionary.block_offsets()));
+  file.Add(dictionary.blob());
+  file.Add(postings);
+  file.Add(AsBytes(chunk_sums));
+  rows_.clear();
+  postings_.clear();
+  last_records_ = nullptr;
+  return file.Finish();
+}
+
+TermDictionary SealedSegmentBuilder::EncodePostings(std::span<const DocId> new_id,
+                                                    std::span<const uint16_t> lengths,
+                                                    std::string* out, SealedStats* stats) {
+  using TermRecords = std::pair<const std::string*, const std::vector<uint32_t>*>;
+  std::vector<TermRecords> terms;
+  terms.reserve(postings_.size());
+  for (const auto& [term, records] : postings_) terms.emplace_back(&term, &records);
+  std::sort(terms.begin(), terms.end(),
+            [](const TermRecords& a, const TermRecords& b) { return *a.first < *b.first; });
+
+  TermDictionary::Builder dictionary;
+  std::vector<Entry> entries;
+  EncodeScratch scratch;
+  for (size_t t = 0; t < terms.size(); ++t) {
+    // Terms are visited in sorted order, not memory order: fetch ahead what is read next.
+    if (t + 8 < terms.size()) __builtin_prefetch(terms[t + 8].second);
+    if (t + 4 < terms.size()) __builtin_prefetch(terms[t + 4].second->data());
+    const std::vector<uint32_t>& records = *terms[t].second;
+    entries.clear();
+    for (size_t i = 0; i < records.size(); i += 2 + records[i + 1]) {
+      entries.push_back(Entry{new_id[records[i]], &records[i + 2], records[i + 1]});
+    }
+    std::sort(entries.begin(), entries.end(),
+              [](const Entry& a, const Entry& b) { return a.doc < b.doc; });
+    dictionary.Add(*terms[t].first, TermDictionary::Entry{static_cast<uint32_t>(entries.size()),
+                                                          static_cast<uint32_t>(out->size())});
+    EncodeList(entries, lengths, out, stats, scratch);
+  }
+  return dictionary.Finish();
+}
+
+std::unique_ptr<SealedSegment> SealedSegmentBuilder::Build() {
+  absl::StatusOr<std::unique_ptr<SealedSegment>> segment =
+      SealedSegment::FromBytes(FileBytes::FromBytes(Encode()), "(in memory)", /*trusted=*/true);
+  // Bytes just encoded here always read back; anything else is a bug in this file.
+  if (!segment.ok()) std::abort();
+  return *std::move(segment);
+}
+
+absl::StatusOr<std::unique_ptr<SealedSegment>> SealedSegment::Load(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<FileBytes>> bytes = FileBytes::Map(path);
+  if (!bytes.ok()) return bytes.status();
+  return FromBytes(*std::move(bytes), path, /*trusted=*/false);
+}
+
+namespace {
+
+// Reads the packed columns and their sizes; "" or what is wrong.
+std::string ReadColumns(const SectionFile& file, const Meta& meta, PackedColumns* c,
+                        std::span<const uint32_t>* range_max_likes) {
+  const uint32_t n = static_cast<uint32_t>(meta.num_docs);
+  const std::pair<PackedColumn*, std::pair<uint32_t, uint64_t>> packed[] = {
+      {&c->id_high, {kIdHigh, n}},        {&c->id_low, {kIdLow, n}},
+      {&c->created_offset, {kCreatedOffset, n}}, {&c->user_codes, {kUserCodes, n}},
+      {&c->user_values, {kUserValues, meta.user_values}}, {&c->lang_codes, {kLangCodes, n}},
+      {&c->lang_values, {kLangValues, meta.lang_values}}, {&c->lengths, {kLengths, n}}};
+  for (const auto& [column, where] : packed) {
+    if (where.second > UINT32_MAX) return "bad column size";
+    absl::StatusOr<PackedColumn> view =
+        PackedColumn::View(file.sections[where.first], static_cast<uint32_t>(where.second));
+    if (!view.ok()) return StrCat("section ", where.first, ": ", view.status().message());
+    *column = *view;
+  }
+  if ((n > 0 && (meta.user_values == 0 || meta.lang_values == 0))) return "empty dictionary";
+  std::span<const uint8_t> likes;
+  std::span<const int64_t> range_created;
+  const size_t ranges = (n >> Columns::kRangeShift) + 1;
+  if (!ArrayOf(file.sections[kLikes], n, &likes) ||
+      !ArrayOf(file.sections[kOverflowDocs], meta.overflow, &c->overflow_docs) ||
+      !ArrayOf(file.sections[kOverflowLikes], meta.overflow, &c->overflow_likes) ||
+      !ArrayOf(file.sections[kRangeMaxLikes], ranges, range_max_likes) ||
+      !ArrayOf(file.sections[kRangeMaxCreated], ranges, &range_created)) {
+    return "column sizes disagree";
+  }
+  for (size_t i = 0; i < c->overflow_docs.size(); ++i) {
+    const uint32_t d = c->overflow_docs[i];
+    if (d >= n || (i > 0 && d <= c->overflow_docs[i - 1]) || likes[d] != kLikesOverflow) {
+      return "bad likes overflow table";
+    }
+  }
+  c->likes = likes.data();
+  c->range_max_created = range_created.data();
+  return "";
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SealedSegment>> SealedSegment::FromBytes(
+    std::unique_ptr<FileBytes> bytes, std::string name, bool trusted) {
+  auto corrupt = [&](std::string_view why) {
+    return absl::DataLossError(StrCat("segment file ", name, " is corrupt: ", why));
+  };
+  absl::StatusOr<SectionFile> file =
+      ReadSectionFile(bytes->view(), kMagic, kNumSections, kLazySections);
+  if (!file.ok()) return corrupt(AsStd(file.status().message()));
+  Parts parts;
+  if (file->sections[kMeta].size() != sizeof(Meta)) return corrupt("bad metadata");
+  std::memcpy(&parts.meta, file->sections[kMeta].data(), sizeof(Meta));
+  const Meta& meta = parts.meta;
+  if (meta.num_docs >= kEndDoc || meta.num_terms > UINT32_MAX) return corrupt("bad metadata");
+  if (std::string why = ReadColumns(*file, meta, &parts.columns, &parts.range_max_likes);
+      !why.empty()) {
+    return corrupt(why);
+  }
+  parts.postings = file->sections[kPostings];
+  if (parts.postings.size() != meta.stats.posting_bytes || parts.postings.size() > UINT32_MAX ||
+      !ArrayOf(file->sections[kPostingChunks], (parts.postings.size() + kChunkBytes - 1) / kChunkBytes,
+               &parts.chunk_sums)) {
+    return corrupt("postings sizes disagree");
+  }
+  std::span<const uint32_t> blocks;
+  if (file->sections[kTermBlocks].size() % 4 != 0) return corrupt("dictionary sizes disagree");
+  ArrayOf(file->sections[kTermBlocks], file->sections[kTermBlocks].size() / 4, &blocks);
+  absl::StatusOr<TermDictionary> dictionary = TermDictionary::ViewParts(
+      file->sections[kTerms], blocks, static_cast<uint32_t>(meta.num_terms));
+  if (!dictionary.ok()) return corrupt(AsStd(dictionary.status().message()));
+  parts.dictionary = *std::move(dictionary);
+  std::unique_ptr<SealedSegment> segment(new SealedSegment(std::move(bytes), name, parts));
+  if (trusted) {
+    for (size_t w = 0; w < (parts.chunk_sums.size() + 63) / 64; ++w) {
+      segment->verified_[w].store(~uint64_t{0}, std::memory_order_relaxed);
+    }
+  }
+  return segment;
+}
+
+SealedSegment::SealedSegment(std::unique_ptr<FileBytes> bytes, std::string name,
+                             const Parts& parts)
+    : Segment(std::make_unique<Columns>(static_cast<uint32_t>(parts.meta.num_docs), parts.columns,
+                                        parts.range_max_likes, parts.meta.max_created)),
+      bytes_(std::move(bytes)),
+      name_(std::move(name)),
+      num_docs_(static_cast<uint32_t>(parts.meta.num_docs)),
+      total_length_(parts.meta.total_length),
+      dictionary_(parts.dictionary),
+      postings_(reinterpret_cast<const uint8_t*>(parts.postings.data())),
+      postings_size_(parts.postings.size()),
+      chunk_sums_(parts.chunk_sums),
+      verified_(new std::atomic<uint64_t>[(parts.chunk_sums.size() + 63) / 64 + 1]()),
+      stats_(parts.meta.stats) {
+  const size_t postings_offset = static_cast<size_t>(postings_ - bytes_->data());
+  bytes_->AdviseRandom(postings_offset, postings_size_);
+}
+
+SealedSegment::~SealedSegment() = default;
+
+absl::Status SealedSegment::Save(const std::string& path) const {
+  return WriteFileAtomically(path, bytes_->view());
+}
+
+size_t SealedSegment::FileBytesSize() const { return bytes_->size(); }
+bool SealedSegment::mapped() const { return bytes_->mapped(); }
+
+void SealedSegment::MarkDamaged(std::string why) const {
+  absl::MutexLock lock(&damage_mu_);
+  if (damage_.empty()) damage_ = StrCat("segment file ", name_, " is corrupt: ", why);
+  damaged_.store(true, std::memory_order_release);
+}
+
+absl::Status SealedSegment::Health() const {
+  if (!damaged_.load(std::memory_order_acquire)) return absl::OkStatus();
+  absl::MutexLock lock(&damage_mu_);
+  return absl::DataLossError(damage_);
+}
+
+bool SealedSegment::VerifyChunks(size_t begin, size_t end) const {
+  for (size_t chunk = begin / kChunkBytes; chunk * kChunkBytes < end; ++chunk) {
+    std::atomic<uint64_t>& word = verified_[chunk / 64];
+    const uint64_t bit = uint64_t{1} << (chunk % 64);
+    if (word.load(std::memory_order_acquire) & bit) continue;
+    const size_t at = chunk * kChunkBytes;
+    const size_t n = std::min(kChunkBytes, postings_size_ - at);
+    if (XXH64(postings_ + at, n, 0) != chunk_sums_[chunk]) {
+      MarkDamaged(StrCat("checksum mismatch in postings chunk ", chunk));
+      return false;
+    }
+    word.fetch_or(bit, std::memory_order_acq_rel);  // two racing verifiers are harmless
+  }
+  return true;
+}
+
 std::unique_ptr<PostingCursor> SealedSegment::OpenTerm(std::string_view term, DocId) const {
-  const std::optional<TermDictionary::Entry> entry = dictionary_.Find(term);
-  if (!entry) return nullptr;
-  return std::make_unique<SealedCursor>(
-      reinterpret_cast<const uint8_t*>(postings_.data()) + entry->offset, entry->doc_freq);
+  const std::optional<TermDictionary::Located> found =
+      dictionary_.Locate(term, static_cast<uint32_t>(postings_size_));
+  if (!found) return nullptr;
+  const TermDictionary::Entry& entry = found->entry;
+  if (entry.doc_freq == 0 || entry.offset >= found->end || found->end > postings_size_) {
+    MarkDamaged(StrCat("term '", term, "' points outside the postings"));
+    return nullptr;
+  }
+  if (damaged_.load(std::memory_order_acquire) || !VerifyChunks(entry.offset, found->end)) {
+    return nullptr;
+  }
+  return std::make_unique<SealedCursor>(postings_ + entry.offset, entry.doc_freq);
 }
 
 uint32_t SealedSegment::DocFreq(std::string_view term) const {
@@ -502,7 +803,9 @@ void SealedSegment::ForEachTerm(const std::function<void(std::string_view)>& fn)
 }
 
 size_t SealedSegment::MemoryBytes() const {
-  return stats_.posting_bytes + stats_.dictionary_bytes + stats_.column_bytes;
+  size_t bytes = columns().MemoryBytes() + (chunk_sums_.size() + 63) / 64 * 8 + sizeof(*this);
+  if (!bytes_->mapped()) bytes += bytes_->size();
+  return bytes;
 }
 
 uint32_t SealedSegmentBuilder::AddDoc(const Row& row) {
@@ -522,204 +825,32 @@ void SealedSegmentBuilder::AddPosting(std::string_view term, uint32_t doc,
   records.insert(records.end(), positions.begin(), positions.end());
 }
 
-std::unique_ptr<SealedSegment> SealedSegmentBuilder::Build() {
-  const uint32_t num_docs = static_cast<uint32_t>(rows_.size());
-  // Newest first: DocId 0 is the largest TweetId.
-  std::vector<uint32_t> order(num_docs);
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(),
-            [&](uint32_t a, uint32_t b) { return rows_[a].id > rows_[b].id; });
-  std::vector<DocId> new_id(num_docs);
-  for (uint32_t rank = 0; rank < num_docs; ++rank) new_id[order[rank]] = rank;
-
-  std::unique_ptr<SealedSegment> segment(new SealedSegment(num_docs));
-  Columns& columns = segment->mutable_columns();
-  for (uint32_t rank = 0; rank < num_docs; ++rank) {
-    const Row& r = rows_[order[rank]];
-    columns.SetRow(rank, r.id, r.created_at_ms, r.user_id, r.lang, r.length, r.likes);
-    segment->total_length_ += r.length;
+absl::Status SealedSegment::VerifyAll() const {
+  if (absl::Status s = Health(); !s.ok()) return s;
+  if (absl::Status whole = VerifyWholeFile(bytes_->view()); !whole.ok()) {
+    MarkDamaged(std::string(AsStd(whole.message())));
+    return Health();
   }
-
-  using TermRecords = std::pair<const std::string*, const std::vector<uint32_t>*>;
-  std::vector<TermRecords> terms;
-  terms.reserve(postings_.size());
-  for (const auto& [term, records] : postings_) terms.emplace_back(&term, &records);
-  std::sort(terms.begin(), terms.end(),
-            [](const TermRecords& a, const TermRecords& b) { return *a.first < *b.first; });
-
-  TermDictionary::Builder dictionary;
-  std::vector<Entry> entries;
-  EncodeScratch scratch;
-  for (size_t t = 0; t < terms.size(); ++t) {
-    // Terms are visited in sorted order, not memory order: fetch ahead what is read next.
-    if (t + 8 < terms.size()) __builtin_prefetch(terms[t + 8].second);
-    if (t + 4 < terms.size()) __builtin_prefetch(terms[t + 4].second->data());
-    const std::string* term = terms[t].first;
-    const std::vector<uint32_t>& records = *terms[t].second;
-    entries.clear();
-    for (size_t i = 0; i < records.size(); i += 2 + records[i + 1]) {
-      entries.push_back(Entry{new_id[records[i]], &records[i + 2], records[i + 1]});
-    }
-    std::sort(entries.begin(), entries.end(),
-              [](const Entry& a, const Entry& b) { return a.doc < b.doc; });
-    dictionary.Add(*term, TermDictionary::Entry{static_cast<uint32_t>(entries.size()),
-                                                static_cast<uint32_t>(segment->postings_.size())});
-    EncodeList(entries, columns, &segment->postings_, &segment->stats_, scratch);
+  if (!VerifyChunks(0, postings_size_)) return Health();
+  // Each term's list must lie between its offset and the next term's, and decode into valid
+  // DocIds.
+  absl::StatusOr<TermDictionary> checked = TermDictionary::FromParts(
+      dictionary_.blob(), dictionary_.block_offsets(), dictionary_.size());
+  if (!checked.ok()) {
+    MarkDamaged(std::string(AsStd(checked.status().message())));
+    return Health();
   }
-  segment->dictionary_ = dictionary.Finish();
-  segment->stats_.posting_bytes = segment->postings_.size();
-  segment->postings_.append(kUnpackPadding, '\0');  // see UnpackBitsFast
-  segment->postings_.shrink_to_fit();
-  segment->stats_.dictionary_bytes = segment->dictionary_.bytes();
-  segment->stats_.column_bytes = segment->columns().MemoryBytes();
-  rows_.clear();
-  postings_.clear();
-  last_records_ = nullptr;
-  return segment;
-}
-
-absl::Status SealedSegment::Save(const std::string& path) const {
-  std::string out(kMagic);
-  PutRaw(&out, static_cast<uint32_t>(kNumSections));
-  std::vector<uint64_t> meta = {num_docs_, total_length_, dictionary_.size()};
-  PutSection(&out, kMeta, AsBytes(meta));
-  std::vector<TweetId> ids(num_docs_);
-  std::vector<int64_t> created(num_docs_);
-  std::vector<UserId> users(num_docs_);
-  std::vector<uint32_t> langs(num_docs_), likes(num_docs_);
-  std::vector<uint16_t> lengths(num_docs_);
-  std::vector<uint64_t> deleted((num_docs_ + 63) / 64);
-  for (DocId d = 0; d < num_docs_; ++d) {
-    ids[d] = columns().tweet_id(d);
-    created[d] = columns().created_at_ms(d);
-    users[d] = columns().user_id(d);
-    langs[d] = columns().lang(d);
-    lengths[d] = columns().length(d);
-    likes[d] = columns().likes(d);
-    if (columns().deleted(d)) deleted[d / 64] |= uint64_t{1} << (d % 64);
-  }
-  PutSection(&out, kTweetIds, AsBytes(ids));
-  PutSection(&out, kCreatedAt, AsBytes(created));
-  PutSection(&out, kUserIds, AsBytes(users));
-  PutSection(&out, kLangs, AsBytes(langs));
-  PutSection(&out, kLengths, AsBytes(lengths));
-  PutSection(&out, kLikes, AsBytes(likes));
-  PutSection(&out, kDeleted, AsBytes(deleted));
-  PutSection(&out, kTermBlocks, AsBytes(dictionary_.block_offsets()));
-  PutSection(&out, kTerms, dictionary_.blob());
-  PutSection(&out, kPostings,
-             std::string_view(postings_).substr(0, postings_.size() - kUnpackPadding));
-  PutRaw(&out, static_cast<uint64_t>(XXH64(out.data(), out.size(), 0)));
-  out.append(kEndMagic);
-  return WriteFileAtomically(path, out);
-}
-
-absl::StatusOr<std::unique_ptr<SealedSegment>> SealedSegment::Load(const std::string& path) {
-  absl::StatusOr<std::string> file = ReadFile(path);
-  if (!file.ok()) return file.status();
-  std::string_view data = *file;
-  auto corrupt = [&](std::string_view why) {
-    return absl::DataLossError(StrCat("segment file ", path, " is corrupt: ", why));
-  };
-  const size_t trailer = sizeof(uint64_t) + kEndMagic.size();
-  if (data.size() < kMagic.size() + sizeof(uint32_t) + trailer ||
-      data.substr(0, kMagic.size()) != kMagic) {
-    return corrupt("bad header (not a segment file, or truncated)");
-  }
-  if (data.substr(data.size() - kEndMagic.size()) != kEndMagic) return corrupt("truncated");
-  uint64_t whole = 0;
-  std::memcpy(&whole, data.data() + data.size() - trailer, sizeof(whole));
-  if (XXH64(data.data(), data.size() - trailer, 0) != whole) return corrupt("checksum mismatch");
-
-  std::string_view sections[kNumSections + 1];
-  size_t pos = kMagic.size();
-  uint32_t count = 0;
-  std::memcpy(&count, data.data() + pos, sizeof(count));
-  pos += sizeof(count);
-  if (count != kNumSections) return corrupt("unexpected section count");
-  const size_t body_end = data.size() - trailer;
-  for (uint32_t i = 0; i < count; ++i) {
-    uint32_t tag = 0;
-    uint64_t length = 0, checksum = 0;
-    if (body_end - pos < 20) return corrupt("section header truncated");
-    std::memcpy(&tag, data.data() + pos, 4);
-    std::memcpy(&length, data.data() + pos + 4, 8);
-    std::memcpy(&checksum, data.data() + pos + 12, 8);
-    pos += 20;
-    if (tag != i + 1 || length > body_end - pos) return corrupt("bad section header");
-    sections[tag] = data.substr(pos, length);
-    if (XXH64(sections[tag].data(), length, 0) != checksum) {
-      return corrupt(StrCat("checksum mismatch in section ", tag));
-    }
-    pos += length;
-  }
-  if (pos != body_end) return corrupt("trailing bytes");
-
-  std::vector<uint64_t> meta;
-  if (!FromBytes(sections[kMeta], &meta) || meta.size() != 3 || meta[0] >= kEndDoc) {
-    return corrupt("bad metadata");
-  }
-  const uint32_t num_docs = static_cast<uint32_t>(meta[0]);
-  std::unique_ptr<SealedSegment> segment(new SealedSegment(num_docs));
-  segment->total_length_ = meta[1];
-  std::vector<TweetId> ids;
-  std::vector<int64_t> created;
-  std::vector<UserId> users;
-  std::vector<uint32_t> langs, likes;
-  std::vector<uint16_t> lengths;
-  std::vector<uint64_t> deleted;
-  if (!FromBytes(sections[kTweetIds], &ids) || !FromBytes(sections[kCreatedAt], &created) ||
-      !FromBytes(sections[kUserIds], &users) || !FromBytes(sections[kLangs], &langs) ||
-      !FromBytes(sections[kLengths], &lengths) || !FromBytes(sections[kLikes], &likes) ||
-      !FromBytes(sections[kDeleted], &deleted) || ids.size() != num_docs ||
-      created.size() != num_docs || users.size() != num_docs || langs.size() != num_docs ||
-      lengths.size() != num_docs || likes.size() != num_docs ||
-      deleted.size() != (num_docs + 63) / 64) {
-    return corrupt("column sizes disagree");
-  }
-  Columns& columns = segment->mutable_columns();
-  for (DocId d = 0; d < num_docs; ++d) {
-    if (d > 0 && ids[d] >= ids[d - 1]) return corrupt("tweet ids not in descending order");
-    columns.SetRow(d, ids[d], created[d], users[d], langs[d], lengths[d], likes[d]);
-    if ((deleted[d / 64] >> (d % 64)) & 1) columns.MarkDeleted(d);
-  }
-  segment->postings_ = std::string(sections[kPostings]);
-  segment->postings_.append(kUnpackPadding, '\0');  // see UnpackBitsFast
-  std::vector<uint32_t> blocks;
-  if (!FromBytes(sections[kTermBlocks], &blocks) || meta[2] > UINT32_MAX) {
-    return corrupt("dictionary sizes disagree");
-  }
-  absl::StatusOr<TermDictionary> dictionary = TermDictionary::FromParts(
-      std::string(sections[kTerms]), std::move(blocks), static_cast<uint32_t>(meta[2]));
-  if (!dictionary.ok()) return corrupt(AsStd(dictionary.status().message()));
-  segment->dictionary_ = *std::move(dictionary);
-  if (absl::Status valid = segment->Validate(); !valid.ok()) return corrupt(AsStd(valid.message()));
-  segment->stats_.posting_bytes = segment->postings_.size() - kUnpackPadding;
-  segment->stats_.dictionary_bytes = segment->dictionary_.bytes();
-  segment->stats_.column_bytes = segment->columns().MemoryBytes();
-  segment->dictionary_.ForEach([&](std::string_view, TermDictionary::Entry e) {
-    segment->stats_.postings += e.doc_freq;
-  });
-  return segment;
-}
-
-absl::Status SealedSegment::Validate() const {
-  // The dictionary's own structure was checked when it was read; here each term's list must
-  // lie between its offset and the next term's, and decode into valid DocIds.
-  const auto* base = reinterpret_cast<const uint8_t*>(postings_.data());
-  const size_t postings_end = postings_.size() - kUnpackPadding;
-  std::string previous_term;
+  std::string previous_term, problem;
   TermDictionary::Entry previous{};
   bool has_previous = false;
-  std::string problem;
   auto check = [&](size_t end) {
     if (!problem.empty() || !has_previous) return;
-    if (previous.offset > end || end > postings_end) {
+    if (previous.offset > end || end > postings_size_) {
       problem = StrCat("term '", previous_term, "': posting offsets out of bounds");
       return;
     }
     const std::string why =
-        CheckList(base + previous.offset, base + end, previous.doc_freq, num_docs_);
+        CheckList(postings_ + previous.offset, postings_ + end, previous.doc_freq, num_docs_);
     if (!why.empty()) problem = StrCat("term '", previous_term, "': ", why);
   };
   dictionary_.ForEach([&](std::string_view term, TermDictionary::Entry entry) {
@@ -728,8 +859,67 @@ absl::Status SealedSegment::Validate() const {
     previous = entry;
     has_previous = true;
   });
-  check(postings_end);
-  if (!problem.empty()) return absl::DataLossError(problem);
+  check(postings_size_);
+  if (!problem.empty()) MarkDamaged(problem);
+  return Health();
+}
+
+// Updates file: "TSUPD001", u32 num_docs, u32 likes entries, the deleted bits (u64 words),
+// the entries {u32 doc, u32 likes}, u64 XXH64 of everything before.
+namespace {
+constexpr std::string_view kUpdatesMagic = "TSUPD001";
+}  // namespace
+
+std::string SealedSegment::EncodeUpdates() const {
+  std::string out(kUpdatesMagic);
+  std::vector<uint32_t> likes;
+  columns().ForEachChangedLikes([&](DocId d, uint32_t v) {
+    likes.push_back(d);
+    likes.push_back(v);
+  });
+  const uint32_t header[2] = {num_docs_, static_cast<uint32_t>(likes.size() / 2)};
+  out.append(reinterpret_cast<const char*>(header), sizeof(header));
+  std::vector<uint64_t> deleted((num_docs_ + 63) / 64);
+  for (DocId d = 0; d < num_docs_; ++d) {
+    if (columns().deleted(d)) deleted[d / 64] |= uint64_t{1} << (d % 64);
+  }
+  out.append(AsBytes(deleted));
+  out.append(AsBytes(likes));
+  const uint64_t sum = XXH64(out.data(), out.size(), 0);
+  out.append(reinterpret_cast<const char*>(&sum), sizeof(sum));
+  return out;
+}
+
+absl::Status SealedSegment::ApplyUpdates(std::string_view bytes, std::string_view name) {
+  auto corrupt = [&](std::string_view why) {
+    return absl::DataLossError(StrCat("updates file ", name, " is corrupt: ", why));
+  };
+  const size_t words = (num_docs_ + 63) / 64;
+  if (bytes.size() < kUpdatesMagic.size() + 16 || bytes.substr(0, 8) != kUpdatesMagic) {
+    return corrupt("bad header");
+  }
+  uint64_t sum;
+  std::memcpy(&sum, bytes.data() + bytes.size() - 8, 8);
+  if (XXH64(bytes.data(), bytes.size() - 8, 0) != sum) return corrupt("checksum mismatch");
+  uint32_t header[2];
+  std::memcpy(header, bytes.data() + 8, sizeof(header));
+  if (header[0] != num_docs_ ||
+      bytes.size() != 8 + sizeof(header) + words * 8 + uint64_t{header[1]} * 8 + 8) {
+    return corrupt("sizes disagree with the segment");
+  }
+  const char* p = bytes.data() + 8 + sizeof(header);
+  for (DocId d = 0; d < num_docs_; ++d) {
+    uint64_t word;
+    std::memcpy(&word, p + (d / 64) * 8, 8);
+    if ((word >> (d % 64)) & 1) columns().MarkDeleted(d);
+  }
+  p += words * 8;
+  for (uint32_t i = 0; i < header[1]; ++i) {
+    uint32_t entry[2];
+    std::memcpy(entry, p + i * 8, 8);
+    if (entry[0] >= num_docs_) return corrupt("likes entry out of range");
+    columns().SetLikes(entry[0], entry[1]);
+  }
   return absl::OkStatus();
 }
 

@@ -1,4 +1,4 @@
-// SealedSegment: the compact, read-only form of a segment.
+// SealedSegment: the compact, read-only form of a segment, served from its file's bytes.
 //
 // Documents are renumbered so that DocId 0 is the newest tweet (TweetId descending); walking a
 // posting list forward then walks back in time, which lets newest-first queries stop after k
@@ -8,12 +8,17 @@
 // DocId, byte offset, bit widths and the block maxima used by block-max pruning (largest term
 // frequency, shortest document).
 //
-// A sealed segment can be written to a file and read back. Every section of the file carries
-// an XXH64 checksum and the file ends with a checksum of the whole, so a corrupt or truncated
-// file is reported and never served.
+// The file (format v3, docs/index-format.md) is written once and then only read: mapped from
+// disk, or held in a heap buffer by an index without a directory. Opening one checks its
+// header, and the checksums of everything but the postings; the postings are checksummed per
+// 1 MiB chunk, and a chunk is verified the first time a query opens a list in it. A damaged
+// chunk is never served: the segment reports DataLoss from Health() from then on.
 //
-// Thread-safety: immutable after Build()/Load(), except likes and deleted flags (atomics in
-// Columns, written by the index's writer). Any number of threads may read.
+// Likes changed and tweets deleted after the file was written live on the heap (Columns) and
+// are saved beside the file as an updates file (EncodeUpdates / ApplyUpdates).
+//
+// Thread-safety: immutable after Build()/Load(), except likes and deleted flags (written by
+// the index's writer through Columns). Any number of threads may read.
 #ifndef TWEETSEARCH_INDEXER_INDEX_SEALED_SEGMENT_H_
 #define TWEETSEARCH_INDEXER_INDEX_SEALED_SEGMENT_H_
 
@@ -27,6 +32,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "indexer/index/mapped_file.h"
 #include "indexer/index/segment.h"
 #include "indexer/index/term_dictionary.h"
 
@@ -45,18 +52,36 @@ struct SealedStats {
   uint64_t skip_bytes = 0;        //   skip tables and block headers
   uint64_t bitmap_blocks = 0;     // blocks whose DocIds are stored as a bitmap
   uint64_t dictionary_bytes = 0;  // term strings, offsets and per-term headers
-  uint64_t column_bytes = 0;
+  uint64_t column_bytes = 0;      // the packed columns in the file
 };
+static_assert(sizeof(SealedStats) == 10 * sizeof(uint64_t));  // stored as is in the file
 
 class SealedSegment final : public Segment {
  public:
-  // Reads a segment file written by Save(). Returns DataLoss for a corrupt, truncated or
-  // inconsistent file, NotFound or Internal for I/O errors.
+  // Maps a segment file written by Save() or by SealedSegmentBuilder::Encode(). Returns
+  // DataLoss for a corrupt, truncated or inconsistent file, NotFound or Internal for I/O
+  // errors.
   static absl::StatusOr<std::unique_ptr<SealedSegment>> Load(const std::string& path);
+  // The same from bytes already in memory; `name` names them in errors. `trusted`: the bytes
+  // were just encoded here, so their chunks need no verification.
+  static absl::StatusOr<std::unique_ptr<SealedSegment>> FromBytes(std::unique_ptr<FileBytes> bytes,
+                                                                  std::string name,
+                                                                  bool trusted);
+  ~SealedSegment() override;
 
-  // Writes the segment, with the current likes and deletes, to `path` (via a temporary file
-  // and rename, fsynced). Returns Internal on I/O errors.
+  // Writes the segment file (as written when sealed: likes and deletes changed since are in
+  // EncodeUpdates) to `path`, via a temporary file and rename, fsynced. Internal on I/O
+  // errors.
   absl::Status Save(const std::string& path) const;
+  // Reads every byte: the whole-file checksum, every chunk and the structure of every list.
+  // DataLoss naming the problem (and marking the segment damaged) if anything is wrong.
+  absl::Status VerifyAll() const;
+
+  // The deletes and likes changes made since the file was written, as the bytes of an updates
+  // file; ApplyUpdates() applies such bytes (DataLoss if they are damaged or for another
+  // segment). Writer only.
+  std::string EncodeUpdates() const;
+  absl::Status ApplyUpdates(std::string_view bytes, std::string_view name);
 
   // The DocId of `id`, found by binary search over the TweetId column.
   std::optional<DocId> Find(TweetId id) const;
@@ -68,25 +93,40 @@ class SealedSegment final : public Segment {
   uint64_t TotalLength() const override { return total_length_; }
   TweetId MaxTweetId() const override { return num_docs_ == 0 ? 0 : columns().tweet_id(0); }
   size_t NumTerms() const override { return dictionary_.size(); }
+  // Heap bytes only: the file's bytes are mapped (or, without a directory, FileBytesSize()).
   size_t MemoryBytes() const override;
+  absl::Status Health() const override;
 
   uint32_t num_docs() const { return num_docs_; }
   uint32_t num_live_docs() const;
   const SealedStats& stats() const { return stats_; }
+  size_t FileBytesSize() const;
+  bool mapped() const;
 
   // Calls fn for every term in sorted order (for merging); the view lives until fn returns.
   void ForEachTerm(const std::function<void(std::string_view term)>& fn) const;
 
  private:
   friend class SealedSegmentBuilder;
-  explicit SealedSegment(uint32_t num_docs) : Segment(num_docs == 0 ? 1 : num_docs),
-                                              num_docs_(num_docs) {}
-  absl::Status Validate() const;
+  struct Parts;
+  SealedSegment(std::unique_ptr<FileBytes> bytes, std::string name, const Parts& parts);
+  // Verifies the chunks holding postings bytes [begin, end); false (and the segment marked
+  // damaged) if one is corrupt.
+  bool VerifyChunks(size_t begin, size_t end) const;
+  void MarkDamaged(std::string why) const;
 
+  const std::unique_ptr<FileBytes> bytes_;
+  const std::string name_;
   const uint32_t num_docs_;
-  uint64_t total_length_ = 0;
-  TermDictionary dictionary_;  // offsets point into postings_
-  std::string postings_;
+  const uint64_t total_length_;
+  TermDictionary dictionary_;
+  const uint8_t* postings_ = nullptr;
+  size_t postings_size_ = 0;
+  std::span<const uint64_t> chunk_sums_;
+  std::unique_ptr<std::atomic<uint64_t>[]> verified_;  // a bit per chunk
+  mutable std::atomic<bool> damaged_{false};
+  mutable absl::Mutex damage_mu_;
+  mutable std::string damage_ ABSL_GUARDED_BY(damage_mu_);
   SealedStats stats_;
 };
 
@@ -109,9 +149,16 @@ class SealedSegmentBuilder {
   // pair may be added once.
   void AddPosting(std::string_view term, uint32_t doc, std::span<const uint32_t> positions);
 
+  // The segment file of the documents added, and the builder emptied.
+  std::string Encode();
+  // Encode() held in a heap buffer.
   std::unique_ptr<SealedSegment> Build();
 
  private:
+  // Encodes every term's list into `out` (DocIds renumbered by new_id) and returns the
+  // dictionary.
+  TermDictionary EncodePostings(std::span<const DocId> new_id, std::span<const uint16_t> lengths,
+                                std::string* out, SealedStats* stats);
   std::vector<Row> rows_;
   // term -> records [doc, freq, positions...]
   absl::flat_hash_map<std::string, std::vector<uint32_t>> postings_;

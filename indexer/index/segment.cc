@@ -1,5 +1,9 @@
 #include "indexer/index/segment.h"
 
+#include <algorithm>
+
+#include "common/snowflake.h"
+
 namespace tweetsearch::index {
 
 uint32_t PackLang(std::string_view lang) {
@@ -18,20 +22,72 @@ Columns::Columns(uint32_t capacity)
       lang_(new uint32_t[capacity]()),
       length_(new uint16_t[capacity]()),
       likes_(new std::atomic<uint32_t>[capacity]()),
+      range_max_created_(new std::atomic<int64_t>[(capacity >> kRangeShift) + 1]()),
       deleted_(new std::atomic<uint64_t>[(capacity + 63) / 64]()),
-      range_max_likes_(new std::atomic<uint32_t>[(capacity >> kRangeShift) + 1]()),
-      range_max_created_(new std::atomic<int64_t>[(capacity >> kRangeShift) + 1]()) {
+      range_max_likes_(new std::atomic<uint32_t>[(capacity >> kRangeShift) + 1]()) {
   for (DocId r = 0; r <= (capacity >> kRangeShift); ++r) {
     range_max_created_[r].store(std::numeric_limits<int64_t>::min(), std::memory_order_relaxed);
   }
 }
 
+Columns::Columns(uint32_t rows, const PackedColumns& packed,
+                 std::span<const uint32_t> range_max_likes, int64_t max_created_at_ms)
+    : capacity_(rows),
+      packed_(std::make_unique<PackedColumns>(packed)),
+      changed_(new std::atomic<uint64_t>[(rows + 63) / 64]()),
+      overlay_(std::make_unique<LikesOverlay>()),
+      deleted_(new std::atomic<uint64_t>[(rows + 63) / 64]()),
+      range_max_likes_(new std::atomic<uint32_t>[(rows >> kRangeShift) + 1]()),
+      max_created_(max_created_at_ms) {
+  for (size_t r = 0; r < range_max_likes.size() && r <= (rows >> kRangeShift); ++r) {
+    range_max_likes_[r].store(range_max_likes[r], std::memory_order_relaxed);
+  }
+}
+
+Columns::~Columns() = default;
+
 size_t Columns::MemoryBytes() const {
   const size_t rows = capacity_;
   const size_t ranges = (rows >> kRangeShift) + 1;
+  const size_t bits = (rows + 63) / 64 * sizeof(uint64_t);
+  if (packed_ != nullptr) {
+    return 2 * bits + ranges * sizeof(uint32_t) + overlay_->MemoryBytes();
+  }
   return rows * (sizeof(TweetId) + sizeof(int64_t) + sizeof(UserId) + sizeof(uint32_t) +
                  sizeof(uint16_t) + sizeof(uint32_t)) +
-         (rows + 63) / 64 * sizeof(uint64_t) + ranges * (sizeof(uint32_t) + sizeof(int64_t));
+         bits + ranges * (sizeof(uint32_t) + sizeof(int64_t));
+}
+
+int64_t Columns::created_at_ms(DocId d) const {
+  if (packed_ == nullptr) return created_at_ms_[d];
+  const uint64_t millis = packed_->id_high.Get(d);
+  return static_cast<int64_t>(millis) + kSnowflakeEpochMillis +
+         UnZigZag(packed_->created_offset.Get(d));
+}
+
+uint32_t Columns::BaseLikes(DocId d) const {
+  if (packed_ == nullptr) return likes_[d].load(std::memory_order_acquire);
+  const uint8_t small = packed_->likes[d];
+  if (small != kLikesOverflow) return small;
+  const auto& docs = packed_->overflow_docs;
+  const auto it = std::lower_bound(docs.begin(), docs.end(), d);
+  if (it == docs.end() || *it != d) return kLikesOverflow;  // checked when the file was read
+  return packed_->overflow_likes[static_cast<size_t>(it - docs.begin())];
+}
+
+void Columns::ForEachChangedLikes(const std::function<void(DocId, uint32_t)>& fn) const {
+  if (overlay_ != nullptr) overlay_->ForEach(fn);
+}
+
+void Columns::SetLikes(DocId d, uint32_t likes) const {
+  if (packed_ == nullptr) {
+    likes_[d].store(likes, std::memory_order_release);
+  } else {
+    overlay_->Set(d, likes);
+    changed_[d / 64].fetch_or(uint64_t{1} << (d % 64), std::memory_order_acq_rel);
+  }
+  RaiseRangeMaxLikes(d, likes);
+  changes_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 void Columns::SetRow(DocId d, TweetId id, int64_t created_at_ms, UserId user, uint32_t lang,

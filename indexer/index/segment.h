@@ -6,20 +6,25 @@
 //
 // Thread-safety: every const method may be called from any thread at any time, also while the
 // single writer appends to an active segment. Likes and the deleted flag are the only mutable
-// per-tweet state of a sealed segment; they are atomics, written by the index's writer.
+// per-tweet state of a sealed segment; they live on the heap, written by the index's writer.
 #ifndef TWEETSEARCH_INDEXER_INDEX_SEGMENT_H_
 #define TWEETSEARCH_INDEXER_INDEX_SEGMENT_H_
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 
+#include "absl/status/status.h"
 #include "common/ids.h"
+#include "indexer/index/likes_overlay.h"
+#include "indexer/index/packed_column.h"
 
 namespace tweetsearch::index {
 
@@ -73,22 +78,71 @@ class PostingCursor {
 // Packs a language code of up to four ASCII bytes into an integer column value.
 uint32_t PackLang(std::string_view lang);
 
-// Per-tweet columns, kept beside the postings (never inside them), of fixed capacity.
+// The per-tweet values of a sealed segment, compact and read-only, viewed in its file (see
+// docs/index-format.md, "Compact columns"). Built by SealedSegment.
+struct PackedColumns {
+  PackedColumn id_high;         // TweetId >> 22 (a snowflake's milliseconds)
+  PackedColumn id_low;          // TweetId & (2^22 - 1)
+  PackedColumn created_offset;  // ZigZag(created_at_ms - the snowflake time of the id)
+  PackedColumn user_codes;      // index into user_values
+  PackedColumn user_values;     // the segment's distinct user ids, ascending
+  PackedColumn lang_codes;
+  PackedColumn lang_values;
+  PackedColumn lengths;
+  const uint8_t* likes = nullptr;         // kLikesOverflow: in the overflow table
+  std::span<const uint32_t> overflow_docs;  // ascending
+  std::span<const uint32_t> overflow_likes;
+  const int64_t* range_max_created = nullptr;  // per range of kRangeSize DocIds
+};
+inline constexpr uint8_t kLikesOverflow = 255;
+
+// Per-tweet columns, kept beside the postings (never inside them). Two layouts behind one
+// interface: dense heap arrays of fixed capacity (the active segment, written row by row), or
+// packed columns in a mapped file (a sealed segment). Either way the likes and deleted state
+// that changes after a row is written lives on the heap: atomics per row in the dense layout;
+// for packed columns a deleted bit per row and, for rows whose likes changed, a "changed" bit
+// and an entry in a LikesOverlay.
 class Columns {
  public:
   explicit Columns(uint32_t capacity);
+  // Packed columns of `rows` rows; `range_max_likes` seeds the likes bounds (which then rise on
+  // the heap as likes change).
+  Columns(uint32_t rows, const PackedColumns& packed, std::span<const uint32_t> range_max_likes,
+          int64_t max_created_at_ms);
   Columns(const Columns&) = delete;
   Columns& operator=(const Columns&) = delete;
+  ~Columns();
 
   uint32_t capacity() const { return capacity_; }
-  // Bytes the columns hold (allocated for the whole capacity).
+  // Heap bytes the columns hold (allocated for the whole capacity).
   size_t MemoryBytes() const;
-  TweetId tweet_id(DocId d) const { return tweet_id_[d]; }
-  int64_t created_at_ms(DocId d) const { return created_at_ms_[d]; }
-  UserId user_id(DocId d) const { return user_id_[d]; }
-  uint32_t lang(DocId d) const { return lang_[d]; }
-  uint16_t length(DocId d) const { return length_[d]; }
-  uint32_t likes(DocId d) const { return likes_[d].load(std::memory_order_acquire); }
+  TweetId tweet_id(DocId d) const {
+    if (packed_ == nullptr) return tweet_id_[d];
+    return packed_->id_high.Get(d) << 22 | packed_->id_low.Get(d);
+  }
+  int64_t created_at_ms(DocId d) const;
+  UserId user_id(DocId d) const {
+    if (packed_ == nullptr) return user_id_[d];
+    return packed_->user_values.Get(Code(packed_->user_codes.Get(d), packed_->user_values));
+  }
+  uint32_t lang(DocId d) const {
+    if (packed_ == nullptr) return lang_[d];
+    return static_cast<uint32_t>(
+        packed_->lang_values.Get(Code(packed_->lang_codes.Get(d), packed_->lang_values)));
+  }
+  uint16_t length(DocId d) const {
+    if (packed_ == nullptr) return length_[d];
+    return static_cast<uint16_t>(packed_->lengths.Get(d));
+  }
+  uint32_t likes(DocId d) const {
+    if (packed_ == nullptr) return likes_[d].load(std::memory_order_acquire);
+    if ((changed_[d / 64].load(std::memory_order_acquire) >> (d % 64)) & 1) {
+      if (std::optional<uint32_t> v = overlay_->Get(d)) return *v;
+    }
+    return BaseLikes(d);
+  }
+  // The likes the row was written with (for packed columns: as in the file).
+  uint32_t BaseLikes(DocId d) const;
   bool deleted(DocId d) const {
     return (deleted_[d / 64].load(std::memory_order_acquire) >> (d % 64)) & 1;
   }
@@ -104,6 +158,7 @@ class Columns {
     return range_max_likes_[d >> kRangeShift].load(std::memory_order_acquire);
   }
   int64_t range_max_created_at_ms(DocId d) const {
+    if (packed_ != nullptr) return packed_->range_max_created[d >> kRangeShift];
     return range_max_created_[d >> kRangeShift].load(std::memory_order_acquire);
   }
   // The largest created_at_ms of any row (the minimum int64 while empty).
@@ -119,30 +174,45 @@ class Columns {
     return kEndDoc;
   }
 
+  // Rows deleted, and rows whose likes changed since they were written (packed columns), in
+  // the order of the changes; for saving them beside a segment file. Writer only.
+  uint64_t changes() const { return changes_.load(std::memory_order_acquire); }
+  void ForEachChangedLikes(const std::function<void(DocId, uint32_t)>& fn) const;
+
   // Mutators for the index's writer. Likes and deletes may change after the row is
-  // published; the other fields are written once, before publication.
+  // published; the other fields are written once, before publication (dense layout only).
   void SetRow(DocId d, TweetId id, int64_t created_at_ms, UserId user, uint32_t lang,
               uint16_t length, uint32_t likes);
-  void SetLikes(DocId d, uint32_t likes) const {
-    likes_[d].store(likes, std::memory_order_release);
-    RaiseRangeMaxLikes(d, likes);
-  }
+  void SetLikes(DocId d, uint32_t likes) const;
   void MarkDeleted(DocId d) const {
     deleted_[d / 64].fetch_or(uint64_t{1} << (d % 64), std::memory_order_acq_rel);
+    changes_.fetch_add(1, std::memory_order_acq_rel);
   }
 
  private:
+  // A dictionary code, kept inside its dictionary whatever the file says.
+  static uint32_t Code(uint64_t code, const PackedColumn& values) {
+    return static_cast<uint32_t>(std::min<uint64_t>(code, values.size() - 1));
+  }
+
   const uint32_t capacity_;
+  // Dense layout.
   std::unique_ptr<TweetId[]> tweet_id_;
   std::unique_ptr<int64_t[]> created_at_ms_;
   std::unique_ptr<UserId[]> user_id_;
   std::unique_ptr<uint32_t[]> lang_;
   std::unique_ptr<uint16_t[]> length_;
   std::unique_ptr<std::atomic<uint32_t>[]> likes_;
+  std::unique_ptr<std::atomic<int64_t>[]> range_max_created_;
+  // Packed layout.
+  std::unique_ptr<const PackedColumns> packed_;
+  std::unique_ptr<std::atomic<uint64_t>[]> changed_;
+  std::unique_ptr<LikesOverlay> overlay_;
+  // Both.
   std::unique_ptr<std::atomic<uint64_t>[]> deleted_;
   std::unique_ptr<std::atomic<uint32_t>[]> range_max_likes_;
-  std::unique_ptr<std::atomic<int64_t>[]> range_max_created_;
   std::atomic<int64_t> max_created_{std::numeric_limits<int64_t>::min()};
+  mutable std::atomic<uint64_t> changes_{0};
 
   // Writer only (so a load then a store cannot lose a raise).
   void RaiseRangeMaxLikes(DocId d, uint32_t likes) const {
@@ -177,8 +247,13 @@ class Segment {
 
   const Columns& columns() const { return *columns_; }
 
+  // OK, or DataLoss once a damaged part of the segment was met (a query that opened terms of
+  // the segment checks this before trusting their cursors).
+  virtual absl::Status Health() const { return absl::OkStatus(); }
+
  protected:
   explicit Segment(uint32_t capacity) : columns_(std::make_unique<Columns>(capacity)) {}
+  explicit Segment(std::unique_ptr<Columns> columns) : columns_(std::move(columns)) {}
   Columns& mutable_columns() { return *columns_; }
 
  private:

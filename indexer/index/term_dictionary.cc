@@ -16,7 +16,7 @@ void PutVarint(uint32_t v, std::string* out) {
 }
 
 // Reads a varint at *pos, advancing it. False if it runs past `end` or over 32 bits.
-bool GetVarint(const std::string& in, size_t end, size_t* pos, uint32_t* v) {
+bool GetVarint(std::string_view in, size_t end, size_t* pos, uint32_t* v) {
   uint32_t result = 0;
   for (int shift = 0; shift <= 28; shift += 7) {
     if (*pos >= end) return false;
@@ -34,7 +34,7 @@ bool GetVarint(const std::string& in, size_t end, size_t* pos, uint32_t* v) {
 // Walks the entries of one block, rebuilding each term in `term`. Stops early when `visit`
 // returns false. False if the block is malformed.
 template <typename Visit>
-bool WalkBlock(const std::string& blob, size_t begin, size_t end, uint32_t count,
+bool WalkBlock(std::string_view blob, size_t begin, size_t end, uint32_t count,
                std::string* term, Visit&& visit) {
   size_t pos = begin;
   uint32_t offset = 0;
@@ -44,7 +44,7 @@ bool WalkBlock(const std::string& blob, size_t begin, size_t end, uint32_t count
     if (!GetVarint(blob, end, &pos, &suffix)) return false;
     if (shared > term->size() || suffix > end - pos) return false;
     term->resize(shared);
-    term->append(blob, pos, suffix);
+    term->append(blob.substr(pos, suffix));
     pos += suffix;
     if (!GetVarint(blob, end, &pos, &doc_freq) || !GetVarint(blob, end, &pos, &offset_field)) {
       return false;
@@ -85,41 +85,50 @@ void TermDictionary::Builder::Add(std::string_view term, Entry entry) {
 }
 
 TermDictionary TermDictionary::Builder::Finish() {
+  auto owned = std::make_shared<Owned>();
+  owned->blob = std::move(blob_);
+  owned->blob.shrink_to_fit();
+  owned->block_offsets = std::move(block_offsets_);
   TermDictionary dictionary;
-  dictionary.blob_ = std::move(blob_);
-  dictionary.blob_.shrink_to_fit();
-  dictionary.block_offsets_ = std::move(block_offsets_);
+  dictionary.blob_ = owned->blob;
+  dictionary.block_offsets_ = owned->block_offsets;
   dictionary.num_terms_ = count_;
+  dictionary.owned_ = std::move(owned);
   return dictionary;
 }
 
-absl::StatusOr<TermDictionary> TermDictionary::FromParts(std::string blob,
-                                                         std::vector<uint32_t> block_offsets,
+absl::StatusOr<TermDictionary> TermDictionary::ViewParts(std::string_view blob,
+                                                         std::span<const uint32_t> block_offsets,
+                                                         uint32_t num_terms) {
+  if (block_offsets.size() != (num_terms + kTermsPerBlock - 1) / kTermsPerBlock ||
+      (!block_offsets.empty() && block_offsets[0] != 0)) {
+    return absl::DataLossError("term dictionary: block count disagrees with the term count");
+  }
+  TermDictionary dictionary;
+  dictionary.blob_ = blob;
+  dictionary.block_offsets_ = block_offsets;
+  dictionary.num_terms_ = num_terms;
+  return dictionary;
+}
+
+absl::StatusOr<TermDictionary> TermDictionary::FromParts(std::string_view blob,
+                                                         std::span<const uint32_t> block_offsets,
                                                          uint32_t num_terms) {
   auto bad = [](std::string_view why) {
     return absl::DataLossError(StrCat("term dictionary: ", why));
   };
-  if (block_offsets.size() != (num_terms + kTermsPerBlock - 1) / kTermsPerBlock) {
-    return bad("block count disagrees with the term count");
-  }
-  TermDictionary dictionary;
-  dictionary.blob_ = std::move(blob);
-  dictionary.block_offsets_ = std::move(block_offsets);
-  dictionary.num_terms_ = num_terms;
-  const std::vector<uint32_t>& blocks = dictionary.block_offsets_;
+  absl::StatusOr<TermDictionary> viewed = ViewParts(blob, block_offsets, num_terms);
+  if (!viewed.ok()) return viewed.status();
+  const TermDictionary& dictionary = *viewed;
   std::string previous, term;
   uint32_t previous_offset = 0;
   bool first = true, ordered = true;
-  for (size_t b = 0; b < blocks.size(); ++b) {
-    const size_t begin = blocks[b];
-    const size_t end = b + 1 < blocks.size() ? blocks[b + 1] : dictionary.blob_.size();
-    if ((b == 0 && begin != 0) || begin > end || end > dictionary.blob_.size()) {
-      return bad("block offsets out of order or out of bounds");
-    }
-    const uint32_t count =
-        std::min<uint32_t>(kTermsPerBlock, num_terms - static_cast<uint32_t>(b) * kTermsPerBlock);
+  for (size_t b = 0; b < block_offsets.size(); ++b) {
+    const size_t begin = block_offsets[b];
+    const size_t end = b + 1 < block_offsets.size() ? block_offsets[b + 1] : blob.size();
+    if (begin > end || end > blob.size()) return bad("block offsets out of order or out of bounds");
     term.clear();
-    const bool ok = WalkBlock(dictionary.blob_, begin, end, count, &term,
+    const bool ok = WalkBlock(blob, begin, end, dictionary.BlockCount(b), &term,
                               [&](std::string_view t, Entry e) {
                                 if (!first && (t <= previous || e.offset < previous_offset)) {
                                   ordered = false;
@@ -132,17 +141,26 @@ absl::StatusOr<TermDictionary> TermDictionary::FromParts(std::string blob,
     if (!ok) return bad("malformed block");
     if (!ordered) return bad("terms out of order");
   }
-  return dictionary;
+  return viewed;
 }
 
-std::optional<TermDictionary::Entry> TermDictionary::Find(std::string_view target) const {
-  if (num_terms_ == 0) return std::nullopt;
-  // The last block whose first term is <= target.
+uint32_t TermDictionary::BlockCount(size_t b) const {
+  return std::min<uint32_t>(kTermsPerBlock, num_terms_ - static_cast<uint32_t>(b) * kTermsPerBlock);
+}
+
+size_t TermDictionary::BlockEnd(size_t b) const {
+  const size_t end = b + 1 < block_offsets_.size() ? block_offsets_[b + 1] : blob_.size();
+  return std::min(end, blob_.size());
+}
+
+size_t TermDictionary::BlockOf(std::string_view target) const {
   auto first_term = [&](size_t b) {
     size_t pos = block_offsets_[b];
     uint32_t length = 0;
-    GetVarint(blob_, blob_.size(), &pos, &length);  // validated on load or built here
-    return std::string_view(blob_).substr(pos, length);
+    if (!GetVarint(blob_, blob_.size(), &pos, &length) || length > blob_.size() - pos) {
+      return std::string_view();
+    }
+    return blob_.substr(pos, length);
   };
   size_t lo = 0, hi = block_offsets_.size();
   while (hi - lo > 1) {
@@ -153,29 +171,56 @@ std::optional<TermDictionary::Entry> TermDictionary::Find(std::string_view targe
       hi = mid;
     }
   }
-  const size_t end = lo + 1 < block_offsets_.size() ? block_offsets_[lo + 1] : blob_.size();
-  const uint32_t count =
-      std::min<uint32_t>(kTermsPerBlock, num_terms_ - static_cast<uint32_t>(lo) * kTermsPerBlock);
+  return lo;
+}
+
+std::optional<TermDictionary::Entry> TermDictionary::Find(std::string_view target) const {
+  std::optional<Located> located = Locate(target, 0);
+  if (!located) return std::nullopt;
+  return located->entry;
+}
+
+std::optional<TermDictionary::Located> TermDictionary::Locate(std::string_view target,
+                                                              uint32_t end_of_last) const {
+  if (num_terms_ == 0) return std::nullopt;
+  const size_t b = BlockOf(target);
   std::string term;
-  std::optional<Entry> found;
-  WalkBlock(blob_, block_offsets_[lo], end, count, &term, [&](std::string_view t, Entry e) {
-    if (t == target) found = e;
-    return t < target;  // sorted: past the target, stop
-  });
+  std::optional<Located> found;
+  bool next_needed = false;
+  WalkBlock(blob_, std::min<size_t>(block_offsets_[b], blob_.size()), BlockEnd(b), BlockCount(b),
+            &term, [&](std::string_view t, Entry e) {
+              if (next_needed) {
+                found->end = e.offset;
+                next_needed = false;
+                return false;
+              }
+              if (t == target) {
+                found = Located{e, end_of_last};
+                next_needed = true;
+                return true;
+              }
+              return t < target;  // sorted: past the target, stop
+            });
+  if (next_needed && b + 1 < block_offsets_.size()) {
+    // The last term of its block: the next list starts at the next block's first offset.
+    WalkBlock(blob_, std::min<size_t>(block_offsets_[b + 1], blob_.size()), BlockEnd(b + 1), 1,
+              &term, [&](std::string_view, Entry e) {
+                found->end = e.offset;
+                return false;
+              });
+  }
   return found;
 }
 
 void TermDictionary::ForEach(const std::function<void(std::string_view, Entry)>& fn) const {
   std::string term;
   for (size_t b = 0; b < block_offsets_.size(); ++b) {
-    const size_t end = b + 1 < block_offsets_.size() ? block_offsets_[b + 1] : blob_.size();
-    const uint32_t count =
-        std::min<uint32_t>(kTermsPerBlock, num_terms_ - static_cast<uint32_t>(b) * kTermsPerBlock);
     term.clear();
-    WalkBlock(blob_, block_offsets_[b], end, count, &term, [&](std::string_view t, Entry e) {
-      fn(t, e);
-      return true;
-    });
+    WalkBlock(blob_, std::min<size_t>(block_offsets_[b], blob_.size()), BlockEnd(b),
+              BlockCount(b), &term, [&](std::string_view t, Entry e) {
+                fn(t, e);
+                return true;
+              });
   }
 }
 

@@ -7,13 +7,18 @@
 // Tweets' vocabularies are full of shared prefixes ("#tag1", "#tag12", "from:user..."), so this
 // takes well under half the space of whole strings with fixed-size offsets.
 //
+// A dictionary is a view of bytes it does not own (a mapped segment file), except one made by
+// the Builder, which owns its bytes.
+//
 // Thread-safety: immutable after construction; any number of readers.
 #ifndef TWEETSEARCH_INDEXER_INDEX_TERM_DICTIONARY_H_
 #define TWEETSEARCH_INDEXER_INDEX_TERM_DICTIONARY_H_
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,25 +52,49 @@ class TermDictionary {
 
   TermDictionary() = default;
 
-  // Checks parts read from a file: every block decodes inside the blob, terms strictly
-  // increase, offsets never decrease, and there are `num_terms` of them. DataLoss otherwise.
-  static absl::StatusOr<TermDictionary> FromParts(std::string blob,
-                                                  std::vector<uint32_t> block_offsets,
+  // A view of parts read from a file, after checking them: every block decodes inside the
+  // blob, terms strictly increase, offsets never decrease, and there are `num_terms` of them.
+  // DataLoss otherwise. The parts must outlive the dictionary.
+  static absl::StatusOr<TermDictionary> FromParts(std::string_view blob,
+                                                  std::span<const uint32_t> block_offsets,
+                                                  uint32_t num_terms);
+  // As FromParts, checking only what costs nothing per term (the block count and the first
+  // block's offset), for parts whose checksum was verified. Lookups never read outside the
+  // parts either way: a block that does not decode ends the walk.
+  static absl::StatusOr<TermDictionary> ViewParts(std::string_view blob,
+                                                  std::span<const uint32_t> block_offsets,
                                                   uint32_t num_terms);
 
   std::optional<Entry> Find(std::string_view term) const;
+  // A term's entry and the offset of the next term's list (where this list ends), or
+  // `end_of_last` for the last term.
+  struct Located {
+    Entry entry;
+    uint32_t end = 0;
+  };
+  std::optional<Located> Locate(std::string_view term, uint32_t end_of_last) const;
   // Calls fn for every term in order; the view lives until fn returns.
   void ForEach(const std::function<void(std::string_view term, Entry entry)>& fn) const;
 
   uint32_t size() const { return num_terms_; }
   size_t bytes() const { return blob_.size() + block_offsets_.size() * sizeof(uint32_t); }
-  const std::string& blob() const { return blob_; }
-  const std::vector<uint32_t>& block_offsets() const { return block_offsets_; }
+  std::string_view blob() const { return blob_; }
+  std::span<const uint32_t> block_offsets() const { return block_offsets_; }
 
  private:
-  std::string blob_;
-  std::vector<uint32_t> block_offsets_;
+  struct Owned {
+    std::string blob;
+    std::vector<uint32_t> block_offsets;
+  };
+  // The block holding `target` if any; its first term is <= target.
+  size_t BlockOf(std::string_view target) const;
+  uint32_t BlockCount(size_t b) const;
+  size_t BlockEnd(size_t b) const;
+
+  std::string_view blob_;
+  std::span<const uint32_t> block_offsets_;
   uint32_t num_terms_ = 0;
+  std::shared_ptr<const Owned> owned_;  // what blob_ and block_offsets_ view, if owned
 };
 
 }  // namespace tweetsearch::index

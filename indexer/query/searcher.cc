@@ -366,7 +366,8 @@ class Evaluation {
       : snapshot_(snapshot), plan_(plan), options_(options), top_(options.limit),
         stats_(options.stats != nullptr ? *options.stats : ComputeStats(snapshot, plan)) {}
 
-  SearchResult Run() {
+  // DataLoss if a segment the query read turned out damaged (its damaged lists were not read).
+  absl::StatusOr<SearchResult> Run() {
     std::vector<const Segment*> segments;
     for (const auto& s : snapshot_.segments) segments.push_back(s.get());
     if (options_.sort == SortMode::kNewest) {
@@ -395,6 +396,7 @@ class Evaluation {
           RunBestMatch(*segment, builder);
           break;
       }
+      if (absl::Status health = segment->Health(); !health.ok()) return health;
     }
     SearchResult result;
     result.hits = top_.Take();

@@ -123,7 +123,9 @@ absl::StatusOr<std::unique_ptr<IndexNode>> IndexNode::Open(
   absl::StatusOr<std::unique_ptr<index::Index>> index =
       index::Index::Open(options.index, IndexDir(options));
   if (absl::IsNotFound(index.status())) {
-    index = index::Index::Create(options.index);  // new: tail every log from its start
+    index::IndexOptions fresh = options.index;
+    fresh.directory = IndexDir(options);
+    index = index::Index::Create(fresh);  // new: tail every log from its start
   } else if (index.ok() && !rebuild.has_value()) {
     absl::StatusOr<std::vector<uint64_t>> saved = ReadCursors(CursorsFile(options), sources.size());
     if (!saved.ok()) return saved.status();
@@ -421,6 +423,8 @@ IndexNodeStatus IndexNode::Status() const {
     index::IndexStats stats = index_->Stats();
     out.documents = stats.documents;
     out.memory_bytes = stats.memory_bytes;
+    out.mapped_bytes = stats.mapped_bytes;
+    out.damaged_segments = stats.damaged_segments;
   }
   absl::MutexLock state(&mu_);
   out.state = state_;

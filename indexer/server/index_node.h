@@ -66,6 +66,8 @@ struct IndexNodeStatus {
   IndexState state = IndexState::kCatchingUp;
   uint64_t documents = 0;
   uint64_t memory_bytes = 0;
+  uint64_t mapped_bytes = 0;
+  uint64_t damaged_segments = 0;
   std::vector<uint64_t> applied;  // per storage partition
   TweetId rebuild_through = 0;    // while rebuilding: ids up to this one are loaded
 };

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <filesystem>
+
+#include "common/file_util.h"
+
 #include "indexer/query/searcher.h"
 #include "tests/testing/corpus.h"
 
@@ -119,6 +124,108 @@ TEST(IndexTest, SaveAndOpenRestoresSealedSegments) {
   stemming.analyzer.stem_language = "english";
   EXPECT_EQ(Index::Open(stemming, dir.path()).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+std::vector<std::string> FilesIn(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& f : std::filesystem::directory_iterator(dir)) {
+    names.push_back(f.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(IndexTest, SegmentsOfADirectoryIndexAreFilesServedMapped) {
+  testing::TempDir dir;
+  IndexOptions options;
+  options.segment_max_docs = 5;
+  options.directory = dir.path();
+  std::unique_ptr<Index> index = *Index::Create(options);
+  for (TweetId id = 1; id <= 12; ++id) ASSERT_TRUE(index->Add(Doc(id, "hello world")).ok());
+  // Sealing wrote each segment's file; nothing is durable until Save names them.
+  EXPECT_EQ(FilesIn(dir.path()), (std::vector<std::string>{"seg-000001.tss", "seg-000002.tss"}));
+  EXPECT_GT(index->Stats().mapped_bytes, 0u);
+  ASSERT_TRUE(index->Delete(4).ok());
+  ASSERT_TRUE(index->SetLikes(7, 99).ok());
+  ASSERT_TRUE(index->Save(dir.path()).ok());
+  // Both segments changed (4 is in the first, 7 in the second): an updates file each.
+  EXPECT_EQ(FilesIn(dir.path()),
+            (std::vector<std::string>{"MANIFEST", "seg-000001.tss", "seg-000001.upd-000003",
+                                      "seg-000002.tss", "seg-000002.upd-000004"}));
+  ASSERT_TRUE(index->Save(dir.path()).ok());  // nothing changed: nothing rewritten
+  EXPECT_EQ(FilesIn(dir.path()).size(), 5u);
+  ASSERT_TRUE(index->SetLikes(9, 5).ok());
+  ASSERT_TRUE(index->Save(dir.path()).ok());  // a newer generation replaces the old one
+  EXPECT_EQ(FilesIn(dir.path()),
+            (std::vector<std::string>{"MANIFEST", "seg-000001.tss", "seg-000001.upd-000003",
+                                      "seg-000002.tss", "seg-000002.upd-000005"}));
+
+  absl::StatusOr<std::unique_ptr<Index>> opened = Index::Open(options, dir.path());
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ(Newest(**opened, "hello"), (std::vector<TweetId>{10, 9, 8, 7, 6, 5, 3, 2, 1}));
+  EXPECT_EQ(Newest(**opened, "hello min_faves:99"), (std::vector<TweetId>{7}));
+  EXPECT_EQ(Newest(**opened, "hello min_faves:5"), (std::vector<TweetId>{9, 7}));
+  const IndexStats stats = (*opened)->Stats();
+  EXPECT_EQ(stats.sealed_segments, 2u);
+  EXPECT_GT(stats.mapped_bytes, 0u);
+  EXPECT_EQ(stats.damaged_segments, 0u);
+  // New segments of the opened index go to its directory, after the numbers already used.
+  for (TweetId id = 13; id <= 17; ++id) ASSERT_TRUE((*opened)->Add(Doc(id, "hello")).ok());
+  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/seg-000006.tss"));
+  // A file a crash left behind (sealed but never named by a manifest) is removed by Save.
+  ASSERT_TRUE(WriteFileAtomically(dir.path() + "/seg-000099.tss", "left over").ok());
+  ASSERT_TRUE((*opened)->Compact().ok());
+  ASSERT_TRUE((*opened)->Save(dir.path()).ok());
+  EXPECT_EQ(FilesIn(dir.path()), (std::vector<std::string>{"MANIFEST", "seg-000007.tss"}));
+  EXPECT_EQ(Newest(**Index::Open(options, dir.path()), "hello", 3),
+            (std::vector<TweetId>{17, 16, 15}));
+}
+
+TEST(IndexTest, AnIndexOfAnOlderFormatIsRebuiltNotMisread) {
+  testing::TempDir dir;
+  ASSERT_TRUE(WriteFileAtomically(dir.path() + "/MANIFEST",
+                                  "tweetsearch-index-manifest v1\nanalyzer x\nseg-000001.tss\n")
+                  .ok());
+  EXPECT_EQ(Index::Open({}, dir.path()).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(IndexTest, ADamagedSegmentFailsTheQueriesThatReachItAndIsCounted) {
+  testing::TempDir dir;
+  IndexOptions options;
+  options.segment_max_docs = 400;
+  options.directory = dir.path();
+  {
+    std::unique_ptr<Index> index = *Index::Create(options);
+    for (TweetId id = 1; id <= 800; ++id) {
+      ASSERT_TRUE(index->Add(Doc(id, id % 2 ? "odd words here" : "even words")).ok());
+    }
+    ASSERT_TRUE(index->Save(dir.path()).ok());
+  }
+  // Damage the postings (section 17) of the older segment.
+  const std::string path = dir.path() + "/seg-000001.tss";
+  std::string file = *ReadFile(path);
+  uint64_t offset, length;
+  std::memcpy(&offset, file.data() + 16 + 16 * 32 + 8, 8);
+  std::memcpy(&length, file.data() + 16 + 16 * 32 + 16, 8);
+  file[offset + length / 2] = static_cast<char>(file[offset + length / 2] ^ 0x22);
+  ASSERT_TRUE(WriteFileAtomically(path, file).ok());
+
+  absl::StatusOr<std::unique_ptr<Index>> opened = Index::Open(options, dir.path());
+  ASSERT_TRUE(opened.ok()) << opened.status();  // opening does not read the postings
+  EXPECT_EQ((*opened)->Stats().damaged_segments, 0u);
+  absl::StatusOr<query::Plan> plan = query::PlanQuery("words", (*opened)->analyzer());
+  query::SearchOptions search;
+  search.limit = 1000;
+  search.sort = query::SortMode::kBestMatch;
+  absl::StatusOr<query::SearchResult> r = query::Search(*(*opened)->Snapshot(), *plan, search);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+  EXPECT_NE(r.status().message().find("seg-000001.tss"), std::string::npos);
+  EXPECT_EQ((*opened)->Stats().damaged_segments, 1u);
+  // Newest first stops in the newer, intact segment and is still answered.
+  EXPECT_EQ(Newest(**opened, "words", 3), (std::vector<TweetId>{800, 799, 798}));
+  // Merging would copy garbage: refused, and the index is left as it was.
+  EXPECT_EQ((*opened)->Compact().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ((*opened)->Stats().sealed_segments, 2u);
 }
 
 TEST(IndexTest, RejectsAbsurdSegmentSizes) {

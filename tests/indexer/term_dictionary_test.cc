@@ -68,16 +68,37 @@ TEST(TermDictionaryTest, PartsFromAFileAreChecked) {
   EXPECT_FALSE(TermDictionary::FromParts(d.blob().substr(0, d.blob().size() - 1),
                                          d.block_offsets(), d.size())
                    .ok());
-  std::vector<uint32_t> swapped = d.block_offsets();
+  std::vector<uint32_t> swapped(d.block_offsets().begin(), d.block_offsets().end());
   std::swap(swapped[1], swapped[2]);
   EXPECT_FALSE(TermDictionary::FromParts(d.blob(), swapped, d.size()).ok());
-  // Any damaged byte is either rejected or still decodes within bounds; never a crash.
+  // Any damaged byte is either rejected or still decodes within bounds; never a crash. A
+  // view taken without the per-term checks (its checksum vouches for it) stays in bounds too.
   for (size_t i = 0; i < d.blob().size(); i += 3) {
-    std::string blob = d.blob();
+    std::string blob(d.blob());
     blob[i] = static_cast<char>(blob[i] ^ 0x5A);
-    absl::StatusOr<TermDictionary> damaged = TermDictionary::FromParts(blob, d.block_offsets(), d.size());
+    absl::StatusOr<TermDictionary> damaged =
+        TermDictionary::FromParts(blob, d.block_offsets(), d.size());
     if (damaged.ok()) damaged->Find("love42");
+    absl::StatusOr<TermDictionary> viewed =
+        TermDictionary::ViewParts(blob, d.block_offsets(), d.size());
+    ASSERT_TRUE(viewed.ok());
+    viewed->Find("love42");
+    viewed->Locate("#tag7", 100);
+    viewed->ForEach([](std::string_view, TermDictionary::Entry) {});
   }
+}
+
+TEST(TermDictionaryTest, LocateGivesWhereEachListEnds) {
+  const auto terms = SampleTerms(100);  // six full blocks and one of four
+  const TermDictionary d = Build(terms);
+  for (auto it = terms.begin(); it != terms.end(); ++it) {
+    const auto next = std::next(it);
+    std::optional<TermDictionary::Located> found = d.Locate(it->first, 999'999);
+    ASSERT_TRUE(found.has_value()) << it->first;
+    EXPECT_EQ(found->entry.offset, it->second.offset);
+    EXPECT_EQ(found->end, next == terms.end() ? 999'999u : next->second.offset) << it->first;
+  }
+  EXPECT_FALSE(d.Locate("zzz-not-there", 5).has_value());
 }
 
 }  // namespace
