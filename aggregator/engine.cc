@@ -65,11 +65,14 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& option
   if (!store.ok()) return store.status();
 
   // The saved index and the change it reflects. No saved index means: rebuild from storage.
-  absl::StatusOr<std::unique_ptr<index::Index>> index = index::Index::Open(options.index, IndexDir(options));
+  index::IndexOptions index_options = options.index;
+  index_options.background_merges = true;  // sealing and merging off the ingest path
+  absl::StatusOr<std::unique_ptr<index::Index>> index =
+      index::Index::Open(index_options, IndexDir(options));
   uint64_t checkpoint = 0;
   bool rebuild = false;
   if (absl::IsNotFound(index.status())) {
-    index::IndexOptions fresh = options.index;
+    index::IndexOptions fresh = index_options;
     fresh.directory = IndexDir(options);
     index = index::Index::Create(fresh);
     rebuild = true;
@@ -410,15 +413,11 @@ absl::Status Engine::Checkpoint() {
 
 absl::Status Engine::CheckpointLocked() {
   const uint64_t sequence = store_->LastSequence();
-  const bool compact = index_->Snapshot()->segments.size() > options_.max_sealed_segments;
-  if (sequence == checkpoint_change_ && !compact &&
-      std::filesystem::exists(IndexDir(options_) + "/MANIFEST")) {
+  // Merging is the index's own background work; a checkpoint seals and saves, nothing more.
+  if (sequence == checkpoint_change_ && std::filesystem::exists(IndexDir(options_) + "/MANIFEST")) {
     return absl::OkStatus();
   }
   if (absl::Status s = index_->Seal(); !s.ok()) return s;
-  if (compact) {
-    if (absl::Status s = index_->Compact(); !s.ok()) return s;
-  }
   if (absl::Status s = index_->Save(IndexDir(options_)); !s.ok()) return s;
   if (absl::Status s = WriteFileAtomically(CheckpointFile(options_), StrCat(sequence)); !s.ok()) {
     return s;

@@ -54,9 +54,6 @@ struct EngineOptions {
   size_t max_text_bytes = 4096;
   // Changes between index checkpoints (seal + save + trim of the change log). Default 1M.
   uint64_t checkpoint_every = 1'000'000;
-  // A checkpoint that finds more segments than this merges them all into one first (queries
-  // look every term up in every segment, so fewer segments answer faster). Default 8.
-  size_t max_sealed_segments = 8;
   // Save the index when the engine is destroyed. Default true; tests turn it off to play a
   // crash.
   bool checkpoint_on_close = true;

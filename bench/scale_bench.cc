@@ -1,13 +1,17 @@
 // scale_bench: how the engine's costs grow with the index, one row per size, as one table:
 // indexing rate and the longest AddBatch (a write stall), peak RSS while indexing, bytes per
 // tweet on disk, the time to open the saved index and the heap it then takes, and query latency
-// on the reopened index (newest first and best match, as indexed: no compaction).
+// on the reopened index (newest first and best match, as indexed: no compaction), first with
+// the postings out of the page cache ("cold", evicted with posix_fadvise) and then warm.
+// Sealed segments are files in --dir, served mapped, as in tweetsearchd.
 //
 //   scale_bench --sizes 1000000,10000000 --dir /tmp/scale   # the saved index goes under --dir
 //
 // Tweets are generated on the fly in batches of 1,000 (the generator's own time is not counted
 // as indexing). Single-threaded, like engine_bench.
+#include <fcntl.h>
 #include <malloc.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -54,6 +58,16 @@ uint64_t DirBytes(const std::string& dir) {
   return bytes;
 }
 
+// Drops the files' pages from the page cache (those not mapped by this process).
+void EvictFromPageCache(const std::string& dir) {
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  }
+}
+
 double Percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -77,16 +91,19 @@ struct Row {
   long peak_rss_mib = 0;
   size_t segments = 0;
   double save_s = 0, disk_bytes_per_tweet = 0, open_s = 0, heap_bytes_per_tweet = 0;
-  std::vector<std::pair<std::string, std::pair<double, double>>> latencies;
+  double mapped_bytes_per_tweet = 0, compacted_bytes_per_tweet = 0;
+  std::vector<std::pair<std::string, std::pair<double, double>>> latencies, cold_latencies;
 };
 
-Row RunSize(uint64_t tweets, const std::string& dir, size_t queries) {
+Row RunSize(uint64_t tweets, const std::string& dir, size_t queries, uint64_t compact_limit) {
   Row row;
   row.tweets = tweets;
   std::vector<std::string> words_by_rank;
   int64_t now_ms = 0;
   {
     ts::index::IndexOptions options;
+    std::filesystem::remove_all(dir);
+    options.directory = dir;
     std::unique_ptr<ts::index::Index> index = *ts::index::Index::Create(options);
     ts::SyntheticTweetGenerator gen;
     for (size_t rank = 0; rank < 2000; ++rank) words_by_rank.push_back(gen.Word(rank));
@@ -110,7 +127,6 @@ Row RunSize(uint64_t tweets, const std::string& dir, size_t queries) {
     (void)index->Seal();
     row.peak_rss_mib = StatusKiB("VmHWM:") / 1024;
     row.segments = index->Snapshot()->segments.size();
-    std::filesystem::remove_all(dir);
     const auto start = Clock::now();
     if (absl::Status s = index->Save(dir); !s.ok()) std::cerr << "save: " << s << "\n";
     row.save_s = Seconds(start);
@@ -123,13 +139,23 @@ Row RunSize(uint64_t tweets, const std::string& dir, size_t queries) {
   row.open_s = Seconds(start);
   row.heap_bytes_per_tweet =
       static_cast<double>(StatusKiB("RssAnon:") - anon_before) * 1024 / static_cast<double>(tweets);
+  row.mapped_bytes_per_tweet =
+      static_cast<double>(index->Stats().mapped_bytes) / static_cast<double>(tweets);
   const std::vector<ts::bench::QueryKind> kinds = ts::bench::MakeQueries(words_by_rank, queries, 7);
-  for (size_t k : {0, 1}) {  // "1 word", "2-word AND"
-    for (auto [sort, name] : {std::pair{ts::query::SortMode::kNewest, "newest"},
-                              std::pair{ts::query::SortMode::kBestMatch, "best match"}}) {
-      row.latencies.emplace_back(kinds[k].name + ", " + name,
-                                 Latency(*index, kinds[k].queries, sort, now_ms));
+  for (auto* latencies : {&row.cold_latencies, &row.latencies}) {
+    if (latencies == &row.cold_latencies) EvictFromPageCache(dir);
+    for (size_t k : {0, 1}) {  // "1 word", "2-word AND"
+      for (auto [sort, name] : {std::pair{ts::query::SortMode::kNewest, "newest"},
+                                std::pair{ts::query::SortMode::kBestMatch, "best match"}}) {
+        latencies->emplace_back(kinds[k].name + ", " + name,
+                                Latency(*index, kinds[k].queries, sort, now_ms));
+      }
     }
+  }
+  if (tweets <= compact_limit) {
+    (void)index->Compact();
+    (void)index->Save(dir);
+    row.compacted_bytes_per_tweet = static_cast<double>(DirBytes(dir)) / static_cast<double>(tweets);
   }
   return row;
 }
@@ -141,38 +167,48 @@ int main(int argc, char** argv) {
   std::vector<uint64_t> sizes = {1'000'000};
   std::string dir = "/tmp/tweetsearch-scale-bench";
   size_t queries = 500;
+  uint64_t compact_limit = 2'000'000;
   app.add_option("--sizes", sizes, "Index sizes, comma-separated")->delimiter(',');
   app.add_option("--dir", dir, "Where the saved index goes (replaced)")->capture_default_str();
   app.add_option("--queries", queries, "Queries per kind and sort")->capture_default_str();
+  app.add_option("--compact-up-to", compact_limit,
+                 "Also measure the compacted size of indexes up to this many tweets")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   std::vector<Row> rows;
-  for (uint64_t n : sizes) rows.push_back(RunSize(n, dir, queries));
+  for (uint64_t n : sizes) rows.push_back(RunSize(n, dir, queries, compact_limit));
   std::filesystem::remove_all(dir);
 
   std::cout << std::fixed << std::setprecision(1);
   std::cout << "| tweets | index tweets/s | longest AddBatch ms (p99.9) | peak RSS MiB | segments "
-               "| save s | disk B/tweet | open s | heap B/tweet after open |\n"
-               "|---|---|---|---|---|---|---|---|---|\n";
+               "| save s | disk B/tweet (compacted) | open s | heap B/tweet after open | mapped "
+               "B/tweet |\n"
+               "|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Row& r : rows) {
     std::cout << "| " << r.tweets << " | " << std::setprecision(0) << r.index_rate << " | "
               << std::setprecision(1) << r.max_batch_ms << " (" << r.p999_batch_ms << ") | "
               << r.peak_rss_mib << " | " << r.segments << " | " << std::setprecision(2) << r.save_s
-              << " | " << std::setprecision(1) << r.disk_bytes_per_tweet << " | "
-              << std::setprecision(2) << r.open_s << " | " << std::setprecision(1)
-              << r.heap_bytes_per_tweet << " |\n";
+              << " | " << std::setprecision(1) << r.disk_bytes_per_tweet << " ("
+              << r.compacted_bytes_per_tweet << ") | " << std::setprecision(3) << r.open_s << " | "
+              << std::setprecision(1) << r.heap_bytes_per_tweet << " | "
+              << r.mapped_bytes_per_tweet << " |\n";
   }
-  std::cout << "\n| tweets |";
+  std::cout << "\n| tweets | cache |";
   for (const auto& [name, ignored] : rows.front().latencies)
     std::cout << " " << name << " p50/p99 µs |";
-  std::cout << "\n|---|";
+  std::cout << "\n|---|---|";
   for (size_t i = 0; i < rows.front().latencies.size(); ++i) std::cout << "---|";
   std::cout << "\n" << std::setprecision(0);
   for (const Row& r : rows) {
-    std::cout << "| " << r.tweets << " |";
-    for (const auto& [name, l] : r.latencies)
-      std::cout << " " << l.first << " / " << l.second << " |";
-    std::cout << "\n";
+    for (const auto* latencies : {&r.cold_latencies, &r.latencies}) {
+      std::cout << "| " << r.tweets << " | " << (latencies == &r.latencies ? "warm" : "cold")
+                << " |";
+      for (const auto& [name, l] : *latencies) {
+        std::cout << " " << l.first << " / " << l.second << " |";
+      }
+      std::cout << "\n";
+    }
   }
   return 0;
 }

@@ -23,7 +23,23 @@ absl::Status ErrnoError(std::string_view what, const std::string& path) {
 
 }  // namespace
 
-absl::Status WriteFileAtomically(const std::string& path, std::string_view data) {
+namespace {
+
+absl::Status SyncDirectoryOf(const std::string& path) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) return ErrnoError("cannot open directory", dir);
+  const int rc = ::fsync(dir_fd);
+  ::close(dir_fd);
+  if (rc != 0) return ErrnoError("cannot fsync directory", dir);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status WriteFileAtomically(const std::string& path, std::string_view data,
+                                 Durability durability) {
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoError("cannot create", tmp);
@@ -39,7 +55,7 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view data)
     }
     written += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0) {
+  if (durability == Durability::kNow && ::fsync(fd) != 0) {
     absl::Status s = ErrnoError("cannot fsync", tmp);
     ::close(fd);
     ::unlink(tmp.c_str());
@@ -47,14 +63,17 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view data)
   }
   if (::close(fd) != 0) return ErrnoError("cannot close", tmp);
   if (::rename(tmp.c_str(), path.c_str()) != 0) return ErrnoError("cannot rename to", path);
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) return ErrnoError("cannot open directory", dir);
-  const int rc = ::fsync(dir_fd);
-  ::close(dir_fd);
-  if (rc != 0) return ErrnoError("cannot fsync directory", dir);
-  return absl::OkStatus();
+  if (durability == Durability::kLater) return absl::OkStatus();
+  return SyncDirectoryOf(path);
+}
+
+absl::Status SyncFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("cannot open", path);
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) return ErrnoError("cannot fsync", path);
+  return SyncDirectoryOf(path);
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {

@@ -11,10 +11,18 @@
 
 namespace tweetsearch {
 
+// When a written file must be on disk: before WriteFileAtomically returns, or later, when the
+// caller calls SyncFile (a file nothing names yet need not be durable until something does).
+enum class Durability { kNow, kLater };
+
 // Replaces `path` with `data` durably: writes `path`.tmp, fsyncs it, renames it over `path` and
-// fsyncs the directory. Readers see the old file or the new one, never a mix.
-// Returns Internal with the errno text on failure.
-absl::Status WriteFileAtomically(const std::string& path, std::string_view data);
+// fsyncs the directory (with Durability::kLater, neither fsync). Readers see the old file or
+// the new one, never a mix. Returns Internal with the errno text on failure.
+absl::Status WriteFileAtomically(const std::string& path, std::string_view data,
+                                 Durability durability = Durability::kNow);
+
+// Makes `path` and its directory entry durable (fsyncs both). Internal on failure.
+absl::Status SyncFile(const std::string& path);
 
 // The whole content of `path`. NotFound if it does not exist, Internal on other errors.
 absl::StatusOr<std::string> ReadFile(const std::string& path);

@@ -1,6 +1,7 @@
 #include "indexer/index/index.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include "absl/container/flat_hash_set.h"
@@ -49,26 +50,6 @@ bool ParseFileName(std::string_view name, uint64_t* sequence, uint64_t* generati
          *generation > 0;
 }
 
-// Adds every live document and posting of `segment` to `builder`. If the segment turns out
-// damaged, what was added is incomplete: check its Health() after.
-void CopyLive(const SealedSegment& segment, SealedSegmentBuilder& builder) {
-  const Columns& c = segment.columns();
-  std::vector<uint32_t> new_number(segment.num_docs(), kEndDoc);
-  for (DocId d = 0; d < segment.num_docs(); ++d) {
-    if (c.deleted(d)) continue;
-    new_number[d] = builder.AddDoc(SealedSegmentBuilder::Row{
-        c.tweet_id(d), c.created_at_ms(d), c.user_id(d), c.lang(d), c.length(d), c.likes(d)});
-  }
-  segment.ForEachTerm([&](std::string_view term) {
-    std::unique_ptr<PostingCursor> cursor = segment.OpenTerm(term, segment.num_docs());
-    if (cursor == nullptr) return;  // damaged: the caller checks the segment's Health()
-    for (; cursor->doc() != kEndDoc; cursor->Next()) {
-      if (new_number[cursor->doc()] == kEndDoc) continue;
-      builder.AddPosting(term, new_number[cursor->doc()], cursor->positions());
-    }
-  });
-}
-
 }  // namespace
 
 IndexDoc ToIndexDoc(SyntheticTweet t) {
@@ -111,17 +92,28 @@ absl::StatusOr<std::unique_ptr<Index>> Index::Create(const IndexOptions& options
 
 Index::Index(const IndexOptions& options, std::unique_ptr<analysis::Analyzer> analyzer)
     : options_(options), analyzer_(std::move(analyzer)) {
-  absl::MutexLock lock(&mu_);
-  active_ = std::make_shared<ActiveSegment>(options_.segment_max_docs);
-  PublishLocked();
+  {
+    absl::MutexLock lock(&mu_);
+    active_ = std::make_shared<ActiveSegment>(options_.segment_max_docs);
+    PublishLocked();
+  }
+  if (options_.background_merges) merger_ = std::thread([this] { MergeLoop(); });
 }
 
-Index::~Index() = default;
+Index::~Index() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  cancel_.store(true, std::memory_order_release);
+  if (merger_.joinable()) merger_.join();
+}
 
 void Index::PublishLocked() {
   auto snapshot = std::make_shared<IndexSnapshot>();
-  snapshot->segments.reserve(sealed_.size() + 1);
+  snapshot->segments.reserve(sealed_.size() + frozen_.size() + 1);
   for (const Sealed& s : sealed_) snapshot->segments.push_back(s.segment);
+  for (const auto& f : frozen_) snapshot->segments.push_back(f);
   snapshot->segments.push_back(active_);
   snapshot_.store(std::move(snapshot));
 }
@@ -132,6 +124,11 @@ Index::Location Index::LocateLocked(TweetId id) const {
   if (std::optional<DocId> d = active_->FindForWriter(id);
       d && !active_->columns().deleted(*d)) {
     return {active_.get(), *d};
+  }
+  for (const auto& f : frozen_) {
+    if (std::optional<DocId> d = f->FindForWriter(id); d && !f->columns().deleted(*d)) {
+      return {f.get(), *d};
+    }
   }
   for (const Sealed& entry : sealed_) {
     const SealedSegment* s = entry.segment.get();
@@ -157,7 +154,7 @@ std::vector<absl::Status> Index::AddBatch(std::span<const IndexDoc> docs) {
     results[i] = StageLocked(docs[i]);
     if (active_->full()) {
       FlushStagedLocked();
-      if (absl::Status s = SealLocked(); !s.ok() && results[i].ok()) results[i] = s;
+      if (absl::Status s = RotateActiveLocked(); !s.ok() && results[i].ok()) results[i] = s;
     }
   }
   FlushStagedLocked();
@@ -256,6 +253,7 @@ absl::Status Index::Delete(TweetId id) {
   const Location at = LocateLocked(id);
   if (at.segment == nullptr) return absl::NotFoundError(StrCat("tweet ", id, " is not indexed"));
   at.segment->columns().MarkDeleted(at.doc);
+  NoteChangeLocked(at.segment, at.doc);
   return absl::OkStatus();
 }
 
@@ -266,6 +264,7 @@ absl::StatusOr<uint32_t> Index::SetLikes(TweetId id, uint32_t likes) {
     return absl::NotFoundError(StrCat("tweet ", id, " is not indexed"));
   }
   at.segment->columns().SetLikes(at.doc, likes);
+  NoteChangeLocked(at.segment, at.doc);
   return likes;
 }
 
@@ -278,6 +277,7 @@ absl::StatusOr<uint32_t> Index::AddLikes(TweetId id, int64_t delta) {
   const int64_t value = std::clamp<int64_t>(
       static_cast<int64_t>(at.segment->columns().likes(at.doc)) + delta, 0, UINT32_MAX);
   at.segment->columns().SetLikes(at.doc, static_cast<uint32_t>(value));
+  NoteChangeLocked(at.segment, at.doc);
   return static_cast<uint32_t>(value);
 }
 
@@ -287,67 +287,247 @@ absl::Status Index::Seal() {
 }
 
 absl::Status Index::SealLocked() {
-  const DocId visible = active_->VisibleDocs();
-  if (visible == 0) return absl::OkStatus();
-  SealedSegmentBuilder builder;
-  const Columns& c = active_->columns();
-  std::vector<uint32_t> new_number(visible, kEndDoc);
-  for (DocId d = 0; d < visible; ++d) {
-    if (c.deleted(d)) continue;
-    new_number[d] = builder.AddDoc(SealedSegmentBuilder::Row{
-        c.tweet_id(d), c.created_at_ms(d), c.user_id(d), c.lang(d), c.length(d), c.likes(d)});
+  if (active_->VisibleDocs() > 0) {
+    frozen_.push_back(std::move(active_));
+    active_ = std::make_shared<ActiveSegment>(options_.segment_max_docs);
   }
-  active_->ForEachTerm([&](std::string_view term, PostingCursor& cursor) {
-    for (; cursor.doc() != kEndDoc; cursor.Next()) {
-      if (new_number[cursor.doc()] == kEndDoc) continue;
-      builder.AddPosting(term, new_number[cursor.doc()], cursor.positions());
-    }
-  });
-  if (absl::Status s = AddSegmentLocked(builder); !s.ok()) return s;
-  active_ = std::make_shared<ActiveSegment>(options_.segment_max_docs);
+  // Every full segment the merge thread is not already sealing, here; then wait for that one.
+  const std::vector<std::shared_ptr<ActiveSegment>> frozen = frozen_;
+  absl::Status status;
+  for (const auto& f : frozen) {
+    if (f.get() != sealing_ && status.ok()) status = SealFrozenLocked(f);
+  }
+  mu_.Await(absl::Condition(
+      +[](const Segment** sealing) { return *sealing == nullptr; }, &sealing_));
   PublishLocked();
-  return absl::OkStatus();
+  return status;
 }
 
-absl::Status Index::AddSegmentLocked(SealedSegmentBuilder& builder) {
-  const std::string bytes = builder.Encode();
-  const uint64_t sequence = next_sequence_++;
-  absl::StatusOr<std::unique_ptr<SealedSegment>> segment;
-  if (options_.directory.empty()) {
-    segment = SealedSegment::FromBytes(FileBytes::FromBytes(bytes), "(in memory)", true);
-  } else {
-    const std::string path = StrCat(options_.directory, "/", SegmentFileName(sequence));
-    if (absl::Status s = WriteFileAtomically(path, bytes); !s.ok()) return s;
-    absl::StatusOr<std::unique_ptr<FileBytes>> mapped = FileBytes::Map(path);
-    if (!mapped.ok()) return mapped.status();
-    segment = SealedSegment::FromBytes(*std::move(mapped), path, /*trusted=*/true);
+absl::Status Index::RotateActiveLocked() {
+  if (!options_.background_merges) return SealLocked();
+  frozen_.push_back(std::move(active_));
+  active_ = std::make_shared<ActiveSegment>(options_.segment_max_docs);
+  absl::Status status;
+  // The merge thread is behind: seal here rather than let full segments pile up in memory.
+  while (frozen_.size() > 2 && status.ok()) {
+    const auto oldest = frozen_[0].get() == sealing_ ? frozen_[1] : frozen_[0];
+    status = SealFrozenLocked(oldest);
   }
-  if (!segment.ok()) return segment.status();
-  if ((*segment)->num_docs() > 0) {
+  PublishLocked();
+  return status;
+}
+
+namespace {
+
+// The segment file of an active segment's live documents. Sets (*doc_map)[d] to the new DocId
+// of DocId d (kEndDoc for a deleted one).
+std::string EncodeActive(const ActiveSegment& active, std::vector<DocId>* doc_map) {
+  SealedSegmentBuilder builder;
+  const Columns& c = active.columns();
+  const DocId visible = active.VisibleDocs();
+  std::vector<uint32_t> number(visible, kEndDoc);
+  for (DocId d = 0; d < visible; ++d) {
+    if (c.deleted(d)) continue;
+    number[d] = builder.AddDoc(SealedSegmentBuilder::Row{
+        c.tweet_id(d), c.created_at_ms(d), c.user_id(d), c.lang(d), c.length(d), c.likes(d)});
+  }
+  active.ForEachTerm([&](std::string_view term, PostingCursor& cursor) {
+    for (; cursor.doc() != kEndDoc; cursor.Next()) {
+      if (number[cursor.doc()] == kEndDoc) continue;
+      builder.AddPosting(term, number[cursor.doc()], cursor.positions());
+    }
+  });
+  std::vector<DocId> new_ids;
+  std::string bytes = builder.Encode(&new_ids);
+  doc_map->assign(visible, kEndDoc);
+  for (DocId d = 0; d < visible; ++d) {
+    if (number[d] != kEndDoc) (*doc_map)[d] = new_ids[number[d]];
+  }
+  return bytes;
+}
+
+}  // namespace
+
+absl::Status Index::SealFrozenLocked(const std::shared_ptr<ActiveSegment>& segment) {
+  std::vector<DocId> doc_map;
+  const uint64_t sequence = next_sequence_++;
+  absl::StatusOr<std::unique_ptr<SealedSegment>> sealed =
+      WriteSegment(EncodeActive(*segment, &doc_map), sequence, /*throttle=*/false);
+  if (!sealed.ok()) return sealed.status();
+  frozen_.erase(std::find(frozen_.begin(), frozen_.end(), segment));
+  if ((*sealed)->num_docs() > 0) {
     Sealed entry;
-    entry.segment = *std::move(segment);
+    entry.segment = *std::move(sealed);
     entry.sequence = sequence;
     sealed_.push_back(std::move(entry));
   }
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::unique_ptr<SealedSegment>> Index::WriteSegment(const std::string& bytes,
+                                                                   uint64_t sequence,
+                                                                   bool throttle) {
+  if (throttle && options_.merge_bytes_per_second > 0) {
+    // A merge writing B bytes takes at least B / rate: wait out what its work did not take.
+    const int64_t due_ms = static_cast<int64_t>(bytes.size() * 1000 /
+                                                options_.merge_bytes_per_second);
+    const int64_t start = options_.clock->NowUnixMillis();
+    absl::MutexLock lock(&mu_);
+    while (!stop_ && options_.clock->NowUnixMillis() - start < due_ms) {
+      const int64_t left = due_ms - (options_.clock->NowUnixMillis() - start);
+      mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Milliseconds(std::min<int64_t>(left, 100)));
+    }
+    if (stop_) return absl::CancelledError("the index is closing");
+  }
+  if (options_.directory.empty()) {
+    return SealedSegment::FromBytes(FileBytes::FromBytes(bytes), "(in memory)", true);
+  }
+  const std::string path = StrCat(options_.directory, "/", SegmentFileName(sequence));
+  // Durable by the Save that first names it: sealing does not wait for the disk.
+  if (absl::Status s = WriteFileAtomically(path, bytes, Durability::kLater); !s.ok()) return s;
+  absl::StatusOr<std::unique_ptr<FileBytes>> mapped = FileBytes::Map(path);
+  if (!mapped.ok()) return mapped.status();
+  return SealedSegment::FromBytes(*std::move(mapped), path, /*trusted=*/true);
+}
+
 absl::Status Index::Compact() {
   absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(+[](bool* running) { return !*running; }, &job_running_));
   if (sealed_.empty()) return absl::OkStatus();
-  SealedSegmentBuilder builder;
-  for (const Sealed& s : sealed_) {
-    CopyLive(*s.segment, builder);
-    if (absl::Status health = s.segment->Health(); !health.ok()) return health;
-  }
-  std::vector<Sealed> merged_away = std::move(sealed_);
+  std::vector<const SealedSegment*> sources;
+  for (const Sealed& s : sealed_) sources.push_back(s.segment.get());
+  std::vector<std::vector<DocId>> doc_maps;
+  absl::StatusOr<std::string> bytes = MergeSegments(sources, &doc_maps);
+  if (!bytes.ok()) return bytes.status();
+  const uint64_t sequence = next_sequence_++;
+  absl::StatusOr<std::unique_ptr<SealedSegment>> merged = WriteSegment(*bytes, sequence, false);
+  if (!merged.ok()) return merged.status();
   sealed_.clear();
-  if (absl::Status s = AddSegmentLocked(builder); !s.ok()) {
-    sealed_ = std::move(merged_away);
-    return s;
+  if ((*merged)->num_docs() > 0) {
+    Sealed entry;
+    entry.segment = *std::move(merged);
+    entry.sequence = sequence;
+    sealed_.push_back(std::move(entry));
   }
   PublishLocked();
   return absl::OkStatus();
+}
+
+void Index::NoteChangeLocked(const Segment* segment, DocId doc) {
+  if (auto it = changed_.find(segment); it != changed_.end()) it->second.push_back(doc);
+}
+
+struct Index::Job {
+  std::shared_ptr<ActiveSegment> frozen;  // a seal: this segment
+  std::vector<std::shared_ptr<SealedSegment>> sources;  // a merge: these neighbours
+  uint64_t sequence = 0;
+  std::vector<std::vector<DocId>> doc_maps;  // per source, old DocId -> new
+};
+
+std::optional<Index::Job> Index::NextJobLocked() {
+  Job job;
+  if (!frozen_.empty()) {
+    job.frozen = frozen_.front();
+  } else {
+    std::vector<SegmentSize> sizes;
+    for (const Sealed& s : sealed_) {
+      const uint32_t docs = s.segment->num_docs();
+      // A damaged segment is never merged (its postings cannot be copied): it looks full.
+      sizes.push_back(s.segment->Health().ok()
+                          ? SegmentSize{docs, docs - s.segment->num_live_docs()}
+                          : SegmentSize{options_.merge.max_segment_docs, 0});
+    }
+    const std::optional<MergeChoice> choice = PickMerge(sizes, options_.merge);
+    if (!choice) return std::nullopt;
+    for (size_t i = choice->begin; i < choice->end; ++i) job.sources.push_back(sealed_[i].segment);
+  }
+  return job;
+}
+
+absl::StatusOr<std::unique_ptr<SealedSegment>> Index::RunJob(Job& job) {
+  if (job.frozen != nullptr) {
+    job.doc_maps.resize(1);
+    return WriteSegment(EncodeActive(*job.frozen, &job.doc_maps[0]), job.sequence, false);
+  }
+  std::vector<const SealedSegment*> sources;
+  for (const auto& s : job.sources) sources.push_back(s.get());
+  absl::StatusOr<std::string> bytes = MergeSegments(sources, &job.doc_maps, &cancel_);
+  if (!bytes.ok()) return bytes.status();
+  return WriteSegment(*bytes, job.sequence, /*throttle=*/true);
+}
+
+void Index::CommitJobLocked(Job& job, std::unique_ptr<SealedSegment> segment) {
+  // Deletes and likes changes made to the sources while the job read them.
+  std::vector<const Segment*> sources;
+  if (job.frozen != nullptr) sources.push_back(job.frozen.get());
+  for (const auto& s : job.sources) sources.push_back(s.get());
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const Columns& from = sources[i]->columns();
+    for (DocId d : changed_[sources[i]]) {
+      const DocId nd = job.doc_maps[i][d];
+      if (nd == kEndDoc) continue;
+      if (from.deleted(d) && !segment->columns().deleted(nd)) segment->columns().MarkDeleted(nd);
+      if (from.likes(d) != segment->columns().likes(nd)) {
+        segment->columns().SetLikes(nd, from.likes(d));
+      }
+    }
+  }
+  Sealed entry;
+  entry.sequence = job.sequence;
+  merged_docs_ += segment->num_docs();
+  ++merges_;
+  if (segment->num_docs() > 0) entry.segment = std::move(segment);
+  if (job.frozen != nullptr) {
+    frozen_.erase(std::find(frozen_.begin(), frozen_.end(), job.frozen));
+    if (entry.segment != nullptr) sealed_.push_back(std::move(entry));
+  } else {
+    auto first = std::find_if(sealed_.begin(), sealed_.end(), [&](const Sealed& s) {
+      return s.segment == job.sources.front();
+    });
+    first = sealed_.erase(first, first + static_cast<ptrdiff_t>(job.sources.size()));
+    if (entry.segment != nullptr) sealed_.insert(first, std::move(entry));
+  }
+  PublishLocked();
+}
+
+void Index::MergeLoop() {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    std::optional<Job> job;
+    auto ready = [&] {
+      if (stop_) return true;
+      job = NextJobLocked();
+      return job.has_value();
+    };
+    mu_.Await(absl::Condition(&ready));
+    if (stop_) return;
+    job->sequence = next_sequence_++;
+    job_running_ = true;
+    sealing_ = job->frozen.get();
+    if (job->frozen != nullptr) changed_[job->frozen.get()];
+    for (const auto& s : job->sources) changed_[s.get()];
+    mu_.Unlock();
+    absl::StatusOr<std::unique_ptr<SealedSegment>> segment = RunJob(*job);
+    mu_.Lock();
+    if (segment.ok()) CommitJobLocked(*job, *std::move(segment));
+    changed_.clear();
+    job_running_ = false;
+    sealing_ = nullptr;
+    if (!segment.ok() && !stop_) {
+      // Sources stay in force; try again later rather than in a tight loop.
+      std::fprintf(stderr, "index: a background %s failed: %s\n",
+                   job->frozen != nullptr ? "seal" : "merge",
+                   std::string(segment.status().message()).c_str());
+      mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Seconds(1));
+    }
+  }
+}
+
+void Index::WaitForMerges() {
+  absl::MutexLock lock(&mu_);
+  if (!options_.background_merges) return;  // no merge thread: nothing runs in the background
+  auto idle = [&] { return stop_ || (!job_running_ && !NextJobLocked().has_value()); };
+  mu_.Await(absl::Condition(&idle));
 }
 
 absl::Status Index::SaveUpdatesLocked(const std::string& dir, Sealed& entry) {
@@ -380,6 +560,9 @@ absl::Status Index::Save(const std::string& dir) {
     const std::string name = SegmentFileName(entry.sequence);
     if (!own_directory) {
       if (absl::Status s = entry.segment->Save(StrCat(dir, "/", name)); !s.ok()) return s;
+    } else if (!entry.synced) {
+      if (absl::Status s = SyncFile(StrCat(dir, "/", name)); !s.ok()) return s;
+      entry.synced = true;
     }
     if (absl::Status s = SaveUpdatesLocked(dir, entry); !s.ok()) return s;
     StrAppend(&manifest, name);
@@ -433,7 +616,7 @@ absl::StatusOr<std::unique_ptr<Index>> Index::Open(const IndexOptions& options,
     ix.next_sequence_ = std::max({ix.next_sequence_, entry->sequence + 1, entry->updates + 1});
     ix.sealed_.push_back(*std::move(entry));
   }
-  ix.PublishLocked();
+  ix.PublishLocked();  // the merge thread may start on them now
   return index;
 }
 
@@ -455,6 +638,7 @@ absl::StatusOr<Index::Sealed> Index::OpenSegment(const std::string& dir, std::st
     return segment.status();
   }
   entry.segment = *std::move(segment);
+  entry.synced = true;
   if (names.size() == 2) {
     const std::string path = StrCat(dir, "/", names[1]);
     absl::StatusOr<std::string> updates = ReadFile(path);
@@ -488,6 +672,13 @@ IndexStats Index::Stats() const {
     stats.sealed.dictionary_bytes += s->stats().dictionary_bytes;
     stats.sealed.column_bytes += s->stats().column_bytes;
   }
+  for (const auto& f : frozen_) {
+    stats.documents += f->VisibleDocs();
+    stats.terms += f->NumTerms();
+    stats.memory_bytes += f->MemoryBytes();
+  }
+  stats.merges = merges_;
+  stats.merged_docs = merged_docs_;
   stats.documents += active_->VisibleDocs();
   stats.terms += active_->NumTerms();
   stats.memory_bytes += active_->MemoryBytes();

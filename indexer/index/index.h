@@ -2,7 +2,10 @@
 //
 // Writes (Add, Delete, SetLikes, Seal, Compact, Save) are serialized by a writer mutex and go to
 // one active segment at a time; when it is full it is sealed into a compact read-only segment
-// and a new active segment takes over. Readers call Snapshot() and query the segments in it
+// and a new active segment takes over. With background merging on, a full active segment is
+// handed to a merge thread, which seals it and merges sealed segments as the merge policy
+// (merge_policy.h) asks, off the writer; the writer only waits for it when two full segments
+// are already waiting. Readers call Snapshot() and query the segments in it
 // without taking any lock: the snapshot is an immutable list, replaced copy-on-write, and a
 // query keeps the one it started with for its whole run.
 //
@@ -17,6 +20,8 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
+#include <thread>
 #include <span>
 #include <string>
 #include <vector>
@@ -24,11 +29,14 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "common/clock.h"
 #include "common/synthetic.h"
 #include "common/tweet_csv.h"
 #include "indexer/analysis/analyzer.h"
 #include "indexer/index/active_segment.h"
+#include "indexer/index/merge_policy.h"
 #include "indexer/index/sealed_segment.h"
 
 namespace tweetsearch::index {
@@ -46,6 +54,13 @@ struct IndexOptions {
   // from a read-only mapping of it. Empty: sealed segments stay on the heap (tests, tools),
   // and Save() writes them out.
   std::string directory;
+  // Seal full active segments and merge sealed ones on a background thread (see the class
+  // comment). Off: sealing happens inline and nothing merges but Compact().
+  bool background_merges = false;
+  MergePolicyOptions merge;
+  // Bytes per second a background merge may write (0: no limit), measured on `clock`.
+  uint64_t merge_bytes_per_second = 40 << 20;
+  const Clock* clock = &SystemClock();
 };
 
 // What a query sees: sealed segments, oldest first, then the active segment (if any).
@@ -60,6 +75,8 @@ struct IndexStats {
   uint64_t memory_bytes = 0;   // heap: the active segment, heap-held segments, overlays
   uint64_t mapped_bytes = 0;   // sealed segment files served from mappings
   uint64_t damaged_segments = 0;  // sealed segments a corrupt part was found in
+  uint64_t merges = 0;            // background merges and seals completed since start
+  uint64_t merged_docs = 0;       // documents they wrote
   SealedStats sealed;          // summed over sealed segments
 };
 
@@ -107,6 +124,9 @@ class Index {
   // to include it.
   absl::Status Save(const std::string& dir);
 
+  // Waits until the background merge thread has nothing to do (for tests and benchmarks).
+  void WaitForMerges();
+
   std::shared_ptr<const IndexSnapshot> Snapshot() const { return snapshot_.load(); }
   const analysis::Analyzer& analyzer() const { return *analyzer_; }
   IndexStats Stats() const;
@@ -120,9 +140,6 @@ class Index {
   Location LocateLocked(TweetId id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SealLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Encodes what `builder` holds as the next segment: a file in the directory, mapped, or a
-  // heap buffer without one. Appends it to sealed_ unless it is empty.
-  absl::Status AddSegmentLocked(SealedSegmentBuilder& builder) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes the updates file of `entry` to `dir` if its deletes or likes changed since the last
   // one; records the generation in `entry`.
   struct Sealed;
@@ -136,6 +153,7 @@ class Index {
   struct Sealed {
     std::shared_ptr<SealedSegment> segment;
     uint64_t sequence = 0;           // names its file, seg-<sequence>.tss
+    bool synced = false;             // its file is durable (fsynced since written)
     uint64_t updates = 0;            // generation of its updates file; 0: none
     uint64_t saved_changes = 0;      // columns().changes() when that file was written
     std::string updates_dir;         // where that file was written
@@ -164,6 +182,35 @@ class Index {
   };
   Batch batch_ ABSL_GUARDED_BY(mu_);
   std::atomic<std::shared_ptr<const IndexSnapshot>> snapshot_;
+
+  // Background merging. A job seals the oldest frozen segment or merges a run of sealed ones;
+  // it reads its sources without the lock, and its commit (under the lock) carries over the
+  // deletes and likes changes made to them meanwhile, recorded in changed_.
+  struct Job;
+  void MergeLoop();
+  std::optional<Job> NextJobLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::unique_ptr<SealedSegment>> RunJob(Job& job);
+  void CommitJobLocked(Job& job, std::unique_ptr<SealedSegment> segment)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes a segment file (throttled for merges) and maps it, or keeps it on the heap.
+  absl::StatusOr<std::unique_ptr<SealedSegment>> WriteSegment(const std::string& bytes,
+                                                              uint64_t sequence, bool throttle);
+  // Hands the active segment to the merge thread (or seals it inline if two are waiting).
+  absl::Status RotateActiveLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Seals a full active segment inline and appends it to sealed_.
+  absl::Status SealFrozenLocked(const std::shared_ptr<ActiveSegment>& segment)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteChangeLocked(const Segment* segment, DocId doc) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Full active segments waiting to be sealed, oldest first (queries see them).
+  std::vector<std::shared_ptr<ActiveSegment>> frozen_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool job_running_ ABSL_GUARDED_BY(mu_) = false;
+  const Segment* sealing_ ABSL_GUARDED_BY(mu_) = nullptr;  // the frozen segment being sealed
+  absl::flat_hash_map<const Segment*, std::vector<DocId>> changed_ ABSL_GUARDED_BY(mu_);
+  uint64_t merges_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t merged_docs_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<bool> cancel_{false};
+  std::thread merger_;
 };
 
 // Index documents from the project's tweet sources (Sentiment140 tweets are English).

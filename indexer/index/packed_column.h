@@ -52,11 +52,17 @@ class PackedColumn {
     const uint32_t width = header[12];
     if (width == 0) return base;
     const uint64_t bit = uint64_t{i % kBlock} * width;
-    const uint64_t* w = words_ + first_word + bit / 64;
-    const uint32_t shift = bit % 64;
-    uint64_t v = w[0] >> shift;
-    if (shift + width > 64) v |= w[1] << (64 - shift);
-    return base + (width == 64 ? v : v & ((uint64_t{1} << width) - 1));
+    const uint64_t* w = words_ + first_word;
+    uint64_t v;
+    if (width <= 56) {  // one unaligned load holds the value whatever its first bit
+      std::memcpy(&v, reinterpret_cast<const uint8_t*>(w) + bit / 8, 8);
+      v >>= bit % 8;
+    } else {
+      const uint32_t shift = bit % 64;
+      v = w[bit / 64] >> shift;
+      if (shift + width > 64) v |= w[bit / 64 + 1] << (64 - shift);
+    }
+    return base + (v & (~uint64_t{0} >> (64 - width)));
   }
 
  private:

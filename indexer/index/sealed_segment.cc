@@ -491,16 +491,41 @@ struct SealedSegment::Parts {
   std::span<const uint64_t> chunk_sums;
 };
 
-std::string SealedSegmentBuilder::Encode() {
-  const uint32_t num_docs = static_cast<uint32_t>(rows_.size());
-  // Newest first: DocId 0 is the largest TweetId.
-  std::vector<uint32_t> order(num_docs);
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(),
-            [&](uint32_t a, uint32_t b) { return rows_[a].id > rows_[b].id; });
-  std::vector<DocId> new_id(num_docs);
-  for (uint32_t rank = 0; rank < num_docs; ++rank) new_id[order[rank]] = rank;
+namespace {
 
+// Where a segment file's posting lists go, term by term in increasing order.
+class SegmentPostingsSink {
+ public:
+  virtual ~SegmentPostingsSink() = default;
+  // `entries` in increasing DocId order, non-empty.
+  virtual void Add(std::string_view term, const std::vector<Entry>& entries) = 0;
+};
+
+// Takes each term's list in increasing term order and encodes it beside the others.
+class PostingsEncoder final : public SegmentPostingsSink {
+ public:
+  PostingsEncoder(std::span<const uint16_t> lengths, SealedStats* stats)
+      : lengths_(lengths), stats_(stats) {}
+  void Add(std::string_view term, const std::vector<Entry>& entries) override {
+    dictionary_.Add(term, TermDictionary::Entry{static_cast<uint32_t>(entries.size()),
+                                                static_cast<uint32_t>(out_.size())});
+    EncodeList(entries, lengths_, &out_, stats_, scratch_);
+  }
+  std::string& postings() { return out_; }
+  TermDictionary Finish() { return dictionary_.Finish(); }
+
+ private:
+  std::span<const uint16_t> lengths_;
+  SealedStats* stats_;
+  TermDictionary::Builder dictionary_;
+  std::string out_;
+  EncodeScratch scratch_;
+};
+
+// The segment file of `rows` (in DocId order) and the lists `add_postings` adds.
+std::string EncodeSegmentFile(std::span<const SealedSegmentBuilder::Row> rows,
+                              const std::function<void(SegmentPostingsSink&)>& add_postings) {
+  const uint32_t num_docs = static_cast<uint32_t>(rows.size());
   Meta meta{};
   meta.num_docs = num_docs;
   meta.max_created = std::numeric_limits<int64_t>::min();
@@ -512,10 +537,11 @@ std::string SealedSegmentBuilder::Encode() {
   std::vector<uint32_t> overflow_docs, overflow_likes, range_likes(ranges, 0);
   std::vector<int64_t> range_created(ranges, std::numeric_limits<int64_t>::min());
   for (uint32_t d = 0; d < num_docs; ++d) {
-    const Row& r = rows_[order[d]];
+    const SealedSegmentBuilder::Row& r = rows[d];
     id_high[d] = r.id >> 22;
     id_low[d] = r.id & ((uint64_t{1} << 22) - 1);
-    created[d] = ZigZag(r.created_at_ms - (static_cast<int64_t>(id_high[d]) + kSnowflakeEpochMillis));
+    created[d] =
+        ZigZag(r.created_at_ms - (static_cast<int64_t>(id_high[d]) + kSnowflakeEpochMillis));
     users[d] = r.user_id;
     langs[d] = r.lang;
     lengths[d] = r.length;
@@ -525,8 +551,8 @@ std::string SealedSegmentBuilder::Encode() {
       overflow_docs.push_back(d);
       overflow_likes.push_back(r.likes);
     }
-    range_likes[d >> Columns::kRangeShift] =
-        std::max(range_likes[d >> Columns::kRangeShift], r.likes);
+    uint32_t& rl = range_likes[d >> Columns::kRangeShift];
+    rl = std::max(rl, r.likes);
     int64_t& rc = range_created[d >> Columns::kRangeShift];
     rc = std::max(rc, r.created_at_ms);
     meta.max_created = std::max(meta.max_created, r.created_at_ms);
@@ -539,8 +565,10 @@ std::string SealedSegmentBuilder::Encode() {
   meta.lang_values = lang_values.size();
   meta.overflow = overflow_docs.size();
 
-  std::string postings;
-  TermDictionary dictionary = EncodePostings(new_id, lengths, &postings, &meta.stats);
+  PostingsEncoder encoder(lengths, &meta.stats);
+  add_postings(encoder);
+  const std::string& postings = encoder.postings();
+  const TermDictionary dictionary = encoder.Finish();
   meta.num_terms = dictionary.size();
   std::vector<uint64_t> chunk_sums;
   for (size_t at = 0; at < postings.size(); at += kChunkBytes) {
@@ -570,41 +598,129 @@ std::string SealedSegmentBuilder::Encode() {
   file.Add(dictionary.blob());
   file.Add(postings);
   file.Add(AsBytes(chunk_sums));
-  rows_.clear();
-  postings_.clear();
-  last_records_ = nullptr;
   return file.Finish();
 }
 
-TermDictionary SealedSegmentBuilder::EncodePostings(std::span<const DocId> new_id,
-                                                    std::span<const uint16_t> lengths,
-                                                    std::string* out, SealedStats* stats) {
-  using TermRecords = std::pair<const std::string*, const std::vector<uint32_t>*>;
-  std::vector<TermRecords> terms;
-  terms.reserve(postings_.size());
-  for (const auto& [term, records] : postings_) terms.emplace_back(&term, &records);
-  std::sort(terms.begin(), terms.end(),
-            [](const TermRecords& a, const TermRecords& b) { return *a.first < *b.first; });
+}  // namespace
 
-  TermDictionary::Builder dictionary;
-  std::vector<Entry> entries;
-  EncodeScratch scratch;
-  for (size_t t = 0; t < terms.size(); ++t) {
-    // Terms are visited in sorted order, not memory order: fetch ahead what is read next.
-    if (t + 8 < terms.size()) __builtin_prefetch(terms[t + 8].second);
-    if (t + 4 < terms.size()) __builtin_prefetch(terms[t + 4].second->data());
-    const std::vector<uint32_t>& records = *terms[t].second;
-    entries.clear();
-    for (size_t i = 0; i < records.size(); i += 2 + records[i + 1]) {
-      entries.push_back(Entry{new_id[records[i]], &records[i + 2], records[i + 1]});
-    }
-    std::sort(entries.begin(), entries.end(),
-              [](const Entry& a, const Entry& b) { return a.doc < b.doc; });
-    dictionary.Add(*terms[t].first, TermDictionary::Entry{static_cast<uint32_t>(entries.size()),
-                                                          static_cast<uint32_t>(out->size())});
-    EncodeList(entries, lengths, out, stats, scratch);
+std::string SealedSegmentBuilder::Encode(std::vector<DocId>* new_ids) {
+  const uint32_t num_docs = static_cast<uint32_t>(rows_.size());
+  // Newest first: DocId 0 is the largest TweetId.
+  std::vector<uint32_t> order(num_docs);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(),
+            [&](uint32_t a, uint32_t b) { return rows_[a].id > rows_[b].id; });
+  std::vector<DocId> new_id(num_docs);
+  std::vector<Row> rows(num_docs);
+  for (uint32_t rank = 0; rank < num_docs; ++rank) {
+    new_id[order[rank]] = rank;
+    rows[rank] = rows_[order[rank]];
   }
-  return dictionary.Finish();
+  std::string file = EncodeSegmentFile(rows, [&](SegmentPostingsSink& sink) {
+    using TermRecords = std::pair<const std::string*, const std::vector<uint32_t>*>;
+    std::vector<TermRecords> terms;
+    terms.reserve(postings_.size());
+    for (const auto& [term, records] : postings_) terms.emplace_back(&term, &records);
+    std::sort(terms.begin(), terms.end(),
+              [](const TermRecords& a, const TermRecords& b) { return *a.first < *b.first; });
+    std::vector<Entry> entries;
+    for (size_t t = 0; t < terms.size(); ++t) {
+      // Terms are visited in sorted order, not memory order: fetch ahead what is read next.
+      if (t + 8 < terms.size()) __builtin_prefetch(terms[t + 8].second);
+      if (t + 4 < terms.size()) __builtin_prefetch(terms[t + 4].second->data());
+      const std::vector<uint32_t>& records = *terms[t].second;
+      entries.clear();
+      for (size_t i = 0; i < records.size(); i += 2 + records[i + 1]) {
+        entries.push_back(Entry{new_id[records[i]], &records[i + 2], records[i + 1]});
+      }
+      std::sort(entries.begin(), entries.end(),
+                [](const Entry& a, const Entry& b) { return a.doc < b.doc; });
+      sink.Add(*terms[t].first, entries);
+    }
+  });
+  if (new_ids != nullptr) *new_ids = std::move(new_id);
+  rows_.clear();
+  postings_.clear();
+  last_records_ = nullptr;
+  return file;
+}
+
+absl::StatusOr<std::string> MergeSegments(std::span<const SealedSegment* const> sources,
+                                          std::vector<std::vector<DocId>>* doc_maps,
+                                          const std::atomic<bool>* cancel) {
+  // The live documents of every source, newest first.
+  struct Source {
+    uint32_t segment;
+    DocId doc;
+    TweetId id;
+  };
+  std::vector<Source> live;
+  for (uint32_t s = 0; s < sources.size(); ++s) {
+    const Columns& c = sources[s]->columns();
+    for (DocId d = 0; d < sources[s]->num_docs(); ++d) {
+      if (!c.deleted(d)) live.push_back({s, d, c.tweet_id(d)});
+    }
+  }
+  std::sort(live.begin(), live.end(), [](const Source& a, const Source& b) { return a.id > b.id; });
+  doc_maps->assign(sources.size(), {});
+  for (uint32_t s = 0; s < sources.size(); ++s) (*doc_maps)[s].assign(sources[s]->num_docs(), kEndDoc);
+  std::vector<SealedSegmentBuilder::Row> rows(live.size());
+  for (uint32_t d = 0; d < live.size(); ++d) {
+    const Columns& c = sources[live[d].segment]->columns();
+    const DocId old = live[d].doc;
+    (*doc_maps)[live[d].segment][old] = d;
+    rows[d] = {live[d].id, c.created_at_ms(old), c.user_id(old), c.lang(old), c.length(old),
+               c.likes(old)};
+  }
+  live = {};
+  // Every term of any source, in order.
+  std::vector<std::string> terms;
+  for (const SealedSegment* source : sources) {
+    source->ForEachTerm([&](std::string_view t) { terms.emplace_back(t); });
+  }
+  std::sort(terms.begin(), terms.end());
+  terms.erase(std::unique(terms.begin(), terms.end()), terms.end());
+
+  std::string file = EncodeSegmentFile(rows, [&](SegmentPostingsSink& sink) {
+    std::vector<Entry> entries;
+    std::vector<uint32_t> positions;
+    std::vector<size_t> starts;
+    for (const std::string& term : terms) {
+      if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return;
+      entries.clear();
+      positions.clear();
+      starts.clear();
+      bool sorted = true;
+      for (uint32_t s = 0; s < sources.size(); ++s) {
+        std::unique_ptr<PostingCursor> cursor = sources[s]->OpenTerm(term, sources[s]->num_docs());
+        if (cursor == nullptr) continue;  // absent, or damaged (checked below)
+        const std::vector<DocId>& map = (*doc_maps)[s];
+        for (; cursor->doc() != kEndDoc; cursor->Next()) {
+          const DocId nd = map[cursor->doc()];
+          if (nd == kEndDoc) continue;
+          const std::span<const uint32_t> p = cursor->positions();
+          sorted = sorted && (entries.empty() || entries.back().doc < nd);
+          starts.push_back(positions.size());
+          positions.insert(positions.end(), p.begin(), p.end());
+          entries.push_back(Entry{nd, nullptr, static_cast<uint32_t>(p.size())});
+        }
+      }
+      if (entries.empty()) continue;  // every document with the term was deleted
+      for (size_t i = 0; i < entries.size(); ++i) entries[i].positions = positions.data() + starts[i];
+      if (!sorted) {
+        std::sort(entries.begin(), entries.end(),
+                  [](const Entry& a, const Entry& b) { return a.doc < b.doc; });
+      }
+      sink.Add(term, entries);
+    }
+  });
+  if (cancel != nullptr && cancel->load(std::memory_order_acquire)) {
+    return absl::CancelledError("merge cancelled");
+  }
+  for (const SealedSegment* source : sources) {
+    if (absl::Status health = source->Health(); !health.ok()) return health;
+  }
+  return file;
 }
 
 std::unique_ptr<SealedSegment> SealedSegmentBuilder::Build() {

@@ -149,16 +149,14 @@ class SealedSegmentBuilder {
   // pair may be added once.
   void AddPosting(std::string_view term, uint32_t doc, std::span<const uint32_t> positions);
 
-  // The segment file of the documents added, and the builder emptied.
-  std::string Encode();
+  // The segment file of the documents added, and the builder emptied. If `new_ids`, sets it
+  // to the DocId each added document got (by the number AddDoc returned).
+  std::string Encode(std::vector<DocId>* new_ids = nullptr);
   // Encode() held in a heap buffer.
   std::unique_ptr<SealedSegment> Build();
 
  private:
-  // Encodes every term's list into `out` (DocIds renumbered by new_id) and returns the
-  // dictionary.
-  TermDictionary EncodePostings(std::span<const DocId> new_id, std::span<const uint16_t> lengths,
-                                std::string* out, SealedStats* stats);
+
   std::vector<Row> rows_;
   // term -> records [doc, freq, positions...]
   absl::flat_hash_map<std::string, std::vector<uint32_t>> postings_;
@@ -167,6 +165,15 @@ class SealedSegmentBuilder {
   std::string last_term_;
   std::vector<uint32_t>* last_records_ = nullptr;
 };
+
+// Merges `sources` into one segment file of their live documents (deleted ones are dropped),
+// reading one term's lists at a time, so memory grows with the output's columns and postings,
+// not with a copy of every list. Sets (*doc_maps)[i][d] to the new DocId of DocId d of
+// sources[i], kEndDoc if it was dropped. DataLoss if a source turns out damaged, Cancelled
+// once `*cancel` is set.
+absl::StatusOr<std::string> MergeSegments(std::span<const SealedSegment* const> sources,
+                                          std::vector<std::vector<DocId>>* doc_maps,
+                                          const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace tweetsearch::index
 

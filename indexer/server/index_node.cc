@@ -120,10 +120,12 @@ absl::StatusOr<std::unique_ptr<IndexNode>> IndexNode::Open(
     rebuild = *std::move(progress);
     cursors = rebuild->from;
   }
+  index::IndexOptions index_options = options.index;
+  index_options.background_merges = true;  // sealing and merging off the apply path
   absl::StatusOr<std::unique_ptr<index::Index>> index =
-      index::Index::Open(options.index, IndexDir(options));
+      index::Index::Open(index_options, IndexDir(options));
   if (absl::IsNotFound(index.status())) {
-    index::IndexOptions fresh = options.index;
+    index::IndexOptions fresh = index_options;
     fresh.directory = IndexDir(options);
     index = index::Index::Create(fresh);  // new: tail every log from its start
   } else if (index.ok() && !rebuild.has_value()) {
@@ -403,9 +405,6 @@ absl::Status IndexNode::CheckpointLocked() {
     return absl::OkStatus();
   }
   if (absl::Status s = index_->Seal(); !s.ok()) return s;
-  if (index_->Snapshot()->segments.size() > options_.max_sealed_segments) {
-    if (absl::Status s = index_->Compact(); !s.ok()) return s;
-  }
   if (absl::Status s = index_->Save(IndexDir(options_)); !s.ok()) return s;
   absl::Status written = rebuild.has_value()
                              ? WriteFileAtomically(RebuildFile(options_), *rebuild)

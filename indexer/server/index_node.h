@@ -55,7 +55,6 @@ struct IndexNodeOptions {
   std::string data_dir;     // <data_dir>/index: saved segments and CURSORS
   index::IndexOptions index;
   uint64_t checkpoint_every = 1'000'000;
-  size_t max_sealed_segments = 8;
   absl::Duration poll_wait = absl::Seconds(1);  // how long one long poll waits
 };
 
