@@ -88,12 +88,16 @@ std::pair<double, double> Latency(const ts::index::Index& index,
 struct Row {
   uint64_t tweets = 0;
   double index_rate = 0, max_batch_ms = 0, p999_batch_ms = 0;
-  long peak_rss_mib = 0;
+  long peak_rss_mib = 0, peak_anon_mib = 0;
   size_t segments = 0;
   double save_s = 0, disk_bytes_per_tweet = 0, open_s = 0, heap_bytes_per_tweet = 0;
   double mapped_bytes_per_tweet = 0, compacted_bytes_per_tweet = 0;
+  double merge_catch_up_s = 0, write_amplification = 0;
+  uint64_t merges = 0;
   std::vector<std::pair<std::string, std::pair<double, double>>> latencies, cold_latencies;
 };
+
+uint32_t g_merge_factor = 10;
 
 Row RunSize(uint64_t tweets, const std::string& dir, size_t queries, uint64_t compact_limit) {
   Row row;
@@ -104,6 +108,8 @@ Row RunSize(uint64_t tweets, const std::string& dir, size_t queries, uint64_t co
     ts::index::IndexOptions options;
     std::filesystem::remove_all(dir);
     options.directory = dir;
+    options.background_merges = true;  // as tweetsearchd runs it
+    options.merge.merge_factor = g_merge_factor;
     std::unique_ptr<ts::index::Index> index = *ts::index::Index::Create(options);
     ts::SyntheticTweetGenerator gen;
     for (size_t rank = 0; rank < 2000; ++rank) words_by_rank.push_back(gen.Word(rank));
@@ -120,13 +126,23 @@ Row RunSize(uint64_t tweets, const std::string& dir, size_t queries, uint64_t co
       (void)index->AddBatch(batch);
       batch_ms.push_back(Seconds(start) * 1e3);
       indexing_s += batch_ms.back() / 1e3;
+      if (batch_ms.size() % 16 == 0) {
+        row.peak_anon_mib = std::max(row.peak_anon_mib, StatusKiB("RssAnon:") / 1024);
+      }
     }
     row.index_rate = static_cast<double>(tweets) / indexing_s;
     row.max_batch_ms = *std::max_element(batch_ms.begin(), batch_ms.end());
     row.p999_batch_ms = Percentile(batch_ms, 0.999);
+    const auto merges_start = Clock::now();
+    index->WaitForMerges();
+    row.merge_catch_up_s = Seconds(merges_start);
     (void)index->Seal();
     row.peak_rss_mib = StatusKiB("VmHWM:") / 1024;
     row.segments = index->Snapshot()->segments.size();
+    const ts::index::IndexStats stats = index->Stats();
+    row.merges = stats.merges;
+    row.write_amplification =
+        static_cast<double>(stats.merged_docs) / static_cast<double>(tweets);
     const auto start = Clock::now();
     if (absl::Status s = index->Save(dir); !s.ok()) std::cerr << "save: " << s << "\n";
     row.save_s = Seconds(start);
@@ -135,7 +151,7 @@ Row RunSize(uint64_t tweets, const std::string& dir, size_t queries, uint64_t co
   malloc_trim(0);  // give the first index's memory back, so that the heap after opening is its own
   const long anon_before = StatusKiB("RssAnon:");
   const auto start = Clock::now();
-  std::unique_ptr<ts::index::Index> index = *ts::index::Index::Open({}, dir);
+  std::unique_ptr<ts::index::Index> index = *ts::index::Index::Open({}, dir);  // no merging
   row.open_s = Seconds(start);
   row.heap_bytes_per_tweet =
       static_cast<double>(StatusKiB("RssAnon:") - anon_before) * 1024 / static_cast<double>(tweets);
@@ -174,6 +190,8 @@ int main(int argc, char** argv) {
   app.add_option("--compact-up-to", compact_limit,
                  "Also measure the compacted size of indexes up to this many tweets")
       ->capture_default_str();
+  app.add_option("--merge-factor", g_merge_factor, "Segments merged at once (large: no merges)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   std::vector<Row> rows;
@@ -181,14 +199,16 @@ int main(int argc, char** argv) {
   std::filesystem::remove_all(dir);
 
   std::cout << std::fixed << std::setprecision(1);
-  std::cout << "| tweets | index tweets/s | longest AddBatch ms (p99.9) | peak RSS MiB | segments "
-               "| save s | disk B/tweet (compacted) | open s | heap B/tweet after open | mapped "
-               "B/tweet |\n"
-               "|---|---|---|---|---|---|---|---|---|---|\n";
+  std::cout << "| tweets | index tweets/s | longest AddBatch ms (p99.9) | peak RSS (heap) MiB | merges "
+               "(docs written / tweet) | merge catch-up s | segments | save s | disk B/tweet "
+               "(compacted) | open s | heap B/tweet after open | mapped B/tweet |\n"
+               "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Row& r : rows) {
     std::cout << "| " << r.tweets << " | " << std::setprecision(0) << r.index_rate << " | "
               << std::setprecision(1) << r.max_batch_ms << " (" << r.p999_batch_ms << ") | "
-              << r.peak_rss_mib << " | " << r.segments << " | " << std::setprecision(2) << r.save_s
+              << r.peak_rss_mib << " (" << r.peak_anon_mib << ") | " << r.merges << " (" << r.write_amplification << ") | "
+              << r.merge_catch_up_s << " | " << r.segments << " | " << std::setprecision(2)
+              << r.save_s
               << " | " << std::setprecision(1) << r.disk_bytes_per_tweet << " ("
               << r.compacted_bytes_per_tweet << ") | " << std::setprecision(3) << r.open_s << " | "
               << std::setprecision(1) << r.heap_bytes_per_tweet << " | "

@@ -1,6 +1,9 @@
 #include "indexer/index/index.h"
 
 #include <algorithm>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 
@@ -97,7 +100,10 @@ Index::Index(const IndexOptions& options, std::unique_ptr<analysis::Analyzer> an
     active_ = std::make_shared<ActiveSegment>(options_.segment_max_docs);
     PublishLocked();
   }
-  if (options_.background_merges) merger_ = std::thread([this] { MergeLoop(); });
+  if (options_.background_merges) {
+    sealer_ = std::thread([this] { MergeLoop(JobKind::kSeal); });
+    merger_ = std::thread([this] { MergeLoop(JobKind::kMerge); });
+  }
 }
 
 Index::~Index() {
@@ -106,6 +112,7 @@ Index::~Index() {
     stop_ = true;
   }
   cancel_.store(true, std::memory_order_release);
+  if (sealer_.joinable()) sealer_.join();
   if (merger_.joinable()) merger_.join();
 }
 
@@ -392,7 +399,7 @@ absl::StatusOr<std::unique_ptr<SealedSegment>> Index::WriteSegment(const std::st
 
 absl::Status Index::Compact() {
   absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(+[](bool* running) { return !*running; }, &job_running_));
+  mu_.Await(absl::Condition(+[](bool* running) { return !*running; }, &merge_running_));
   if (sealed_.empty()) return absl::OkStatus();
   std::vector<const SealedSegment*> sources;
   for (const Sealed& s : sealed_) sources.push_back(s.segment.get());
@@ -424,9 +431,10 @@ struct Index::Job {
   std::vector<std::vector<DocId>> doc_maps;  // per source, old DocId -> new
 };
 
-std::optional<Index::Job> Index::NextJobLocked() {
+std::optional<Index::Job> Index::NextJobLocked(JobKind kind) {
   Job job;
-  if (!frozen_.empty()) {
+  if (kind == JobKind::kSeal) {
+    if (frozen_.empty()) return std::nullopt;
     job.frozen = frozen_.front();
   } else {
     std::vector<SegmentSize> sizes;
@@ -490,33 +498,41 @@ void Index::CommitJobLocked(Job& job, std::unique_ptr<SealedSegment> segment) {
   PublishLocked();
 }
 
-void Index::MergeLoop() {
+void Index::MergeLoop(JobKind kind) {
+  // Below the threads that take writes and answer queries when they compete for a core.
+  (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10);
+  bool& running = kind == JobKind::kSeal ? seal_running_ : merge_running_;
   absl::MutexLock lock(&mu_);
   while (true) {
     std::optional<Job> job;
     auto ready = [&] {
       if (stop_) return true;
-      job = NextJobLocked();
+      job = NextJobLocked(kind);
       return job.has_value();
     };
     mu_.Await(absl::Condition(&ready));
     if (stop_) return;
     job->sequence = next_sequence_++;
-    job_running_ = true;
-    sealing_ = job->frozen.get();
-    if (job->frozen != nullptr) changed_[job->frozen.get()];
+    running = true;
+    if (job->frozen != nullptr) {
+      sealing_ = job->frozen.get();
+      changed_[job->frozen.get()];
+    }
     for (const auto& s : job->sources) changed_[s.get()];
     mu_.Unlock();
     absl::StatusOr<std::unique_ptr<SealedSegment>> segment = RunJob(*job);
     mu_.Lock();
     if (segment.ok()) CommitJobLocked(*job, *std::move(segment));
-    changed_.clear();
-    job_running_ = false;
-    sealing_ = nullptr;
+    if (job->frozen != nullptr) {
+      changed_.erase(job->frozen.get());
+      sealing_ = nullptr;
+    }
+    for (const auto& s : job->sources) changed_.erase(s.get());
+    running = false;
     if (!segment.ok() && !stop_) {
       // Sources stay in force; try again later rather than in a tight loop.
       std::fprintf(stderr, "index: a background %s failed: %s\n",
-                   job->frozen != nullptr ? "seal" : "merge",
+                   kind == JobKind::kSeal ? "seal" : "merge",
                    std::string(segment.status().message()).c_str());
       mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Seconds(1));
     }
@@ -524,9 +540,12 @@ void Index::MergeLoop() {
 }
 
 void Index::WaitForMerges() {
-  absl::MutexLock lock(&mu_);
   if (!options_.background_merges) return;  // no merge thread: nothing runs in the background
-  auto idle = [&] { return stop_ || (!job_running_ && !NextJobLocked().has_value()); };
+  absl::MutexLock lock(&mu_);
+  auto idle = [&] {
+    return stop_ || (!seal_running_ && !merge_running_ && !NextJobLocked(JobKind::kSeal) &&
+                     !NextJobLocked(JobKind::kMerge));
+  };
   mu_.Await(absl::Condition(&idle));
 }
 

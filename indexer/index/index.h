@@ -3,9 +3,9 @@
 // Writes (Add, Delete, SetLikes, Seal, Compact, Save) are serialized by a writer mutex and go to
 // one active segment at a time; when it is full it is sealed into a compact read-only segment
 // and a new active segment takes over. With background merging on, a full active segment is
-// handed to a merge thread, which seals it and merges sealed segments as the merge policy
-// (merge_policy.h) asks, off the writer; the writer only waits for it when two full segments
-// are already waiting. Readers call Snapshot() and query the segments in it
+// handed to a seal thread, and a merge thread merges sealed segments as the merge policy
+// (merge_policy.h) asks, both off the writer; the writer seals inline only when two full
+// segments are already waiting. Readers call Snapshot() and query the segments in it
 // without taking any lock: the snapshot is an immutable list, replaced copy-on-write, and a
 // query keeps the one it started with for its whole run.
 //
@@ -187,8 +187,10 @@ class Index {
   // it reads its sources without the lock, and its commit (under the lock) carries over the
   // deletes and likes changes made to them meanwhile, recorded in changed_.
   struct Job;
-  void MergeLoop();
-  std::optional<Job> NextJobLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One loop seals (kSeal), the other merges (kMerge): a long merge never holds up a seal.
+  enum class JobKind { kSeal, kMerge };
+  void MergeLoop(JobKind kind);
+  std::optional<Job> NextJobLocked(JobKind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::unique_ptr<SealedSegment>> RunJob(Job& job);
   void CommitJobLocked(Job& job, std::unique_ptr<SealedSegment> segment)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -204,13 +206,14 @@ class Index {
   // Full active segments waiting to be sealed, oldest first (queries see them).
   std::vector<std::shared_ptr<ActiveSegment>> frozen_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  bool job_running_ ABSL_GUARDED_BY(mu_) = false;
+  bool seal_running_ ABSL_GUARDED_BY(mu_) = false;
+  bool merge_running_ ABSL_GUARDED_BY(mu_) = false;
   const Segment* sealing_ ABSL_GUARDED_BY(mu_) = nullptr;  // the frozen segment being sealed
   absl::flat_hash_map<const Segment*, std::vector<DocId>> changed_ ABSL_GUARDED_BY(mu_);
   uint64_t merges_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t merged_docs_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<bool> cancel_{false};
-  std::thread merger_;
+  std::thread sealer_, merger_;
 };
 
 // Index documents from the project's tweet sources (Sentiment140 tweets are English).

@@ -6,6 +6,7 @@
 #include <bit>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <numeric>
 
 #include "common/file_util.h"
@@ -499,6 +500,8 @@ class SegmentPostingsSink {
   virtual ~SegmentPostingsSink() = default;
   // `entries` in increasing DocId order, non-empty.
   virtual void Add(std::string_view term, const std::vector<Entry>& entries) = 0;
+  // A hint: the lists will take about this many bytes.
+  virtual void Reserve(size_t bytes) = 0;
 };
 
 // Takes each term's list in increasing term order and encodes it beside the others.
@@ -511,6 +514,7 @@ class PostingsEncoder final : public SegmentPostingsSink {
                                                 static_cast<uint32_t>(out_.size())});
     EncodeList(entries, lengths_, &out_, stats_, scratch_);
   }
+  void Reserve(size_t bytes) override { out_.reserve(bytes); }
   std::string& postings() { return out_; }
   TermDictionary Finish() { return dictionary_.Finish(); }
 
@@ -530,22 +534,13 @@ std::string EncodeSegmentFile(std::span<const SealedSegmentBuilder::Row> rows,
   meta.num_docs = num_docs;
   meta.max_created = std::numeric_limits<int64_t>::min();
   const size_t ranges = (num_docs >> Columns::kRangeShift) + 1;
-  std::vector<uint64_t> id_high(num_docs), id_low(num_docs), created(num_docs),
-      users(num_docs), langs(num_docs), lengths64(num_docs);
   std::vector<uint16_t> lengths(num_docs);
   std::vector<uint8_t> likes(num_docs);
   std::vector<uint32_t> overflow_docs, overflow_likes, range_likes(ranges, 0);
   std::vector<int64_t> range_created(ranges, std::numeric_limits<int64_t>::min());
   for (uint32_t d = 0; d < num_docs; ++d) {
     const SealedSegmentBuilder::Row& r = rows[d];
-    id_high[d] = r.id >> 22;
-    id_low[d] = r.id & ((uint64_t{1} << 22) - 1);
-    created[d] =
-        ZigZag(r.created_at_ms - (static_cast<int64_t>(id_high[d]) + kSnowflakeEpochMillis));
-    users[d] = r.user_id;
-    langs[d] = r.lang;
     lengths[d] = r.length;
-    lengths64[d] = r.length;
     likes[d] = static_cast<uint8_t>(std::min<uint32_t>(r.likes, kLikesOverflow));
     if (r.likes >= kLikesOverflow) {
       overflow_docs.push_back(d);
@@ -558,11 +553,31 @@ std::string EncodeSegmentFile(std::span<const SealedSegmentBuilder::Row> rows,
     meta.max_created = std::max(meta.max_created, r.created_at_ms);
     meta.total_length += r.length;
   }
-  std::vector<uint64_t> user_values, user_codes, lang_values, lang_codes;
-  DictionaryCode(users, &user_values, &user_codes);
-  DictionaryCode(langs, &lang_values, &lang_codes);
-  meta.user_values = user_values.size();
-  meta.lang_values = lang_values.size();
+  // Each packed column through one scratch buffer (a merge's rows are many).
+  std::vector<uint64_t> scratch(num_docs);
+  auto pack = [&](auto value_of) {
+    for (uint32_t d = 0; d < num_docs; ++d) scratch[d] = value_of(rows[d]);
+    return Packed(scratch);
+  };
+  using Row = SealedSegmentBuilder::Row;
+  std::vector<std::string> columns;
+  columns.push_back(pack([](const Row& r) { return r.id >> 22; }));
+  columns.push_back(pack([](const Row& r) { return r.id & ((uint64_t{1} << 22) - 1); }));
+  columns.push_back(pack([](const Row& r) {
+    return ZigZag(r.created_at_ms - (static_cast<int64_t>(r.id >> 22) + kSnowflakeEpochMillis));
+  }));
+  std::vector<uint64_t> values, codes;
+  for (auto field : {+[](const Row& r) -> uint64_t { return r.user_id; },
+                     +[](const Row& r) -> uint64_t { return r.lang; }}) {
+    for (uint32_t d = 0; d < num_docs; ++d) scratch[d] = field(rows[d]);
+    DictionaryCode(scratch, &values, &codes);
+    columns.push_back(Packed(codes));
+    columns.push_back(Packed(values));
+    (columns.size() == 5 ? meta.user_values : meta.lang_values) = values.size();
+  }
+  columns.push_back(pack([](const Row& r) { return uint64_t{r.length}; }));
+  scratch = {};
+  codes = {};
   meta.overflow = overflow_docs.size();
 
   PostingsEncoder encoder(lengths, &meta.stats);
@@ -576,10 +591,6 @@ std::string EncodeSegmentFile(std::span<const SealedSegmentBuilder::Row> rows,
     chunk_sums.push_back(XXH64(postings.data() + at, n, 0));
   }
 
-  std::vector<std::string> columns = {Packed(id_high),     Packed(id_low),
-                                      Packed(created),     Packed(user_codes),
-                                      Packed(user_values), Packed(lang_codes),
-                                      Packed(lang_values), Packed(lengths64)};
   for (const std::string& c : columns) meta.stats.column_bytes += c.size();
   meta.stats.column_bytes += likes.size() + 8 * overflow_docs.size() + 4 * range_likes.size() +
                              8 * range_created.size();
@@ -673,15 +684,26 @@ absl::StatusOr<std::string> MergeSegments(std::span<const SealedSegment* const> 
                c.likes(old)};
   }
   live = {};
-  // Every term of any source, in order.
-  std::vector<std::string> terms;
+  // Every term of any source, in order: each source's terms (sorted) merged into the union,
+  // so no term is held twice.
+  std::vector<std::string> terms, source_terms, merged;
   for (const SealedSegment* source : sources) {
-    source->ForEachTerm([&](std::string_view t) { terms.emplace_back(t); });
+    source_terms.clear();
+    source->ForEachTerm([&](std::string_view t) { source_terms.emplace_back(t); });
+    merged.clear();
+    merged.reserve(terms.size() + source_terms.size());
+    std::set_union(std::make_move_iterator(terms.begin()), std::make_move_iterator(terms.end()),
+                   std::make_move_iterator(source_terms.begin()),
+                   std::make_move_iterator(source_terms.end()), std::back_inserter(merged));
+    terms.swap(merged);
   }
-  std::sort(terms.begin(), terms.end());
-  terms.erase(std::unique(terms.begin(), terms.end()), terms.end());
+  source_terms = {};
+  merged = {};
+  uint64_t posting_bytes = 0;
+  for (const SealedSegment* source : sources) posting_bytes += source->stats().posting_bytes;
 
   std::string file = EncodeSegmentFile(rows, [&](SegmentPostingsSink& sink) {
+    sink.Reserve(posting_bytes);  // at most what the sources hold: no doubling on the way
     std::vector<Entry> entries;
     std::vector<uint32_t> positions;
     std::vector<size_t> starts;

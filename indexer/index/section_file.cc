@@ -38,12 +38,12 @@ T Get(std::string_view in, size_t at) {
 SectionFileWriter::SectionFileWriter(std::string_view magic, uint32_t sections)
     : magic_(magic), count_(sections) {}
 
-void SectionFileWriter::Add(std::string_view bytes) { sections_.emplace_back(bytes); }
+void SectionFileWriter::Add(std::string_view bytes) { sections_.push_back(bytes); }
 
 std::string SectionFileWriter::Finish() {
   size_t total = AlignUp(HeaderBytes(count_));
   std::vector<size_t> offsets;
-  for (const std::string& s : sections_) {
+  for (std::string_view s : sections_) {
     offsets.push_back(total);
     total = AlignUp(total + s.size() + kMinPadding);
   }
@@ -52,7 +52,7 @@ std::string SectionFileWriter::Finish() {
   Put<uint32_t>(&out, 8, count_);
   for (uint32_t i = 0; i < count_; ++i) {
     const size_t entry = 16 + i * kEntryBytes;
-    const std::string& s = sections_[i];
+    const std::string_view s = sections_[i];
     Put<uint32_t>(&out, entry, i + 1);
     Put<uint64_t>(&out, entry + 8, offsets[i]);
     Put<uint64_t>(&out, entry + 16, s.size());

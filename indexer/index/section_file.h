@@ -32,14 +32,15 @@ inline constexpr size_t kSectionAlignment = 4096;
 class SectionFileWriter {
  public:
   explicit SectionFileWriter(std::string_view magic, uint32_t sections);
-  // Adds the next section (tags are 1, 2, ... in order).
+  // Adds the next section (tags are 1, 2, ... in order). The bytes are not copied: they must
+  // stay valid until Finish() returns.
   void Add(std::string_view bytes);
   // The file. Requires: every section added.
   std::string Finish();
 
  private:
   std::string out_;
-  std::vector<std::string> sections_;
+  std::vector<std::string_view> sections_;
   std::string magic_;
   uint32_t count_;
 };
