@@ -236,6 +236,11 @@ absl::Status LoadDaemonConfigFile(const std::string& path, DaemonConfig* c) {
     else if (key == "worker_threads") s = Read(v, "worker_threads", &c->http.worker_threads);
     else if (key == "max_text_bytes") s = Read(v, "max_text_bytes", &c->engine.max_text_bytes);
     else if (key == "checkpoint_every") s = Read(v, "checkpoint_every", &c->engine.checkpoint_every);
+    else if (key == "segment_max_docs") {
+      s = Read(v, "segment_max_docs", &c->engine.index.segment_max_docs);
+    } else if (key == "merge_factor") {
+      s = Read(v, "merge_factor", &c->engine.index.merge.merge_factor);
+    }
     else if (key == "node_id") s = Read(v, "node_id", &c->engine.node_id);
     else if (key == "min_free_disk_mb") {
       s = Read(v, "min_free_disk_mb", &min_free_disk_mb);

@@ -66,7 +66,8 @@ struct DaemonConfig {
 // Reads a YAML config file into `config` (only the keys present change). Keys: data_dir,
 // http_address, http_port, grpc_port, sample, demo_key, demo_key_scopes, allowed_hosts,
 // max_connections, max_connections_per_client, min_free_disk_mb, max_body_bytes, io_threads,
-// worker_threads, max_text_bytes, checkpoint_every, node_id, block_cache_mb, sync_writes,
+// worker_threads, max_text_bytes, checkpoint_every, segment_max_docs, merge_factor, node_id,
+// block_cache_mb, sync_writes,
 // port_file, log_level, limits_file, limits_poll_ms, limiter_max_keys, redis, usage_flush_ms.
 // InvalidArgument naming the key for a bad value or an unknown key.
 absl::Status LoadDaemonConfigFile(const std::string& path, DaemonConfig* config);

@@ -160,11 +160,12 @@ Row RunSize(uint64_t tweets, const std::string& dir, size_t queries, uint64_t co
   const std::vector<ts::bench::QueryKind> kinds = ts::bench::MakeQueries(words_by_rank, queries, 7);
   for (auto* latencies : {&row.cold_latencies, &row.latencies}) {
     if (latencies == &row.cold_latencies) EvictFromPageCache(dir);
-    for (size_t k : {0, 1}) {  // "1 word", "2-word AND"
+    for (const ts::bench::QueryKind& kind : kinds) {
       for (auto [sort, name] : {std::pair{ts::query::SortMode::kNewest, "newest"},
-                                std::pair{ts::query::SortMode::kBestMatch, "best match"}}) {
-        latencies->emplace_back(kinds[k].name + ", " + name,
-                                Latency(*index, kinds[k].queries, sort, now_ms));
+                                std::pair{ts::query::SortMode::kBestMatch, "best match"},
+                                std::pair{ts::query::SortMode::kMostLiked, "most liked"}}) {
+        latencies->emplace_back(kind.name + " | " + name,
+                                Latency(*index, kind.queries, sort, now_ms));
       }
     }
   }
@@ -214,21 +215,21 @@ int main(int argc, char** argv) {
               << std::setprecision(1) << r.heap_bytes_per_tweet << " | "
               << r.mapped_bytes_per_tweet << " |\n";
   }
-  std::cout << "\n| tweets | cache |";
-  for (const auto& [name, ignored] : rows.front().latencies)
-    std::cout << " " << name << " p50/p99 µs |";
+  // One row per query kind and sort; per size, cold then warm p50 / p99 in µs.
+  std::cout << "\n| query | sort |";
+  for (const Row& r : rows) std::cout << " " << r.tweets << " cold | " << r.tweets << " warm |";
   std::cout << "\n|---|---|";
-  for (size_t i = 0; i < rows.front().latencies.size(); ++i) std::cout << "---|";
+  for (size_t i = 0; i < rows.size(); ++i) std::cout << "---|---|";
   std::cout << "\n" << std::setprecision(0);
-  for (const Row& r : rows) {
-    for (const auto* latencies : {&r.cold_latencies, &r.latencies}) {
-      std::cout << "| " << r.tweets << " | " << (latencies == &r.latencies ? "warm" : "cold")
-                << " |";
-      for (const auto& [name, l] : *latencies) {
+  for (size_t q = 0; q < rows.front().latencies.size(); ++q) {
+    std::cout << "| " << rows.front().latencies[q].first << " |";
+    for (const Row& r : rows) {
+      for (const auto* latencies : {&r.cold_latencies, &r.latencies}) {
+        const auto& l = (*latencies)[q].second;
         std::cout << " " << l.first << " / " << l.second << " |";
       }
-      std::cout << "\n";
     }
+    std::cout << "\n";
   }
   return 0;
 }

@@ -91,6 +91,10 @@ int main(int argc, char** argv) {
                                  "Threads for ingest and other disk work");
   auto* checkpoint = app.add_option("--checkpoint-every", config.engine.checkpoint_every,
                                     "Changes between index checkpoints");
+  auto* segment_docs = app.add_option("--segment-max-docs", config.engine.index.segment_max_docs,
+                                      "Tweets an index segment takes before it is sealed");
+  auto* merge_factor = app.add_option("--merge-factor", config.engine.index.merge.merge_factor,
+                                      "Index segments merged at once (and the size ratio of tiers)");
   auto* port_file = app.add_option("--port-file", config.port_file,
                                    "Write {\"http_port\",\"grpc_port\"} JSON here once serving");
   auto* level = app.add_option("--log-level", config.log_level, "trace, debug, info, warn, error");
@@ -140,6 +144,8 @@ int main(int argc, char** argv) {
     if (*io) config.http.io_threads = flags.http.io_threads;
     if (*workers) config.http.worker_threads = flags.http.worker_threads;
     if (*checkpoint) config.engine.checkpoint_every = flags.engine.checkpoint_every;
+    if (*segment_docs) config.engine.index.segment_max_docs = flags.engine.index.segment_max_docs;
+    if (*merge_factor) config.engine.index.merge.merge_factor = flags.engine.index.merge.merge_factor;
     if (*port_file) config.port_file = flags.port_file;
     if (*level) config.log_level = flags.log_level;
     if (*limits) config.limits_file = flags.limits_file;

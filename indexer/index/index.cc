@@ -53,6 +53,23 @@ bool ParseFileName(std::string_view name, uint64_t* sequence, uint64_t* generati
          *generation > 0;
 }
 
+// Removes the segment and updates files of `dir` that `named` does not hold (merged away,
+// older updates, left by a crash) and the temporary files of interrupted writes, except the
+// files of segments numbered in `busy` (being written by a seal or merge now).
+void RemoveUnnamedFiles(const std::string& dir, const absl::flat_hash_set<std::string>& named,
+                        const absl::flat_hash_set<uint64_t>& busy) {
+  std::error_code ec;
+  for (const auto& file : std::filesystem::directory_iterator(dir, ec)) {
+    std::string name = file.path().filename().string();
+    const bool temporary = name.ends_with(".tmp");
+    if (temporary) name.resize(name.size() - 4);
+    uint64_t sequence, generation;
+    if (!ParseFileName(name, &sequence, &generation) || named.contains(name)) continue;
+    if (generation == 0 && busy.contains(sequence)) continue;
+    std::filesystem::remove(file.path(), ec);  // best effort: a leftover file is harmless
+  }
+}
+
 }  // namespace
 
 IndexDoc ToIndexDoc(SyntheticTweet t) {
@@ -513,6 +530,7 @@ void Index::MergeLoop(JobKind kind) {
     mu_.Await(absl::Condition(&ready));
     if (stop_) return;
     job->sequence = next_sequence_++;
+    busy_.insert(job->sequence);
     running = true;
     if (job->frozen != nullptr) {
       sealing_ = job->frozen.get();
@@ -528,6 +546,7 @@ void Index::MergeLoop(JobKind kind) {
       sealing_ = nullptr;
     }
     for (const auto& s : job->sources) changed_.erase(s.get());
+    busy_.erase(job->sequence);
     running = false;
     if (!segment.ok() && !stop_) {
       // Sources stay in force; try again later rather than in a tight loop.
@@ -594,15 +613,8 @@ absl::Status Index::Save(const std::string& dir) {
     StrAppend(&manifest, "\n");
   }
   if (absl::Status s = WriteFileAtomically(dir + "/MANIFEST", manifest); !s.ok()) return s;
-  // Files the manifest no longer names (merged away, older updates, left by a crash) are
-  // removed. A segment still mapped by a running query keeps its pages until it is done.
-  for (const auto& file : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = file.path().filename().string();
-    uint64_t sequence, generation;
-    if (ParseFileName(name, &sequence, &generation) && !named.contains(name)) {
-      std::filesystem::remove(file.path(), ec);  // best effort: a leftover file is harmless
-    }
-  }
+  // A segment still mapped by a running query keeps its pages until it is done.
+  RemoveUnnamedFiles(dir, named, busy_);
   return absl::OkStatus();
 }
 
@@ -635,7 +647,12 @@ absl::StatusOr<std::unique_ptr<Index>> Index::Open(const IndexOptions& options,
     ix.next_sequence_ = std::max({ix.next_sequence_, entry->sequence + 1, entry->updates + 1});
     ix.sealed_.push_back(*std::move(entry));
   }
-  ix.PublishLocked();  // the merge thread may start on them now
+  absl::flat_hash_set<std::string> named;
+  for (size_t i = 2; i < lines.size(); ++i) {
+    for (absl::string_view name : absl::StrSplit(AsAbsl(lines[i]), ' ')) named.emplace(name);
+  }
+  RemoveUnnamedFiles(dir, named, {});  // what a crash left (nothing runs yet)
+  ix.PublishLocked();  // the merge threads may start on them now
   return index;
 }
 

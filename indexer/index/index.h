@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/synthetic.h"
@@ -210,6 +211,7 @@ class Index {
   bool merge_running_ ABSL_GUARDED_BY(mu_) = false;
   const Segment* sealing_ ABSL_GUARDED_BY(mu_) = nullptr;  // the frozen segment being sealed
   absl::flat_hash_map<const Segment*, std::vector<DocId>> changed_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<uint64_t> busy_ ABSL_GUARDED_BY(mu_);  // numbers of files being written
   uint64_t merges_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t merged_docs_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<bool> cancel_{false};

@@ -526,10 +526,11 @@ class PostingsEncoder final : public SegmentPostingsSink {
   EncodeScratch scratch_;
 };
 
-// The segment file of `rows` (in DocId order) and the lists `add_postings` adds.
-std::string EncodeSegmentFile(std::span<const SealedSegmentBuilder::Row> rows,
-                              const std::function<void(SegmentPostingsSink&)>& add_postings) {
-  const uint32_t num_docs = static_cast<uint32_t>(rows.size());
+// The segment file of `num_docs` rows (row_of(d) is the row of DocId d, asked for several
+// times) and the lists `add_postings` adds.
+std::string EncodeSegmentFile(
+    uint32_t num_docs, const std::function<SealedSegmentBuilder::Row(DocId)>& row_of,
+    const std::function<void(SegmentPostingsSink&)>& add_postings) {
   Meta meta{};
   meta.num_docs = num_docs;
   meta.max_created = std::numeric_limits<int64_t>::min();
@@ -539,7 +540,7 @@ std::string EncodeSegmentFile(std::span<const SealedSegmentBuilder::Row> rows,
   std::vector<uint32_t> overflow_docs, overflow_likes, range_likes(ranges, 0);
   std::vector<int64_t> range_created(ranges, std::numeric_limits<int64_t>::min());
   for (uint32_t d = 0; d < num_docs; ++d) {
-    const SealedSegmentBuilder::Row& r = rows[d];
+    const SealedSegmentBuilder::Row r = row_of(d);
     lengths[d] = r.length;
     likes[d] = static_cast<uint8_t>(std::min<uint32_t>(r.likes, kLikesOverflow));
     if (r.likes >= kLikesOverflow) {
@@ -556,7 +557,7 @@ std::string EncodeSegmentFile(std::span<const SealedSegmentBuilder::Row> rows,
   // Each packed column through one scratch buffer (a merge's rows are many).
   std::vector<uint64_t> scratch(num_docs);
   auto pack = [&](auto value_of) {
-    for (uint32_t d = 0; d < num_docs; ++d) scratch[d] = value_of(rows[d]);
+    for (uint32_t d = 0; d < num_docs; ++d) scratch[d] = value_of(row_of(d));
     return Packed(scratch);
   };
   using Row = SealedSegmentBuilder::Row;
@@ -569,7 +570,7 @@ std::string EncodeSegmentFile(std::span<const SealedSegmentBuilder::Row> rows,
   std::vector<uint64_t> values, codes;
   for (auto field : {+[](const Row& r) -> uint64_t { return r.user_id; },
                      +[](const Row& r) -> uint64_t { return r.lang; }}) {
-    for (uint32_t d = 0; d < num_docs; ++d) scratch[d] = field(rows[d]);
+    for (uint32_t d = 0; d < num_docs; ++d) scratch[d] = field(row_of(d));
     DictionaryCode(scratch, &values, &codes);
     columns.push_back(Packed(codes));
     columns.push_back(Packed(values));
@@ -627,7 +628,8 @@ std::string SealedSegmentBuilder::Encode(std::vector<DocId>* new_ids) {
     new_id[order[rank]] = rank;
     rows[rank] = rows_[order[rank]];
   }
-  std::string file = EncodeSegmentFile(rows, [&](SegmentPostingsSink& sink) {
+  std::string file = EncodeSegmentFile(num_docs, [&](DocId d) { return rows[d]; },
+                                       [&](SegmentPostingsSink& sink) {
     using TermRecords = std::pair<const std::string*, const std::vector<uint32_t>*>;
     std::vector<TermRecords> terms;
     terms.reserve(postings_.size());
@@ -675,15 +677,19 @@ absl::StatusOr<std::string> MergeSegments(std::span<const SealedSegment* const> 
   std::sort(live.begin(), live.end(), [](const Source& a, const Source& b) { return a.id > b.id; });
   doc_maps->assign(sources.size(), {});
   for (uint32_t s = 0; s < sources.size(); ++s) (*doc_maps)[s].assign(sources[s]->num_docs(), kEndDoc);
-  std::vector<SealedSegmentBuilder::Row> rows(live.size());
+  // Where each new row comes from (8 bytes a row; the row itself is read when encoded).
+  std::vector<std::pair<uint32_t, DocId>> origin(live.size());
   for (uint32_t d = 0; d < live.size(); ++d) {
-    const Columns& c = sources[live[d].segment]->columns();
-    const DocId old = live[d].doc;
-    (*doc_maps)[live[d].segment][old] = d;
-    rows[d] = {live[d].id, c.created_at_ms(old), c.user_id(old), c.lang(old), c.length(old),
-               c.likes(old)};
+    (*doc_maps)[live[d].segment][live[d].doc] = d;
+    origin[d] = {live[d].segment, live[d].doc};
   }
   live = {};
+  auto row_of = [&](DocId d) {
+    const auto [s, old] = origin[d];
+    const Columns& c = sources[s]->columns();
+    return SealedSegmentBuilder::Row{c.tweet_id(old), c.created_at_ms(old), c.user_id(old),
+                                     c.lang(old),     c.length(old),        c.likes(old)};
+  };
   // Every term of any source, in order: each source's terms (sorted) merged into the union,
   // so no term is held twice.
   std::vector<std::string> terms, source_terms, merged;
@@ -702,7 +708,8 @@ absl::StatusOr<std::string> MergeSegments(std::span<const SealedSegment* const> 
   uint64_t posting_bytes = 0;
   for (const SealedSegment* source : sources) posting_bytes += source->stats().posting_bytes;
 
-  std::string file = EncodeSegmentFile(rows, [&](SegmentPostingsSink& sink) {
+  std::string file = EncodeSegmentFile(static_cast<uint32_t>(origin.size()), row_of,
+                                       [&](SegmentPostingsSink& sink) {
     sink.Reserve(posting_bytes);  // at most what the sources hold: no doubling on the way
     std::vector<Entry> entries;
     std::vector<uint32_t> positions;
