@@ -64,7 +64,8 @@ void RemoveUnnamedFiles(const std::string& dir, const absl::flat_hash_set<std::s
     const bool temporary = name.ends_with(".tmp");
     if (temporary) name.resize(name.size() - 4);
     uint64_t sequence, generation;
-    if (!ParseFileName(name, &sequence, &generation) || named.contains(name)) continue;
+    if (!ParseFileName(name, &sequence, &generation)) continue;
+    if (!temporary && named.contains(name)) continue;
     if (generation == 0 && busy.contains(sequence)) continue;
     std::filesystem::remove(file.path(), ec);  // best effort: a leftover file is harmless
   }

@@ -937,11 +937,7 @@ std::optional<DocId> SealedSegment::Find(TweetId id) const {
   return std::nullopt;
 }
 
-uint32_t SealedSegment::num_live_docs() const {
-  uint32_t live = 0;
-  for (DocId d = 0; d < num_docs_; ++d) live += !columns().deleted(d);
-  return live;
-}
+uint32_t SealedSegment::num_live_docs() const { return num_docs_ - columns().deleted_count(); }
 
 void SealedSegment::ForEachTerm(const std::function<void(std::string_view)>& fn) const {
   dictionary_.ForEach([&](std::string_view term, TermDictionary::Entry) { fn(term); });

@@ -185,9 +185,14 @@ class Columns {
               uint16_t length, uint32_t likes);
   void SetLikes(DocId d, uint32_t likes) const;
   void MarkDeleted(DocId d) const {
-    deleted_[d / 64].fetch_or(uint64_t{1} << (d % 64), std::memory_order_acq_rel);
+    const uint64_t bit = uint64_t{1} << (d % 64);
+    if ((deleted_[d / 64].fetch_or(bit, std::memory_order_acq_rel) & bit) == 0) {
+      deleted_count_.fetch_add(1, std::memory_order_acq_rel);
+    }
     changes_.fetch_add(1, std::memory_order_acq_rel);
   }
+  // Rows marked deleted.
+  uint32_t deleted_count() const { return deleted_count_.load(std::memory_order_acquire); }
 
  private:
   // A dictionary code, kept inside its dictionary whatever the file says.
@@ -213,6 +218,7 @@ class Columns {
   std::unique_ptr<std::atomic<uint32_t>[]> range_max_likes_;
   std::atomic<int64_t> max_created_{std::numeric_limits<int64_t>::min()};
   mutable std::atomic<uint64_t> changes_{0};
+  mutable std::atomic<uint32_t> deleted_count_{0};
 
   // Writer only (so a load then a store cannot lose a raise).
   void RaiseRangeMaxLikes(DocId d, uint32_t likes) const {
