@@ -57,7 +57,7 @@ std::string SectionFileWriter::Finish() {
     Put<uint64_t>(&out, entry + 8, offsets[i]);
     Put<uint64_t>(&out, entry + 16, s.size());
     Put<uint64_t>(&out, entry + 24, XXH64(s.data(), s.size(), 0));
-    std::memcpy(out.data() + offsets[i], s.data(), s.size());
+    if (!s.empty()) std::memcpy(out.data() + offsets[i], s.data(), s.size());  // may be null
   }
   const size_t header = HeaderBytes(count_) - 8;
   Put<uint64_t>(&out, header, XXH64(out.data(), header, 0));
