@@ -72,8 +72,4 @@ void FileBytes::AdviseRandom(size_t offset, size_t length) const {
   if (mapped_) Advise(data_, size_, offset, length, MADV_RANDOM);
 }
 
-void FileBytes::AdviseWillNeed(size_t offset, size_t length) const {
-  if (mapped_) Advise(data_, size_, offset, length, MADV_WILLNEED);
-}
-
 }  // namespace tweetsearch::index

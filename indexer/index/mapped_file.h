@@ -38,9 +38,8 @@ class FileBytes {
   size_t size() const { return size_; }
   std::string_view view() const { return {reinterpret_cast<const char*>(data_), size_}; }
   bool mapped() const { return mapped_; }
-  // Advises the kernel how a range will be read (madvise); a hint, errors are ignored.
+  // Advises the kernel that a range is read at random (madvise); a hint, errors are ignored.
   void AdviseRandom(size_t offset, size_t length) const;
-  void AdviseWillNeed(size_t offset, size_t length) const;
 
  private:
   FileBytes(const uint8_t* data, size_t size, bool mapped)

@@ -135,11 +135,17 @@ std::vector<std::string> FilesIn(const std::string& dir) {
   return names;
 }
 
+// An index whose sealed segments are files in `dir`.
+IndexOptions InDirectory(const std::string& dir, uint32_t segment_docs) {
+  IndexOptions options;
+  options.segment_max_docs = segment_docs;
+  options.directory = dir;
+  return options;
+}
+
 TEST(IndexTest, SegmentsOfADirectoryIndexAreFilesServedMapped) {
   testing::TempDir dir;
-  IndexOptions options;
-  options.segment_max_docs = 5;
-  options.directory = dir.path();
+  const IndexOptions options = InDirectory(dir.path(), 5);
   std::unique_ptr<Index> index = *Index::Create(options);
   for (TweetId id = 1; id <= 12; ++id) ASSERT_TRUE(index->Add(Doc(id, "hello world")).ok());
   // Sealing wrote each segment's file; nothing is durable until Save names them.
@@ -191,9 +197,7 @@ TEST(IndexTest, AnIndexOfAnOlderFormatIsRebuiltNotMisread) {
 
 TEST(IndexTest, ADamagedSegmentFailsTheQueriesThatReachItAndIsCounted) {
   testing::TempDir dir;
-  IndexOptions options;
-  options.segment_max_docs = 400;
-  options.directory = dir.path();
+  const IndexOptions options = InDirectory(dir.path(), 400);
   {
     std::unique_ptr<Index> index = *Index::Create(options);
     for (TweetId id = 1; id <= 800; ++id) {
