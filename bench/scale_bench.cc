@@ -173,6 +173,15 @@ Row RunSize(uint64_t tweets, const std::string& dir, size_t queries, uint64_t co
     (void)index->Compact();
     (void)index->Save(dir);
     row.compacted_bytes_per_tweet = static_cast<double>(DirBytes(dir)) / static_cast<double>(tweets);
+    const ts::index::SealedStats s = index->Stats().sealed;
+    const auto per_tweet = [tweets](uint64_t bytes) {
+      return static_cast<double>(bytes) / static_cast<double>(tweets);
+    };
+    std::cerr << "compacted, B/tweet: doc gaps " << per_tweet(s.doc_bytes) << ", freqs "
+              << per_tweet(s.freq_bytes) << ", positions " << per_tweet(s.position_bytes)
+              << ", skips+headers " << per_tweet(s.skip_bytes) << ", dictionary "
+              << per_tweet(s.dictionary_bytes) << ", columns " << per_tweet(s.column_bytes)
+              << "; postings/tweet " << per_tweet(s.postings) << "\n";
   }
   return row;
 }

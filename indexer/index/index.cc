@@ -114,7 +114,7 @@ absl::StatusOr<std::unique_ptr<Index>> Index::Create(const IndexOptions& options
 Index::Index(const IndexOptions& options, std::unique_ptr<analysis::Analyzer> analyzer)
     : options_(options), analyzer_(std::move(analyzer)) {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     active_ = std::make_shared<ActiveSegment>(options_.segment_max_docs);
     PublishLocked();
   }
@@ -126,9 +126,10 @@ Index::Index(const IndexOptions& options, std::unique_ptr<analysis::Analyzer> an
 
 Index::~Index() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
+  cv_.notify_all();
   cancel_.store(true, std::memory_order_release);
   if (sealer_.joinable()) sealer_.join();
   if (merger_.joinable()) merger_.join();
@@ -141,6 +142,7 @@ void Index::PublishLocked() {
   for (const auto& f : frozen_) snapshot->segments.push_back(f);
   snapshot->segments.push_back(active_);
   snapshot_.store(std::move(snapshot));
+  cv_.notify_all();  // the segments changed: the merge threads may have work, waiters may go on
 }
 
 Index::Location Index::LocateLocked(TweetId id) const {
@@ -174,7 +176,7 @@ absl::Status Index::Add(const IndexDoc& doc) {
 
 std::vector<absl::Status> Index::AddBatch(std::span<const IndexDoc> docs) {
   std::vector<absl::Status> results(docs.size());
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < docs.size(); ++i) {
     results[i] = StageLocked(docs[i]);
     if (active_->full()) {
@@ -274,16 +276,17 @@ void Index::FlushStagedLocked() {
 }
 
 absl::Status Index::Delete(TweetId id) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   const Location at = LocateLocked(id);
   if (at.segment == nullptr) return absl::NotFoundError(StrCat("tweet ", id, " is not indexed"));
   at.segment->columns().MarkDeleted(at.doc);
   NoteChangeLocked(at.segment, at.doc);
+  cv_.notify_all();  // a segment with many deletes may now be worth rewriting
   return absl::OkStatus();
 }
 
 absl::StatusOr<uint32_t> Index::SetLikes(TweetId id, uint32_t likes) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   const Location at = LocateLocked(id);
   if (at.segment == nullptr || at.segment->columns().deleted(at.doc)) {
     return absl::NotFoundError(StrCat("tweet ", id, " is not indexed"));
@@ -294,7 +297,7 @@ absl::StatusOr<uint32_t> Index::SetLikes(TweetId id, uint32_t likes) {
 }
 
 absl::StatusOr<uint32_t> Index::AddLikes(TweetId id, int64_t delta) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   const Location at = LocateLocked(id);
   if (at.segment == nullptr || at.segment->columns().deleted(at.doc)) {
     return absl::NotFoundError(StrCat("tweet ", id, " is not indexed"));
@@ -307,7 +310,7 @@ absl::StatusOr<uint32_t> Index::AddLikes(TweetId id, int64_t delta) {
 }
 
 absl::Status Index::Seal() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return SealLocked();
 }
 
@@ -322,8 +325,7 @@ absl::Status Index::SealLocked() {
   for (const auto& f : frozen) {
     if (f.get() != sealing_ && status.ok()) status = SealFrozenLocked(f);
   }
-  mu_.Await(absl::Condition(
-      +[](const Segment** sealing) { return *sealing == nullptr; }, &sealing_));
+  cv_.wait(mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return sealing_ == nullptr; });
   PublishLocked();
   return status;
 }
@@ -397,10 +399,11 @@ absl::StatusOr<std::unique_ptr<SealedSegment>> Index::WriteSegment(const std::st
     const int64_t due_ms = static_cast<int64_t>(bytes.size() * 1000 /
                                                 options_.merge_bytes_per_second);
     const int64_t start = options_.clock->NowUnixMillis();
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     while (!stop_ && options_.clock->NowUnixMillis() - start < due_ms) {
       const int64_t left = due_ms - (options_.clock->NowUnixMillis() - start);
-      mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Milliseconds(std::min<int64_t>(left, 100)));
+      cv_.wait_for(mu_, std::chrono::milliseconds(std::min<int64_t>(left, 100)),
+                   [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_; });
     }
     if (stop_) return absl::CancelledError("the index is closing");
   }
@@ -416,8 +419,8 @@ absl::StatusOr<std::unique_ptr<SealedSegment>> Index::WriteSegment(const std::st
 }
 
 absl::Status Index::Compact() {
-  absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(+[](bool* running) { return !*running; }, &merge_running_));
+  std::lock_guard<std::mutex> lock(mu_);
+  cv_.wait(mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !merge_running_; });
   if (sealed_.empty()) return absl::OkStatus();
   std::vector<const SealedSegment*> sources;
   for (const Sealed& s : sealed_) sources.push_back(s.segment.get());
@@ -520,7 +523,7 @@ void Index::MergeLoop(JobKind kind) {
   // Below the threads that take writes and answer queries when they compete for a core.
   (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10);
   bool& running = kind == JobKind::kSeal ? seal_running_ : merge_running_;
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   while (true) {
     std::optional<Job> job;
     auto ready = [&] {
@@ -528,7 +531,7 @@ void Index::MergeLoop(JobKind kind) {
       job = NextJobLocked(kind);
       return job.has_value();
     };
-    mu_.Await(absl::Condition(&ready));
+    cv_.wait(mu_, ready);
     if (stop_) return;
     job->sequence = next_sequence_++;
     busy_.insert(job->sequence);
@@ -538,9 +541,9 @@ void Index::MergeLoop(JobKind kind) {
       changed_[job->frozen.get()];
     }
     for (const auto& s : job->sources) changed_[s.get()];
-    mu_.Unlock();
+    mu_.unlock();
     absl::StatusOr<std::unique_ptr<SealedSegment>> segment = RunJob(*job);
-    mu_.Lock();
+    mu_.lock();
     if (segment.ok()) CommitJobLocked(*job, *std::move(segment));
     if (job->frozen != nullptr) {
       changed_.erase(job->frozen.get());
@@ -549,24 +552,26 @@ void Index::MergeLoop(JobKind kind) {
     for (const auto& s : job->sources) changed_.erase(s.get());
     busy_.erase(job->sequence);
     running = false;
+    cv_.notify_all();
     if (!segment.ok() && !stop_) {
       // Sources stay in force; try again later rather than in a tight loop.
       std::fprintf(stderr, "index: a background %s failed: %s\n",
                    kind == JobKind::kSeal ? "seal" : "merge",
                    std::string(segment.status().message()).c_str());
-      mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Seconds(1));
+      cv_.wait_for(mu_, std::chrono::seconds(1),
+                   [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_; });
     }
   }
 }
 
 void Index::WaitForMerges() {
   if (!options_.background_merges) return;  // no merge thread: nothing runs in the background
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto idle = [&] {
     return stop_ || (!seal_running_ && !merge_running_ && !NextJobLocked(JobKind::kSeal) &&
                      !NextJobLocked(JobKind::kMerge));
   };
-  mu_.Await(absl::Condition(&idle));
+  cv_.wait(mu_, idle);
 }
 
 absl::Status Index::SaveUpdatesLocked(const std::string& dir, Sealed& entry) {
@@ -587,7 +592,7 @@ absl::Status Index::SaveUpdatesLocked(const std::string& dir, Sealed& entry) {
 }
 
 absl::Status Index::Save(const std::string& dir) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(StrCat("cannot create ", dir, ": ", ec.message()));
@@ -641,7 +646,7 @@ absl::StatusOr<std::unique_ptr<Index>> Index::Open(const IndexOptions& options,
   absl::StatusOr<std::unique_ptr<Index>> index = Create(attached);
   if (!index.ok()) return index.status();
   Index& ix = **index;
-  absl::MutexLock lock(&ix.mu_);
+  std::lock_guard<std::mutex> lock(ix.mu_);
   for (size_t i = 2; i < lines.size(); ++i) {
     absl::StatusOr<Sealed> entry = OpenSegment(dir, lines[i]);
     if (!entry.ok()) return entry.status();
@@ -688,7 +693,7 @@ absl::StatusOr<Index::Sealed> Index::OpenSegment(const std::string& dir, std::st
 }
 
 IndexStats Index::Stats() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   IndexStats stats;
   stats.sealed_segments = sealed_.size();
   for (const Sealed& entry : sealed_) {

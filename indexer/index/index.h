@@ -19,7 +19,9 @@
 #define TWEETSEARCH_INDEXER_INDEX_INDEX_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <span>
@@ -31,7 +33,6 @@
 #include "absl/status/statusor.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/synthetic.h"
 #include "common/tweet_csv.h"
@@ -149,7 +150,11 @@ class Index {
 
   IndexOptions options_;
   const std::unique_ptr<analysis::Analyzer> analyzer_;
-  mutable absl::Mutex mu_;
+  // std::mutex rather than absl::Mutex: ThreadSanitizer sees its ordering (Debian's Abseil is
+  // not built with it). Waits are on cv_; whoever changes what a wait depends on (the
+  // segments, stop_, a job's end, a delete) notifies it.
+  mutable std::mutex mu_;
+  std::condition_variable_any cv_;
   // A sealed segment and the files that make it durable.
   struct Sealed {
     std::shared_ptr<SealedSegment> segment;
