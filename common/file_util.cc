@@ -40,20 +40,27 @@ absl::Status SyncDirectoryOf(const std::string& path) {
 
 absl::Status WriteFileAtomically(const std::string& path, std::string_view data,
                                  Durability durability) {
+  return WriteFileAtomically(path, std::span<const std::string_view>(&data, 1), durability);
+}
+
+absl::Status WriteFileAtomically(const std::string& path, std::span<const std::string_view> pieces,
+                                 Durability durability) {
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoError("cannot create", tmp);
-  size_t written = 0;
-  while (written < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + written, data.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      absl::Status s = ErrnoError("cannot write", tmp);
-      ::close(fd);
-      ::unlink(tmp.c_str());  // a full disk is not made fuller by what could not be written
-      return s;
+  for (std::string_view data : pieces) {
+    size_t written = 0;
+    while (written < data.size()) {
+      const ssize_t n = ::write(fd, data.data() + written, data.size() - written);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        absl::Status s = ErrnoError("cannot write", tmp);
+        ::close(fd);
+        ::unlink(tmp.c_str());  // a full disk is not made fuller by what could not be written
+        return s;
+      }
+      written += static_cast<size_t>(n);
     }
-    written += static_cast<size_t>(n);
   }
   if (durability == Durability::kNow && ::fsync(fd) != 0) {
     absl::Status s = ErrnoError("cannot fsync", tmp);

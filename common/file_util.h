@@ -3,6 +3,7 @@
 #define TWEETSEARCH_COMMON_FILE_UTIL_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -19,6 +20,9 @@ enum class Durability { kNow, kLater };
 // fsyncs the directory (with Durability::kLater, neither fsync). Readers see the old file or
 // the new one, never a mix. Returns Internal with the errno text on failure.
 absl::Status WriteFileAtomically(const std::string& path, std::string_view data,
+                                 Durability durability = Durability::kNow);
+// The same for a file given as consecutive pieces (written without assembling them).
+absl::Status WriteFileAtomically(const std::string& path, std::span<const std::string_view> pieces,
                                  Durability durability = Durability::kNow);
 
 // Makes `path` and its directory entry durable (fsyncs both). Internal on failure.

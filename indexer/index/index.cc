@@ -346,31 +346,14 @@ absl::Status Index::RotateActiveLocked() {
 
 namespace {
 
-// The segment file of an active segment's live documents. Sets (*doc_map)[d] to the new DocId
-// of DocId d (kEndDoc for a deleted one).
-std::string EncodeActive(const ActiveSegment& active, std::vector<DocId>* doc_map) {
-  SealedSegmentBuilder builder;
-  const Columns& c = active.columns();
-  const DocId visible = active.VisibleDocs();
-  std::vector<uint32_t> number(visible, kEndDoc);
-  for (DocId d = 0; d < visible; ++d) {
-    if (c.deleted(d)) continue;
-    number[d] = builder.AddDoc(SealedSegmentBuilder::Row{
-        c.tweet_id(d), c.created_at_ms(d), c.user_id(d), c.lang(d), c.length(d), c.likes(d)});
-  }
-  active.ForEachTerm([&](std::string_view term, PostingCursor& cursor) {
-    for (; cursor.doc() != kEndDoc; cursor.Next()) {
-      if (number[cursor.doc()] == kEndDoc) continue;
-      builder.AddPosting(term, number[cursor.doc()], cursor.positions());
-    }
-  });
-  std::vector<DocId> new_ids;
-  std::string bytes = builder.Encode(&new_ids);
-  doc_map->assign(visible, kEndDoc);
-  for (DocId d = 0; d < visible; ++d) {
-    if (number[d] != kEndDoc) (*doc_map)[d] = new_ids[number[d]];
-  }
-  return bytes;
+// Encodes an active segment's live documents into `sink`. Sets (*doc_map)[d] to the new
+// DocId of DocId d (kEndDoc for a deleted one).
+absl::Status EncodeActive(const ActiveSegment& active, std::vector<DocId>* doc_map,
+                          const SegmentFileSink& sink) {
+  std::vector<std::string_view> terms;
+  terms.reserve(active.NumTerms());
+  active.ForEachTerm([&](std::string_view term, PostingCursor&) { terms.push_back(term); });
+  return EncodeSegment(active, std::move(terms), doc_map, sink);
 }
 
 }  // namespace
@@ -378,8 +361,9 @@ std::string EncodeActive(const ActiveSegment& active, std::vector<DocId>* doc_ma
 absl::Status Index::SealFrozenLocked(const std::shared_ptr<ActiveSegment>& segment) {
   std::vector<DocId> doc_map;
   const uint64_t sequence = next_sequence_++;
-  absl::StatusOr<std::unique_ptr<SealedSegment>> sealed =
-      WriteSegment(EncodeActive(*segment, &doc_map), sequence, /*throttle=*/false);
+  absl::StatusOr<std::unique_ptr<SealedSegment>> sealed = WriteSegment(
+      [&](const SegmentFileSink& sink) { return EncodeActive(*segment, &doc_map, sink); },
+      sequence, /*throttle=*/false);
   if (!sealed.ok()) return sealed.status();
   frozen_.erase(std::find(frozen_.begin(), frozen_.end(), segment));
   if ((*sealed)->num_docs() > 0) {
@@ -391,14 +375,29 @@ absl::Status Index::SealFrozenLocked(const std::shared_ptr<ActiveSegment>& segme
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<SealedSegment>> Index::WriteSegment(const std::string& bytes,
+absl::StatusOr<std::unique_ptr<SealedSegment>> Index::WriteSegment(const Encoder& encode,
                                                                    uint64_t sequence,
                                                                    bool throttle) {
+  const int64_t start = options_.clock->NowUnixMillis();
+  const std::string path = options_.directory.empty()
+                               ? std::string()
+                               : StrCat(options_.directory, "/", SegmentFileName(sequence));
+  uint64_t size = 0;
+  std::unique_ptr<FileBytes> bytes;  // without a directory
+  const absl::Status written = encode([&](std::span<const std::string_view> pieces) {
+    for (std::string_view p : pieces) size += p.size();
+    if (path.empty()) {
+      bytes = FileBytes::FromPieces(pieces);
+      return absl::OkStatus();
+    }
+    // Durable by the Save that first names it: sealing does not wait for the disk.
+    return WriteFileAtomically(path, pieces, Durability::kLater);
+  });
+  if (!written.ok()) return written;
   if (throttle && options_.merge_bytes_per_second > 0) {
     // A merge writing B bytes takes at least B / rate: wait out what its work did not take.
-    const int64_t due_ms = static_cast<int64_t>(bytes.size() * 1000 /
-                                                options_.merge_bytes_per_second);
-    const int64_t start = options_.clock->NowUnixMillis();
+    // (Until it is committed, nothing names the file: a crash or a stop leaves it to Save()).
+    const int64_t due_ms = static_cast<int64_t>(size * 1000 / options_.merge_bytes_per_second);
     std::lock_guard<std::mutex> lock(mu_);
     while (!stop_ && options_.clock->NowUnixMillis() - start < due_ms) {
       const int64_t left = due_ms - (options_.clock->NowUnixMillis() - start);
@@ -407,12 +406,9 @@ absl::StatusOr<std::unique_ptr<SealedSegment>> Index::WriteSegment(const std::st
     }
     if (stop_) return absl::CancelledError("the index is closing");
   }
-  if (options_.directory.empty()) {
-    return SealedSegment::FromBytes(FileBytes::FromBytes(bytes), "(in memory)", true);
+  if (path.empty()) {
+    return SealedSegment::FromBytes(std::move(bytes), "(in memory)", /*trusted=*/true);
   }
-  const std::string path = StrCat(options_.directory, "/", SegmentFileName(sequence));
-  // Durable by the Save that first names it: sealing does not wait for the disk.
-  if (absl::Status s = WriteFileAtomically(path, bytes, Durability::kLater); !s.ok()) return s;
   absl::StatusOr<std::unique_ptr<FileBytes>> mapped = FileBytes::Map(path);
   if (!mapped.ok()) return mapped.status();
   return SealedSegment::FromBytes(*std::move(mapped), path, /*trusted=*/true);
@@ -425,10 +421,10 @@ absl::Status Index::Compact() {
   std::vector<const SealedSegment*> sources;
   for (const Sealed& s : sealed_) sources.push_back(s.segment.get());
   std::vector<std::vector<DocId>> doc_maps;
-  absl::StatusOr<std::string> bytes = MergeSegments(sources, &doc_maps);
-  if (!bytes.ok()) return bytes.status();
   const uint64_t sequence = next_sequence_++;
-  absl::StatusOr<std::unique_ptr<SealedSegment>> merged = WriteSegment(*bytes, sequence, false);
+  absl::StatusOr<std::unique_ptr<SealedSegment>> merged = WriteSegment(
+      [&](const SegmentFileSink& sink) { return MergeSegments(sources, &doc_maps, sink); },
+      sequence, /*throttle=*/false);
   if (!merged.ok()) return merged.status();
   sealed_.clear();
   if ((*merged)->num_docs() > 0) {
@@ -476,13 +472,17 @@ std::optional<Index::Job> Index::NextJobLocked(JobKind kind) {
 absl::StatusOr<std::unique_ptr<SealedSegment>> Index::RunJob(Job& job) {
   if (job.frozen != nullptr) {
     job.doc_maps.resize(1);
-    return WriteSegment(EncodeActive(*job.frozen, &job.doc_maps[0]), job.sequence, false);
+    return WriteSegment(
+        [&](const SegmentFileSink& sink) { return EncodeActive(*job.frozen, &job.doc_maps[0], sink); },
+        job.sequence, /*throttle=*/false);
   }
   std::vector<const SealedSegment*> sources;
   for (const auto& s : job.sources) sources.push_back(s.get());
-  absl::StatusOr<std::string> bytes = MergeSegments(sources, &job.doc_maps, &cancel_);
-  if (!bytes.ok()) return bytes.status();
-  return WriteSegment(*bytes, job.sequence, /*throttle=*/true);
+  return WriteSegment(
+      [&](const SegmentFileSink& sink) {
+        return MergeSegments(sources, &job.doc_maps, sink, &cancel_);
+      },
+      job.sequence, /*throttle=*/true);
 }
 
 void Index::CommitJobLocked(Job& job, std::unique_ptr<SealedSegment> segment) {

@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -200,8 +201,10 @@ class Index {
   absl::StatusOr<std::unique_ptr<SealedSegment>> RunJob(Job& job);
   void CommitJobLocked(Job& job, std::unique_ptr<SealedSegment> segment)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes a segment file (throttled for merges) and maps it, or keeps it on the heap.
-  absl::StatusOr<std::unique_ptr<SealedSegment>> WriteSegment(const std::string& bytes,
+  // Writes the segment file `encode` makes (throttled for merges) and maps it, or keeps it on
+  // the heap without a directory.
+  using Encoder = std::function<absl::Status(const SegmentFileSink&)>;
+  absl::StatusOr<std::unique_ptr<SealedSegment>> WriteSegment(const Encoder& encode,
                                                               uint64_t sequence, bool throttle);
   // Hands the active segment to the merge thread (or seals it inline if two are waiting).
   absl::Status RotateActiveLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

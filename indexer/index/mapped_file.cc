@@ -53,11 +53,21 @@ absl::StatusOr<std::unique_ptr<FileBytes>> FileBytes::Map(const std::string& pat
 }
 
 std::unique_ptr<FileBytes> FileBytes::FromBytes(std::string_view bytes) {
-  const size_t rounded = (bytes.size() + kPage - 1) / kPage * kPage;
+  return FromPieces(std::span<const std::string_view>(&bytes, 1));
+}
+
+std::unique_ptr<FileBytes> FileBytes::FromPieces(std::span<const std::string_view> pieces) {
+  size_t size = 0;
+  for (std::string_view p : pieces) size += p.size();
+  const size_t rounded = (size + kPage - 1) / kPage * kPage;
   auto* data = static_cast<uint8_t*>(std::aligned_alloc(kPage, rounded == 0 ? kPage : rounded));
-  std::memcpy(data, bytes.data(), bytes.size());
-  std::memset(data + bytes.size(), 0, rounded - bytes.size());
-  return std::unique_ptr<FileBytes>(new FileBytes(data, bytes.size(), false));
+  size_t at = 0;
+  for (std::string_view p : pieces) {
+    if (!p.empty()) std::memcpy(data + at, p.data(), p.size());  // an empty view may be null
+    at += p.size();
+  }
+  std::memset(data + size, 0, rounded - size);
+  return std::unique_ptr<FileBytes>(new FileBytes(data, size, false));
 }
 
 FileBytes::~FileBytes() {

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -29,6 +30,8 @@ class FileBytes {
   static absl::StatusOr<std::unique_ptr<FileBytes>> Map(const std::string& path);
   // Copies `bytes` into a page-aligned heap buffer.
   static std::unique_ptr<FileBytes> FromBytes(std::string_view bytes);
+  // The same for bytes given as consecutive pieces.
+  static std::unique_ptr<FileBytes> FromPieces(std::span<const std::string_view> pieces);
 
   FileBytes(const FileBytes&) = delete;
   FileBytes& operator=(const FileBytes&) = delete;

@@ -282,84 +282,107 @@ struct Entry {
   uint32_t freq;
 };
 
-// Buffers EncodeList reuses from list to list.
-struct EncodeScratch {
-  std::vector<uint32_t> gaps, freqs, positions;
-  std::string block;
-};
+// Encodes one posting list at a time from postings given in increasing DocId order, holding
+// one block of them and the encoded blocks (not the whole list's postings); reused list by
+// list. A list of one block gets a 3-byte header, a longer one a skip table: which one is known
+// only once a 129th posting comes, so the first block is encoded then.
+class ListEncoder {
+ public:
+  ListEncoder(std::span<const uint16_t> lengths, SealedStats* stats)
+      : lengths_(lengths), stats_(stats) {}
 
-void EncodeList(const std::vector<Entry>& entries, std::span<const uint16_t> lengths,
-                std::string* out, SealedStats* stats, EncodeScratch& scratch) {
-  const size_t start = out->size();
-  const uint32_t n = static_cast<uint32_t>(entries.size());
-  const uint32_t blocks = NumBlocks(n);
-  if (blocks > 1) out->resize(start + blocks * sizeof(SkipEntry));
-  std::vector<uint32_t>& gaps = scratch.gaps;
-  std::vector<uint32_t>& freqs = scratch.freqs;
-  std::vector<uint32_t>& positions = scratch.positions;
-  uint32_t next = 0;
-  for (uint32_t b = 0; b < blocks; ++b) {
-    const uint32_t block_start = next;
-    const uint32_t first = b * kBlockSize;
-    const uint32_t count = std::min(kBlockSize, n - first);
-    gaps.clear();
-    freqs.clear();
-    positions.clear();
-    uint32_t max_tf = 0;
-    uint32_t min_length = UINT16_MAX;
-    uint32_t min_length_repeated = UINT16_MAX;
-    for (uint32_t j = first; j < first + count; ++j) {
-      const Entry& e = entries[j];
-      gaps.push_back(e.doc - next);
-      next = e.doc + 1;
-      freqs.push_back(e.freq - 1);
-      positions.insert(positions.end(), e.positions, e.positions + e.freq);
-      max_tf = std::max(max_tf, e.freq);
-      min_length = std::min<uint32_t>(min_length, lengths[e.doc]);
-      if (e.freq > 1) min_length_repeated = std::min<uint32_t>(min_length_repeated, lengths[e.doc]);
+  uint32_t count() const { return count_; }
+  void Add(DocId doc, std::span<const uint32_t> positions) {
+    if (docs_.size() == kBlockSize) EncodeBlock(/*single=*/false);
+    docs_.push_back(doc);
+    freqs_.push_back(static_cast<uint32_t>(positions.size()));
+    positions_.insert(positions_.end(), positions.begin(), positions.end());
+    ++count_;
+  }
+  // Appends the list to `out` and starts the next one. Requires: a posting added.
+  void Finish(std::string* out) {
+    const bool single = skips_.empty();
+    EncodeBlock(single);
+    if (!single) {
+      const uint32_t table = static_cast<uint32_t>(skips_.size() * sizeof(SkipEntry));
+      for (SkipEntry& e : skips_) e.offset += table;
+      out->append(reinterpret_cast<const char*>(skips_.data()), table);
+    }
+    out->append(blocks_);
+    stats_->postings += count_;
+    blocks_.clear();
+    skips_.clear();
+    next_ = 0;
+    count_ = 0;
+  }
+
+ private:
+  // Encodes the buffered postings as the next block.
+  void EncodeBlock(bool single) {
+    const uint32_t block_start = next_;
+    gaps_.clear();
+    uint32_t max_tf = 0, min_length = UINT16_MAX, min_length_repeated = UINT16_MAX;
+    for (size_t j = 0; j < docs_.size(); ++j) {
+      const DocId doc = docs_[j];
+      gaps_.push_back(doc - next_);
+      next_ = doc + 1;
+      max_tf = std::max(max_tf, freqs_[j]);
+      min_length = std::min<uint32_t>(min_length, lengths_[doc]);
+      if (freqs_[j] > 1) min_length_repeated = std::min<uint32_t>(min_length_repeated, lengths_[doc]);
+      --freqs_[j];  // stored minus one
     }
     SkipEntry entry{};
-    entry.last_doc = entries[first + count - 1].doc;
-    entry.offset = static_cast<uint32_t>(out->size() - start);
+    entry.last_doc = docs_.back();
+    entry.offset = static_cast<uint32_t>(blocks_.size());  // the skip table's size is added later
     entry.max_tf = static_cast<uint8_t>(std::min<uint32_t>(max_tf, kManyTf));
     entry.min_length = static_cast<uint16_t>(min_length);
     entry.min_length_repeated = static_cast<uint16_t>(min_length_repeated);
     // The descriptors are known only after encoding: write the block, then its header.
-    std::string& block = scratch.block;
-    block.clear();
-    entry.doc_bits = PackPFor(gaps, &block);
+    block_.clear();
+    entry.doc_bits = PackPFor(gaps_, &block_);
     const uint32_t span = entry.last_doc - block_start + 1;
-    if (blocks > 1 && (span + 7) / 8 < block.size()) {
-      block.assign((span + 7) / 8, '\0');
-      for (uint32_t j = first; j < first + count; ++j) {
-        const uint32_t bit = entries[j].doc - block_start;
-        block[bit / 8] = static_cast<char>(block[bit / 8] | (1 << (bit % 8)));
+    if (!single && (span + 7) / 8 < block_.size()) {
+      block_.assign((span + 7) / 8, '\0');
+      for (DocId doc : docs_) {
+        const uint32_t bit = doc - block_start;
+        block_[bit / 8] = static_cast<char>(block_[bit / 8] | (1 << (bit % 8)));
       }
       entry.doc_bits = kBitmapDocs;
-      ++stats->bitmap_blocks;
+      ++stats_->bitmap_blocks;
     }
-    const size_t doc_bytes = block.size();
-    entry.freq_bits = PackPFor(freqs, &block);
-    const size_t freq_bytes = block.size() - doc_bytes;
-    entry.pos_bits = PackPFor(positions, &block);
-    if (blocks == 1) {
+    const size_t doc_bytes = block_.size();
+    entry.freq_bits = PackPFor(freqs_, &block_);
+    const size_t freq_bytes = block_.size() - doc_bytes;
+    entry.pos_bits = PackPFor(positions_, &block_);
+    if (single) {
       const char header[kSingleHeaderBytes] = {static_cast<char>(entry.doc_bits),
                                                static_cast<char>(entry.freq_bits),
                                                static_cast<char>(entry.pos_bits)};
-      out->append(header, kSingleHeaderBytes);
-      entry.offset = kSingleHeaderBytes;
+      blocks_.append(header, kSingleHeaderBytes);
     } else {
-      std::memcpy(out->data() + start + b * sizeof(SkipEntry), &entry, sizeof(SkipEntry));
+      skips_.push_back(entry);
     }
-    out->append(block);
-    stats->doc_bytes += doc_bytes;
-    stats->freq_bytes += freq_bytes;
-    stats->position_bytes += block.size() - doc_bytes - freq_bytes;
-    stats->skip_bytes += blocks == 1 ? kSingleHeaderBytes : sizeof(SkipEntry);
-    stats->positions += positions.size();
+    blocks_.append(block_);
+    stats_->doc_bytes += doc_bytes;
+    stats_->freq_bytes += freq_bytes;
+    stats_->position_bytes += block_.size() - doc_bytes - freq_bytes;
+    stats_->skip_bytes += single ? kSingleHeaderBytes : sizeof(SkipEntry);
+    stats_->positions += positions_.size();
+    docs_.clear();
+    freqs_.clear();
+    positions_.clear();
   }
-  stats->postings += n;
-}
+
+  std::span<const uint16_t> lengths_;
+  SealedStats* stats_;
+  std::vector<DocId> docs_;          // the block being filled
+  std::vector<uint32_t> freqs_, positions_, gaps_;
+  std::string block_;
+  std::string blocks_;               // the list's encoded blocks so far
+  std::vector<SkipEntry> skips_;     // their skip entries (offsets from the first block)
+  DocId next_ = 0;                   // the previous block's last DocId + 1
+  uint32_t count_ = 0;
+};
 
 // Checks that a list decodes inside [base, end) into valid DocIds. Returns a message or "".
 std::string CheckList(const uint8_t* base, const uint8_t* end, uint32_t doc_freq,
@@ -453,6 +476,15 @@ std::string_view AsBytes(const std::vector<T>& v) {
   return AsBytes(std::span<const T>(v));
 }
 
+std::string Concatenate(std::span<const std::string_view> pieces) {
+  size_t total = 0;
+  for (std::string_view p : pieces) total += p.size();
+  std::string out;
+  out.reserve(total);
+  for (std::string_view p : pieces) out.append(p);
+  return out;
+}
+
 // A view of a section as an array of T; false if its size is not `count` values.
 template <typename T>
 bool ArrayOf(std::string_view bytes, size_t count, std::span<const T>* out) {
@@ -494,43 +526,43 @@ struct SealedSegment::Parts {
 
 namespace {
 
-// Where a segment file's posting lists go, term by term in increasing order.
+// Where a segment file's posting lists go, term by term in increasing order: encodes each
+// beside the others and makes the term dictionary.
 class SegmentPostingsSink {
  public:
-  virtual ~SegmentPostingsSink() = default;
-  // `entries` in increasing DocId order, non-empty.
-  virtual void Add(std::string_view term, const std::vector<Entry>& entries) = 0;
+  SegmentPostingsSink(std::span<const uint16_t> lengths, SealedStats* stats)
+      : list_(lengths, stats) {}
   // A hint: the lists will take about this many bytes.
-  virtual void Reserve(size_t bytes) = 0;
-};
-
-// Takes each term's list in increasing term order and encodes it beside the others.
-class PostingsEncoder final : public SegmentPostingsSink {
- public:
-  PostingsEncoder(std::span<const uint16_t> lengths, SealedStats* stats)
-      : lengths_(lengths), stats_(stats) {}
-  void Add(std::string_view term, const std::vector<Entry>& entries) override {
-    dictionary_.Add(term, TermDictionary::Entry{static_cast<uint32_t>(entries.size()),
-                                                static_cast<uint32_t>(out_.size())});
-    EncodeList(entries, lengths_, &out_, stats_, scratch_);
+  void Reserve(size_t bytes) { out_.reserve(bytes); }
+  // `entries` in increasing DocId order, non-empty.
+  void Add(std::string_view term, const std::vector<Entry>& entries) {
+    for (const Entry& e : entries) list_.Add(e.doc, std::span(e.positions, e.freq));
+    EndTerm(term);
   }
-  void Reserve(size_t bytes) override { out_.reserve(bytes); }
+  // The list of the next term, to add its postings to in increasing DocId order; then
+  // EndTerm(term) (a term given no posting is left out).
+  ListEncoder& list() { return list_; }
+  void EndTerm(std::string_view term) {
+    if (list_.count() == 0) return;
+    dictionary_.Add(term, TermDictionary::Entry{list_.count(), static_cast<uint32_t>(out_.size())});
+    list_.Finish(&out_);
+  }
   std::string& postings() { return out_; }
   TermDictionary Finish() { return dictionary_.Finish(); }
 
  private:
-  std::span<const uint16_t> lengths_;
-  SealedStats* stats_;
+  ListEncoder list_;
   TermDictionary::Builder dictionary_;
   std::string out_;
-  EncodeScratch scratch_;
 };
 
-// The segment file of `num_docs` rows (row_of(d) is the row of DocId d, asked for several
-// times) and the lists `add_postings` adds.
-std::string EncodeSegmentFile(
+// Encodes the segment file of `num_docs` rows (row_of(d) is the row of DocId d, asked for
+// several times) and the lists `add_postings` adds, and hands it to `sink`; if add_postings
+// fails, returns its error instead.
+absl::Status EncodeSegmentFile(
     uint32_t num_docs, const std::function<SealedSegmentBuilder::Row(DocId)>& row_of,
-    const std::function<void(SegmentPostingsSink&)>& add_postings) {
+    const std::function<absl::Status(SegmentPostingsSink&)>& add_postings,
+    const SegmentFileSink& sink) {
   Meta meta{};
   meta.num_docs = num_docs;
   meta.max_created = std::numeric_limits<int64_t>::min();
@@ -581,8 +613,8 @@ std::string EncodeSegmentFile(
   codes = {};
   meta.overflow = overflow_docs.size();
 
-  PostingsEncoder encoder(lengths, &meta.stats);
-  add_postings(encoder);
+  SegmentPostingsSink encoder(lengths, &meta.stats);
+  if (absl::Status s = add_postings(encoder); !s.ok()) return s;
   const std::string& postings = encoder.postings();
   const TermDictionary dictionary = encoder.Finish();
   meta.num_terms = dictionary.size();
@@ -610,7 +642,7 @@ std::string EncodeSegmentFile(
   file.Add(dictionary.blob());
   file.Add(postings);
   file.Add(AsBytes(chunk_sums));
-  return file.Finish();
+  return sink(file.Pieces());
 }
 
 }  // namespace
@@ -628,7 +660,8 @@ std::string SealedSegmentBuilder::Encode(std::vector<DocId>* new_ids) {
     new_id[order[rank]] = rank;
     rows[rank] = rows_[order[rank]];
   }
-  std::string file = EncodeSegmentFile(num_docs, [&](DocId d) { return rows[d]; },
+  std::string file;
+  const absl::Status status = EncodeSegmentFile(num_docs, [&](DocId d) { return rows[d]; },
                                        [&](SegmentPostingsSink& sink) {
     using TermRecords = std::pair<const std::string*, const std::vector<uint32_t>*>;
     std::vector<TermRecords> terms;
@@ -650,7 +683,12 @@ std::string SealedSegmentBuilder::Encode(std::vector<DocId>* new_ids) {
                 [](const Entry& a, const Entry& b) { return a.doc < b.doc; });
       sink.Add(*terms[t].first, entries);
     }
+    return absl::OkStatus();
+  }, [&](std::span<const std::string_view> pieces) {
+    file = Concatenate(pieces);
+    return absl::OkStatus();
   });
+  if (!status.ok()) std::abort();  // only the callbacks above can fail, and they do not
   if (new_ids != nullptr) *new_ids = std::move(new_id);
   rows_.clear();
   postings_.clear();
@@ -658,9 +696,121 @@ std::string SealedSegmentBuilder::Encode(std::vector<DocId>* new_ids) {
   return file;
 }
 
-absl::StatusOr<std::string> MergeSegments(std::span<const SealedSegment* const> sources,
-                                          std::vector<std::vector<DocId>>* doc_maps,
-                                          const std::atomic<bool>* cancel) {
+namespace {
+
+// One term's postings gathered from the sources of a merge, renumbered; reused term by term.
+class MergedList {
+ public:
+  void Clear() {
+    entries_.clear();
+    positions_.clear();
+    starts_.clear();
+    sorted_ = true;
+  }
+  bool empty() const { return entries_.empty(); }
+  // The postings of `cursor` whose documents `map` keeps.
+  void Append(PostingCursor& cursor, const std::vector<DocId>& map) {
+    for (; cursor.doc() != kEndDoc; cursor.Next()) {
+      const DocId nd = map[cursor.doc()];
+      if (nd == kEndDoc) continue;
+      const std::span<const uint32_t> p = cursor.positions();
+      sorted_ = sorted_ && (entries_.empty() || entries_.back().doc < nd);
+      starts_.push_back(static_cast<uint32_t>(positions_.size()));
+      positions_.insert(positions_.end(), p.begin(), p.end());
+      entries_.push_back(Entry{nd, nullptr, static_cast<uint32_t>(p.size())});
+    }
+  }
+  // The entries in DocId order (their positions point into this list).
+  const std::vector<Entry>& Finish() {
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      entries_[i].positions = positions_.data() + starts_[i];
+    }
+    if (!sorted_) {
+      std::sort(entries_.begin(), entries_.end(),
+                [](const Entry& a, const Entry& b) { return a.doc < b.doc; });
+    }
+    return entries_;
+  }
+
+ private:
+  std::vector<Entry> entries_;
+  std::vector<uint32_t> positions_;
+  std::vector<uint32_t> starts_;  // of each entry's positions
+  bool sorted_ = true;
+};
+
+}  // namespace
+
+namespace {
+
+// A source's posting list in a merge, with its DocIds renumbered and dropped ones skipped.
+class RenumberedCursor {
+ public:
+  RenumberedCursor(std::unique_ptr<PostingCursor> cursor, const std::vector<DocId>* map)
+      : cursor_(std::move(cursor)), map_(map) {
+    Settle();
+  }
+  DocId doc() const { return doc_; }  // the new DocId; kEndDoc at the end
+  std::span<const uint32_t> positions() { return cursor_->positions(); }
+  // False at the end.
+  bool Next() {
+    cursor_->Next();
+    Settle();
+    return doc_ != kEndDoc;
+  }
+
+ private:
+  void Settle() {
+    for (; cursor_->doc() != kEndDoc; cursor_->Next()) {
+      doc_ = (*map_)[cursor_->doc()];
+      if (doc_ != kEndDoc) return;
+    }
+    doc_ = kEndDoc;
+  }
+  std::unique_ptr<PostingCursor> cursor_;
+  const std::vector<DocId>* map_;
+  DocId doc_ = kEndDoc;
+};
+
+}  // namespace
+
+absl::Status EncodeSegment(const Segment& segment, std::vector<std::string_view> terms,
+                           std::vector<DocId>* doc_map, const SegmentFileSink& sink) {
+  const Columns& c = segment.columns();
+  const DocId visible = segment.VisibleDocs();
+  // The live documents, newest first: origin[new DocId] = old DocId.
+  std::vector<DocId> origin;
+  for (DocId d = 0; d < visible; ++d) {
+    if (!c.deleted(d)) origin.push_back(d);
+  }
+  std::sort(origin.begin(), origin.end(),
+            [&](DocId a, DocId b) { return c.tweet_id(a) > c.tweet_id(b); });
+  doc_map->assign(visible, kEndDoc);
+  for (DocId d = 0; d < origin.size(); ++d) (*doc_map)[origin[d]] = d;
+  std::sort(terms.begin(), terms.end());
+  return EncodeSegmentFile(
+      static_cast<uint32_t>(origin.size()),
+      [&](DocId d) {
+        const DocId old = origin[d];
+        return SealedSegmentBuilder::Row{c.tweet_id(old), c.created_at_ms(old), c.user_id(old),
+                                         c.lang(old),     c.length(old),        c.likes(old)};
+      },
+      [&](SegmentPostingsSink& postings) {
+        MergedList list;
+        for (std::string_view term : terms) {
+          list.Clear();
+          std::unique_ptr<PostingCursor> cursor = segment.OpenTerm(term, visible);
+          if (cursor != nullptr) list.Append(*cursor, *doc_map);
+          if (!list.empty()) postings.Add(term, list.Finish());
+        }
+        return absl::OkStatus();
+      },
+      sink);
+}
+
+absl::Status MergeSegments(std::span<const SealedSegment* const> sources,
+                           std::vector<std::vector<DocId>>* doc_maps, const SegmentFileSink& sink,
+                           const std::atomic<bool>* cancel) {
   // The live documents of every source, newest first.
   struct Source {
     uint32_t segment;
@@ -690,66 +840,55 @@ absl::StatusOr<std::string> MergeSegments(std::span<const SealedSegment* const> 
     return SealedSegmentBuilder::Row{c.tweet_id(old), c.created_at_ms(old), c.user_id(old),
                                      c.lang(old),     c.length(old),        c.likes(old)};
   };
-  // Every term of any source, in order: each source's terms (sorted) merged into the union,
-  // so no term is held twice.
-  std::vector<std::string> terms, source_terms, merged;
-  for (const SealedSegment* source : sources) {
-    source_terms.clear();
-    source->ForEachTerm([&](std::string_view t) { source_terms.emplace_back(t); });
-    merged.clear();
-    merged.reserve(terms.size() + source_terms.size());
-    std::set_union(std::make_move_iterator(terms.begin()), std::make_move_iterator(terms.end()),
-                   std::make_move_iterator(source_terms.begin()),
-                   std::make_move_iterator(source_terms.end()), std::back_inserter(merged));
-    terms.swap(merged);
-  }
-  source_terms = {};
-  merged = {};
   uint64_t posting_bytes = 0;
   for (const SealedSegment* source : sources) posting_bytes += source->stats().posting_bytes;
 
-  std::string file = EncodeSegmentFile(static_cast<uint32_t>(origin.size()), row_of,
-                                       [&](SegmentPostingsSink& sink) {
-    sink.Reserve(posting_bytes);  // at most what the sources hold: no doubling on the way
-    std::vector<Entry> entries;
-    std::vector<uint32_t> positions;
-    std::vector<size_t> starts;
-    for (const std::string& term : terms) {
-      if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return;
-      entries.clear();
-      positions.clear();
-      starts.clear();
-      bool sorted = true;
+  return EncodeSegmentFile(static_cast<uint32_t>(origin.size()), row_of,
+                           [&](SegmentPostingsSink& postings) -> absl::Status {
+    postings.Reserve(posting_bytes);  // at most what the sources hold: no doubling on the way
+    // The sources' dictionaries walked side by side: every term of any source, in order,
+    // without holding the union of their terms.
+    std::vector<TermDictionary::Iterator> walks;
+    for (const SealedSegment* source : sources) walks.push_back(source->Terms());
+    std::vector<RenumberedCursor> lists;
+    std::string term;
+    while (cancel == nullptr || !cancel->load(std::memory_order_relaxed)) {
+      const TermDictionary::Iterator* smallest = nullptr;
+      for (const TermDictionary::Iterator& w : walks) {
+        if (w.Valid() && (smallest == nullptr || w.term() < smallest->term())) smallest = &w;
+      }
+      if (smallest == nullptr) break;
+      term.assign(smallest->term());
+      lists.clear();
       for (uint32_t s = 0; s < sources.size(); ++s) {
+        if (!walks[s].Valid() || walks[s].term() != term) continue;
+        walks[s].Next();
+        // Null if damaged (checked below).
         std::unique_ptr<PostingCursor> cursor = sources[s]->OpenTerm(term, sources[s]->num_docs());
-        if (cursor == nullptr) continue;  // absent, or damaged (checked below)
-        const std::vector<DocId>& map = (*doc_maps)[s];
-        for (; cursor->doc() != kEndDoc; cursor->Next()) {
-          const DocId nd = map[cursor->doc()];
-          if (nd == kEndDoc) continue;
-          const std::span<const uint32_t> p = cursor->positions();
-          sorted = sorted && (entries.empty() || entries.back().doc < nd);
-          starts.push_back(positions.size());
-          positions.insert(positions.end(), p.begin(), p.end());
-          entries.push_back(Entry{nd, nullptr, static_cast<uint32_t>(p.size())});
+        if (cursor == nullptr) continue;
+        RenumberedCursor list(std::move(cursor), &(*doc_maps)[s]);
+        if (list.doc() != kEndDoc) lists.push_back(std::move(list));
+      }
+      // Each source's DocIds map to increasing new ones (both are newest first), so the
+      // lists merge by their heads, a posting at a time.
+      while (!lists.empty()) {
+        size_t next = 0;
+        for (size_t i = 1; i < lists.size(); ++i) {
+          if (lists[i].doc() < lists[next].doc()) next = i;
         }
+        postings.list().Add(lists[next].doc(), lists[next].positions());
+        if (!lists[next].Next()) lists.erase(lists.begin() + static_cast<ptrdiff_t>(next));
       }
-      if (entries.empty()) continue;  // every document with the term was deleted
-      for (size_t i = 0; i < entries.size(); ++i) entries[i].positions = positions.data() + starts[i];
-      if (!sorted) {
-        std::sort(entries.begin(), entries.end(),
-                  [](const Entry& a, const Entry& b) { return a.doc < b.doc; });
-      }
-      sink.Add(term, entries);
+      postings.EndTerm(term);  // left out if every match was deleted
     }
-  });
-  if (cancel != nullptr && cancel->load(std::memory_order_acquire)) {
-    return absl::CancelledError("merge cancelled");
-  }
-  for (const SealedSegment* source : sources) {
-    if (absl::Status health = source->Health(); !health.ok()) return health;
-  }
-  return file;
+    if (cancel != nullptr && cancel->load(std::memory_order_acquire)) {
+      return absl::CancelledError("merge cancelled");
+    }
+    for (const SealedSegment* source : sources) {
+      if (absl::Status health = source->Health(); !health.ok()) return health;
+    }
+    return absl::OkStatus();
+  }, sink);
 }
 
 std::unique_ptr<SealedSegment> SealedSegmentBuilder::Build() {
@@ -938,10 +1077,6 @@ std::optional<DocId> SealedSegment::Find(TweetId id) const {
 }
 
 uint32_t SealedSegment::num_live_docs() const { return num_docs_ - columns().deleted_count(); }
-
-void SealedSegment::ForEachTerm(const std::function<void(std::string_view)>& fn) const {
-  dictionary_.ForEach([&](std::string_view term, TermDictionary::Entry) { fn(term); });
-}
 
 size_t SealedSegment::MemoryBytes() const {
   size_t bytes = columns().MemoryBytes() + (chunk_sums_.size() + 63) / 64 * 8 + sizeof(*this);

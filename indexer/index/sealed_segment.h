@@ -25,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -103,8 +104,8 @@ class SealedSegment final : public Segment {
   size_t FileBytesSize() const;
   bool mapped() const;
 
-  // Calls fn for every term in sorted order (for merging); the view lives until fn returns.
-  void ForEachTerm(const std::function<void(std::string_view term)>& fn) const;
+  // The terms in sorted order (for merging).
+  TermDictionary::Iterator Terms() const { return TermDictionary::Iterator(dictionary_); }
 
  private:
   friend class SealedSegmentBuilder;
@@ -166,14 +167,26 @@ class SealedSegmentBuilder {
   std::vector<uint32_t>* last_records_ = nullptr;
 };
 
+// Receives an encoded segment file as consecutive pieces (valid during the call) and stores
+// it (in a file, or in memory). Its error is the encoder's.
+using SegmentFileSink = std::function<absl::Status(std::span<const std::string_view> pieces)>;
+
+// Encodes the live documents among the first VisibleDocs() of `segment` (an active segment
+// no longer written to) as a segment file, renumbered newest first, into `sink`. `terms` are
+// all of its terms, in any order; the lists are read one at a time through OpenTerm, so memory
+// grows with the output, not with a copy of the postings. Sets (*doc_map)[d] to the new DocId
+// of DocId d, kEndDoc if it was deleted.
+absl::Status EncodeSegment(const Segment& segment, std::vector<std::string_view> terms,
+                           std::vector<DocId>* doc_map, const SegmentFileSink& sink);
+
 // Merges `sources` into one segment file of their live documents (deleted ones are dropped),
-// reading one term's lists at a time, so memory grows with the output's columns and postings,
-// not with a copy of every list. Sets (*doc_maps)[i][d] to the new DocId of DocId d of
-// sources[i], kEndDoc if it was dropped. DataLoss if a source turns out damaged, Cancelled
-// once `*cancel` is set.
-absl::StatusOr<std::string> MergeSegments(std::span<const SealedSegment* const> sources,
-                                          std::vector<std::vector<DocId>>* doc_maps,
-                                          const std::atomic<bool>* cancel = nullptr);
+// reading one term's lists at a time, into `sink`: memory grows with the output's columns
+// and postings, not with a copy of every list. Sets (*doc_maps)[i][d] to the new DocId of
+// DocId d of sources[i], kEndDoc if it was dropped. DataLoss if a source turns out damaged,
+// Cancelled once `*cancel` is set (the sink is then not called).
+absl::Status MergeSegments(std::span<const SealedSegment* const> sources,
+                           std::vector<std::vector<DocId>>* doc_maps, const SegmentFileSink& sink,
+                           const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace tweetsearch::index
 

@@ -40,32 +40,39 @@ SectionFileWriter::SectionFileWriter(std::string_view magic, uint32_t sections)
 
 void SectionFileWriter::Add(std::string_view bytes) { sections_.push_back(bytes); }
 
-std::string SectionFileWriter::Finish() {
-  size_t total = AlignUp(HeaderBytes(count_));
-  std::vector<size_t> offsets;
-  for (std::string_view s : sections_) {
-    offsets.push_back(total);
-    total = AlignUp(total + s.size() + kMinPadding);
-  }
-  std::string out(total, '\0');
-  std::memcpy(out.data(), magic_.data(), 8);
-  Put<uint32_t>(&out, 8, count_);
+std::vector<std::string_view> SectionFileWriter::Pieces() {
+  // Zeros enough for any padding: up to a page plus the minimum.
+  static constexpr char kZeros[kSectionAlignment + kMinPadding] = {};
+  const size_t header_bytes = AlignUp(HeaderBytes(count_));
+  header_.assign(header_bytes, '\0');
+  std::memcpy(header_.data(), magic_.data(), 8);
+  Put<uint32_t>(&header_, 8, count_);
+  std::vector<std::string_view> pieces = {header_};
+  size_t total = header_bytes;
   for (uint32_t i = 0; i < count_; ++i) {
     const size_t entry = 16 + i * kEntryBytes;
     const std::string_view s = sections_[i];
-    Put<uint32_t>(&out, entry, i + 1);
-    Put<uint64_t>(&out, entry + 8, offsets[i]);
-    Put<uint64_t>(&out, entry + 16, s.size());
-    Put<uint64_t>(&out, entry + 24, XXH64(s.data(), s.size(), 0));
-    if (!s.empty()) std::memcpy(out.data() + offsets[i], s.data(), s.size());  // may be null
+    Put<uint32_t>(&header_, entry, i + 1);
+    Put<uint64_t>(&header_, entry + 8, total);
+    Put<uint64_t>(&header_, entry + 16, s.size());
+    Put<uint64_t>(&header_, entry + 24, XXH64(s.data(), s.size(), 0));
+    const size_t end = AlignUp(total + s.size() + kMinPadding);
+    if (!s.empty()) pieces.push_back(s);
+    pieces.emplace_back(kZeros, end - total - s.size());
+    total = end;
   }
   const size_t header = HeaderBytes(count_) - 8;
-  Put<uint64_t>(&out, header, XXH64(out.data(), header, 0));
-  sections_.clear();
-  const uint64_t whole = XXH64(out.data(), out.size(), 0);
-  out.append(reinterpret_cast<const char*>(&whole), 8);
-  out.append(kEndMagic);
-  return out;
+  Put<uint64_t>(&header_, header, XXH64(header_.data(), header, 0));
+  // The whole-file checksum, over the pieces in order.
+  XXH64_state_t* state = XXH64_createState();
+  XXH64_reset(state, 0);
+  for (std::string_view p : pieces) XXH64_update(state, p.data(), p.size());
+  const uint64_t whole = XXH64_digest(state);
+  XXH64_freeState(state);
+  trailer_.assign(reinterpret_cast<const char*>(&whole), 8);
+  trailer_.append(kEndMagic);
+  pieces.push_back(trailer_);
+  return pieces;
 }
 
 absl::StatusOr<SectionFile> ReadSectionFile(std::string_view file, std::string_view magic,

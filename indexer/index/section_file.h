@@ -33,13 +33,14 @@ class SectionFileWriter {
  public:
   explicit SectionFileWriter(std::string_view magic, uint32_t sections);
   // Adds the next section (tags are 1, 2, ... in order). The bytes are not copied: they must
-  // stay valid until Finish() returns.
+  // stay valid while the pieces are used.
   void Add(std::string_view bytes);
-  // The file. Requires: every section added.
-  std::string Finish();
+  // The file as consecutive pieces (views of the sections and of buffers the writer owns,
+  // valid while both live), to write without assembling it. Requires: every section added.
+  std::vector<std::string_view> Pieces();
 
  private:
-  std::string out_;
+  std::string header_, trailer_;
   std::vector<std::string_view> sections_;
   std::string magic_;
   uint32_t count_;

@@ -224,4 +224,30 @@ void TermDictionary::ForEach(const std::function<void(std::string_view, Entry)>&
   }
 }
 
+TermDictionary::Iterator::Iterator(const TermDictionary& dictionary) : dictionary_(&dictionary) {
+  LoadBlocks();
+}
+
+void TermDictionary::Iterator::Next() {
+  if (++at_ == terms_.size()) LoadBlocks();
+}
+
+void TermDictionary::Iterator::LoadBlocks() {
+  terms_.clear();
+  at_ = 0;
+  const TermDictionary& d = *dictionary_;
+  std::string term;
+  while (terms_.empty() && block_ < d.block_offsets_.size()) {
+    term.clear();
+    const size_t b = block_++;
+    const bool ok = WalkBlock(d.blob_, std::min<size_t>(d.block_offsets_[b], d.blob_.size()),
+                              d.BlockEnd(b), d.BlockCount(b), &term,
+                              [&](std::string_view t, Entry e) {
+                                terms_.emplace_back(std::string(t), e);
+                                return true;
+                              });
+    (void)ok;  // a block that does not decode yields the terms before the fault, as in ForEach
+  }
+}
+
 }  // namespace tweetsearch::index

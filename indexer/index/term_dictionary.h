@@ -76,6 +76,25 @@ class TermDictionary {
   // Calls fn for every term in order; the view lives until fn returns.
   void ForEach(const std::function<void(std::string_view term, Entry entry)>& fn) const;
 
+  // Walks the terms in order one block at a time (a merge walks several dictionaries side by
+  // side without copying their terms). The dictionary must outlive it.
+  class Iterator {
+   public:
+    explicit Iterator(const TermDictionary& dictionary);
+    bool Valid() const { return at_ < terms_.size(); }
+    // Valid until Next().
+    std::string_view term() const { return terms_[at_].first; }
+    Entry entry() const { return terms_[at_].second; }
+    void Next();
+
+   private:
+    void LoadBlocks();  // from block_, until a block yields terms or none is left
+    const TermDictionary* dictionary_;
+    size_t block_ = 0;
+    std::vector<std::pair<std::string, Entry>> terms_;  // of the current block
+    size_t at_ = 0;
+  };
+
   uint32_t size() const { return num_terms_; }
   size_t bytes() const { return blob_.size() + block_offsets_.size() * sizeof(uint32_t); }
   std::string_view blob() const { return blob_; }

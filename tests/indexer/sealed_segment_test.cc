@@ -7,6 +7,7 @@
 #include <random>
 
 #include "common/file_util.h"
+#include "indexer/index/active_segment.h"
 #include "common/snowflake.h"
 #include "tests/testing/corpus.h"
 
@@ -271,6 +272,151 @@ TEST(SealedSegmentTest, CorruptOrTruncatedFilesAreReportedNotServed) {
   for (const std::string& term : terms) EXPECT_EQ(Ids(**intact, term), Ids(*segment, term));
   EXPECT_EQ(SealedSegment::Load(dir.path() + "/none").status().code(),
             absl::StatusCode::kNotFound);
+}
+
+// A document of the merge/seal tests: its terms and positions follow from its id, with lists
+// long enough for several blocks, bitmap blocks and repeated terms.
+struct SampleDoc {
+  TweetId id;
+  std::vector<std::pair<std::string, std::vector<uint32_t>>> terms;
+};
+
+SampleDoc MakeDoc(TweetId id) {
+  SampleDoc d{id, {{"all", {0}}}};
+  d.terms.push_back({"m" + std::to_string(id % 7), {1}});
+  if (id % 3 == 0) d.terms.push_back({"three", {2, 5, 9}});
+  if (id % 250 == 0) d.terms.push_back({"rare" + std::to_string(id % 1000), {3}});
+  return d;
+}
+
+SealedSegmentBuilder::Row RowOf(TweetId id) {
+  return {id, static_cast<int64_t>(1000 + id), id % 13, PackLang(id % 2 ? "en" : "fr"),
+          static_cast<uint16_t>(4 + id % 9), static_cast<uint32_t>(id * 37 % 1000)};
+}
+
+void AddTo(SealedSegmentBuilder& builder, TweetId id) {
+  const uint32_t doc = builder.AddDoc(RowOf(id));
+  for (const auto& [term, positions] : MakeDoc(id).terms) builder.AddPosting(term, doc, positions);
+}
+
+std::string Collect(std::string* out, std::span<const std::string_view> pieces) {
+  out->clear();
+  for (std::string_view p : pieces) out->append(p);
+  return *out;
+}
+
+TEST(SealedSegmentTest, AMergeWritesTheFileABuildOfItsLiveDocumentsWould) {
+  // Two sources with interleaved ids (tweets imported out of order) and one older, with
+  // deletes in each; the merge must read their lists side by side.
+  std::vector<std::vector<TweetId>> ids(3);
+  for (TweetId id = 1000; id < 4000; ++id) ids[id % 2].push_back(id);
+  for (TweetId id = 1; id < 600; ++id) ids[2].push_back(id);
+  std::vector<std::unique_ptr<SealedSegment>> sources;
+  for (const auto& group : ids) {
+    SealedSegmentBuilder builder;
+    for (TweetId id : group) AddTo(builder, id);
+    sources.push_back(builder.Build());
+  }
+  SealedSegmentBuilder expected_builder;
+  std::vector<const SealedSegment*> views;
+  for (auto& source : sources) {
+    views.push_back(source.get());
+    for (DocId d = 0; d < source->num_docs(); ++d) {
+      const TweetId id = source->columns().tweet_id(d);
+      if (id % 11 == 0) {
+        source->columns().MarkDeleted(d);
+      } else {
+        AddTo(expected_builder, id);
+      }
+    }
+  }
+  const std::string expected = expected_builder.Encode();
+  std::string merged;
+  std::vector<std::vector<DocId>> doc_maps;
+  ASSERT_TRUE(MergeSegments(views, &doc_maps,
+                            [&](std::span<const std::string_view> pieces) {
+                              Collect(&merged, pieces);
+                              return absl::OkStatus();
+                            })
+                  .ok());
+  EXPECT_TRUE(merged == expected) << "merged " << merged.size() << " bytes, built "
+                                  << expected.size();
+  // The maps send each live document to its new place and dropped ones nowhere.
+  auto segment = SealedSegment::FromBytes(FileBytes::FromBytes(merged), "m", false);
+  ASSERT_TRUE(segment.ok());
+  for (size_t s = 0; s < sources.size(); ++s) {
+    for (DocId d = 0; d < sources[s]->num_docs(); ++d) {
+      const TweetId id = sources[s]->columns().tweet_id(d);
+      if (id % 11 == 0) {
+        EXPECT_EQ(doc_maps[s][d], kEndDoc);
+      } else {
+        ASSERT_NE(doc_maps[s][d], kEndDoc);
+        EXPECT_EQ((*segment)->columns().tweet_id(doc_maps[s][d]), id);
+      }
+    }
+  }
+}
+
+TEST(SealedSegmentTest, ACancelledMergeWritesNothing) {
+  SealedSegmentBuilder builder;
+  for (TweetId id = 1; id < 500; ++id) AddTo(builder, id);
+  auto source = builder.Build();
+  const SealedSegment* views[] = {source.get()};
+  std::vector<std::vector<DocId>> doc_maps;
+  const std::atomic<bool> cancel{true};
+  bool written = false;
+  const absl::Status status = MergeSegments(
+      views, &doc_maps,
+      [&](std::span<const std::string_view>) {
+        written = true;
+        return absl::OkStatus();
+      },
+      &cancel);
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
+  EXPECT_FALSE(written);
+}
+
+TEST(SealedSegmentTest, SealingAnActiveSegmentWritesTheFileABuildWould) {
+  ActiveSegment active(4096);
+  SealedSegmentBuilder expected_builder;
+  // Arrival order is not id order: every tenth tweet is an old one imported late.
+  std::vector<TweetId> arrivals;
+  for (TweetId id = 5000; id < 7000; ++id) arrivals.push_back(id % 10 == 0 ? id - 4000 : id);
+  for (TweetId id : arrivals) {
+    const SealedSegmentBuilder::Row row = RowOf(id);
+    IndexDoc doc;
+    doc.id = id;
+    doc.user_id = row.user_id;
+    doc.created_at_ms = row.created_at_ms;
+    doc.lang = id % 2 ? "en" : "fr";
+    doc.likes = row.likes;
+    const DocId d = active.AddRow(doc, row.length);
+    for (const auto& [term, positions] : MakeDoc(id).terms) {
+      const NewPosting posting{d, positions};
+      active.AppendPostings(term, active.HashForWriter(term), std::span(&posting, 1));
+    }
+    if (id % 13 == 0) {
+      active.columns().MarkDeleted(d);
+    } else {
+      AddTo(expected_builder, id);
+    }
+  }
+  active.Publish();
+  std::vector<std::string_view> terms;
+  active.ForEachTerm([&](std::string_view term, PostingCursor&) { terms.push_back(term); });
+  std::string sealed;
+  std::vector<DocId> doc_map;
+  ASSERT_TRUE(EncodeSegment(active, terms, &doc_map,
+                            [&](std::span<const std::string_view> pieces) {
+                              Collect(&sealed, pieces);
+                              return absl::OkStatus();
+                            })
+                  .ok());
+  const std::string expected = expected_builder.Encode();
+  EXPECT_TRUE(sealed == expected) << "sealed " << sealed.size() << " bytes, built "
+                                  << expected.size();
+  ASSERT_EQ(doc_map.size(), arrivals.size());
+  EXPECT_EQ(doc_map[arrivals.size() - 1], 0u);  // 6999, the newest, comes first
 }
 
 }  // namespace
