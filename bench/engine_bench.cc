@@ -16,6 +16,7 @@
 
 #include "bench/query_mix.h"
 #include "common/tweet_csv.h"
+#include "common/memory.h"
 #include "common/synthetic.h"
 #include "indexer/index/index.h"
 #include "indexer/query/searcher.h"
@@ -95,6 +96,7 @@ void PrintMemory(const char* label, const ts::index::IndexStats& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tweetsearch::ReturnLargeBuffersToTheSystem();  // as tweetsearchd does
   CLI::App app{"Benchmarks the tweetsearch engine"};
   uint64_t tweets = 1000000;
   size_t queries = 1000;

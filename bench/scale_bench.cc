@@ -22,6 +22,7 @@
 #include <iostream>
 
 #include "bench/query_mix.h"
+#include "common/memory.h"
 #include "common/synthetic.h"
 #include "indexer/index/index.h"
 #include "indexer/query/searcher.h"
@@ -189,6 +190,7 @@ Row RunSize(uint64_t tweets, const std::string& dir, size_t queries, uint64_t co
 }  // namespace
 
 int main(int argc, char** argv) {
+  tweetsearch::ReturnLargeBuffersToTheSystem();  // as tweetsearchd does
   CLI::App app{"scale_bench: the engine's costs at several index sizes, as one table"};
   std::vector<uint64_t> sizes = {1'000'000};
   std::string dir = "/tmp/tweetsearch-scale-bench";

@@ -18,6 +18,7 @@
 #include "aggregator/daemon.h"
 #include "cluster/node.h"
 #include "common/file_util.h"
+#include "common/memory.h"
 
 namespace agg = tweetsearch::aggregator;
 namespace cluster = tweetsearch::cluster;
@@ -69,6 +70,7 @@ int main(int argc, char** argv) {
   // Abseil's lock-order graph (on in Debian's build) costs every mutex acquisition a lookup; it
   // is for tests, which keep it.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  tweetsearch::ReturnLargeBuffersToTheSystem();
   const uint64_t open_files = tweetsearch::RaiseOpenFileLimit();
 
   CLI::App app{"tweetsearchd: the tweetsearch service (all roles in one process, or one role of a cluster)"};
