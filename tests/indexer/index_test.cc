@@ -187,6 +187,25 @@ TEST(IndexTest, SegmentsOfADirectoryIndexAreFilesServedMapped) {
             (std::vector<TweetId>{17, 16, 15}));
 }
 
+TEST(IndexTest, OpeningRemovesWhatACrashLeftHalfWrittenOrUnnamed) {
+  testing::TempDir dir;
+  const IndexOptions options = InDirectory(dir.path(), 5);
+  {
+    std::unique_ptr<Index> index = *Index::Create(options);
+    for (TweetId id = 1; id <= 7; ++id) ASSERT_TRUE(index->Add(Doc(id, "hello")).ok());
+    ASSERT_TRUE(index->Seal().ok());  // as a checkpoint does
+    ASSERT_TRUE(index->Save(dir.path()).ok());
+  }
+  // A seal or merge killed while writing (.tmp), and one killed before the next Save.
+  ASSERT_TRUE(WriteFileAtomically(dir.path() + "/seg-000042.tss.tmp", "half").ok());
+  ASSERT_TRUE(WriteFileAtomically(dir.path() + "/seg-000043.tss", "unnamed").ok());
+  const std::vector<std::string> saved = {"MANIFEST", "seg-000001.tss", "seg-000002.tss"};
+  absl::StatusOr<std::unique_ptr<Index>> opened = Index::Open(options, dir.path());
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ(FilesIn(dir.path()), saved);
+  EXPECT_EQ(Newest(**opened, "hello", 2), (std::vector<TweetId>{7, 6}));
+}
+
 TEST(IndexTest, AnIndexOfAnOlderFormatIsRebuiltNotMisread) {
   testing::TempDir dir;
   ASSERT_TRUE(WriteFileAtomically(dir.path() + "/MANIFEST",
