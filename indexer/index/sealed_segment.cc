@@ -328,7 +328,9 @@ class ListEncoder {
       next_ = doc + 1;
       max_tf = std::max(max_tf, freqs_[j]);
       min_length = std::min<uint32_t>(min_length, lengths_[doc]);
-      if (freqs_[j] > 1) min_length_repeated = std::min<uint32_t>(min_length_repeated, lengths_[doc]);
+      if (freqs_[j] > 1) {
+        min_length_repeated = std::min<uint32_t>(min_length_repeated, lengths_[doc]);
+      }
       --freqs_[j];  // stored minus one
     }
     SkipEntry entry{};
@@ -544,7 +546,8 @@ class SegmentPostingsSink {
   ListEncoder& list() { return list_; }
   void EndTerm(std::string_view term) {
     if (list_.count() == 0) return;
-    dictionary_.Add(term, TermDictionary::Entry{list_.count(), static_cast<uint32_t>(out_.size())});
+    dictionary_.Add(term,
+                    TermDictionary::Entry{list_.count(), static_cast<uint32_t>(out_.size())});
     list_.Finish(&out_);
   }
   std::string& postings() { return out_; }
@@ -698,8 +701,13 @@ std::string SealedSegmentBuilder::Encode(std::vector<DocId>* new_ids) {
 
 namespace {
 
-// One term's postings gathered from the sources of a merge, renumbered; reused term by term.
-class MergedList {
+// The row of DocId d of columns c, as a segment file stores it.
+SealedSegmentBuilder::Row RowAt(const Columns& c, DocId d) {
+  return {c.tweet_id(d), c.created_at_ms(d), c.user_id(d), c.lang(d), c.length(d), c.likes(d)};
+}
+
+// One term's postings in a segment, renumbered and put in DocId order; reused term by term.
+class RenumberedList {
  public:
   void Clear() {
     entries_.clear();
@@ -738,10 +746,6 @@ class MergedList {
   std::vector<uint32_t> starts_;  // of each entry's positions
   bool sorted_ = true;
 };
-
-}  // namespace
-
-namespace {
 
 // A source's posting list in a merge, with its DocIds renumbered and dropped ones skipped.
 class RenumberedCursor {
@@ -790,13 +794,9 @@ absl::Status EncodeSegment(const Segment& segment, std::vector<std::string_view>
   std::sort(terms.begin(), terms.end());
   return EncodeSegmentFile(
       static_cast<uint32_t>(origin.size()),
-      [&](DocId d) {
-        const DocId old = origin[d];
-        return SealedSegmentBuilder::Row{c.tweet_id(old), c.created_at_ms(old), c.user_id(old),
-                                         c.lang(old),     c.length(old),        c.likes(old)};
-      },
+      [&](DocId d) { return RowAt(c, origin[d]); },
       [&](SegmentPostingsSink& postings) {
-        MergedList list;
+        RenumberedList list;
         for (std::string_view term : terms) {
           list.Clear();
           std::unique_ptr<PostingCursor> cursor = segment.OpenTerm(term, visible);
@@ -835,10 +835,7 @@ absl::Status MergeSegments(std::span<const SealedSegment* const> sources,
   }
   live = {};
   auto row_of = [&](DocId d) {
-    const auto [s, old] = origin[d];
-    const Columns& c = sources[s]->columns();
-    return SealedSegmentBuilder::Row{c.tweet_id(old), c.created_at_ms(old), c.user_id(old),
-                                     c.lang(old),     c.length(old),        c.likes(old)};
+    return RowAt(sources[origin[d].first]->columns(), origin[d].second);
   };
   uint64_t posting_bytes = 0;
   for (const SealedSegment* source : sources) posting_bytes += source->stats().posting_bytes;

@@ -213,15 +213,7 @@ std::optional<TermDictionary::Located> TermDictionary::Locate(std::string_view t
 }
 
 void TermDictionary::ForEach(const std::function<void(std::string_view, Entry)>& fn) const {
-  std::string term;
-  for (size_t b = 0; b < block_offsets_.size(); ++b) {
-    term.clear();
-    WalkBlock(blob_, std::min<size_t>(block_offsets_[b], blob_.size()), BlockEnd(b),
-              BlockCount(b), &term, [&](std::string_view t, Entry e) {
-                fn(t, e);
-                return true;
-              });
-  }
+  for (Iterator it(*this); it.Valid(); it.Next()) fn(it.term(), it.entry());
 }
 
 TermDictionary::Iterator::Iterator(const TermDictionary& dictionary) : dictionary_(&dictionary) {
