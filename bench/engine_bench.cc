@@ -79,6 +79,34 @@ Latency Measure(const ts::index::Index& index, const std::vector<std::string>& q
   return l;
 }
 
+// Exact counts (exact_total, newest first, top 20): the time per match of the queries with at
+// least 10,000 matches, where counting dominates.
+void MeasureCounts(const ts::index::Index& index, const std::vector<ts::bench::QueryKind>& kinds,
+                   int64_t now_ms) {
+  std::cout << "## Exact counts (exact_total=true, newest first, top 20)\n\n"
+               "| query | queries with >= 10k matches | matches p50 | ns/match p50 | "
+               "ns/match p90 | µs p50 |\n|---|---|---|---|---|---|\n";
+  for (const ts::bench::QueryKind& kind : kinds) {
+    std::vector<double> per_match, micros, totals;
+    for (const std::string& q : kind.queries) {
+      std::optional<ts::bench::TimedQuery> timed =
+          ts::bench::TimeQuery(index, q, ts::query::SortMode::kNewest, now_ms, true);
+      if (!timed.has_value() || timed->total_hits < 10000) continue;
+      per_match.push_back(timed->micros * 1000 / static_cast<double>(timed->total_hits));
+      micros.push_back(timed->micros);
+      totals.push_back(static_cast<double>(timed->total_hits));
+    }
+    if (per_match.empty()) continue;
+    for (auto* v : {&per_match, &micros, &totals}) std::sort(v->begin(), v->end());
+    const size_t n = per_match.size();
+    std::cout << "| " << kind.name << " | " << n << " | " << std::setprecision(0)
+              << totals[n / 2] << " | " << std::setprecision(1) << per_match[n / 2] << " | "
+              << per_match[n * 9 / 10] << " | " << std::setprecision(0) << micros[n / 2]
+              << " |\n";
+  }
+  std::cout << "\n";
+}
+
 void PrintMemory(const char* label, const ts::index::IndexStats& s) {
   const double postings = static_cast<double>(s.sealed.postings);
   std::cout << "| " << label << " | " << s.sealed.postings << " | " << std::setprecision(3)
@@ -210,6 +238,7 @@ int main(int argc, char** argv) {
   const ts::index::IndexStats segmented = index->Stats();
   std::cout << std::fixed;
   measure_queries(std::to_string(segmented.sealed_segments) + " sealed segment(s) as indexed");
+  MeasureCounts(*index, kinds, now_ms);
   start = Clock::now();
   (void)index->Compact();
   const double compact_seconds = Seconds(start);
@@ -243,5 +272,6 @@ int main(int argc, char** argv) {
   }
 
   measure_queries("compacted into 1 segment");
+  MeasureCounts(*index, kinds, now_ms);
   return 0;
 }

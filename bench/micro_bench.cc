@@ -73,6 +73,74 @@ void BM_Unpack(benchmark::State& state) {
 }
 BENCHMARK(BM_Unpack)->Arg(3)->Arg(7)->Arg(13);
 
+// 500,000 tweets compacted into one segment, and their words by document frequency, built once.
+struct CountingCorpus {
+  std::unique_ptr<ts::index::Index> index;
+  std::vector<std::string> words;  // most frequent first
+};
+const CountingCorpus& Corpus() {
+  static const CountingCorpus* corpus = [] {
+    auto* c = new CountingCorpus{*ts::index::Index::Create({}), {}};
+    std::vector<ts::index::IndexDoc> docs;
+    for (auto& t : Tweets(500000)) docs.push_back(ts::index::ToIndexDoc(std::move(t)));
+    for (size_t i = 0; i < docs.size(); i += 1000) {
+      (void)c->index->AddBatch({docs.data() + i, std::min<size_t>(1000, docs.size() - i)});
+    }
+    (void)c->index->Seal();
+    (void)c->index->Compact();
+    std::vector<ts::analysis::Token> tokens;
+    std::vector<std::pair<uint64_t, std::string>> by_df;
+    auto snapshot = c->index->Snapshot();
+    for (size_t i = 0; i < 2000; ++i) {
+      tokens.clear();
+      (void)c->index->analyzer().Analyze(docs[i * 97].text, &tokens);
+      for (const auto& t : tokens) by_df.emplace_back(snapshot->segments[0]->DocFreq(t.text), t.text);
+    }
+    std::sort(by_df.rbegin(), by_df.rend());
+    by_df.erase(std::unique(by_df.begin(), by_df.end()), by_df.end());
+    for (auto& [df, w] : by_df) c->words.push_back(w);
+    return c;
+  }();
+  return *corpus;
+}
+
+// Counting the matches of a query, newest first, top 20, by the words' frequency ranks:
+// state.range(0) is the shape (0: one word, 1: a OR b, 2: a AND b, 3: a AND b AND c, 4:
+// (a OR b) c -e), (1) the rank of its first word (b's is 8 times larger, c's 4 times, e's 2), (2) 0 for the default total (exact up to 10,000) or 1 for
+// exact_total. Reports the time per counted match.
+void BM_CountMatches(benchmark::State& state) {
+  const CountingCorpus& c = Corpus();
+  const auto shape = state.range(0);
+  const size_t rank = static_cast<size_t>(state.range(1));
+  const std::string& a = c.words[rank];
+  // The other words are rarer, as in most queries of two or three words.
+  const std::string& b = c.words[rank * 8 + 3];
+  const std::string& d = c.words[rank * 4 + 1];
+  const std::string& e = c.words[rank * 2 + 5];
+  const std::string text = shape == 0   ? a
+                           : shape == 1 ? a + " OR " + b
+                           : shape == 2 ? a + " " + b
+                           : shape == 3 ? a + " " + b + " " + d
+                                        : "(" + a + " OR " + b + ") " + d + " -" + e;
+  const ts::query::Plan plan = *ts::query::PlanQuery(text, c.index->analyzer());
+  ts::query::SearchOptions options;
+  options.exact_total = state.range(2) == 1;
+  auto snapshot = c.index->Snapshot();
+  uint64_t total = 0;
+  for (auto _ : state) {
+    total = ts::query::Search(*snapshot, plan, options)->total_hits;
+    benchmark::DoNotOptimize(total);
+  }
+  state.SetLabel("[" + text + "] " + std::to_string(total) + " matches");
+  state.counters["per_match"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * static_cast<double>(total),
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_CountMatches)
+    ->ArgsProduct({{0, 1}, {2, 20, 200}, {1}})
+    ->ArgsProduct({{2, 3, 4}, {2, 10, 40}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);
+
 }  // namespace
 
 // What the HTTP server's header checks cost per request (framing, Host, content type), and a

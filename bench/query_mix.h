@@ -55,22 +55,26 @@ inline std::vector<QueryKind> MakeQueries(const std::vector<std::string>& words_
 struct TimedQuery {
   double micros = 0;
   size_t hits = 0;
+  uint64_t total_hits = 0;
 };
 
 // Runs `text` alone on `index` (top 20, as of `now_ms`) and times it; nullopt when it does
 // not parse.
 inline std::optional<TimedQuery> TimeQuery(const index::Index& index, const std::string& text,
-                                           query::SortMode sort, int64_t now_ms) {
+                                           query::SortMode sort, int64_t now_ms,
+                                           bool exact_total = false) {
   absl::StatusOr<query::Plan> plan = query::PlanQuery(text, index.analyzer());
   if (!plan.ok()) return std::nullopt;
   query::SearchOptions options;
   options.sort = sort;
   options.limit = 20;
   options.now_ms = now_ms;
+  options.exact_total = exact_total;
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<query::SearchResult> r = query::Search(*index.Snapshot(), *plan, options);
   const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;
-  return TimedQuery{took.count(), r.ok() ? r->hits.size() : 0};
+  if (!r.ok()) return TimedQuery{took.count(), 0, 0};
+  return TimedQuery{took.count(), r->hits.size(), r->total_hits};
 }
 
 }  // namespace tweetsearch::bench

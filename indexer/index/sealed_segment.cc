@@ -115,11 +115,7 @@ class SealedCursor final : public PostingCursor {
       doc_ = docs_[i_];
       return;
     }
-    if (block_ + 1 < num_blocks_) {
-      DecodeBlock(block_ + 1);
-    } else {
-      doc_ = kEndDoc;
-    }
+    NextBlock();
   }
   void Advance(DocId target) override {
     if (doc_ >= target) return;
@@ -158,6 +154,37 @@ class SealedCursor final : public PostingCursor {
     }
     return std::span<const uint32_t>(positions_.data() + pos_start_[i_], freqs_[i_]);
   }
+  // Whole blocks at a time: a bitmap block's bytes are shifted into the words, a packed
+  // block's DocIds set one bit each.
+  void FillBits(DocId from, DocId end, uint64_t* words) override {
+    if (doc_ < from) Advance(from);
+    while (doc_ < end) {
+      if (bitmap_) {
+        const uint32_t hi = std::min<uint64_t>(span_, uint64_t{end} - start_);
+        CopyBits(doc_ - start_, hi, from, words);
+        if (hi < span_) {
+          // The block goes on past `end`, and its last bit is set.
+          doc_ = start_ + NextSetBit(bits_, span_, hi);
+          rank_known_ = false;
+          return;
+        }
+      } else {
+        // The postings below `end`: all of the block's, or up to the first at or past it.
+        const uint32_t n =
+            block_last_ < end
+                ? block_n_
+                : static_cast<uint32_t>(std::lower_bound(docs_ + i_, docs_ + block_n_, end) -
+                                        docs_);
+        SetBits(docs_ + i_, n - i_, from, words);
+        if (n < block_n_) {
+          i_ = n;
+          doc_ = docs_[n];
+          return;
+        }
+      }
+      NextBlock();
+    }
+  }
   uint32_t size() const override { return doc_freq_; }
   DocId block_last_doc() const override { return block_last_; }
   PostingBound block_bound() const override { return BoundOf(entry_, num_blocks_ == 1); }
@@ -180,6 +207,57 @@ class SealedCursor final : public PostingCursor {
   }
 
  private:
+  // Moves to the next block's first posting, or to kEndDoc after the last block.
+  void NextBlock() {
+    if (block_ + 1 < num_blocks_) {
+      DecodeBlock(block_ + 1);
+    } else {
+      doc_ = kEndDoc;
+    }
+  }
+
+  // ORs the bits of `n` ascending DocIds into `words` (bit 0: DocId `from`). The bits of one
+  // word gather in a register: OR-ing each into memory would make every posting wait for the
+  // previous one's store.
+  static void SetBits(const DocId* docs, uint32_t n, DocId from, uint64_t* words) {
+    if (n == 0) return;
+    uint32_t word = (docs[0] - from) / 64;
+    uint64_t bits = 0;
+    for (uint32_t j = 0; j < n; ++j) {
+      const uint32_t d = docs[j] - from;
+      if (d / 64 != word) {
+        words[word] |= bits;
+        bits = 0;
+        word = d / 64;
+      }
+      bits |= uint64_t{1} << (d % 64);
+    }
+    words[word] |= bits;
+  }
+
+  // ORs bits [lo, hi) of the bitmap block into `words`, whose bit 0 is DocId `from`
+  // (start_ + lo >= from), a byte at a time.
+  void CopyBits(uint32_t lo, uint32_t hi, DocId from, uint64_t* words) const {
+    if (lo >= hi) return;
+    const uint32_t last = (hi - 1) / 8;
+    for (uint32_t j = lo / 8; j <= last; ++j) {
+      uint64_t b = bits_[j];
+      if (j == lo / 8) b &= 0xFFu << (lo % 8);
+      if (j == last) b &= 0xFFu >> (7 - (hi - 1) % 8);
+      if (b == 0) continue;
+      // The byte's bit 0 is DocId start_ + 8j, which may lie before `from` (its bits there
+      // are masked off above).
+      int64_t at = int64_t{start_} + 8 * int64_t{j} - from;
+      if (at < 0) {
+        b >>= -at;
+        at = 0;
+      }
+      const uint64_t w = static_cast<uint64_t>(at) / 64, shift = static_cast<uint64_t>(at) % 64;
+      words[w] |= b << shift;
+      if (shift > 56 && (b >> (64 - shift)) != 0) words[w + 1] |= b >> (64 - shift);
+    }
+  }
+
   void DecodeBlock(uint32_t b) {
     // Gaps are stored minus one; the first gap of the list counts from DocId -1.
     const uint32_t start = b == 0 ? 0 : ReadSkip(base_, doc_freq_, b - 1).last_doc + 1;

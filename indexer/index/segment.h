@@ -20,6 +20,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "common/ids.h"
@@ -73,6 +74,16 @@ class PostingCursor {
   virtual DocId block_last_doc() const = 0;
   virtual PostingBound block_bound() const = 0;
   virtual PostingBound list_bound() const = 0;
+  // ORs into `words` bit (d - from) for every posting d in [from, end), and moves to the first
+  // posting at or after `end` (or kEndDoc): for counting over bitmaps of a window of DocIds
+  // rather than a call per posting. `words` holds at least (end - from + 63) / 64 words.
+  // Postings before `from` are skipped.
+  virtual void FillBits(DocId from, DocId end, uint64_t* words) {
+    if (doc() < from) Advance(from);
+    for (DocId d = doc(); d < end; Next(), d = doc()) {
+      words[(d - from) / 64] |= uint64_t{1} << ((d - from) % 64);
+    }
+  }
 };
 
 // Packs a language code of up to four ASCII bytes into an integer column value.
@@ -191,6 +202,9 @@ class Columns {
     }
     changes_.fetch_add(1, std::memory_order_acq_rel);
   }
+  // The deleted bits of rows [64 w, 64 w + 64), bit i for row 64 w + i (w below
+  // (capacity() + 63) / 64).
+  uint64_t deleted_word(size_t w) const { return deleted_[w].load(std::memory_order_acquire); }
   // Rows marked deleted.
   uint32_t deleted_count() const { return deleted_count_.load(std::memory_order_acquire); }
 

@@ -1,9 +1,12 @@
 #include "indexer/query/searcher.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
+#include "absl/container/flat_hash_set.h"
 #include "common/strings.h"
+#include "indexer/query/counter.h"
 
 namespace tweetsearch::query {
 namespace {
@@ -324,6 +327,18 @@ class MatcherBuilder {
   const Context& ctx_;
 };
 
+// A matcher's DocIds, for the counter (which asks for those of phrases).
+class MatcherSource final : public DocSource {
+ public:
+  explicit MatcherSource(std::unique_ptr<Matcher> m) : m_(std::move(m)) {}
+  DocId doc() const override { return m_->doc(); }
+  void Next() override { m_->Next(); }
+  void Advance(DocId target) override { m_->Advance(target); }
+
+ private:
+  std::unique_ptr<Matcher> m_;
+};
+
 // Keeps the k best hits seen so far.
 class TopK {
  public:
@@ -375,19 +390,23 @@ class Evaluation {
         return a->MaxTweetId() > b->MaxTweetId();
       });
     }
-    for (const Segment* segment : segments) {
-      const DocId visible = segment->VisibleDocs();
+    // Each segment's visible prefix, read once: ranking and counting see the same tweets.
+    std::vector<DocId>& visible_docs = visible_docs_;
+    for (const Segment* segment : segments) visible_docs.push_back(segment->VisibleDocs());
+    for (size_t i = 0; i < segments.size(); ++i) {
+      const Segment* segment = segments[i];
+      const DocId visible = visible_docs[i];
       if (visible == 0) continue;
-      if (options_.sort == SortMode::kNewest && !options_.exact_total && top_.full() &&
+      if (options_.sort == SortMode::kNewest && top_.full() &&
           segment->MaxTweetId() < top_.worst().id) {
-        exact_ = false;  // this and every later segment only hold older tweets
+        pruned_ = true;  // this and every later segment only hold older tweets
         break;
       }
       Context ctx{&segment->columns(), &options_.scoring, stats_.avg_length};
       MatcherBuilder builder(*segment, visible, stats_, ctx);
       switch (options_.sort) {
         case SortMode::kNewest:
-          RunNewest(*segment, builder);
+          RunNewest(*segment, builder, i);
           break;
         case SortMode::kMostLiked:
           RunExhaustive(*segment, builder.Build(plan_.root));
@@ -398,24 +417,89 @@ class Evaluation {
       }
       if (absl::Status health = segment->Health(); !health.ok()) return health;
     }
+    CountTotal(segments, visible_docs);  // what the ranking did not count
     SearchResult result;
     result.hits = top_.Take();
     result.total_hits = total_;
-    result.total_is_exact = exact_;
+    // A damaged segment the ranking did not need fails no query, but its matches are not
+    // counted: the total is then only a lower bound.
+    result.total_is_exact = !count_missed_damaged_;
+    CapTotal(options_.exact_total, &result.total_hits, &result.total_is_exact);
+    result.pruned = pruned_;
     return result;
   }
 
  private:
+  // Counts the matches of the query under the watermark in every segment, whatever the sort
+  // and the page, up to one past the cap (all of them with exact_total): the same total for
+  // every sort mode, page and replica. Reads only the columns a filter needs.
+  void CountTotal(const std::vector<const Segment*>& segments,
+                  const std::vector<DocId>& visible_docs) {
+    for (size_t i = 0; i < segments.size(); ++i) {
+      const Segment* segment = segments[i];
+      const DocId visible = visible_docs[i];
+      if (visible == 0 || total_ >= stop_ || counted_.contains(i)) continue;
+      const bool by_id = segment->MaxTweetId() > options_.watermark;
+      bool exact = false;
+      const uint64_t bound = SegmentLowerBound(*segment, by_id, &exact);
+      if (exact || total_ + bound >= stop_) {
+        total_ = exact ? total_ + bound : stop_;
+        continue;
+      }
+      CountFrom(*segment, visible, 0);
+      if (!segment->Health().ok()) count_missed_damaged_ = true;
+    }
+  }
+
+  // At most as many tweets as `segment` holds that count, from document frequencies alone: a
+  // term's frequency less the segment's deleted tweets, an OR's largest child's. Only for a
+  // sealed segment (whose frequencies count its own, all visible, tweets) and a query with no
+  // filter to check per tweet; 0 otherwise. *exact says the bound is the count itself (a lone
+  // term in a segment without deletes).
+  uint64_t SegmentLowerBound(const Segment& segment, bool by_id, bool* exact) const {
+    *exact = false;
+    if (!segment.newest_first() || by_id || by_created_ || plan_.min_likes > 0) return 0;
+    *exact = plan_.root.kind == PlanNode::Kind::kTerm && segment.columns().deleted_count() == 0;
+    return NodeLowerBound(plan_.root, segment);
+  }
+  static uint64_t NodeLowerBound(const PlanNode& node, const Segment& segment) {
+    if (node.kind == PlanNode::Kind::kTerm) {
+      const uint64_t df = segment.DocFreq(node.term);
+      const uint64_t deleted = segment.columns().deleted_count();
+      return df > deleted ? df - deleted : 0;
+    }
+    uint64_t bound = 0;
+    if (node.kind == PlanNode::Kind::kOr) {
+      for (const PlanNode& child : node.children) {
+        bound = std::max(bound, NodeLowerBound(child, segment));
+      }
+    }
+    return bound;
+  }
+
+  // Counts the matches of `segment` from DocId `from` on, until the cap, over bitmaps of
+  // DocId windows (see counter.h).
+  void CountFrom(const Segment& segment, DocId visible, DocId from) {
+    Context ctx{&segment.columns(), &options_.scoring, stats_.avg_length};
+    MatcherBuilder builder(segment, visible, stats_, ctx);
+    MatchCounter counter(segment, visible, plan_, options_.watermark,
+                         [&builder](const PlanNode& phrase) -> std::unique_ptr<DocSource> {
+                           return std::make_unique<MatcherSource>(builder.Build(phrase));
+                         });
+    counter.Count(from, stop_, &total_);
+  }
+
+  bool CreatedInRange(const Columns& c, DocId d) const {
+    const int64_t created = c.created_at_ms(d);
+    return created >= plan_.since_ms && (!plan_.has_until() || created < plan_.until_ms);
+  }
+
   // Applies the column filters, the watermark and the search-after key. Returns the sort key,
   // or nullopt if `d` is not a result.
   std::optional<SortKey> Accept(const Columns& c, DocId d) const {
     if (c.deleted(d)) return std::nullopt;
     const TweetId id = c.tweet_id(d);
-    if (id > options_.watermark) return std::nullopt;
-    const int64_t created = c.created_at_ms(d);
-    if (created < plan_.since_ms || (plan_.has_until() && created >= plan_.until_ms)) {
-      return std::nullopt;
-    }
+    if (id > options_.watermark || !CreatedInRange(c, d)) return std::nullopt;
     const uint32_t likes = c.likes(d);
     if (likes < plan_.min_likes) return std::nullopt;
     SortKey key{0, id};
@@ -436,14 +520,18 @@ class Evaluation {
   // Counts and offers one accepted document in newest or most-liked order; its best-match
   // score, reported with the hit, is computed only if it is kept.
   void Offer(const Columns& c, DocId d, SortKey key, Matcher& matcher) {
-    ++total_;
     if (!top_.Wants(key)) return;
     top_.Push(Hit{key.id, FullScore(c, d, matcher.Score()), c.likes(d), c.created_at_ms(d), key});
   }
 
-  void RunNewest(const Segment& segment, MatcherBuilder& builder) {
+  // Ranks segment `index` newest first. Without a search-after key it also counts the matches
+  // it walks, and past the page it keeps walking only to count (up to the cap), so that
+  // CountTotal need not walk this segment again.
+  void RunNewest(const Segment& segment, MatcherBuilder& builder, size_t index) {
     std::unique_ptr<Matcher> m = builder.Build(plan_.root);
     const Columns& c = segment.columns();
+    const bool counting = !options_.after;
+    uint64_t counted_here = 0;
     if (segment.newest_first() && options_.after) {
       // DocIds are TweetId descending: start at the first tweet older than the key.
       DocId lo = 0, hi = segment.VisibleDocs();
@@ -459,14 +547,32 @@ class Evaluation {
       m->Advance(lo);
     }
     for (DocId d = m->doc(); d != kEndDoc; m->Next(), d = m->doc()) {
+      // Without a key, Accept() takes exactly the tweets that count.
       std::optional<SortKey> key = Accept(c, d);
       if (!key) continue;
-      if (segment.newest_first() && !options_.exact_total && !top_.Wants(*key)) {
-        exact_ = false;  // every later posting of this segment is older still
-        return;
+      if (counting && total_ < stop_) {
+        ++total_;
+        ++counted_here;
+      }
+      if (segment.newest_first() && !top_.Wants(*key)) {
+        pruned_ = true;  // every later posting of this segment is older still
+        if (!counting) return;
+        // The rest of the segment holds at least its lower bound less what was counted.
+        const bool by_id = segment.MaxTweetId() > options_.watermark;
+        bool exact = false;
+        const uint64_t bound = SegmentLowerBound(segment, by_id, &exact);
+        if (exact) {
+          total_ += bound - counted_here;
+        } else if (bound > counted_here && total_ + (bound - counted_here) >= stop_) {
+          total_ = stop_;
+        } else {
+          CountFrom(segment, visible_docs_[index], d + 1);
+        }
+        break;
       }
       Offer(c, d, *key, *m);
     }
+    if (counting) counted_.insert(index);
   }
 
   void RunExhaustive(const Segment& segment, std::unique_ptr<Matcher> m) {
@@ -557,7 +663,7 @@ class Evaluation {
   // no such range is left in the segment.
   bool SkipToLikes(const Columns& c, DocId visible, uint64_t likes, DocId* d) {
     if (likes == 0 || c.range_max_likes(*d) >= likes) return true;
-    exact_ = false;
+    pruned_ = true;
     *d = c.NextRangeWithLikes(*d, visible, likes);
     return *d != kEndDoc;
   }
@@ -571,13 +677,13 @@ class Evaluation {
     const DocId window_stop = std::min<DocId>(window_end + 1, visible);  // exclusive
     const uint64_t likes = LikesNeeded(c, text_bound);
     if (likes > 0 && c.range_max_likes(d) < likes) {
-      exact_ = false;
+      pruned_ = true;
       const DocId next = c.NextRangeWithLikes(d, window_stop, likes);
       if (next != kEndDoc) return next;
       return window_stop >= visible ? kEndDoc : window_stop;
     }
     if (Inflate(text_bound + StaticBound(c, d)) < top_.worst().primary) {
-      exact_ = false;
+      pruned_ = true;
       const DocId next = std::min(window_stop, Columns::RangeEnd(d));
       return next >= visible ? kEndDoc : next;
     }
@@ -588,14 +694,13 @@ class Evaluation {
   // its range cannot lift it into the top k, its exact static score is never computed.
   void OfferBestMatch(const Columns& c, DocId d, double text) {
     if (top_.full() && Inflate(text + StaticBound(c, d)) < top_.worst().primary) {
-      exact_ = false;
+      pruned_ = true;
       return;
     }
     std::optional<SortKey> key = Accept(c, d);
     if (!key) return;
     key->primary = FullScore(c, d, text);
     if (options_.after && !Before(*options_.after, *key)) return;
-    ++total_;
     top_.Push(Hit{key->id, key->primary, c.likes(d), c.created_at_ms(d), *key});
   }
 
@@ -617,7 +722,7 @@ class Evaluation {
 
   void RunBestMatch(const Segment& segment, MatcherBuilder& builder) {
     std::vector<const PlanNode*> nodes;
-    if (options_.exact_total || !FlatTerms(plan_.root, &nodes)) {
+    if (!FlatTerms(plan_.root, &nodes)) {
       RunExhaustive(segment, builder.Build(plan_.root));
       return;
     }
@@ -708,7 +813,7 @@ class Evaluation {
         while (first_essential < n &&
                Inflate(prefix[first_essential] + max_static) < top_.worst().primary) {
           ++first_essential;
-          exact_ = false;
+          pruned_ = true;
         }
         if (first_essential == n) break;
       }
@@ -750,7 +855,7 @@ class Evaluation {
       for (size_t i = first_essential; i-- > 0;) {
         if (top_.full() && Inflate(partial + prefix[i]) < top_.worst().primary) {
           possible = false;
-          exact_ = false;
+          pruned_ = true;
           break;
         }
         if (by_max[i]->doc() < d) by_max[i]->Advance(d);
@@ -768,8 +873,15 @@ class Evaluation {
   const SearchOptions& options_;
   TopK top_;
   CollectionStats stats_;
-  uint64_t total_ = 0;
-  bool exact_ = true;
+  uint64_t total_ = 0;   // matches counted, up to the cap plus one
+  bool pruned_ = false;  // the ranking skipped documents
+  bool count_missed_damaged_ = false;  // CountTotal met a damaged segment
+  // Counting stops at one past the cap (never, with exact_total).
+  const uint64_t stop_ = options_.exact_total ? UINT64_MAX : kTrackTotalHitsUpTo + 1;
+  const bool by_created_ = plan_.since_ms != std::numeric_limits<int64_t>::min() ||
+                           plan_.has_until();
+  absl::flat_hash_set<size_t> counted_;  // segments the ranking counted whole
+  std::vector<DocId> visible_docs_;       // of each segment of Run(), read once
   // LikesNeeded's cache.
   const Columns* likes_cache_columns_ = nullptr;
   double likes_cache_bound_ = -1;
@@ -801,6 +913,14 @@ void AddStats(const CollectionStats& partition, CollectionStats* total) {
   total->total_length += partition.total_length;
   total->avg_length = AverageLength(*total);
   for (const auto& [term, df] : partition.doc_freq) total->doc_freq[term] += df;
+}
+
+void CapTotal(bool exact_total, uint64_t* total_hits, bool* total_is_exact) {
+  if (exact_total) return;
+  if (*total_hits > kTrackTotalHitsUpTo) {
+    *total_hits = kTrackTotalHitsUpTo;
+    *total_is_exact = false;
+  }
 }
 
 CollectionStats ComputeStats(const index::IndexSnapshot& snapshot, const Plan& plan) {

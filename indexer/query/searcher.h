@@ -55,7 +55,7 @@ struct SearchOptions {
   uint32_t limit = 20;                // hits per page, 1 to kMaxLimit
   std::optional<SortKey> after;       // only hits after this key (the last of the previous page)
   TweetId watermark = kMaxTweetId;    // tweets with a larger id are invisible
-  bool exact_total = false;           // count every match (turns early termination off)
+  bool exact_total = false;           // count every match, not only up to kTrackTotalHitsUpTo
   int64_t now_ms = 0;                 // "now" for the recency part of the score
   ScoringParams scoring;
   // Collection statistics to score with instead of the snapshot's own (null: the snapshot's).
@@ -64,6 +64,9 @@ struct SearchOptions {
   const CollectionStats* stats = nullptr;
 };
 inline constexpr uint32_t kMaxLimit = 1000;
+// Matches are counted exactly up to this many; beyond, the total says "at least this many"
+// (Elasticsearch's track_total_hits default), unless exact_total asks for every one.
+inline constexpr uint64_t kTrackTotalHitsUpTo = 10'000;
 
 struct Hit {
   TweetId id = 0;
@@ -75,9 +78,19 @@ struct Hit {
 
 struct SearchResult {
   std::vector<Hit> hits;
-  uint64_t total_hits = 0;      // matches after `after`; a lower bound unless total_is_exact
+  // The matches of the query under the watermark, whatever the sort and the page (not only
+  // those after `after`): exact if total_is_exact, else kTrackTotalHitsUpTo, meaning "at
+  // least that many". The same for every sort mode, page and replica.
+  uint64_t total_hits = 0;
   bool total_is_exact = true;
+  // Diagnostics: the ranking skipped documents (early termination or pruning).
+  bool pruned = false;
 };
+
+// Applies the kTrackTotalHitsUpTo rule to a total (one partition's, or partitions' summed,
+// exact only if each was): beyond the cap, the cap and "at least". A partition that was
+// capped reports the cap, so a sum with it is at least the cap too.
+void CapTotal(bool exact_total, uint64_t* total_hits, bool* total_is_exact);
 
 CollectionStats ComputeStats(const index::IndexSnapshot& snapshot, const Plan& plan);
 // Adds the statistics of one partition into `total` (documents, lengths, document frequencies)

@@ -106,6 +106,34 @@ TEST(SealedSegmentTest, DenseBlocksAreBitmapsAndCursorsAgreeWithTheirDocs) {
       ASSERT_EQ(c->positions()[0], i % 7) << term;
     }
     ASSERT_EQ(got, want) << term;
+    // Filled into bitmaps of random windows (not aligned to words or blocks), from the start
+    // and from random places, the DocIds are the same; a cursor moved by Next() in between
+    // stays in step.
+    for (int trial = 0; trial < 50; ++trial) {
+      std::unique_ptr<PostingCursor> b = segment->OpenTerm(term, 3000);
+      if (trial > 0) b->Advance(rng() % 3000);
+      std::vector<DocId> filled;
+      const auto first = std::lower_bound(want.begin(), want.end(), b->doc());
+      DocId from = b->doc() == kEndDoc ? 3000 : b->doc() - std::min<DocId>(b->doc(), rng() % 9);
+      while (from < 3000) {
+        const DocId end = std::min<DocId>(3000, from + 1 + rng() % 700);
+        std::vector<uint64_t> words((end - from + 63) / 64 + 1, 0);
+        words.back() = 0xA5;  // a word past the window is left alone
+        b->FillBits(from, end, words.data());
+        ASSERT_EQ(words.back(), 0xA5u) << term;
+        for (DocId d = from; d < end; ++d) {
+          if ((words[(d - from) / 64] >> ((d - from) % 64)) & 1) filled.push_back(d);
+        }
+        ASSERT_GE(b->doc(), end) << term;
+        from = end;
+        if (b->doc() != kEndDoc && rng() % 2 == 0) {
+          filled.push_back(b->doc());
+          from = b->doc() + 1;
+          b->Next();
+        }
+      }
+      ASSERT_EQ(filled, std::vector<DocId>(first, want.end())) << term << " trial " << trial;
+    }
     // Random advances land on the first DocId >= target, with the right frequency.
     for (int trial = 0; trial < 200; ++trial) {
       std::unique_ptr<PostingCursor> a = segment->OpenTerm(term, 3000);

@@ -81,25 +81,86 @@ TEST_F(SearcherTest, PagesNeitherRepeatNorSkipWhileTweetsArrive) {
   o.after = page2.hits.back().key;
   SearchResult page3 = Run("news", o);
   EXPECT_EQ(Ids(page3), (std::vector<TweetId>{2, 1}));
-  EXPECT_EQ(page3.total_hits, 2u);
+  EXPECT_EQ(page3.total_hits, 10u);  // every match under the watermark, on every page
   // A fresh first page sees the new tweets.
   EXPECT_EQ(Ids(Run("news", SearchOptions{})).front(), 12u);
 }
 
-TEST_F(SearcherTest, TotalsAreExactOrMarkedAsLowerBounds) {
-  for (TweetId id = 1; id <= 30; ++id) Add(id, "word");
+TEST_F(SearcherTest, TotalsAreTheSameForEverySortAndPage) {
+  for (TweetId id = 1; id <= 30; ++id) Add(id, id % 3 == 0 ? "word rare" : "word");
   ASSERT_TRUE(index_->Seal().ok());
   ASSERT_TRUE(index_->Compact().ok());  // one sealed segment: newest-first stops early
-  SearchOptions o;
-  o.limit = 5;
-  SearchResult early = Run("word", o);
-  EXPECT_FALSE(early.total_is_exact);
-  EXPECT_GE(early.total_hits, 5u);
-  o.exact_total = true;
-  SearchResult exact = Run("word", o);
-  EXPECT_TRUE(exact.total_is_exact);
-  EXPECT_EQ(exact.total_hits, 30u);
-  EXPECT_EQ(Ids(exact), Ids(early));
+  for (SortMode sort : {SortMode::kNewest, SortMode::kBestMatch, SortMode::kMostLiked}) {
+    SearchOptions o;
+    o.sort = sort;
+    o.limit = 5;
+    SearchResult page1 = Run("word", o);
+    EXPECT_TRUE(page1.total_is_exact);
+    EXPECT_EQ(page1.total_hits, 30u);
+    o.after = page1.hits.back().key;
+    SearchResult page2 = Run("word", o);
+    EXPECT_EQ(page2.total_hits, 30u);
+    o.after.reset();
+    EXPECT_EQ(Run("word rare", o).total_hits, 10u);
+  }
+  // Early termination still ran: the total no longer depends on it.
+  SearchOptions newest;
+  newest.limit = 5;
+  EXPECT_TRUE(Run("word", newest).pruned);
+}
+
+TEST_F(SearcherTest, TotalsAreExactUpToTenThousandThenAtLeast) {
+  const TweetId n = kTrackTotalHitsUpTo + 5;
+  for (TweetId id = 1; id <= n; ++id) Add(id, id <= 10 ? "common rare" : "common");
+  ASSERT_TRUE(index_->Seal().ok());
+  Add(n + 1, "common");  // the active segment too
+  ASSERT_TRUE(index_->Delete(3).ok());
+  for (SortMode sort : {SortMode::kNewest, SortMode::kBestMatch, SortMode::kMostLiked}) {
+    SearchOptions o;
+    o.sort = sort;
+    SearchResult capped = Run("common", o);
+    EXPECT_FALSE(capped.total_is_exact);
+    EXPECT_EQ(capped.total_hits, kTrackTotalHitsUpTo);
+    SearchResult two_terms = Run("common OR nothing", o);
+    EXPECT_FALSE(two_terms.total_is_exact);
+    EXPECT_EQ(two_terms.total_hits, kTrackTotalHitsUpTo);
+    SearchResult few = Run("common rare", o);
+    EXPECT_TRUE(few.total_is_exact);
+    EXPECT_EQ(few.total_hits, 9u);  // 10 less the deleted one
+    o.exact_total = true;
+    SearchResult exact = Run("common", o);
+    EXPECT_TRUE(exact.total_is_exact);
+    EXPECT_EQ(exact.total_hits, n);  // n + 1 less the deleted one
+    // Under an older watermark the newest tweets do not count.
+    o.watermark = 100;
+    EXPECT_EQ(Run("common", o).total_hits, 99u);
+  }
+}
+
+TEST(CapTotalTest, CapsSumsAndPartsThatWereCapped) {
+  uint64_t total = 9'000;
+  bool exact = true;
+  CapTotal(false, &total, &exact);
+  EXPECT_EQ(total, 9'000u);
+  EXPECT_TRUE(exact);
+  total = 12'000;
+  CapTotal(false, &total, &exact);
+  EXPECT_EQ(total, kTrackTotalHitsUpTo);
+  EXPECT_FALSE(exact);
+  total = kTrackTotalHitsUpTo + 7;  // a capped partition's 10,000 and another's 7
+  exact = false;
+  CapTotal(false, &total, &exact);
+  EXPECT_EQ(total, kTrackTotalHitsUpTo);
+  EXPECT_FALSE(exact);
+  total = 50;  // "at least 50" (a damaged segment was not counted) stays so
+  CapTotal(false, &total, &exact);
+  EXPECT_EQ(total, 50u);
+  EXPECT_FALSE(exact);
+  total = 12'000;
+  exact = true;
+  CapTotal(true, &total, &exact);
+  EXPECT_EQ(total, 12'000u);
+  EXPECT_TRUE(exact);
 }
 
 TEST_F(SearcherTest, ExtremeTimesAndLikesScoreWithoutOverflow) {

@@ -1,0 +1,320 @@
+#include "indexer/query/counter.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+namespace tweetsearch::query {
+
+using index::Columns;
+using index::DocId;
+using index::kEndDoc;
+using index::PostingCursor;
+
+namespace {
+
+// DocIds per window: 2 KiB of bits per node, which stays in the first-level cache.
+constexpr DocId kWindow = DocId{1} << 14;
+constexpr size_t kWindowWords = kWindow / 64;
+// An AND whose rarest list holds fewer postings than one per this many DocIds is counted a
+// DocId at a time.
+constexpr uint64_t kSparse = 256;
+
+size_t Words(DocId from, DocId end) { return (end - from + 63) / 64; }
+
+bool AnyBit(const uint64_t* words, size_t n) {
+  uint64_t any = 0;
+  for (size_t w = 0; w < n; ++w) any |= words[w];
+  return any != 0;
+}
+
+uint64_t PopCount(const uint64_t* words, size_t n) {
+  uint64_t total = 0;
+  for (size_t w = 0; w < n; ++w) total += static_cast<uint64_t>(std::popcount(words[w]));
+  return total;
+}
+
+}  // namespace
+
+struct MatchCounter::Node {
+  PlanNode::Kind kind = PlanNode::Kind::kNothing;
+  std::unique_ptr<PostingCursor> cursor;  // kTerm
+  std::unique_ptr<DocSource> source;      // kPhrase
+  std::vector<std::unique_ptr<Node>> children;  // kAnd: fewest postings first; kOr
+  std::vector<std::unique_ptr<Node>> excluded;  // kAnd
+  // Postings the node's lists hold (an upper bound of its matches), to choose between
+  // decoding a child's window and looking bits up in it.
+  uint64_t postings = 0;
+  uint64_t bits[kWindowWords];
+};
+
+MatchCounter::MatchCounter(const index::Segment& segment, DocId visible, const Plan& plan,
+                           TweetId watermark, const PhraseSources& phrases)
+    : segment_(segment), visible_(visible), plan_(plan), watermark_(watermark) {
+  const Columns& c = segment.columns();
+  if (segment.MaxTweetId() > watermark && visible > 0) {
+    if (segment.newest_first()) {
+      // TweetIds descend: the tweets above the watermark are a prefix.
+      DocId lo = 0, hi = visible;
+      while (lo < hi) {
+        const DocId mid = lo + (hi - lo) / 2;
+        if (c.tweet_id(mid) > watermark) {
+          lo = mid + 1;
+        } else {
+          hi = mid;
+        }
+      }
+      above_watermark_ = lo;
+    } else {
+      check_id_ = true;
+    }
+  }
+  check_created_ = plan.since_ms != std::numeric_limits<int64_t>::min() || plan.has_until();
+  root_ = Build(plan.root, phrases);
+}
+
+MatchCounter::~MatchCounter() = default;
+
+std::unique_ptr<MatchCounter::Node> MatchCounter::Build(const PlanNode& plan_node,
+                                                        const PhraseSources& phrases) {
+  auto node = std::make_unique<Node>();
+  auto nothing = [] { return std::make_unique<Node>(); };  // matches no tweet
+  switch (plan_node.kind) {
+    case PlanNode::Kind::kNothing:
+      return node;
+    case PlanNode::Kind::kTerm:
+      node->cursor = segment_.OpenTerm(plan_node.term, visible_);
+      if (node->cursor == nullptr || node->cursor->doc() == kEndDoc) return nothing();
+      node->postings = node->cursor->size();
+      break;
+    case PlanNode::Kind::kPhrase: {
+      node->source = phrases(plan_node);
+      if (node->source == nullptr || node->source->doc() == kEndDoc) return nothing();
+      node->postings = visible_;
+      for (const std::string& term : plan_node.phrase_terms) {
+        node->postings = std::min<uint64_t>(node->postings, segment_.DocFreq(term));
+      }
+      break;
+    }
+    case PlanNode::Kind::kAnd:
+      node->postings = visible_;
+      for (const PlanNode& child : plan_node.children) {
+        node->children.push_back(Build(child, phrases));
+        if (node->children.back()->kind == PlanNode::Kind::kNothing) return nothing();
+        node->postings = std::min(node->postings, node->children.back()->postings);
+      }
+      for (const PlanNode& child : plan_node.excluded) {
+        std::unique_ptr<Node> built = Build(child, phrases);
+        if (built->kind != PlanNode::Kind::kNothing) node->excluded.push_back(std::move(built));
+      }
+      if (node->children.empty()) return nothing();  // the planner never makes one
+      std::stable_sort(node->children.begin(), node->children.end(),
+                       [](const auto& a, const auto& b) { return a->postings < b->postings; });
+      break;
+    case PlanNode::Kind::kOr:
+      for (const PlanNode& child : plan_node.children) {
+        std::unique_ptr<Node> built = Build(child, phrases);
+        if (built->kind == PlanNode::Kind::kNothing) continue;
+        node->postings += built->postings;
+        node->children.push_back(std::move(built));
+      }
+      if (node->children.empty()) return nothing();
+      break;
+  }
+  node->kind = plan_node.kind;
+  return node;
+}
+
+// No match of `node` lies before the DocId returned: every cursor stands on its first posting
+// at or after a DocId no later than the first one not yet counted.
+DocId MatchCounter::NextPossible(const Node& node) {
+  switch (node.kind) {
+    case PlanNode::Kind::kNothing:
+      return kEndDoc;
+    case PlanNode::Kind::kTerm:
+      return node.cursor->doc();
+    case PlanNode::Kind::kPhrase:
+      return node.source->doc();
+    case PlanNode::Kind::kAnd: {
+      DocId d = 0;
+      for (const auto& child : node.children) d = std::max(d, NextPossible(*child));
+      return d;
+    }
+    case PlanNode::Kind::kOr: {
+      DocId d = kEndDoc;
+      for (const auto& child : node.children) d = std::min(d, NextPossible(*child));
+      return d;
+    }
+  }
+  return kEndDoc;
+}
+
+// Sets node.bits to the node's matches in [from, end) (bit i for DocId from + i).
+void MatchCounter::Fill(Node& node, DocId from, DocId end) {
+  const size_t n = Words(from, end);
+  std::memset(node.bits, 0, n * sizeof(uint64_t));
+  switch (node.kind) {
+    case PlanNode::Kind::kNothing:
+      return;
+    case PlanNode::Kind::kTerm:
+      if (node.cursor->doc() < end) node.cursor->FillBits(from, end, node.bits);
+      return;
+    case PlanNode::Kind::kPhrase: {
+      DocSource& s = *node.source;
+      if (s.doc() < from) s.Advance(from);
+      for (DocId d = s.doc(); d < end; s.Next(), d = s.doc()) {
+        node.bits[(d - from) / 64] |= uint64_t{1} << ((d - from) % 64);
+      }
+      return;
+    }
+    case PlanNode::Kind::kOr:
+      for (const auto& child : node.children) {
+        if (NextPossible(*child) >= end) continue;
+        Fill(*child, from, end);
+        for (size_t w = 0; w < n; ++w) node.bits[w] |= child->bits[w];
+      }
+      return;
+    case PlanNode::Kind::kAnd: {
+      Node& lead = *node.children[0];
+      Fill(lead, from, end);
+      std::memcpy(node.bits, lead.bits, n * sizeof(uint64_t));
+      for (size_t i = 1; i < node.children.size() && AnyBit(node.bits, n); ++i) {
+        Intersect(node, *node.children[i], from, end, true);
+      }
+      for (size_t i = 0; i < node.excluded.size() && AnyBit(node.bits, n); ++i) {
+        Intersect(node, *node.excluded[i], from, end, false);
+      }
+      return;
+    }
+  }
+}
+
+// Keeps in node.bits only the DocIds `child` matches (keep) or does not match (!keep). When few
+// bits are left next to what the child would decode in the window, each is looked up.
+void MatchCounter::Intersect(Node& node, Node& child, DocId from, DocId end, bool keep) {
+  const size_t n = Words(from, end);
+  const uint64_t left = PopCount(node.bits, n);
+  // Filling the child costs about its postings in the window (were they spread evenly), but
+  // no more than a byte of bitmap per 8 DocIds (dense lists are bitmaps); a lookup costs about
+  // as much as ten of either.
+  const uint64_t expected = child.postings * (end - from) / std::max<DocId>(visible_, 1);
+  if (left * 10 < std::min<uint64_t>(expected, (end - from) / 8)) {
+    for (size_t w = 0; w < n; ++w) {
+      for (uint64_t word = node.bits[w]; word != 0; word &= word - 1) {
+        const DocId d = from + static_cast<DocId>(w * 64 + std::countr_zero(word));
+        if (Contains(child, d) != keep) node.bits[w] &= ~(uint64_t{1} << (d - from) % 64);
+      }
+    }
+    return;
+  }
+  if (NextPossible(child) >= end) {
+    if (keep) std::memset(node.bits, 0, n * sizeof(uint64_t));
+    return;
+  }
+  Fill(child, from, end);
+  for (size_t w = 0; w < n; ++w) {
+    node.bits[w] &= keep ? child.bits[w] : ~child.bits[w];
+  }
+}
+
+// Whether `node` matches `d`. Moves its cursors forward, so DocIds asked for must increase.
+bool MatchCounter::Contains(Node& node, DocId d) {
+  switch (node.kind) {
+    case PlanNode::Kind::kNothing:
+      return false;
+    case PlanNode::Kind::kTerm:
+      if (node.cursor->doc() < d) node.cursor->Advance(d);
+      return node.cursor->doc() == d;
+    case PlanNode::Kind::kPhrase:
+      if (node.source->doc() < d) node.source->Advance(d);
+      return node.source->doc() == d;
+    case PlanNode::Kind::kOr: {
+      bool any = false;
+      // Every child is moved to d, so that later lookups start from there.
+      for (const auto& child : node.children) any = Contains(*child, d) || any;
+      return any;
+    }
+    case PlanNode::Kind::kAnd:
+      for (const auto& child : node.children) {
+        if (!Contains(*child, d)) return false;
+      }
+      for (const auto& child : node.excluded) {
+        if (Contains(*child, d)) return false;
+      }
+      return true;
+  }
+  return false;
+}
+
+void MatchCounter::Count(DocId from, uint64_t stop, uint64_t* count) {
+  // A sparse AND is cheaper a DocId at a time: a window's bitmaps would cost more to clear
+  // and scan than its few candidates to look up, which leapfrog. (A term or an OR has nothing
+  // to skip: its windows are cheaper.)
+  if (root_->kind == PlanNode::Kind::kAnd && root_->postings * kSparse < visible_) {
+    CountSparse(from, stop, count);
+    return;
+  }
+  DocId at = from;  // DocIds before it are counted
+  while (*count < stop && at < visible_) {
+    const DocId next = std::max(at, NextPossible(*root_));
+    if (next >= visible_) return;
+    const DocId start = next & ~DocId{63};  // words line up with the deleted bits
+    const DocId end = start + std::min<DocId>(kWindow, visible_ - start);
+    Fill(*root_, start, end);
+    if (start < at) root_->bits[0] &= ~uint64_t{0} << (at - start);  // counted already
+    *count += CountWindow(root_->bits, start, end);
+    at = end;
+  }
+}
+
+void MatchCounter::CountSparse(DocId from, uint64_t stop, uint64_t* count) {
+  for (DocId d = std::max(from, NextPossible(*root_)); d < visible_ && *count < stop;
+       d = std::max(d + 1, NextPossible(*root_))) {
+    if (!Contains(*root_, d)) continue;
+    const DocId base = d & ~DocId{63};
+    const uint64_t bit = uint64_t{1} << (d - base);
+    *count += CountWindow(&bit, base, d + 1);
+  }
+}
+
+uint64_t MatchCounter::CountWindow(const uint64_t* bits, DocId from, DocId end) const {
+  const Columns& c = segment_.columns();
+  const bool check_likes = plan_.min_likes > 0;
+  uint64_t total = 0;
+  const size_t n = Words(from, end);
+  for (size_t w = 0; w < n; ++w) {
+    uint64_t word = bits[w];
+    if (word == 0) continue;
+    const DocId base = from + static_cast<DocId>(w * 64);
+    word &= ~c.deleted_word(base / 64);
+    if (base < above_watermark_) {
+      const DocId shift = above_watermark_ - base;
+      word = shift >= 64 ? 0 : word & (~uint64_t{0} << shift);
+    }
+    if (word != 0 && (check_id_ || check_created_ || check_likes)) word = FilterWord(word, base);
+    total += static_cast<uint64_t>(std::popcount(word));
+  }
+  return total;
+}
+
+// Clears the bits of the 64 tweets from `base` that fail the filters checked tweet by tweet,
+// after ruling the whole range out by its bounds where they allow.
+uint64_t MatchCounter::FilterWord(uint64_t word, DocId base) const {
+  const Columns& c = segment_.columns();
+  if (plan_.min_likes > 0 && c.range_max_likes(base) < plan_.min_likes) return 0;
+  if (check_created_ && c.range_max_created_at_ms(base) < plan_.since_ms) return 0;
+  for (uint64_t left = word; left != 0; left &= left - 1) {
+    const int bit = std::countr_zero(left);
+    const DocId d = base + static_cast<DocId>(bit);
+    bool pass = !(check_id_ && c.tweet_id(d) > watermark_);
+    if (pass && check_created_) {
+      const int64_t created = c.created_at_ms(d);
+      pass = created >= plan_.since_ms && (!plan_.has_until() || created < plan_.until_ms);
+    }
+    if (pass && plan_.min_likes > 0) pass = c.likes(d) >= plan_.min_likes;
+    if (!pass) word &= ~(uint64_t{1} << bit);
+  }
+  return word;
+}
+
+}  // namespace tweetsearch::query

@@ -1,0 +1,89 @@
+// MatchCounter: counts the tweets of one segment that match a plan, without ranking them.
+//
+// It walks the segment in windows of DocIds. In each window every posting list the plan needs
+// sets its bits in a bitmap (a bitmap block of a sealed list is copied, a packed block sets one
+// bit per DocId); an AND combines its children's bitmaps word by word, an OR likewise, an
+// exclusion clears; then the deleted tweets' words are cleared and the words popcounted. A child
+// of an AND whose window would cost far more to fill than looking up the few bits left is
+// probed instead. Windows start where the plan's next match can be, so a rare term jumps across
+// the segment. An AND whose rarest list is sparse (fewer postings than one per 256 DocIds) is
+// counted a DocId at a time instead, each candidate looked up. Only filters that may fail in a
+// range of 64 tweets (by the columns' per-range bounds) read a column, tweet by tweet.
+//
+// A phrase needs positions, which bitmaps do not hold: its matches come from a DocSource the
+// caller supplies, one DocId at a time.
+//
+// Thread-safety: one counter per thread; the segment must outlive it.
+#ifndef TWEETSEARCH_INDEXER_QUERY_COUNTER_H_
+#define TWEETSEARCH_INDEXER_QUERY_COUNTER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "common/ids.h"
+#include "indexer/index/segment.h"
+#include "indexer/query/plan.h"
+
+namespace tweetsearch::query {
+
+// The DocIds matching one plan node, ascending.
+class DocSource {
+ public:
+  virtual ~DocSource() = default;
+  // The current match, or index::kEndDoc.
+  virtual index::DocId doc() const = 0;
+  virtual void Next() = 0;
+  // Moves to the first match at or after target. Requires: target >= doc().
+  virtual void Advance(index::DocId target) = 0;
+};
+
+class MatchCounter {
+ public:
+  // Makes the DocSource of a phrase node (restricted to the counter's visible DocIds).
+  using PhraseSources = std::function<std::unique_ptr<DocSource>(const PlanNode&)>;
+
+  // Counts the matches of `plan` (its terms and its filters) among DocIds [0, visible) whose
+  // TweetId is at most `watermark` and that are not deleted.
+  MatchCounter(const index::Segment& segment, index::DocId visible, const Plan& plan,
+               TweetId watermark, const PhraseSources& phrases);
+  ~MatchCounter();
+  MatchCounter(const MatchCounter&) = delete;
+  MatchCounter& operator=(const MatchCounter&) = delete;
+
+  // Adds to *count the matches among DocIds [from, visible), stopping at the end of the first
+  // window after which *count is at least `stop` (so it may pass `stop`). Call once.
+  void Count(index::DocId from, uint64_t stop, uint64_t* count);
+
+ private:
+  struct Node;
+
+  // How a window's bits of `node` are computed.
+  std::unique_ptr<Node> Build(const PlanNode& plan_node, const PhraseSources& phrases);
+  static index::DocId NextPossible(const Node& node);
+  void Fill(Node& node, index::DocId from, index::DocId end);
+  void Intersect(Node& node, Node& child, index::DocId from, index::DocId end, bool keep);
+  static bool Contains(Node& node, index::DocId d);
+  // Counts a DocId at a time, for an AND whose rarest list is sparse.
+  void CountSparse(index::DocId from, uint64_t stop, uint64_t* count);
+  // The window's matches: the root's bits less the deleted, the invisible and the filtered.
+  uint64_t CountWindow(const uint64_t* bits, index::DocId from, index::DocId end) const;
+  uint64_t FilterWord(uint64_t word, index::DocId base) const;
+
+  const index::Segment& segment_;
+  const index::DocId visible_;
+  const Plan& plan_;
+  const TweetId watermark_;
+  // DocIds below this hold tweets above the watermark (a sealed segment, newest first).
+  index::DocId above_watermark_ = 0;
+  // Filters checked tweet by tweet: the watermark in an active segment (arrival order), since/
+  // until, min_faves.
+  bool check_id_ = false;
+  bool check_created_ = false;
+  std::unique_ptr<Node> root_;
+};
+
+}  // namespace tweetsearch::query
+
+#endif  // TWEETSEARCH_INDEXER_QUERY_COUNTER_H_
