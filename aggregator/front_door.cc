@@ -155,6 +155,7 @@ absl::StatusOr<SearchResponse> FrontDoor::Search(const SearchRequest& request,
   const uint64_t fingerprint = QueryFingerprint(request.search_terms);
   query::SearchOptions options;
   options.sort = request.sort;
+  options.exact_total = request.exact_total;
   options.limit = limit + 1;  // one more than asked tells whether a next page exists
   std::optional<PageCursor> cursor_from_token;
   if (request.page_token.empty()) {

@@ -69,6 +69,9 @@ struct SearchRequest {
   // In a cluster, answer without the partitions that have no live replica (partial: true)
   // instead of failing with Unavailable.
   bool allow_partial = false;
+  // Count every match: by default total_hits is exact up to 10,000 and otherwise says "at
+  // least 10,000" (query::kTrackTotalHitsUpTo).
+  bool exact_total = false;
 };
 
 // Bytes [begin, end) of a tweet's text that matched a query word.

@@ -75,6 +75,7 @@ class Service final : public v1::TweetSearch::Service {
       search.sort = static_cast<query::SortMode>(request->sort());
       search.page_token = request->page_token();
       search.allow_partial = request->allow_partial();
+      search.exact_total = request->exact_total();
       if (search.search_terms.empty()) return absl::InvalidArgumentError("search_terms is required");
       absl::StatusOr<SearchResponse> result = door_.Search(search, call);
       if (!result.ok()) return result.status();

@@ -458,6 +458,7 @@ absl::StatusOr<aggregator::SearchOutcome> ClusterBackend::RunSearch(
   }
   request.set_watermark(o.watermark);
   request.set_now_ms(o.now_ms);
+  request.set_exact_total(o.exact_total);
   if (o.stats != nullptr) ToProto(*o.stats, request.mutable_stats());
   auto fan = std::make_shared<FanOut<ipb::PartitionSearchResponse>>(
       std::move(replicas),
@@ -490,6 +491,7 @@ absl::StatusOr<aggregator::SearchOutcome> ClusterBackend::RunSearch(
                                 query::SortKey{h.primary(), h.id()}});
     }
   }
+  query::CapTotal(o.exact_total, &out.total_hits, &out.total_is_exact);
   std::sort(hits.begin(), hits.end(),
             [](const query::Hit& a, const query::Hit& b) { return query::Before(a.key, b.key); });
   if (hits.size() > o.limit) hits.resize(o.limit);

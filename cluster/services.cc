@@ -157,6 +157,7 @@ query::SearchOptions ToOptions(const ipb::PartitionSearchRequest& r,
   if (r.has_after()) o.after = query::SortKey{r.after_primary(), r.after_id()};
   o.watermark = r.watermark() == 0 ? kMaxTweetId : r.watermark();
   o.now_ms = r.now_ms();
+  o.exact_total = r.exact_total();
   if (r.has_stats()) {
     *stats = FromProto(r.stats());
     o.stats = stats;

@@ -336,13 +336,15 @@ int main(int argc, char** argv) {
 
   std::string query, sort = "newest", page_token;
   int limit = 20;
-  bool as_json = false;
+  bool as_json = false, exact_total = false;
   auto* search = app.add_subcommand("search", "Search and print a table (or --json)");
   search->add_option("query", query, "Query")->required();
   search->add_option("--sort", sort, "newest, best_match or most_liked (or 0, 1, 2)")->capture_default_str();
   search->add_option("--limit", limit, "Results")->check(CLI::Range(1, 100))->capture_default_str();
   search->add_option("--page-token", page_token, "Continue from this token");
   search->add_flag("--json", as_json, "Print the server's JSON");
+  search->add_flag("--exact-total", exact_total,
+                   "Count every match (by default the count is exact up to 10,000)");
 
   std::string id;
   auto* get = app.add_subcommand("get", "Show one tweet");
@@ -427,6 +429,7 @@ int main(int argc, char** argv) {
     std::string target = StrCat("/v1/search?search_terms=", UrlEncode(query),
                                 "&maximum_results_to_return=", limit, "&sort=", UrlEncode(sort));
     if (!page_token.empty()) target += "&page_token=" + UrlEncode(page_token);
+    if (exact_total) target += "&exact_total=true";
     if (int rc = Call(client, g, "GET", target, {}, &reply); rc != kOk) return rc;
     if (as_json) {
       std::cout << reply.body << "\n";
@@ -435,7 +438,7 @@ int main(int argc, char** argv) {
     json body = json::parse(reply.body);
     PrintTweets(body["results"]);
     std::cout << body["results"].size() << " shown of " << body["total_hits"]
-              << (body.value("total_is_exact", true) ? "" : "+") << " matches in "
+              << (body.value("total_is_exact", true) ? "" : " or more") << " matches in "
               << body["took_ms"] << " ms\n";
     if (!body["next_page_token"].is_null()) {
       std::cout << "next page: --page-token " << body["next_page_token"].get<std::string>() << "\n";

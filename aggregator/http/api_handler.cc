@@ -500,7 +500,8 @@ HttpResponse ApiHandler::HandleSearch(const HttpRequest& request, const QueryPar
   }
   if (const std::string* token = Param(params, {"page_token"})) search.page_token = *token;
   for (auto [name, flag] : {std::pair{"highlight", &search.highlight},
-                            std::pair{"allow_partial", &search.allow_partial}}) {
+                            std::pair{"allow_partial", &search.allow_partial},
+                            std::pair{"exact_total", &search.exact_total}}) {
     const std::string* value = Param(params, {name});
     if (value == nullptr) continue;
     if (*value != "true" && *value != "1" && *value != "false" && *value != "0") {

@@ -35,7 +35,7 @@ class HttpTest : public ::testing::Test {
     config.http.io_threads = 2;
     config.http.worker_threads = 2;
     config.grpc_port = 0;
-    config.sample = 500;
+    config.sample = sample_;
     config.demo_key_scopes = {"search", "ingest"};  // these tests write with it
     config.engine.store.block_cache_bytes = 8 << 20;
     auto daemon = Daemon::Start(config);
@@ -63,10 +63,63 @@ class HttpTest : public ::testing::Test {
     return body["error"]["code"].get<std::string>();
   }
 
+  uint32_t sample_ = 500;  // synthetic tweets loaded at start
   testing::TempDir dir_;
   std::unique_ptr<Daemon> daemon_;
   std::unique_ptr<HttpClient> client_;
 };
+
+// With more matches than the 10,000 counted exactly by default.
+class HttpTotalsTest : public HttpTest {
+ protected:
+  HttpTotalsTest() { sample_ = 12'000; }
+};
+
+TEST_F(HttpTotalsTest, TotalsAreExactUpToTenThousandTheSameForEverySortAndPage) {
+  // About 95% of the sample is English: more than 10,000 matches.
+  json exact = Search("q=lang:en&exact_total=true");
+  ASSERT_TRUE(exact["total_is_exact"].get<bool>());
+  const uint64_t n = exact["total_hits"];
+  ASSERT_GT(n, 10'000u);
+  ASSERT_LE(n, 12'000u);
+  // A rarer language: fewer than 10,000, exact without asking.
+  const json rare = Search("q=lang:es");
+  ASSERT_TRUE(rare["total_is_exact"].get<bool>());
+  const uint64_t rare_n = rare["total_hits"];
+  ASSERT_GT(rare_n, 20u);
+  for (const char* sort : {"newest", "best_match", "most_liked"}) {
+    const std::string s = std::string("&sort=") + sort;
+    json capped = Search("q=lang:en" + s);
+    EXPECT_FALSE(capped["total_is_exact"].get<bool>()) << sort;
+    EXPECT_EQ(capped["total_hits"], 10'000) << sort;
+    EXPECT_EQ(Search("q=lang:en&exact_total=1" + s)["total_hits"], n) << sort;
+    json page1 = Search("q=lang:es&maximum_results_to_return=7" + s);
+    EXPECT_EQ(page1["total_hits"], rare_n) << sort;
+    json page2 = Search("q=lang:es&maximum_results_to_return=7" + s + "&page_token=" +
+                        page1["next_page_token"].get<std::string>());
+    EXPECT_EQ(page2["total_hits"], rare_n) << sort;
+    EXPECT_TRUE(page2["total_is_exact"].get<bool>()) << sort;
+  }
+  json bad = Search("q=lang:en&exact_total=maybe", 400);
+  EXPECT_EQ(bad["error"]["code"], "invalid_argument");
+
+  // gRPC: the same rule and the same counts.
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(daemon_->grpc_port()),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = v1::TweetSearch::NewStub(channel);
+  for (bool ask_exact : {false, true}) {
+    grpc::ClientContext context;
+    v1::SearchRequest request;
+    request.set_api_dev_key(std::string(kDemoKey));
+    request.set_search_terms("lang:en");
+    request.set_sort(v1::SORT_MOST_LIKED);
+    request.set_exact_total(ask_exact);
+    v1::SearchResponse response;
+    ASSERT_TRUE(stub->Search(&context, request, &response).ok());
+    EXPECT_EQ(response.total_is_exact(), ask_exact);
+    EXPECT_EQ(response.total_hits(), ask_exact ? n : 10'000u);
+  }
+}
 
 TEST_F(HttpTest, IngestSearchGetLikesDelete) {
   EXPECT_EQ(Call("GET", "/healthz").status, 200);

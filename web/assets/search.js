@@ -7,6 +7,7 @@ import {
 const form = document.getElementById('search-form');
 const queryInput = document.getElementById('query');
 const sortSelect = document.getElementById('sort');
+const exactBox = document.getElementById('exact-total');
 const results = document.getElementById('results');
 const more = document.getElementById('more');
 const message = document.getElementById('message');
@@ -54,6 +55,7 @@ async function run(append) {
     sort: current.sort,
     limit: 20,
     highlight: 'true',
+    exact_total: current.exact ? 'true' : undefined,
     page_token: append ? current.next : undefined,
   };
   more.disabled = true;
@@ -67,8 +69,9 @@ async function run(append) {
     current.next = body.next_page_token;
     more.hidden = !current.next;
     const shown = results.children.length;
-    // total_hits counts the matches from this page on; a lower bound unless exact.
-    const count = formatNumber(shown - body.results.length + body.total_hits);
+    // total_hits counts every match of the query (every page), exact up to 10,000; beyond,
+    // it is 10,000 and total_is_exact is false.
+    const count = formatNumber(body.total_hits);
     const total = body.total_is_exact ? count : `at least ${count}`;
     summary.textContent = shown === 0 ? 'No tweets match.'
       : `${formatNumber(shown)} shown of ${total} matching · ${body.took_ms.toFixed(1)} ms`;
@@ -93,10 +96,12 @@ function search() {
     showMessage(message, 'Type something to search for.', 'info');
     return;
   }
-  current = { q, sort: sortSelect.value, next: null };
+  current = { q, sort: sortSelect.value, exact: exactBox.checked, next: null };
   const url = new URL(window.location);
   url.searchParams.set('q', q);
   url.searchParams.set('sort', current.sort);
+  if (current.exact) url.searchParams.set('exact_total', '1');
+  else url.searchParams.delete('exact_total');
   history.replaceState(null, '', url);
   run(false);
 }
@@ -105,9 +110,11 @@ form.addEventListener('submit', (event) => {
   event.preventDefault();
   search();
 });
-sortSelect.addEventListener('change', () => {
-  if (queryInput.value.trim()) search();
-});
+for (const control of [sortSelect, exactBox]) {
+  control.addEventListener('change', () => {
+    if (queryInput.value.trim()) search();
+  });
+}
 more.addEventListener('click', () => run(true));
 
 async function start() {
@@ -121,6 +128,7 @@ async function start() {
   getKey = bindKeyInput(document.getElementById('api-key'), demoKey, 'tweetsearch.search_key');
   const params = new URLSearchParams(window.location.search);
   if (params.get('sort')) sortSelect.value = params.get('sort');
+  exactBox.checked = params.get('exact_total') === '1';
   if (params.get('q')) {
     queryInput.value = params.get('q');
     search();

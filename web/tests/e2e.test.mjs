@@ -140,6 +140,12 @@ test('search: results, highlights, paging, sort, quota, 400/401/429 messages', a
   assert.notDeepEqual(await resultIds(page), first);
   await screenshot(page, 'search-most-liked');
 
+  // Exact count: the box asks for every match to be counted, and the URL keeps it.
+  await page.check('#exact-total');
+  await waitFor(async () => page.url().includes('exact_total=1')
+    && (await page.locator('body').getAttribute('data-busy')) === 'false', 'the exact-count search');
+  assert.match(await page.locator('#summary').textContent(), /20 shown of [\d,]+ matching/);
+
   // A malformed query: a 400 that says what is wrong.
   await page.fill('#query', '(love');
   await page.press('#query', 'Enter');
