@@ -33,7 +33,8 @@ class LikesOverlay {
 
   // Entries held (one per changed tweet).
   uint32_t size() const { return size_.load(std::memory_order_acquire); }
-  // Calls fn(doc, likes) for every entry, in no particular order. Writer only.
+  // Calls fn(doc, likes) for every entry, in no particular order. Any thread: an entry set
+  // meanwhile may be missed (the tables it reads are never freed while the overlay lives).
   void ForEach(const std::function<void(uint32_t doc, uint32_t likes)>& fn) const;
   // Heap bytes held, old tables included.
   size_t MemoryBytes() const;

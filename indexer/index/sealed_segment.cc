@@ -1094,6 +1094,16 @@ void SealedSegment::MarkDamaged(std::string why) const {
   damaged_.store(true, std::memory_order_release);
 }
 
+std::span<const LikesTier> SealedSegment::likes_tiers() const {
+  std::call_once(tiers_once_, [this] {
+    tiers_ = BuildLikesTiers(columns(), num_docs_);
+    size_t bytes = 0;
+    for (const LikesTier& t : tiers_) bytes += t.docs.capacity() * sizeof(DocId);
+    tiers_bytes_.store(bytes, std::memory_order_release);
+  });
+  return tiers_;
+}
+
 absl::Status SealedSegment::Health() const {
   if (!damaged_.load(std::memory_order_acquire)) return absl::OkStatus();
   absl::MutexLock lock(&damage_mu_);
@@ -1154,7 +1164,8 @@ std::optional<DocId> SealedSegment::Find(TweetId id) const {
 uint32_t SealedSegment::num_live_docs() const { return num_docs_ - columns().deleted_count(); }
 
 size_t SealedSegment::MemoryBytes() const {
-  size_t bytes = columns().MemoryBytes() + (chunk_sums_.size() + 63) / 64 * 8 + sizeof(*this);
+  size_t bytes = columns().MemoryBytes() + (chunk_sums_.size() + 63) / 64 * 8 + sizeof(*this) +
+                 tiers_bytes_.load(std::memory_order_acquire);
   if (!bytes_->mapped()) bytes += bytes_->size();
   return bytes;
 }

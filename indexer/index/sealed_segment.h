@@ -24,6 +24,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -34,6 +35,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "indexer/index/likes_tiers.h"
 #include "indexer/index/mapped_file.h"
 #include "indexer/index/segment.h"
 #include "indexer/index/term_dictionary.h"
@@ -97,6 +99,7 @@ class SealedSegment final : public Segment {
   // Heap bytes only: the file's bytes are mapped (or, without a directory, FileBytesSize()).
   size_t MemoryBytes() const override;
   absl::Status Health() const override;
+  std::span<const LikesTier> likes_tiers() const override;
 
   uint32_t num_docs() const { return num_docs_; }
   uint32_t num_live_docs() const;
@@ -129,6 +132,9 @@ class SealedSegment final : public Segment {
   mutable absl::Mutex damage_mu_;
   mutable std::string damage_ ABSL_GUARDED_BY(damage_mu_);
   SealedStats stats_;
+  mutable std::once_flag tiers_once_;
+  mutable std::vector<LikesTier> tiers_;
+  mutable std::atomic<size_t> tiers_bytes_{0};  // set once the tiers are built
 };
 
 // Builds a sealed segment from documents in any order, renumbering them newest first.

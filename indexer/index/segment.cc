@@ -75,6 +75,13 @@ uint32_t Columns::BaseLikes(DocId d) const {
   return packed_->overflow_likes[static_cast<size_t>(it - docs.begin())];
 }
 
+void Columns::ChangedLikesRows(std::vector<DocId>* out) const {
+  if (overlay_ == nullptr) return;
+  const size_t first = out->size();
+  overlay_->ForEach([out](DocId d, uint32_t) { out->push_back(d); });
+  std::sort(out->begin() + static_cast<std::ptrdiff_t>(first), out->end());
+}
+
 void Columns::ForEachChangedLikes(const std::function<void(DocId, uint32_t)>& fn) const {
   if (overlay_ != nullptr) overlay_->ForEach(fn);
 }

@@ -30,6 +30,7 @@
 namespace tweetsearch::index {
 
 using DocId = uint32_t;  // segment-local
+struct LikesTier;
 inline constexpr DocId kEndDoc = std::numeric_limits<DocId>::max();
 
 // A tweet as the index receives it.
@@ -154,6 +155,26 @@ class Columns {
   }
   // The likes the row was written with (for packed columns: as in the file).
   uint32_t BaseLikes(DocId d) const;
+  // Calls fn(d, BaseLikes(d)) for rows [0, rows) in order, faster than row by row.
+  template <typename Fn>
+  void ForEachBaseLikes(DocId rows, const Fn& fn) const {
+    if (packed_ == nullptr) {
+      for (DocId d = 0; d < rows; ++d) fn(d, likes_[d].load(std::memory_order_acquire));
+      return;
+    }
+    size_t overflow = 0;  // the next overflow entry, both ascending
+    const auto& docs = packed_->overflow_docs;
+    for (DocId d = 0; d < rows; ++d) {
+      const uint8_t small = packed_->likes[d];
+      if (small != kLikesOverflow) {
+        fn(d, small);
+        continue;
+      }
+      while (overflow < docs.size() && docs[overflow] < d) ++overflow;
+      fn(d, overflow < docs.size() && docs[overflow] == d ? packed_->overflow_likes[overflow]
+                                                          : uint32_t{kLikesOverflow});
+    }
+  }
   bool deleted(DocId d) const {
     return (deleted_[d / 64].load(std::memory_order_acquire) >> (d % 64)) & 1;
   }
@@ -184,6 +205,10 @@ class Columns {
     }
     return kEndDoc;
   }
+
+  // Appends the rows whose likes changed since they were written (packed columns; none for
+  // dense ones) to `out`, ascending. Any thread: a change made meanwhile may be missed.
+  void ChangedLikesRows(std::vector<DocId>* out) const;
 
   // Rows deleted, and rows whose likes changed since they were written (packed columns), in
   // the order of the changes; for saving them beside a segment file. Writer only.
@@ -266,6 +291,11 @@ class Segment {
   virtual size_t MemoryBytes() const = 0;
 
   const Columns& columns() const { return *columns_; }
+
+  // The segment's most liked tweets in tiers (likes_tiers.h), smallest first, built on first
+  // use; empty where the segment keeps none (an active segment, whose likes all change in
+  // place).
+  virtual std::span<const LikesTier> likes_tiers() const { return {}; }
 
   // OK, or DataLoss once a damaged part of the segment was met (a query that opened terms of
   // the segment checks this before trusting their cursors).

@@ -1,11 +1,13 @@
 #include "indexer/query/searcher.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <numeric>
 
 #include "absl/container/flat_hash_set.h"
 #include "common/strings.h"
+#include "indexer/index/likes_tiers.h"
 #include "indexer/query/counter.h"
 
 namespace tweetsearch::query {
@@ -409,7 +411,7 @@ class Evaluation {
           RunNewest(*segment, builder, i);
           break;
         case SortMode::kMostLiked:
-          RunExhaustive(*segment, builder.Build(plan_.root));
+          RunMostLiked(*segment, builder);
           break;
         case SortMode::kBestMatch:
           RunBestMatch(*segment, builder);
@@ -575,7 +577,99 @@ class Evaluation {
     if (counting) counted_.insert(index);
   }
 
-  void RunExhaustive(const Segment& segment, std::unique_ptr<Matcher> m) {
+  // Ranks a segment by likes. Where it keeps likes tiers (likes_tiers.h), the matches among
+  // its rows whose likes changed are offered first, then those in each tier, smallest first,
+  // until the k-th best hit has at least the tier's threshold: every row not yet offered was
+  // written with fewer likes and kept them, so none can enter. Otherwise the remaining matches
+  // are walked (skipping ranges whose likes bound is too low).
+  void RunMostLiked(const Segment& segment, MatcherBuilder& builder) {
+    // Tiers serve a term or an OR of terms, whose postings count their matches (an AND's
+    // count only bounds them, and a tier chosen by it would rarely decide).
+    std::vector<const PlanNode*> terms;
+    const bool counted = FlatTerms(plan_.root, &terms) &&
+                         (plan_.root.kind == PlanNode::Kind::kTerm ||
+                          plan_.root.kind == PlanNode::Kind::kOr);
+    const std::span<const index::LikesTier> tiers =
+        counted ? segment.likes_tiers() : std::span<const index::LikesTier>();
+    if (tiers.empty()) {
+      RunExhaustive(segment, builder.Build(plan_.root));
+      return;
+    }
+    const Columns& c = segment.columns();
+    std::vector<DocId> changed;
+    c.ChangedLikesRows(&changed);
+    uint64_t offered_likes = UINT64_MAX;  // rows written with this many likes were offered
+    auto offered = [&](DocId d) {
+      return c.BaseLikes(d) >= offered_likes ||
+             std::binary_search(changed.begin(), changed.end(), d);
+    };
+    auto offer = [&](DocId d, Matcher& m) {
+      if (offered(d)) return;
+      if (std::optional<SortKey> key = Accept(c, d)) Offer(c, d, *key, m);
+    };
+    VisitAmong(builder, changed, [&](DocId d, Matcher& m) {
+      if (std::optional<SortKey> key = Accept(c, d)) Offer(c, d, *key, m);
+    });
+    // At most this many rows match (about as many: an OR's terms overlap little).
+    const uint64_t matches = builder.Build(plan_.root)->Cost();
+    const index::LikesTier* first = &PickTier(tiers, matches, segment.VisibleDocs());
+    if (top_.full()) {
+      // Rows outside a tier whose threshold is at most the k-th hit's likes cannot enter, so
+      // the first such tier is the last one needed (later segments mostly need a small one).
+      for (const index::LikesTier& tier : tiers) {
+        if (tier.min_likes <= top_.worst().primary) {
+          first = std::min(first, &tier);
+          break;
+        }
+      }
+    }
+    for (const index::LikesTier& tier : tiers) {
+      if (&tier < first) continue;  // the smaller tiers are inside the first
+      // A row of a tier costs a jump of the matcher; walking the matches costs less per match:
+      // a tier more than a quarter the size of the matches is not worth it.
+      if (tier.docs.size() * 4 > matches) break;
+      VisitAmong(builder, tier.docs, offer);
+      offered_likes = tier.min_likes;
+      if (top_.full() && top_.worst().primary >= tier.min_likes) {
+        pruned_ = true;
+        return;
+      }
+    }
+    RunExhaustive(segment, builder.Build(plan_.root), offered);
+  }
+
+  // Calls visit(d, matcher) for each match d among `rows` (ascending), the matcher standing on
+  // it, leapfrogging between the rows and the query's matches.
+  template <typename Visit>
+  void VisitAmong(MatcherBuilder& builder, const std::vector<DocId>& rows, const Visit& visit) {
+    if (rows.empty()) return;
+    std::unique_ptr<Matcher> m = builder.Build(plan_.root);
+    for (auto it = rows.begin(); it != rows.end();) {
+      if (m->doc() < *it) m->Advance(*it);
+      const DocId at = m->doc();
+      if (at == kEndDoc) return;
+      if (at != *it) {
+        it = std::lower_bound(it + 1, rows.end(), at);
+        continue;
+      }
+      visit(at, *m);
+      ++it;
+    }
+  }
+
+  // The first tier expected to hold 2k matches, were the query's `matches` spread evenly over
+  // the `rows` (a smaller one rarely decides), else the largest.
+  const index::LikesTier& PickTier(std::span<const index::LikesTier> tiers, uint64_t matches,
+                                   uint64_t rows) const {
+    for (const index::LikesTier& tier : tiers) {
+      if (tier.docs.size() * matches >= 2 * uint64_t{options_.limit} * rows) return tier;
+    }
+    return tiers.back();
+  }
+
+  // Offers every match of `m` (but those `offered` says were), in the order of the sort.
+  void RunExhaustive(const Segment& segment, std::unique_ptr<Matcher> m,
+                     const std::function<bool(DocId)>& offered = nullptr) {
     const Columns& c = segment.columns();
     const DocId visible = segment.VisibleDocs();
     if (options_.sort == SortMode::kBestMatch) {
@@ -608,7 +702,9 @@ class Evaluation {
           continue;
         }
       }
-      if (std::optional<SortKey> key = Accept(c, d)) Offer(c, d, *key, *m);
+      if (offered == nullptr || !offered(d)) {
+        if (std::optional<SortKey> key = Accept(c, d)) Offer(c, d, *key, *m);
+      }
       m->Next();
       d = m->doc();
     }

@@ -2,12 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <random>
 
 #include "common/file_util.h"
 #include "indexer/index/active_segment.h"
+#include "indexer/index/likes_tiers.h"
 #include "common/snowflake.h"
 #include "tests/testing/corpus.h"
 
@@ -69,6 +71,44 @@ TEST(SealedSegmentTest, AdvanceSkipsBlocksAndPositionsDecode) {
   EXPECT_EQ(c->list_bound().min_length, 3u);
   c->Advance(1000);
   EXPECT_EQ(c->doc(), kEndDoc);
+}
+
+TEST(SealedSegmentTest, LikesTiersHoldEveryTweetAboveTheirThresholds) {
+  // Power-law likes, many above the one-byte column (kept in its overflow table).
+  std::mt19937 rng(9);
+  SealedSegmentBuilder builder;
+  constexpr uint32_t kDocs = 20000;
+  for (uint32_t i = 0; i < kDocs; ++i) {
+    const double u = std::uniform_real_distribution<double>(0, 1)(rng);
+    const auto likes = static_cast<uint32_t>(std::min(std::pow(1.0 - u, -1.0 / 1.1) - 1, 2e6));
+    builder.AddDoc({TweetId{i + 1}, 0, 1, 0, 5, likes});
+  }
+  auto segment = builder.Build();
+  const Columns& c = segment->columns();
+  const std::span<const LikesTier> tiers = segment->likes_tiers();
+  ASSERT_GE(tiers.size(), 3u);
+  for (size_t t = 0; t < tiers.size(); ++t) {
+    std::vector<DocId> want;
+    for (DocId d = 0; d < kDocs; ++d) {
+      if (c.BaseLikes(d) >= tiers[t].min_likes) want.push_back(d);
+    }
+    ASSERT_EQ(tiers[t].docs, want) << "tier " << t;
+    // About 32 * 4^t tweets (more with ties at the threshold), never beyond an eighth.
+    EXPECT_GE(want.size(), 32u << (2 * t));
+    EXPECT_LE(want.size(), kDocs / 8);
+    EXPECT_GT(tiers[t].min_likes, 0u);
+    if (t > 0) {
+      EXPECT_LT(tiers[t].min_likes, tiers[t - 1].min_likes);
+    }
+  }
+  EXPECT_GT(tiers[0].min_likes, 255u);  // the top tier comes from the overflow table
+
+  // Rows whose likes change are listed apart, ascending; the tiers keep the written likes.
+  c.SetLikes(70, 5);
+  c.SetLikes(3, 1000000);
+  std::vector<DocId> changed;
+  c.ChangedLikesRows(&changed);
+  EXPECT_EQ(changed, (std::vector<DocId>{3, 70}));
 }
 
 TEST(SealedSegmentTest, DenseBlocksAreBitmapsAndCursorsAgreeWithTheirDocs) {
