@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "common/ids.h"
+#include "indexer/index/count_cache.h"
 #include "indexer/index/likes_overlay.h"
 #include "indexer/index/packed_column.h"
 
@@ -291,6 +292,9 @@ class Segment {
   virtual size_t MemoryBytes() const = 0;
 
   const Columns& columns() const { return *columns_; }
+  // Match counts of recent queries (count_cache.h); the query layer uses it for segments whose
+  // postings never change.
+  CountCache& count_cache() const { return count_cache_; }
 
   // The segment's most liked tweets in tiers (likes_tiers.h), smallest first, built on first
   // use; empty where the segment keeps none (an active segment, whose likes all change in
@@ -308,6 +312,7 @@ class Segment {
 
  private:
   std::unique_ptr<Columns> columns_;
+  mutable CountCache count_cache_;
 };
 
 }  // namespace tweetsearch::index

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "common/strings.h"
 #include "indexer/index/likes_tiers.h"
 #include "indexer/query/counter.h"
@@ -448,8 +449,14 @@ class Evaluation {
         total_ = exact ? total_ + bound : stop_;
         continue;
       }
+      if (UseCachedCount(*segment)) continue;
+      const uint64_t generation = segment->columns().changes(), before = total_;
       CountFrom(*segment, visible, 0);
-      if (!segment->Health().ok()) count_missed_damaged_ = true;
+      if (!segment->Health().ok()) {
+        count_missed_damaged_ = true;
+        continue;
+      }
+      StoreCount(*segment, generation, before);
     }
   }
 
@@ -477,6 +484,44 @@ class Evaluation {
       }
     }
     return bound;
+  }
+
+  // A sealed segment wholly under the watermark: its count depends only on the query and on
+  // its rows' deletes and likes, so it may be cached (CountCache).
+  bool CountIsCacheable(const Segment& segment) const {
+    return options_.cache_counts && segment.newest_first() &&
+           segment.MaxTweetId() <= options_.watermark;
+  }
+  // The plan and its filters, as the cache's key.
+  const std::string& CountKey() {
+    if (count_key_.empty()) {
+      count_key_ = absl::StrCat(ToString(plan_.root), "|", plan_.since_ms, "|", plan_.until_ms,
+                                "|", plan_.min_likes);
+    }
+    return count_key_;
+  }
+  // Adds the segment's cached count to the total, if one is stored and enough: complete, or
+  // reaching the cap. False if the segment must be counted.
+  bool UseCachedCount(const Segment& segment) {
+    if (!CountIsCacheable(segment)) return false;
+    const std::optional<index::CountCache::Count> cached =
+        segment.count_cache().Get(CountKey(), segment.columns().changes());
+    if (!cached) return false;
+    if (cached->complete) {
+      total_ += cached->matches;
+    } else if (total_ + cached->matches >= stop_) {
+      total_ = stop_;
+    } else {
+      return false;
+    }
+    return true;
+  }
+  // Stores what was counted in `segment` since the total was `before` (complete unless the
+  // count stopped at the cap), as of the rows' state `generation` read before counting.
+  void StoreCount(const Segment& segment, uint64_t generation, uint64_t before) {
+    if (!CountIsCacheable(segment)) return;
+    segment.count_cache().Put(CountKey(), generation,
+                              index::CountCache::Count{total_ - before, total_ < stop_});
   }
 
   // Counts the matches of `segment` from DocId `from` on, until the cap, over bitmaps of
@@ -532,7 +577,12 @@ class Evaluation {
   void RunNewest(const Segment& segment, MatcherBuilder& builder, size_t index) {
     std::unique_ptr<Matcher> m = builder.Build(plan_.root);
     const Columns& c = segment.columns();
-    const bool counting = !options_.after;
+    bool counting = !options_.after;
+    if (counting && UseCachedCount(segment)) {
+      counting = false;  // counted already: only rank
+      counted_.insert(index);
+    }
+    const uint64_t generation = c.changes(), before = total_;
     uint64_t counted_here = 0;
     if (segment.newest_first() && options_.after) {
       // DocIds are TweetId descending: start at the first tweet older than the key.
@@ -574,7 +624,10 @@ class Evaluation {
       }
       Offer(c, d, *key, *m);
     }
-    if (counting) counted_.insert(index);
+    if (counting) {
+      counted_.insert(index);
+      if (segment.Health().ok()) StoreCount(segment, generation, before);
+    }
   }
 
   // Ranks a segment by likes. Where it keeps likes tiers (likes_tiers.h), the matches among
@@ -973,6 +1026,7 @@ class Evaluation {
   bool pruned_ = false;  // the ranking skipped documents
   bool count_missed_damaged_ = false;  // CountTotal met a damaged segment
   // Counting stops at one past the cap (never, with exact_total).
+  std::string count_key_;  // CountKey()
   const uint64_t stop_ = options_.exact_total ? UINT64_MAX : kTrackTotalHitsUpTo + 1;
   const bool by_created_ = plan_.since_ms != std::numeric_limits<int64_t>::min() ||
                            plan_.has_until();

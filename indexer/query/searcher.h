@@ -56,6 +56,9 @@ struct SearchOptions {
   std::optional<SortKey> after;       // only hits after this key (the last of the previous page)
   TweetId watermark = kMaxTweetId;    // tweets with a larger id are invisible
   bool exact_total = false;           // count every match, not only up to kTrackTotalHitsUpTo
+  // Use and fill the sealed segments' caches of match counts (benchmarks of counting turn it
+  // off).
+  bool cache_counts = true;
   int64_t now_ms = 0;                 // "now" for the recency part of the score
   ScoringParams scoring;
   // Collection statistics to score with instead of the snapshot's own (null: the snapshot's).

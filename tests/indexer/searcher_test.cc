@@ -137,6 +137,42 @@ TEST_F(SearcherTest, TotalsAreExactUpToTenThousandThenAtLeast) {
   }
 }
 
+TEST_F(SearcherTest, CachedCountsFollowDeletesAndLikes) {
+  // "a b" is an AND, counted over the segment's postings; a count cached by one search must
+  // not survive a delete or a likes change that alters it.
+  for (TweetId id = 1; id <= 40; ++id) Add(id, id % 2 == 0 ? "a b" : "a", id % 4 == 0 ? 10 : 0);
+  ASSERT_TRUE(index_->Seal().ok());
+  SearchOptions o;
+  o.limit = 3;
+  EXPECT_EQ(Run("a b", o).total_hits, 20u);
+  EXPECT_EQ(Run("a b", o).total_hits, 20u);  // from the cache
+  EXPECT_EQ(Run("a b min_faves:10", o).total_hits, 10u);
+  ASSERT_TRUE(index_->Delete(2).ok());
+  EXPECT_EQ(Run("a b", o).total_hits, 19u);
+  o.after = Run("a b", o).hits.back().key;  // a later page counts the same
+  EXPECT_EQ(Run("a b", o).total_hits, 19u);
+  o.after.reset();
+  ASSERT_TRUE(index_->SetLikes(6, 10).ok());
+  EXPECT_EQ(Run("a b min_faves:10", o).total_hits, 11u);
+  o.sort = SortMode::kMostLiked;
+  EXPECT_EQ(Run("a b min_faves:10", o).total_hits, 11u);
+}
+
+TEST(CountCacheTest, KeepsTheNewestEntriesOfTheirGeneration) {
+  index::CountCache cache;
+  cache.Put("q", 7, {12, true});
+  ASSERT_TRUE(cache.Get("q", 7).has_value());
+  EXPECT_EQ(cache.Get("q", 7)->matches, 12u);
+  EXPECT_FALSE(cache.Get("q", 8).has_value());  // the rows changed since
+  EXPECT_FALSE(cache.Get("other", 7).has_value());
+  for (size_t i = 0; i < index::CountCache::kMaxEntries; ++i) {
+    cache.Put("k" + std::to_string(i), 1, {i, false});
+  }
+  EXPECT_FALSE(cache.Get("q", 7).has_value());  // the oldest went
+  EXPECT_EQ(cache.Get("k1", 1)->matches, 1u);
+  EXPECT_FALSE(cache.Get("k1", 1)->complete);
+}
+
 TEST(CapTotalTest, CapsSumsAndPartsThatWereCapped) {
   uint64_t total = 9'000;
   bool exact = true;
