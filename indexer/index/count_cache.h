@@ -15,8 +15,9 @@
 #include <optional>
 #include <string>
 
+#include <mutex>
+
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 
 namespace tweetsearch::index {
 
@@ -38,9 +39,10 @@ class CountCache {
     uint64_t generation;
     Count count;
   };
-  mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
-  std::deque<std::string> order_ ABSL_GUARDED_BY(mu_);  // keys, oldest first
+  // A std::mutex, which ThreadSanitizer sees (the system's Abseil is not built for it).
+  mutable std::mutex mu_;
+  absl::flat_hash_map<std::string, Entry> entries_;  // guarded by mu_
+  std::deque<std::string> order_;                    // guarded by mu_; keys, oldest first
 };
 
 }  // namespace tweetsearch::index
