@@ -94,7 +94,9 @@ const CountingCorpus& Corpus() {
     for (size_t i = 0; i < 2000; ++i) {
       tokens.clear();
       (void)c->index->analyzer().Analyze(docs[i * 97].text, &tokens);
-      for (const auto& t : tokens) by_df.emplace_back(snapshot->segments[0]->DocFreq(t.text), t.text);
+      for (const auto& t : tokens) {
+        by_df.emplace_back(snapshot->segments[0]->DocFreq(t.text), t.text);
+      }
     }
     std::sort(by_df.rbegin(), by_df.rend());
     by_df.erase(std::unique(by_df.begin(), by_df.end()), by_df.end());
@@ -106,8 +108,9 @@ const CountingCorpus& Corpus() {
 
 // Counting the matches of a query, newest first, top 20, by the words' frequency ranks:
 // state.range(0) is the shape (0: one word, 1: a OR b, 2: a AND b, 3: a AND b AND c, 4:
-// (a OR b) c -e), (1) the rank of its first word (b's is 8 times larger, c's 4 times, e's 2), (2) 0 for the default total (exact up to 10,000) or 1 for
-// exact_total. Reports the time per counted match.
+// (a OR b) c -e), (1) the rank of its first word (b's is 8 times larger, c's 4 times, e's 2),
+// (2) 0 for the default total (exact up to 10,000) or 1 for exact_total. Reports the time per
+// counted match.
 void BM_CountMatches(benchmark::State& state) {
   const CountingCorpus& c = Corpus();
   const auto shape = state.range(0);
