@@ -17,10 +17,12 @@
 namespace tweetsearch::index {
 namespace {
 
-// v2: segment files of format v3, each line "<segment file>[ <updates file>]". An index
-// with a v1 manifest (whole segments on the heap, format v2) is rebuilt by its owner.
-constexpr std::string_view kManifestHeader = "tweetsearch-index-manifest v2";
-constexpr std::string_view kOldManifestHeader = "tweetsearch-index-manifest v1";
+// v3: segment files of format v4, each line "<segment file>[ <updates file>]". An index with
+// an older manifest (v1: whole segments on the heap; v2: segment files of format v3, whose
+// skip entries have no likes bands) is reported as not found, and rebuilt by its owner.
+constexpr std::string_view kManifestHeader = "tweetsearch-index-manifest v3";
+constexpr std::string_view kOldManifestHeaders[] = {"tweetsearch-index-manifest v1",
+                                                    "tweetsearch-index-manifest v2"};
 
 // What the analyzer options were when the index was written: terms made with other options
 // would not meet the saved ones, so Open() refuses a mismatch.
@@ -629,7 +631,8 @@ absl::StatusOr<std::unique_ptr<Index>> Index::Open(const IndexOptions& options,
   absl::StatusOr<std::string> manifest = ReadFile(dir + "/MANIFEST");
   if (!manifest.ok()) return manifest.status();
   std::vector<std::string> lines = absl::StrSplit(*manifest, '\n', absl::SkipEmpty());
-  if (!lines.empty() && lines[0] == kOldManifestHeader) {
+  if (!lines.empty() && std::find(std::begin(kOldManifestHeaders), std::end(kOldManifestHeaders),
+                                  lines[0]) != std::end(kOldManifestHeaders)) {
     return absl::NotFoundError(StrCat("the index in ", dir, " has an older format"));
   }
   if (lines.size() < 2 || lines[0] != kManifestHeader || !lines[1].starts_with("analyzer ")) {

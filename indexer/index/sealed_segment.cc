@@ -27,10 +27,12 @@ struct SkipEntry {
   uint8_t freq_bits;  // PFor descriptor of the frequencies minus one
   uint8_t pos_bits;   // PFor descriptor of the positions
   uint8_t max_tf;  // kManyTf means "kManyTf or more"
-  uint16_t min_length;
-  uint16_t min_length_repeated;  // among postings with a term frequency above one
+  uint8_t min_length;           // capped at 255 (a lower bound)
+  uint8_t min_length_repeated;  // among postings with a term frequency above one; capped
+  uint16_t band_repeats;        // PostingBound::band_repeats
+  uint8_t band_lengths[kLikesBands / 2];  // band 2i in the low nibble of byte i, 2i+1 high
 };
-static_assert(sizeof(SkipEntry) == 16);
+static_assert(sizeof(SkipEntry) == 24);
 constexpr size_t kSingleHeaderBytes = 3;  // doc_bits, freq_bits, pos_bits
 constexpr uint8_t kManyTf = 255;
 // A doc_bits value meaning: the block's DocIds are a bitmap, one bit per DocId from the block's
@@ -84,15 +86,46 @@ SkipEntry ReadSkip(const uint8_t* term_base, uint32_t doc_freq, uint32_t block) 
     e.freq_bits = term_base[1];
     e.pos_bits = term_base[2];
   } else {
-    std::memcpy(&e, term_base + block * sizeof(SkipEntry), sizeof(SkipEntry));
+    std::memcpy(&e, term_base + (block + 1) * sizeof(SkipEntry), sizeof(SkipEntry));
   }
   return e;
 }
 
 PostingBound BoundOf(const SkipEntry& e, bool single_block) {
   if (single_block) return PostingBound{};
-  return PostingBound{e.max_tf == kManyTf ? std::numeric_limits<uint32_t>::max() : e.max_tf,
-                      e.min_length, e.min_length_repeated};
+  PostingBound b{e.max_tf == kManyTf ? std::numeric_limits<uint32_t>::max() : e.max_tf,
+                 e.min_length, e.min_length_repeated};
+  for (int i = 0; i < kLikesBands; ++i) {
+    b.band_length[i] = (e.band_lengths[i / 2] >> (4 * (i % 2))) & 0xF;
+  }
+  b.band_repeats = e.band_repeats;
+  return b;
+}
+
+// The entry before a multi-block list's skip table: the bounds of the whole list (its blocks'
+// folded together), last_doc the list's last DocId; offset and descriptors unused (zero).
+SkipEntry ReadListEntry(const uint8_t* term_base) {
+  SkipEntry e;
+  std::memcpy(&e, term_base, sizeof(SkipEntry));
+  return e;
+}
+
+// Widens the bounds of `into` to hold the postings of block `b` too.
+void FoldEntry(const SkipEntry& b, SkipEntry* into) {
+  into->last_doc = std::max(into->last_doc, b.last_doc);
+  into->max_tf = std::max(into->max_tf, b.max_tf);
+  into->min_length = std::min(into->min_length, b.min_length);
+  into->min_length_repeated = std::min(into->min_length_repeated, b.min_length_repeated);
+  into->band_repeats = static_cast<uint16_t>(into->band_repeats | b.band_repeats);
+  for (int i = 0; i < kLikesBands / 2; ++i) {
+    uint8_t folded = 0;
+    for (int shift : {0, 4}) {
+      const uint8_t a = (into->band_lengths[i] >> shift) & 0xF, x = (b.band_lengths[i] >> shift) & 0xF;
+      const uint8_t m = a == kBandEmpty ? x : x == kBandEmpty ? a : std::min(a, x);
+      folded = static_cast<uint8_t>(folded | m << shift);
+    }
+    into->band_lengths[i] = folded;
+  }
 }
 
 class SealedCursor final : public PostingCursor {
@@ -191,19 +224,29 @@ class SealedCursor final : public PostingCursor {
   // Folded from every skip entry on first use: newest-first queries never ask, and a common
   // term has thousands of blocks.
   PostingBound list_bound() const override {
-    if (!list_bound_known_) {
-      for (uint32_t b = 0; b < num_blocks_; ++b) {
-        const PostingBound bb = BoundOf(ReadSkip(base_, doc_freq_, b), num_blocks_ == 1);
-        list_bound_.max_tf = b == 0 ? bb.max_tf : std::max(list_bound_.max_tf, bb.max_tf);
-        list_bound_.min_length =
-            b == 0 ? bb.min_length : std::min(list_bound_.min_length, bb.min_length);
-        list_bound_.min_length_repeated =
-            b == 0 ? bb.min_length_repeated
-                   : std::min(list_bound_.min_length_repeated, bb.min_length_repeated);
-      }
-      list_bound_known_ = true;
+    if (num_blocks_ <= 1) return PostingBound{};
+    return BoundOf(ReadListEntry(base_), false);
+  }
+  DocId ShallowAdvance(DocId target) override {
+    if (num_blocks_ == 1) {
+      shallow_last_ = target <= block_last_ ? block_last_ : kEndDoc;
+      return shallow_last_;
     }
-    return list_bound_;
+    if (shallow_ < block_) {
+      shallow_ = block_;
+      shallow_last_ = block_last_;
+    }
+    if (shallow_last_ < target || shallow_ == kNoBlock) {
+      shallow_ = FindBlockFrom(shallow_ == kNoBlock ? block_ : shallow_, target);
+      shallow_last_ =
+          shallow_ < num_blocks_ ? ReadSkip(base_, doc_freq_, shallow_).last_doc : kEndDoc;
+    }
+    return shallow_last_;
+  }
+  PostingBound shallow_bound() const override {
+    if (num_blocks_ <= 1) return PostingBound{};
+    if (shallow_ == kNoBlock || shallow_ >= num_blocks_) return BoundOf(entry_, false);
+    return BoundOf(ReadSkip(base_, doc_freq_, shallow_), false);
   }
 
  private:
@@ -306,8 +349,10 @@ class SealedCursor final : public PostingCursor {
 
   // The first block after the current one whose last DocId is >= target (num_blocks_ if
   // none): gallops forward, then bisects, so long jumps cost O(log blocks).
-  uint32_t FindBlock(DocId target) const {
-    uint32_t lo = block_ + 1, step = 1;
+  uint32_t FindBlock(DocId target) const { return FindBlockFrom(block_ + 1, target); }
+  // The first block from `first` on whose last DocId is >= target (num_blocks_ if none).
+  uint32_t FindBlockFrom(uint32_t first, DocId target) const {
+    uint32_t lo = first, step = 1;
     uint32_t hi = lo;
     while (hi < num_blocks_ && ReadSkip(base_, doc_freq_, hi).last_doc < target) {
       lo = hi + 1;
@@ -329,8 +374,9 @@ class SealedCursor final : public PostingCursor {
   const uint8_t* const base_;
   const uint32_t doc_freq_;
   const uint32_t num_blocks_;
-  mutable PostingBound list_bound_;
-  mutable bool list_bound_known_ = false;
+  static constexpr uint32_t kNoBlock = UINT32_MAX;
+  uint32_t shallow_ = kNoBlock;  // ShallowAdvance's block, when ahead of block_
+  DocId shallow_last_ = 0;
   SkipEntry entry_{};       // header of the decoded block
   uint32_t block_ = 0;      // number of the decoded block
   uint32_t block_n_ = 0;    // postings in it
@@ -366,8 +412,10 @@ struct Entry {
 // only once a 129th posting comes, so the first block is encoded then.
 class ListEncoder {
  public:
-  ListEncoder(std::span<const uint16_t> lengths, SealedStats* stats)
-      : lengths_(lengths), stats_(stats) {}
+  // lengths[d] and bands[d] (LikesBand of its likes) are those of DocId d.
+  ListEncoder(std::span<const uint16_t> lengths, std::span<const uint8_t> bands,
+              SealedStats* stats)
+      : lengths_(lengths), bands_(bands), stats_(stats) {}
 
   uint32_t count() const { return count_; }
   void Add(DocId doc, std::span<const uint32_t> positions) {
@@ -382,9 +430,15 @@ class ListEncoder {
     const bool single = skips_.empty();
     EncodeBlock(single);
     if (!single) {
-      const uint32_t table = static_cast<uint32_t>(skips_.size() * sizeof(SkipEntry));
+      SkipEntry list = skips_[0];
+      for (const SkipEntry& e : skips_) FoldEntry(e, &list);
+      list.offset = 0;
+      list.doc_bits = list.freq_bits = list.pos_bits = 0;
+      const uint32_t table = static_cast<uint32_t>((skips_.size() + 1) * sizeof(SkipEntry));
       for (SkipEntry& e : skips_) e.offset += table;
-      out->append(reinterpret_cast<const char*>(skips_.data()), table);
+      out->append(reinterpret_cast<const char*>(&list), sizeof(list));
+      out->append(reinterpret_cast<const char*>(skips_.data()), table - sizeof(list));
+      stats_->skip_bytes += sizeof(list);
     }
     out->append(blocks_);
     stats_->postings += count_;
@@ -399,15 +453,22 @@ class ListEncoder {
   void EncodeBlock(bool single) {
     const uint32_t block_start = next_;
     gaps_.clear();
-    uint32_t max_tf = 0, min_length = UINT16_MAX, min_length_repeated = UINT16_MAX;
+    uint32_t max_tf = 0, min_length = UINT8_MAX, min_length_repeated = UINT8_MAX;
+    std::array<uint8_t, kLikesBands> band_length{};  // kBandEmpty
+    uint16_t band_repeats = 0;
     for (size_t j = 0; j < docs_.size(); ++j) {
       const DocId doc = docs_[j];
       gaps_.push_back(doc - next_);
       next_ = doc + 1;
       max_tf = std::max(max_tf, freqs_[j]);
       min_length = std::min<uint32_t>(min_length, lengths_[doc]);
+      const uint8_t band = bands_[doc], length = BandLength(lengths_[doc]);
+      if (band_length[band] == kBandEmpty || length < band_length[band]) {
+        band_length[band] = length;
+      }
       if (freqs_[j] > 1) {
         min_length_repeated = std::min<uint32_t>(min_length_repeated, lengths_[doc]);
+        band_repeats = static_cast<uint16_t>(band_repeats | (1u << band));
       }
       --freqs_[j];  // stored minus one
     }
@@ -415,8 +476,13 @@ class ListEncoder {
     entry.last_doc = docs_.back();
     entry.offset = static_cast<uint32_t>(blocks_.size());  // the skip table's size is added later
     entry.max_tf = static_cast<uint8_t>(std::min<uint32_t>(max_tf, kManyTf));
-    entry.min_length = static_cast<uint16_t>(min_length);
-    entry.min_length_repeated = static_cast<uint16_t>(min_length_repeated);
+    entry.min_length = static_cast<uint8_t>(min_length);
+    entry.min_length_repeated = static_cast<uint8_t>(min_length_repeated);
+    entry.band_repeats = band_repeats;
+    for (int i = 0; i < kLikesBands; ++i) {
+      entry.band_lengths[i / 2] =
+          static_cast<uint8_t>(entry.band_lengths[i / 2] | band_length[i] << (4 * (i % 2)));
+    }
     // The descriptors are known only after encoding: write the block, then its header.
     block_.clear();
     entry.doc_bits = PackPFor(gaps_, &block_);
@@ -454,6 +520,7 @@ class ListEncoder {
   }
 
   std::span<const uint16_t> lengths_;
+  std::span<const uint8_t> bands_;
   SealedStats* stats_;
   std::vector<DocId> docs_;          // the block being filled
   std::vector<uint32_t> freqs_, positions_, gaps_;
@@ -469,7 +536,7 @@ std::string CheckList(const uint8_t* base, const uint8_t* end, uint32_t doc_freq
                       uint32_t num_docs) {
   const uint32_t blocks = NumBlocks(doc_freq);
   if (doc_freq == 0) return "empty posting list";
-  const size_t header = blocks == 1 ? kSingleHeaderBytes : blocks * sizeof(SkipEntry);
+  const size_t header = blocks == 1 ? kSingleHeaderBytes : (blocks + 1) * sizeof(SkipEntry);
   if (static_cast<size_t>(end - base) < header) return "posting list header out of bounds";
   uint32_t docs[kBlockSize], freqs[kBlockSize];
   std::vector<uint32_t> positions;
@@ -526,12 +593,15 @@ std::string CheckList(const uint8_t* base, const uint8_t* end, uint32_t doc_freq
       return "bad positions block";
     }
   }
+  if (blocks > 1 && ReadListEntry(base).last_doc != previous) {
+    return "list entry disagrees with its blocks";
+  }
   return "";
 }
 
 
-// Segment file format v3: a section file (section_file.h) with these sections, in this order.
-constexpr std::string_view kMagic = "TSSEG003";
+// Segment file format v4: a section file (section_file.h) with these sections, in this order.
+constexpr std::string_view kMagic = "TSSEG004";
 enum SectionTag : uint32_t {
   kMeta = 1, kIdHigh, kIdLow, kCreatedOffset, kUserCodes, kUserValues, kLangCodes, kLangValues,
   kLengths, kLikes, kOverflowDocs, kOverflowLikes, kRangeMaxLikes, kRangeMaxCreated,
@@ -610,8 +680,9 @@ namespace {
 // beside the others and makes the term dictionary.
 class SegmentPostingsSink {
  public:
-  SegmentPostingsSink(std::span<const uint16_t> lengths, SealedStats* stats)
-      : list_(lengths, stats) {}
+  SegmentPostingsSink(std::span<const uint16_t> lengths, std::span<const uint8_t> bands,
+                      SealedStats* stats)
+      : list_(lengths, bands, stats) {}
   // A hint: the lists will take about this many bytes.
   void Reserve(size_t bytes) { out_.reserve(bytes); }
   // `entries` in increasing DocId order, non-empty.
@@ -649,12 +720,13 @@ absl::Status EncodeSegmentFile(
   meta.max_created = std::numeric_limits<int64_t>::min();
   const size_t ranges = (num_docs >> Columns::kRangeShift) + 1;
   std::vector<uint16_t> lengths(num_docs);
-  std::vector<uint8_t> likes(num_docs);
+  std::vector<uint8_t> likes(num_docs), bands(num_docs);
   std::vector<uint32_t> overflow_docs, overflow_likes, range_likes(ranges, 0);
   std::vector<int64_t> range_created(ranges, std::numeric_limits<int64_t>::min());
   for (uint32_t d = 0; d < num_docs; ++d) {
     const SealedSegmentBuilder::Row r = row_of(d);
     lengths[d] = r.length;
+    bands[d] = static_cast<uint8_t>(LikesBand(r.likes));
     likes[d] = static_cast<uint8_t>(std::min<uint32_t>(r.likes, kLikesOverflow));
     if (r.likes >= kLikesOverflow) {
       overflow_docs.push_back(d);
@@ -694,7 +766,7 @@ absl::Status EncodeSegmentFile(
   codes = {};
   meta.overflow = overflow_docs.size();
 
-  SegmentPostingsSink encoder(lengths, &meta.stats);
+  SegmentPostingsSink encoder(lengths, bands, &meta.stats);
   if (absl::Status s = add_postings(encoder); !s.ok()) return s;
   const std::string& postings = encoder.postings();
   const TermDictionary dictionary = encoder.Finish();

@@ -8,7 +8,7 @@
 // DocId, byte offset, bit widths and the block maxima used by block-max pruning (largest term
 // frequency, shortest document).
 //
-// The file (format v3, docs/index-format.md) is written once and then only read: mapped from
+// The file (format v4, docs/index-format.md) is written once and then only read: mapped from
 // disk, or held in a heap buffer by an index without a directory. Opening one checks its
 // header, and the checksums of everything but the postings; the postings are checksummed per
 // 1 MiB chunk, and a chunk is verified the first time a query opens a list in it. A damaged

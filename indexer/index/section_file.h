@@ -1,4 +1,4 @@
-// Section files: the container of segment files (format v3). A file is a header page, then
+// Section files: the container of segment files (format v4). A file is a header page, then
 // sections each starting on a 4 KiB boundary, then a trailer:
 //
 //   page 0:  magic (8 bytes), u32 section count, u32 zero,

@@ -11,7 +11,9 @@
 #define TWEETSEARCH_INDEXER_INDEX_SEGMENT_H_
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -45,15 +47,46 @@ struct IndexDoc {
   uint32_t likes = 0;
 };
 
+// Likes bands: band 0 holds tweets with no like, band b (1 to 14) those with 2^(b-1) to 2^b - 1
+// likes, band 15 those with 16,384 or more. Sealed posting lists record per block, for each
+// band, the shortest tweet of the band that holds the term, so that a score bound can pair
+// high like counts with the lengths that really go with them (docs/ranking.md, "Pruning").
+inline constexpr int kLikesBands = 16;
+inline int LikesBand(uint32_t likes) {
+  return likes == 0 ? 0 : std::min(kLikesBands - 1, static_cast<int>(std::bit_width(likes)));
+}
+// The most likes a tweet of `band` can have.
+inline uint32_t LikesBandMax(int band) {
+  return band >= kLikesBands - 1 ? std::numeric_limits<uint32_t>::max()
+                                 : (uint32_t{1} << band) - 1;
+}
+// Lengths per band are kept in 4 bits: 0 means "no posting in the band", 15 "15 or more".
+inline constexpr uint8_t kBandEmpty = 0;
+inline constexpr uint8_t kBandLengthCap = 15;
+inline uint8_t BandLength(uint32_t length) {
+  return static_cast<uint8_t>(std::clamp<uint32_t>(length, 1, kBandLengthCap));
+}
+
 // What is known about the postings of one block (or a whole list) for score upper bounds:
 // every posting has a term frequency of at most max_tf and a document at least min_length
 // long, and those with a term frequency above one have documents at least
 // min_length_repeated long. (Separating the two keeps the bound tight: in tweets the longest
-// documents tend to repeat words, and the shortest do not.) The defaults promise nothing.
+// documents tend to repeat words, and the shortest do not.) Per likes band (of the likes a
+// tweet was written with), band_length is kBandEmpty if no posting's tweet is in the band,
+// else a lower bound of their lengths (BandLength of the shortest); band_repeats has bit b set
+// if a posting of band b has a term frequency above one. The defaults promise nothing.
 struct PostingBound {
   uint32_t max_tf = std::numeric_limits<uint32_t>::max();
   uint32_t min_length = 0;
   uint32_t min_length_repeated = 0;
+  std::array<uint8_t, kLikesBands> band_length = FilledBands(1);
+  uint16_t band_repeats = 0xFFFF;
+
+  static constexpr std::array<uint8_t, kLikesBands> FilledBands(uint8_t v) {
+    std::array<uint8_t, kLikesBands> a{};
+    a.fill(v);
+    return a;
+  }
 };
 
 // Iterates one term's postings in increasing DocId order. A new cursor sits on its first
@@ -76,6 +109,16 @@ class PostingCursor {
   virtual DocId block_last_doc() const = 0;
   virtual PostingBound block_bound() const = 0;
   virtual PostingBound list_bound() const = 0;
+  // The block-level view, for pruning without decoding: moves a "shallow" position, apart
+  // from doc(), to the first block whose last DocId is >= target, and returns that last DocId
+  // (kEndDoc if no block is left); shallow_bound() is that block's bound. Every posting of the
+  // list in [target, returned DocId] is in that block. Requires: targets do not decrease.
+  // Lists without blocks answer for the whole list.
+  virtual DocId ShallowAdvance(DocId target) {
+    (void)target;
+    return doc() == kEndDoc ? kEndDoc : kEndDoc - 1;
+  }
+  virtual PostingBound shallow_bound() const { return list_bound(); }
   // ORs into `words` bit (d - from) for every posting d in [from, end), and moves to the first
   // posting at or after `end` (or kEndDoc): for counting over bitmaps of a window of DocIds
   // rather than a call per posting. `words` holds at least (end - from + 63) / 64 words.

@@ -38,15 +38,23 @@ inline double TfPart(const ScoringParams& p, double tf, double length, double av
   return tf * (p.k1 + 1.0) / (tf + norm);
 }
 
-inline double StaticScore(const ScoringParams& p, uint32_t likes, int64_t created_at_ms,
-                          int64_t now_ms) {
-  const double popularity =
-      std::min(1.0, std::log1p(static_cast<double>(likes)) / std::log1p(p.likes_reference));
+// The popularity part of StaticScore, before its weight. Increasing in likes.
+inline double Popularity(const ScoringParams& p, uint32_t likes) {
+  return std::min(1.0, std::log1p(static_cast<double>(likes)) / std::log1p(p.likes_reference));
+}
+
+// The recency part of StaticScore, before its weight. Increasing in created_at_ms.
+inline double Recency(const ScoringParams& p, int64_t created_at_ms, int64_t now_ms) {
   // In double: any two int64 times subtract without overflow.
   const double age =
       std::max(0.0, static_cast<double>(now_ms) - static_cast<double>(created_at_ms));
-  const double recency = std::exp2(-age / p.recency_half_life_ms);
-  return p.popularity_weight * popularity + p.recency_weight * recency;
+  return std::exp2(-age / p.recency_half_life_ms);
+}
+
+inline double StaticScore(const ScoringParams& p, uint32_t likes, int64_t created_at_ms,
+                          int64_t now_ms) {
+  return p.popularity_weight * Popularity(p, likes) +
+         p.recency_weight * Recency(p, created_at_ms, now_ms);
 }
 
 // An upper bound of StaticScore over all documents.

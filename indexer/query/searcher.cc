@@ -82,8 +82,7 @@ class TermMatcher final : public Matcher {
   }
   uint64_t Cost() const override { return cursor_->size(); }
 
-  double BlockMaxScore() const { return Bound(cursor_->block_bound()); }
-  DocId BlockLastDoc() const { return cursor_->block_last_doc(); }
+  double idf() const { return idf_; }
   PostingCursor& cursor() { return *cursor_; }
 
  private:
@@ -382,7 +381,16 @@ class Evaluation {
  public:
   Evaluation(const index::IndexSnapshot& snapshot, const Plan& plan, const SearchOptions& options)
       : snapshot_(snapshot), plan_(plan), options_(options), top_(options.limit),
-        stats_(options.stats != nullptr ? *options.stats : ComputeStats(snapshot, plan)) {}
+        stats_(options.stats != nullptr ? *options.stats : ComputeStats(snapshot, plan)) {
+    if (options.sort != SortMode::kBestMatch) return;
+    const ScoringParams& p = options.scoring;
+    for (int b = 0; b < index::kLikesBands; ++b) {
+      band_popularity_[b] = p.popularity_weight * Popularity(p, index::LikesBandMax(b));
+    }
+    for (uint32_t length = 0; length < kSingleTfLengths; ++length) {
+      single_tf_[length] = TfPart(p, 1, length, stats_.avg_length);
+    }
+  }
 
   // DataLoss if a segment the query read turned out damaged (its damaged lists were not read).
   absl::StatusOr<SearchResult> Run() {
@@ -817,28 +825,6 @@ class Evaluation {
     return *d != kEndDoc;
   }
 
-  // Given that no document in [d, window_end] scores more than `text_bound` on text, skips
-  // what cannot enter the top k: ranges whose likes bound is too low (scanning the range
-  // bounds only), or the current range if its static bound is too low. Returns where to go
-  // on: `d` itself if it may enter, kEndDoc if nothing in the segment can. Requires: top k full.
-  DocId PruneWindow(const Columns& c, DocId visible, DocId d, DocId window_end,
-                    double text_bound) {
-    const DocId window_stop = std::min<DocId>(window_end + 1, visible);  // exclusive
-    const uint64_t likes = LikesNeeded(c, text_bound);
-    if (likes > 0 && c.range_max_likes(d) < likes) {
-      pruned_ = true;
-      const DocId next = c.NextRangeWithLikes(d, window_stop, likes);
-      if (next != kEndDoc) return next;
-      return window_stop >= visible ? kEndDoc : window_stop;
-    }
-    if (Inflate(text_bound + StaticBound(c, d)) < top_.worst().primary) {
-      pruned_ = true;
-      const DocId next = std::min(window_stop, Columns::RangeEnd(d));
-      return next >= visible ? kEndDoc : next;
-    }
-    return d;
-  }
-
   // Offers a best-match candidate whose text score is known. When even the static bound of
   // its range cannot lift it into the top k, its exact static score is never computed.
   void OfferBestMatch(const Columns& c, DocId d, double text) {
@@ -851,6 +837,153 @@ class Evaluation {
     key->primary = FullScore(c, d, text);
     if (options_.after && !Before(*options_.after, *key)) return;
     top_.Push(Hit{key->id, key->primary, c.likes(d), c.created_at_ms(d), *key});
+  }
+
+  // Adds to sums[b] the largest text score `t` can give a posting of likes band b among
+  // those `bound` covers, and returns the bands (bit b) that may hold such a posting.
+  uint32_t AddBandText(const TermMatcher& t, const index::PostingBound& bound,
+                       double* sums) const {
+    uint32_t bands = 0;
+    const double idf = t.idf();
+    for (int b = 0; b < index::kLikesBands; ++b) {
+      const uint8_t band_length = bound.band_length[b];
+      if (band_length == index::kBandEmpty) continue;
+      bands |= 1u << b;
+      if (idf == 0) continue;
+      const uint32_t length = std::max<uint32_t>(band_length, bound.min_length);
+      double text = single_tf_[std::min<uint32_t>(length, kSingleTfLengths - 1)];
+      if ((bound.band_repeats >> b & 1) != 0 && bound.max_tf > 1) {
+        text = std::max(text, TfPart(options_.scoring, bound.max_tf,
+                                     std::max(length, bound.min_length_repeated),
+                                     stats_.avg_length));
+      }
+      sums[b] += idf * text;
+    }
+    return bands;
+  }
+
+  // An upper bound of the recency part of every tweet of `c` in DocIds [from, to], from the
+  // newest created_at of each 4,096 DocIds (computed once per query and segment) or, for a
+  // wider span, of the whole segment.
+  double RecencyBound(const Columns& c, DocId from, DocId to) {
+    constexpr int kShift = 12;
+    const ScoringParams& p = options_.scoring;
+    if (&c != recency_columns_) {
+      recency_columns_ = &c;
+      recency_by_block_.clear();
+      recency_segment_ = p.recency_weight * Recency(p, c.max_created_at_ms(), options_.now_ms);
+    }
+    if ((to >> kShift) - (from >> kShift) > 8) return recency_segment_;
+    double bound = 0;
+    for (DocId block = from >> kShift; block <= to >> kShift; ++block) {
+      if (recency_by_block_.size() <= block) recency_by_block_.resize(block + 1, -1);
+      double& r = recency_by_block_[block];
+      if (r < 0) {
+        int64_t newest = std::numeric_limits<int64_t>::min();
+        const DocId first = block << kShift, last = first + (DocId{1} << kShift) - 1;
+        for (DocId d = first; d <= last && d < c.capacity(); d += Columns::kRangeSize) {
+          newest = std::max(newest, c.range_max_created_at_ms(d));
+        }
+        r = p.recency_weight * Recency(p, newest, options_.now_ms);
+      }
+      bound = std::max(bound, r);
+    }
+    return bound;
+  }
+
+  // Pruning for flat queries, window by window, from the terms' block bounds per likes band
+  // without decoding a block (Ding & Suel's block-max idea with "shallow" moves, as Lucene's
+  // advanceShallow). From `target` on, skips every window of DocIds in which no document can
+  // enter the top k: a window ends where the first of the terms' current blocks ends, and its
+  // bound is, for each likes band, the sum of the terms' text bounds for that band (all terms
+  // must hold the band in a conjunction, any in a disjunction) plus the band's popularity
+  // bound, plus the window's recency bound. Returns the first DocId not ruled out (kEndDoc if
+  // none is left), and leaves window_ describing its window. Requires: top k full.
+  DocId SkipWindows(const Columns& c, DocId visible, std::span<TermMatcher* const> terms,
+                    bool conjunctive, DocId target) {
+    const double threshold = top_.worst().primary;
+    while (target < visible) {
+      DocId end = visible - 1;
+      std::array<double, index::kLikesBands> sums{};
+      uint32_t all = (1u << index::kLikesBands) - 1, any = 0;
+      for (TermMatcher* t : terms) {
+        const DocId td = t->doc();
+        if (td == kEndDoc) {
+          if (conjunctive) return kEndDoc;
+          continue;
+        }
+        if (td > target) {  // no posting in [target, td)
+          end = std::min(end, td - 1);
+          all = 0;
+          continue;
+        }
+        const DocId last = t->cursor().ShallowAdvance(target);
+        if (last == kEndDoc) {
+          if (conjunctive) return kEndDoc;
+          continue;
+        }
+        end = std::min(end, last);
+        const uint32_t bands = AddBandText(*t, t->cursor().shallow_bound(), sums.data());
+        all &= bands;
+        any |= bands;
+      }
+      const uint32_t bands = conjunctive ? all : any;
+      if (bands != 0) {
+        const double recency = RecencyBound(c, target, end);
+        double best = -std::numeric_limits<double>::infinity();
+        for (int b = 0; b < index::kLikesBands; ++b) {
+          window_.band_score[b] = (bands >> b & 1) != 0
+                                      ? Inflate(sums[b] + band_popularity_[b] + recency)
+                                      : -std::numeric_limits<double>::infinity();
+          best = std::max(best, window_.band_score[b]);
+        }
+        if (best >= threshold) {
+          window_.columns = &c;
+          window_.begin = target;
+          window_.end = end;
+          window_.threshold = threshold;
+          window_.recency = recency;
+          return target;
+        }
+      }
+      pruned_ = true;
+      if (end >= visible - 1) return kEndDoc;
+      target = end + 1;
+    }
+    return kEndDoc;
+  }
+
+  // True if window_ holds `d` and was computed against the current k-th score.
+  bool InWindow(const Columns& c, DocId d) const {
+    return window_.columns == &c && d >= window_.begin && d <= window_.end &&
+           window_.threshold == top_.worst().primary;
+  }
+
+  // An upper bound of the static score of `d` (inside window_), from the likes it was written
+  // with and the window's recency; nullopt when even the best text score the window allows
+  // cannot lift it into the top k. Rows whose likes changed since are not asked about (they
+  // were offered first: OfferChangedRows).
+  std::optional<double> WindowStaticBound(const Columns& c, DocId d) {
+    const int band = index::LikesBand(c.BaseLikes(d));
+    if (window_.band_score[band] < top_.worst().primary) {
+      pruned_ = true;
+      return std::nullopt;
+    }
+    return band_popularity_[band] + window_.recency;
+  }
+
+  // A sealed segment's rows whose likes changed since it was written have no place in its
+  // block bounds (which count the likes it was written with): best match offers their
+  // matches first, and the walks pass over them (AlreadyOffered).
+  void OfferChangedRows(const Segment& segment, MatcherBuilder& builder) {
+    changed_rows_.clear();
+    segment.columns().ChangedLikesRows(&changed_rows_);
+    const Columns& c = segment.columns();
+    VisitAmong(builder, changed_rows_, [&](DocId d, Matcher& m) { OfferBestMatch(c, d, m.Score()); });
+  }
+  bool AlreadyOffered(DocId d) const {
+    return !changed_rows_.empty() &&
+           std::binary_search(changed_rows_.begin(), changed_rows_.end(), d);
   }
 
   // The plan's root as a flat list of terms, if it is one term, an AND of terms (with any
@@ -886,6 +1019,7 @@ class Evaluation {
       terms.push_back(std::move(t));
     }
     if (terms.empty()) return;
+    OfferChangedRows(segment, builder);
     std::vector<std::unique_ptr<Matcher>> excluded;
     if (conjunctive) {
       for (const PlanNode& e : plan_.root.excluded) {
@@ -906,10 +1040,9 @@ class Evaluation {
     return s;
   }
 
-  // Conjunction with block-max skipping. Invariant: a candidate is skipped only when the sum
-  // of its terms' block maxima plus the static-score bound of its DocId range is below the
-  // k-th best score, so no skipped document could have entered the top k. Skipping jumps past
-  // the end of the shortest of the current blocks and the range, where the bound may change.
+  // Conjunction with block-max skipping. Invariant: a candidate is skipped only when its
+  // window's bound (SkipWindows), or its likes band's bound in the window, is below the k-th
+  // best score, so no skipped document could have entered the top k.
   void BlockMaxAnd(const Segment& segment, std::vector<std::unique_ptr<TermMatcher>>& terms,
                    std::vector<std::unique_ptr<Matcher>>& excluded) {
     const Columns& c = segment.columns();
@@ -919,21 +1052,26 @@ class Evaluation {
                      [](TermMatcher* a, TermMatcher* b) { return a->Cost() < b->Cost(); });
     const DocId visible = segment.VisibleDocs();
     for (DocId d = Align(order, order[0]->doc()); d != kEndDoc;) {
-      if (top_.full()) {
-        double bound = 0;
-        DocId window_end = kEndDoc - 1;
-        for (TermMatcher* t : order) {
-          bound += t->BlockMaxScore();
-          window_end = std::min(window_end, t->BlockLastDoc());
-        }
-        const DocId next = PruneWindow(c, visible, d, window_end, bound);
+      if (top_.full() && !InWindow(c, d)) {
+        const DocId next = SkipWindows(c, visible, order, /*conjunctive=*/true, d);
         if (next != d) {
           if (next == kEndDoc) break;
           d = Align(order, next);
           continue;
         }
       }
-      if (!AnyMatches(excluded, d)) OfferBestMatch(c, d, CanonicalScore(terms, d));
+      if (!AlreadyOffered(d)) {
+        std::optional<double> static_bound;
+        if (top_.full()) static_bound = WindowStaticBound(c, d);
+        if (!top_.full() || static_bound) {
+          const double text = CanonicalScore(terms, d);
+          if (top_.full() && Inflate(text + *static_bound) < top_.worst().primary) {
+            pruned_ = true;
+          } else if (!AnyMatches(excluded, d)) {
+            OfferBestMatch(c, d, text);
+          }
+        }
+      }
       d = Align(order, d + 1);
     }
   }
@@ -969,24 +1107,8 @@ class Evaluation {
       DocId d = kEndDoc;
       for (size_t i = first_essential; i < n; ++i) d = std::min(d, by_max[i]->doc());
       if (d == kEndDoc) break;
-      if (top_.full()) {
-        // A text bound for [d, window_end]: block maxima of the lists positioned at d, nothing
-        // for lists that have no posting before window_end, list maxima for lists behind.
-        double bound = 0;
-        DocId window_end = kEndDoc - 1;
-        for (TermMatcher* t : by_max) {
-          const DocId td = t->doc();
-          if (td == kEndDoc) continue;
-          if (td > d) {
-            window_end = std::min(window_end, td - 1);
-          } else if (td == d) {
-            bound += t->BlockMaxScore();
-            window_end = std::min(window_end, t->BlockLastDoc());
-          } else {
-            bound += t->MaxScore();
-          }
-        }
-        const DocId next = PruneWindow(c, segment.VisibleDocs(), d, window_end, bound);
+      if (top_.full() && !InWindow(c, d)) {
+        const DocId next = SkipWindows(c, segment.VisibleDocs(), by_max, /*conjunctive=*/false, d);
         if (next != d) {
           if (next == kEndDoc) break;
           for (size_t i = first_essential; i < n; ++i) {
@@ -995,8 +1117,17 @@ class Evaluation {
           continue;
         }
       }
-      const double static_bound = StaticBound(c, d);
-      double partial = static_bound;
+      std::optional<double> static_bound;
+      if (!AlreadyOffered(d)) {
+        static_bound = top_.full() ? WindowStaticBound(c, d) : StaticBound(c, d);
+      }
+      if (!static_bound) {
+        for (size_t i = first_essential; i < n; ++i) {
+          if (by_max[i]->doc() == d) by_max[i]->Next();
+        }
+        continue;
+      }
+      double partial = *static_bound;
       for (size_t i = first_essential; i < n; ++i) {
         if (by_max[i]->doc() == d) partial += by_max[i]->Score();
       }
@@ -1009,6 +1140,10 @@ class Evaluation {
         }
         if (by_max[i]->doc() < d) by_max[i]->Advance(d);
         if (by_max[i]->doc() == d) partial += by_max[i]->Score();
+      }
+      if (possible && top_.full() && Inflate(partial) < top_.worst().primary) {
+        possible = false;  // its text is known now, and with its static bound falls short
+        pruned_ = true;
       }
       if (possible) OfferBestMatch(c, d, CanonicalScore(terms, d));
       for (size_t i = first_essential; i < n; ++i) {
@@ -1041,6 +1176,26 @@ class Evaluation {
   const Columns* bound_columns_ = nullptr;
   DocId bound_range_ = 0;
   double bound_ = 0;
+  // Per query, for the bounds per likes band: w_pop times the popularity of each band's most
+  // likes, and TfPart of one occurrence by document length.
+  static constexpr uint32_t kSingleTfLengths = 256;
+  std::array<double, index::kLikesBands> band_popularity_{};
+  std::array<double, kSingleTfLengths> single_tf_{};
+  // The last window SkipWindows let through: the bound of each likes band in DocIds
+  // [begin, end] of `columns`' segment, computed against the k-th score `threshold`.
+  struct Window {
+    const Columns* columns = nullptr;
+    DocId begin = 0, end = 0;
+    double threshold = 0;
+    std::array<double, index::kLikesBands> band_score{};
+    double recency = 0;  // the window's recency bound
+  };
+  Window window_;
+  // RecencyBound's cache, for one segment.
+  const Columns* recency_columns_ = nullptr;
+  std::vector<double> recency_by_block_;
+  double recency_segment_ = 0;
+  std::vector<DocId> changed_rows_;  // OfferChangedRows's, ascending
 };
 
 void CollectTerms(const PlanNode& node, std::vector<const std::string*>* terms) {

@@ -40,6 +40,12 @@ std::vector<TweetId> Ids(const Segment& segment, std::string_view term) {
   return ids;
 }
 
+// Likes as the generator draws them: P(likes >= x) ~ x^-1.1, up to 2,000,000.
+uint32_t ParetoLikes(std::mt19937& rng) {
+  const double u = std::uniform_real_distribution<double>(0, 1)(rng);
+  return static_cast<uint32_t>(std::min(std::pow(1.0 - u, -1.0 / 1.1) - 1, 2e6));
+}
+
 TEST(SealedSegmentTest, DocsAreNewestFirstAndListsDecode) {
   auto segment = BuildSample(1000);
   ASSERT_EQ(segment->num_docs(), 1000u);
@@ -79,9 +85,7 @@ TEST(SealedSegmentTest, LikesTiersHoldEveryTweetAboveTheirThresholds) {
   SealedSegmentBuilder builder;
   constexpr uint32_t kDocs = 20000;
   for (uint32_t i = 0; i < kDocs; ++i) {
-    const double u = std::uniform_real_distribution<double>(0, 1)(rng);
-    const auto likes = static_cast<uint32_t>(std::min(std::pow(1.0 - u, -1.0 / 1.1) - 1, 2e6));
-    builder.AddDoc({TweetId{i + 1}, 0, 1, 0, 5, likes});
+    builder.AddDoc({TweetId{i + 1}, 0, 1, 0, 5, ParetoLikes(rng)});
   }
   auto segment = builder.Build();
   const Columns& c = segment->columns();
@@ -109,6 +113,76 @@ TEST(SealedSegmentTest, LikesTiersHoldEveryTweetAboveTheirThresholds) {
   std::vector<DocId> changed;
   c.ChangedLikesRows(&changed);
   EXPECT_EQ(changed, (std::vector<DocId>{3, 70}));
+}
+
+TEST(SealedSegmentTest, BlockBoundsHoldEveryPostingsLikesBandLengthAndFrequency) {
+  // Power-law likes over every band, lengths 1 to 40, a term in ~60% of docs (bitmap
+  // blocks), one in ~5%, and repeats.
+  std::mt19937 rng(11);
+  SealedSegmentBuilder builder;
+  constexpr uint32_t kDocs = 30000;
+  for (uint32_t i = 0; i < kDocs; ++i) {
+    const uint32_t likes = ParetoLikes(rng);
+    const auto length = static_cast<uint16_t>(1 + rng() % 40);
+    const uint32_t doc = builder.AddDoc({TweetId{i + 1}, 0, 1, 0, length, likes});
+    const uint32_t positions[] = {0, 3, 7};
+    const size_t tf = rng() % 10 == 0 ? 2 + rng() % 2 : 1;
+    if (rng() % 100 < 60) builder.AddPosting("common", doc, std::span(positions, tf));
+    if (rng() % 100 < 5) builder.AddPosting("rare", doc, std::span(positions, tf));
+  }
+  auto segment = builder.Build();
+  const Columns& c = segment->columns();
+  for (const char* term : {"common", "rare"}) {
+    SCOPED_TRACE(term);
+    // Every posting lies inside the bounds of its block and of its list.
+    std::unique_ptr<PostingCursor> cursor = segment->OpenTerm(term, kDocs);
+    const PostingBound list = cursor->list_bound();
+    std::vector<int> seen_bands;
+    for (; cursor->doc() != kEndDoc; cursor->Next()) {
+      const DocId d = cursor->doc();
+      const int band = LikesBand(c.BaseLikes(d));
+      const uint32_t length = c.length(d), tf = cursor->freq();
+      for (const PostingBound& b : {cursor->block_bound(), list}) {
+        ASSERT_NE(b.band_length[band], kBandEmpty) << d;
+        ASSERT_LE(b.band_length[band], BandLength(length)) << d;
+        ASSERT_LE(b.min_length, length);
+        ASSERT_GE(b.max_tf, tf);
+        if (tf > 1) {
+          ASSERT_TRUE(b.band_repeats >> band & 1) << d;
+          ASSERT_LE(b.min_length_repeated, length);
+        }
+      }
+      seen_bands.push_back(band);
+    }
+    // The bounds are tight: a band is marked only where a posting is, and the list's band
+    // lengths are the shortest of their postings.
+    for (int band = 0; band < kLikesBands; ++band) {
+      const bool seen = std::find(seen_bands.begin(), seen_bands.end(), band) != seen_bands.end();
+      EXPECT_EQ(list.band_length[band] != kBandEmpty, seen) << band;
+    }
+    if (std::string_view(term) == "common") {
+      EXPECT_GE(*std::max_element(seen_bands.begin(), seen_bands.end()), 10);
+    }
+
+    // Shallow moves name the block that holds the postings from the target on, without
+    // moving the cursor.
+    std::unique_ptr<PostingCursor> shallow = segment->OpenTerm(term, kDocs);
+    std::unique_ptr<PostingCursor> walker = segment->OpenTerm(term, kDocs);
+    const DocId first = shallow->doc();
+    for (DocId target = 0; target < kDocs; target += 1 + static_cast<DocId>(rng() % 700)) {
+      const DocId last = shallow->ShallowAdvance(target);
+      ASSERT_EQ(shallow->doc(), first);
+      walker->Advance(target);
+      if (walker->doc() == kEndDoc) {
+        ASSERT_EQ(last, kEndDoc) << target;
+        break;
+      }
+      ASSERT_GE(last, walker->doc()) << target;
+      // The block of walker's posting is the shallow block: same last DocId and bounds.
+      ASSERT_EQ(walker->block_last_doc(), last) << target;
+      ASSERT_EQ(walker->block_bound().band_length, shallow->shallow_bound().band_length);
+    }
+  }
 }
 
 TEST(SealedSegmentTest, DenseBlocksAreBitmapsAndCursorsAgreeWithTheirDocs) {
