@@ -25,7 +25,11 @@ struct Context {
   const Columns* columns;
   const ScoringParams* params;
   double avg_length;
+  // TfPart of one occurrence by document length (kSingleTfLengths of them), for the bounds
+  // per likes band; null outside best match.
+  const double* single_tf = nullptr;
 };
+inline constexpr uint32_t kSingleTfLengths = 256;
 
 // A doc-at-a-time iterator over the documents of one segment that match a plan node.
 class Matcher {
@@ -41,6 +45,12 @@ class Matcher {
   virtual double MaxScore() const = 0;
   // Postings this matcher may visit, to order conjunctions cheapest first.
   virtual uint64_t Cost() const = 0;
+  // For pruning, from block bounds and without decoding: the likes bands (bit b) in which a
+  // match in DocIds [target, *end] may lie, lowering *end to where that answer may change,
+  // and adding to sums[b] the most its Score() can be for such a match of band b (for bands
+  // it answers; more elsewhere is harmless). Requires: targets do not decrease, and no
+  // target is below a DocId the matcher was moved to. (Not for excluded matchers.)
+  virtual uint32_t WindowBands(DocId target, DocId* end, double* sums) = 0;
 
  protected:
   DocId doc_ = kEndDoc;
@@ -53,6 +63,7 @@ class EmptyMatcher final : public Matcher {
   double Score() override { return 0; }
   double MaxScore() const override { return 0; }
   uint64_t Cost() const override { return 0; }
+  uint32_t WindowBands(DocId, DocId*, double*) override { return 0; }
 };
 
 class TermMatcher final : public Matcher {
@@ -84,6 +95,39 @@ class TermMatcher final : public Matcher {
 
   double idf() const { return idf_; }
   PostingCursor& cursor() { return *cursor_; }
+
+  uint32_t WindowBands(DocId target, DocId* end, double* sums) override {
+    if (doc_ == kEndDoc) return 0;
+    if (doc_ > target) {  // the cursor passed every posting before doc_
+      *end = std::min(*end, doc_ - 1);
+      return 0;
+    }
+    const DocId last = cursor_->ShallowAdvance(target);
+    if (last == kEndDoc) return 0;
+    *end = std::min(*end, last);
+    return AddBandText(cursor_->shallow_bound(), sums);
+  }
+
+  // Adds to sums[b] the largest text score this term can give a posting of likes band b
+  // among those `bound` covers, and returns the bands (bit b) that may hold such a posting.
+  uint32_t AddBandText(const index::PostingBound& bound, double* sums) const {
+    uint32_t bands = 0;
+    for (int b = 0; b < index::kLikesBands; ++b) {
+      const uint8_t band_length = bound.band_length[b];
+      if (band_length == index::kBandEmpty) continue;
+      bands |= 1u << b;
+      if (idf_ == 0) continue;
+      const uint32_t length = std::max<uint32_t>(band_length, bound.min_length);
+      double text = ctx_.single_tf[std::min<uint32_t>(length, kSingleTfLengths - 1)];
+      if ((bound.band_repeats >> b & 1) != 0 && bound.max_tf > 1) {
+        text = std::max(text, TfPart(*ctx_.params, bound.max_tf,
+                                     std::max(length, bound.min_length_repeated),
+                                     ctx_.avg_length));
+      }
+      sums[b] += idf_ * text;
+    }
+    return bands;
+  }
 
  private:
   double Bound(const index::PostingBound& b) const {
@@ -153,6 +197,14 @@ class Conjunction : public Matcher {
     return s;
   }
   uint64_t Cost() const override { return order_[0]->Cost(); }
+  uint32_t WindowBands(DocId target, DocId* end, double* sums) override {
+    uint32_t bands = (1u << index::kLikesBands) - 1;
+    for (auto& c : children_) {
+      bands &= c->WindowBands(target, end, sums);
+      if (bands == 0) break;  // *end was lowered to where the child may match again
+    }
+    return bands;
+  }
 
  protected:
   explicit Conjunction(std::vector<std::unique_ptr<Child>> children)
@@ -257,6 +309,11 @@ class OrMatcher final : public Matcher {
     uint64_t cost = 0;
     for (const auto& c : children_) cost += c->Cost();
     return cost;
+  }
+  uint32_t WindowBands(DocId target, DocId* end, double* sums) override {
+    uint32_t bands = 0;
+    for (auto& c : children_) bands |= c->WindowBands(target, end, sums);
+    return bands;
   }
 
  private:
@@ -413,7 +470,7 @@ class Evaluation {
         pruned_ = true;  // this and every later segment only hold older tweets
         break;
       }
-      Context ctx{&segment->columns(), &options_.scoring, stats_.avg_length};
+      Context ctx{&segment->columns(), &options_.scoring, stats_.avg_length, single_tf_.data()};
       MatcherBuilder builder(*segment, visible, stats_, ctx);
       switch (options_.sort) {
         case SortMode::kNewest:
@@ -535,7 +592,7 @@ class Evaluation {
   // Counts the matches of `segment` from DocId `from` on, until the cap, over bitmaps of
   // DocId windows (see counter.h).
   void CountFrom(const Segment& segment, DocId visible, DocId from) {
-    Context ctx{&segment.columns(), &options_.scoring, stats_.avg_length};
+    Context ctx{&segment.columns(), &options_.scoring, stats_.avg_length, single_tf_.data()};
     MatcherBuilder builder(segment, visible, stats_, ctx);
     MatchCounter counter(segment, visible, plan_, options_.watermark,
                          [&builder](const PlanNode& phrase) -> std::unique_ptr<DocSource> {
@@ -733,22 +790,6 @@ class Evaluation {
                      const std::function<bool(DocId)>& offered = nullptr) {
     const Columns& c = segment.columns();
     const DocId visible = segment.VisibleDocs();
-    if (options_.sort == SortMode::kBestMatch) {
-      const double text_bound = m->MaxScore();
-      for (DocId d = m->doc(); d != kEndDoc;) {
-        DocId target = d;
-        if (!SkipToLikes(c, visible, LikesNeeded(c, text_bound), &target)) return;
-        if (target != d) {
-          m->Advance(target);
-          d = m->doc();
-          continue;
-        }
-        OfferBestMatch(c, d, m->Score());
-        m->Next();
-        d = m->doc();
-      }
-      return;
-    }
     const bool by_likes = options_.sort == SortMode::kMostLiked;
     for (DocId d = m->doc(); d != kEndDoc;) {
       if (by_likes && top_.full()) {
@@ -839,29 +880,6 @@ class Evaluation {
     top_.Push(Hit{key->id, key->primary, c.likes(d), c.created_at_ms(d), *key});
   }
 
-  // Adds to sums[b] the largest text score `t` can give a posting of likes band b among
-  // those `bound` covers, and returns the bands (bit b) that may hold such a posting.
-  uint32_t AddBandText(const TermMatcher& t, const index::PostingBound& bound,
-                       double* sums) const {
-    uint32_t bands = 0;
-    const double idf = t.idf();
-    for (int b = 0; b < index::kLikesBands; ++b) {
-      const uint8_t band_length = bound.band_length[b];
-      if (band_length == index::kBandEmpty) continue;
-      bands |= 1u << b;
-      if (idf == 0) continue;
-      const uint32_t length = std::max<uint32_t>(band_length, bound.min_length);
-      double text = single_tf_[std::min<uint32_t>(length, kSingleTfLengths - 1)];
-      if ((bound.band_repeats >> b & 1) != 0 && bound.max_tf > 1) {
-        text = std::max(text, TfPart(options_.scoring, bound.max_tf,
-                                     std::max(length, bound.min_length_repeated),
-                                     stats_.avg_length));
-      }
-      sums[b] += idf * text;
-    }
-    return bands;
-  }
-
   // An upper bound of the recency part of every tweet of `c` in DocIds [from, to], from the
   // newest created_at of each 4,096 DocIds (computed once per query and segment) or, for a
   // wider span, of the whole segment.
@@ -891,48 +909,26 @@ class Evaluation {
     return bound;
   }
 
-  // Pruning for flat queries, window by window, from the terms' block bounds per likes band
-  // without decoding a block (Ding & Suel's block-max idea with "shallow" moves, as Lucene's
-  // advanceShallow). From `target` on, skips every window of DocIds in which no document can
-  // enter the top k: a window ends where the first of the terms' current blocks ends, and its
-  // bound is, for each likes band, the sum of the terms' text bounds for that band (all terms
-  // must hold the band in a conjunction, any in a disjunction) plus the band's popularity
-  // bound, plus the window's recency bound. Returns the first DocId not ruled out (kEndDoc if
-  // none is left), and leaves window_ describing its window. Requires: top k full.
-  DocId SkipWindows(const Columns& c, DocId visible, std::span<TermMatcher* const> terms,
-                    bool conjunctive, DocId target) {
+  // Pruning window by window, from block bounds per likes band without decoding a block
+  // (Ding & Suel's block-max idea with "shallow" moves, as Lucene's advanceShallow). From
+  // `target` on, skips every window of DocIds in which no document can enter the top k:
+  // `bands(target, &end, sums)` (a matcher's WindowBands) names the likes bands a match in
+  // [target, end] may lie in and bounds its text score per band; the window's bound is the
+  // best band's text bound plus the band's popularity bound plus the window's recency bound.
+  // Returns the first DocId not ruled out (kEndDoc if none is left), and leaves window_
+  // describing its window. Requires: top k full.
+  template <typename Bands>
+  DocId SkipWindows(const Columns& c, DocId visible, DocId target, const Bands& bands) {
     const double threshold = top_.worst().primary;
     while (target < visible) {
       DocId end = visible - 1;
       std::array<double, index::kLikesBands> sums{};
-      uint32_t all = (1u << index::kLikesBands) - 1, any = 0;
-      for (TermMatcher* t : terms) {
-        const DocId td = t->doc();
-        if (td == kEndDoc) {
-          if (conjunctive) return kEndDoc;
-          continue;
-        }
-        if (td > target) {  // no posting in [target, td)
-          end = std::min(end, td - 1);
-          all = 0;
-          continue;
-        }
-        const DocId last = t->cursor().ShallowAdvance(target);
-        if (last == kEndDoc) {
-          if (conjunctive) return kEndDoc;
-          continue;
-        }
-        end = std::min(end, last);
-        const uint32_t bands = AddBandText(*t, t->cursor().shallow_bound(), sums.data());
-        all &= bands;
-        any |= bands;
-      }
-      const uint32_t bands = conjunctive ? all : any;
-      if (bands != 0) {
+      const uint32_t mask = bands(target, &end, sums.data());
+      if (mask != 0) {
         const double recency = RecencyBound(c, target, end);
         double best = -std::numeric_limits<double>::infinity();
         for (int b = 0; b < index::kLikesBands; ++b) {
-          window_.band_score[b] = (bands >> b & 1) != 0
+          window_.band_score[b] = (mask >> b & 1) != 0
                                       ? Inflate(sums[b] + band_popularity_[b] + recency)
                                       : -std::numeric_limits<double>::infinity();
           best = std::max(best, window_.band_score[b]);
@@ -953,6 +949,18 @@ class Evaluation {
     return kEndDoc;
   }
 
+  // The window bands of flat terms: in a conjunction all must match, in a disjunction any.
+  static uint32_t TermBands(std::span<TermMatcher* const> terms, bool conjunctive,
+                            DocId target, DocId* end, double* sums) {
+    uint32_t all = (1u << index::kLikesBands) - 1, any = 0;
+    for (TermMatcher* t : terms) {
+      const uint32_t bands = t->WindowBands(target, end, sums);
+      all &= bands;
+      any |= bands;
+    }
+    return conjunctive ? all : any;
+  }
+
   // True if window_ holds `d` and was computed against the current k-th score.
   bool InWindow(const Columns& c, DocId d) const {
     return window_.columns == &c && d >= window_.begin && d <= window_.end &&
@@ -970,6 +978,25 @@ class Evaluation {
       return std::nullopt;
     }
     return band_popularity_[band] + window_.recency;
+  }
+
+  // Offers best-match candidate d (inside window_ once the top k is full) with the text
+  // score text() gives, unless it was offered already, its likes band rules it out, or its
+  // text with its band's bound falls short; admit() is asked last (exclusions).
+  template <typename Text, typename Admit>
+  void OfferCandidate(const Columns& c, DocId d, const Text& text, const Admit& admit) {
+    if (AlreadyOffered(d)) return;
+    std::optional<double> static_bound;
+    if (top_.full()) {
+      static_bound = WindowStaticBound(c, d);
+      if (!static_bound) return;
+    }
+    const double t = text();
+    if (static_bound && Inflate(t + *static_bound) < top_.worst().primary) {
+      pruned_ = true;
+      return;
+    }
+    if (admit()) OfferBestMatch(c, d, t);
   }
 
   // A sealed segment's rows whose likes changed since it was written have no place in its
@@ -1002,10 +1029,35 @@ class Evaluation {
     return true;
   }
 
+  // Best match over any shape: the walk skips the windows its matcher's WindowBands rule out,
+  // and the candidates whose likes band, or text score with their band's bound, falls short.
+  void RunBestMatchTree(const Segment& segment, MatcherBuilder& builder) {
+    OfferChangedRows(segment, builder);
+    std::unique_ptr<Matcher> m = builder.Build(plan_.root);
+    const Columns& c = segment.columns();
+    const DocId visible = segment.VisibleDocs();
+    for (DocId d = m->doc(); d != kEndDoc;) {
+      if (top_.full() && !InWindow(c, d)) {
+        const DocId next = SkipWindows(c, visible, d, [&](DocId t, DocId* end, double* sums) {
+          return m->WindowBands(t, end, sums);
+        });
+        if (next != d) {
+          if (next == kEndDoc) return;
+          m->Advance(next);
+          d = m->doc();
+          continue;
+        }
+      }
+      OfferCandidate(c, d, [&] { return m->Score(); }, [] { return true; });
+      m->Next();
+      d = m->doc();
+    }
+  }
+
   void RunBestMatch(const Segment& segment, MatcherBuilder& builder) {
     std::vector<const PlanNode*> nodes;
     if (!FlatTerms(plan_.root, &nodes)) {
-      RunExhaustive(segment, builder.Build(plan_.root));
+      RunBestMatchTree(segment, builder);
       return;
     }
     const bool conjunctive = plan_.root.kind != PlanNode::Kind::kOr;
@@ -1053,25 +1105,17 @@ class Evaluation {
     const DocId visible = segment.VisibleDocs();
     for (DocId d = Align(order, order[0]->doc()); d != kEndDoc;) {
       if (top_.full() && !InWindow(c, d)) {
-        const DocId next = SkipWindows(c, visible, order, /*conjunctive=*/true, d);
+        const DocId next = SkipWindows(c, visible, d, [&](DocId t, DocId* end, double* sums) {
+          return TermBands(order, /*conjunctive=*/true, t, end, sums);
+        });
         if (next != d) {
           if (next == kEndDoc) break;
           d = Align(order, next);
           continue;
         }
       }
-      if (!AlreadyOffered(d)) {
-        std::optional<double> static_bound;
-        if (top_.full()) static_bound = WindowStaticBound(c, d);
-        if (!top_.full() || static_bound) {
-          const double text = CanonicalScore(terms, d);
-          if (top_.full() && Inflate(text + *static_bound) < top_.worst().primary) {
-            pruned_ = true;
-          } else if (!AnyMatches(excluded, d)) {
-            OfferBestMatch(c, d, text);
-          }
-        }
-      }
+      OfferCandidate(c, d, [&] { return CanonicalScore(terms, d); },
+                     [&] { return !AnyMatches(excluded, d); });
       d = Align(order, d + 1);
     }
   }
@@ -1108,7 +1152,10 @@ class Evaluation {
       for (size_t i = first_essential; i < n; ++i) d = std::min(d, by_max[i]->doc());
       if (d == kEndDoc) break;
       if (top_.full() && !InWindow(c, d)) {
-        const DocId next = SkipWindows(c, segment.VisibleDocs(), by_max, /*conjunctive=*/false, d);
+        const DocId next =
+            SkipWindows(c, segment.VisibleDocs(), d, [&](DocId t, DocId* end, double* sums) {
+              return TermBands(by_max, /*conjunctive=*/false, t, end, sums);
+            });
         if (next != d) {
           if (next == kEndDoc) break;
           for (size_t i = first_essential; i < n; ++i) {
@@ -1178,7 +1225,6 @@ class Evaluation {
   double bound_ = 0;
   // Per query, for the bounds per likes band: w_pop times the popularity of each band's most
   // likes, and TfPart of one occurrence by document length.
-  static constexpr uint32_t kSingleTfLengths = 256;
   std::array<double, index::kLikesBands> band_popularity_{};
   std::array<double, kSingleTfLengths> single_tf_{};
   // The last window SkipWindows let through: the bound of each likes band in DocIds

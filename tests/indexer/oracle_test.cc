@@ -356,12 +356,51 @@ TEST_P(OracleTest, SearchEqualsBruteForceThroughTheIndexLifecycle) {
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   CheckQueries(**loaded, oracle, rng, 40, "reloaded");
 
+  // Likes changed after the segments were written, some far beyond what they were written
+  // with: the block bounds per likes band keep the old likes, so these rows must be found
+  // apart from them.
+  for (const index::IndexDoc& d : corpus.docs) {
+    if (oracle.at(d.id).deleted || rng() % 6 != 0) continue;
+    const uint32_t likes = rng() % 2 ? static_cast<uint32_t>(rng() % 5) : 20000 + rng() % 50000;
+    ASSERT_TRUE((*loaded)->SetLikes(d.id, likes).ok());
+    oracle.at(d.id).doc.likes = likes;
+  }
+  CheckQueries(**loaded, oracle, rng, 40, "likes changed after reload");
+
   // The comparisons above prove something only if pruning really ran.
   EXPECT_GT(g_pruned_pages[static_cast<int>(SortMode::kNewest)], 0);
   EXPECT_GT(g_pruned_pages[static_cast<int>(SortMode::kBestMatch)], 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, OracleTest, ::testing::Range(1u, 7u));
+
+// Best-match pruning over block bounds per likes band needs many blocks per list and likes
+// spread over every band: 12,000 tweets with power-law likes (P(likes >= x) ~ x^-1.1, up to
+// a million), in segments of 3,000 and then compacted.
+TEST(OracleTest, PruningOverLikesBandsOnPowerLawLikes) {
+  std::mt19937_64 rng(21);
+  std::fill(std::begin(g_pruned_pages), std::end(g_pruned_pages), 0);
+  index::IndexOptions options;
+  options.segment_max_docs = 3000;
+  std::unique_ptr<index::Index> index = *index::Index::Create(options);
+  Oracle oracle(index->analyzer());
+  Corpus corpus = MakeCorpus(rng, 12000);
+  for (index::IndexDoc& d : corpus.docs) {
+    const double u = std::uniform_real_distribution<double>(0, 1)(rng);
+    d.likes = static_cast<uint32_t>(std::min(std::pow(1.0 - u, -1.0 / 1.1) - 1, 1e6));
+  }
+  for (size_t i = 0; i < corpus.docs.size(); i += 500) {
+    std::span<const index::IndexDoc> batch(corpus.docs.data() + i,
+                                           std::min<size_t>(500, corpus.docs.size() - i));
+    for (const absl::Status& s : index->AddBatch(batch)) ASSERT_TRUE(s.ok()) << s;
+    for (const index::IndexDoc& d : batch) oracle.Add(d);
+  }
+  ASSERT_TRUE(index->Seal().ok());
+  CheckQueries(*index, oracle, rng, 30, "segments");
+  ASSERT_TRUE(index->Compact().ok());
+  CheckQueries(*index, oracle, rng, 30, "compacted");
+  EXPECT_GT(g_pruned_pages[static_cast<int>(SortMode::kBestMatch)], 0);
+}
 
 // Compares exact totals (exact_total, and the default cap) with the brute-force count.
 void CheckTotals(const index::Index& index, const Oracle& oracle, std::mt19937_64& rng,
