@@ -3,10 +3,10 @@
 //   kNewest    TweetId descending. Segments are visited newest first; inside a sealed segment
 //              DocIds run newest to oldest, so the walk stops once k hits are found and no
 //              later posting can be newer (Earlybird's early termination).
-//   kBestMatch score descending, then TweetId descending. A conjunction of terms is evaluated
-//              with block-max skipping (blocks whose score bound cannot reach the current k-th
-//              score are skipped, Ding & Suel 2011); a disjunction of terms with MaxScore
-//              (Turtle & Flood 1995); other shapes exhaustively.
+//   kBestMatch score descending, then TweetId descending. Windows of DocIds whose bound from
+//              the blocks' bounds per likes band cannot reach the current k-th score are
+//              skipped without decoding (block-max, Ding & Suel 2011), for every query shape;
+//              a disjunction of terms is evaluated with MaxScore (Turtle & Flood 1995).
 //   kMostLiked likes descending, then TweetId descending, over all matches.
 //
 // Paging is search-after: pass the sort key of the last hit of a page as `after`, and the same
