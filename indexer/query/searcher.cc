@@ -93,7 +93,6 @@ class TermMatcher final : public Matcher {
   }
   uint64_t Cost() const override { return cursor_->size(); }
 
-  double idf() const { return idf_; }
   PostingCursor& cursor() { return *cursor_; }
 
   uint32_t WindowBands(DocId target, DocId* end, double* sums) override {
@@ -825,38 +824,6 @@ class Evaluation {
     return bound_;
   }
 
-  // The fewest likes a tweet of `c` needs to enter the current top k when its text score is at
-  // most `text_bound`: the inverse of the popularity part, given the largest recency part any
-  // tweet of the segment can have.
-  // Returns 0 when the top k is not full or likes alone cannot exclude anything, and more than
-  // any uint32 when no tweet can enter. Rounded down, so it never excludes a real hit.
-  uint64_t LikesNeeded(const Columns& c, double text_bound) {
-    if (!top_.full()) return 0;
-    // Windows in a row often share their bound, and the k-th score changes rarely.
-    if (&c == likes_cache_columns_ && text_bound == likes_cache_bound_ &&
-        top_.worst().primary == likes_cache_threshold_) {
-      return likes_cache_;
-    }
-    likes_cache_columns_ = &c;
-    likes_cache_bound_ = text_bound;
-    likes_cache_threshold_ = top_.worst().primary;
-    likes_cache_ = ComputeLikesNeeded(c, text_bound);
-    return likes_cache_;
-  }
-  uint64_t ComputeLikesNeeded(const Columns& c, double text_bound) const {
-    const ScoringParams& p = options_.scoring;
-    const double recency_bound = StaticScore(p, 0, c.max_created_at_ms(), options_.now_ms);
-    const double static_needed = top_.worst().primary - Inflate(text_bound) - Inflate(recency_bound);
-    if (static_needed <= 0) return 0;
-    if (p.popularity_weight <= 0 || static_needed > p.popularity_weight * (1 + 1e-9)) {
-      return uint64_t{1} << 33;
-    }
-    const double popularity = static_needed / p.popularity_weight;
-    const double likes = std::expm1(popularity * std::log1p(p.likes_reference));
-    if (!(likes > 1)) return 0;
-    return static_cast<uint64_t>(std::floor(likes * (1 - 1e-9))) - 1;
-  }
-
   // Moves `d` past the ranges that cannot hold a tweet with `likes` likes. Returns false when
   // no such range is left in the segment.
   bool SkipToLikes(const Columns& c, DocId visible, uint64_t likes, DocId* d) {
@@ -1214,11 +1181,6 @@ class Evaluation {
                            plan_.has_until();
   absl::flat_hash_set<size_t> counted_;  // segments the ranking counted whole
   std::vector<DocId> visible_docs_;       // of each segment of Run(), read once
-  // LikesNeeded's cache.
-  const Columns* likes_cache_columns_ = nullptr;
-  double likes_cache_bound_ = -1;
-  double likes_cache_threshold_ = -1;
-  uint64_t likes_cache_ = 0;
   // StaticBound's cache.
   const Columns* bound_columns_ = nullptr;
   DocId bound_range_ = 0;
