@@ -17,12 +17,14 @@
 namespace tweetsearch::index {
 namespace {
 
-// v3: segment files of format v4, each line "<segment file>[ <updates file>]". An index with
+// v4: segment files of format v5, each line "<segment file>[ <updates file>]". An index with
 // an older manifest (v1: whole segments on the heap; v2: segment files of format v3, whose
-// skip entries have no likes bands) is reported as not found, and rebuilt by its owner.
-constexpr std::string_view kManifestHeader = "tweetsearch-index-manifest v3";
+// skip entries have no likes bands; v3: format v4, whose bands keep lengths to 15 and no term
+// frequencies) is reported as not found, and rebuilt by its owner.
+constexpr std::string_view kManifestHeader = "tweetsearch-index-manifest v4";
 constexpr std::string_view kOldManifestHeaders[] = {"tweetsearch-index-manifest v1",
-                                                    "tweetsearch-index-manifest v2"};
+                                                    "tweetsearch-index-manifest v2",
+                                                    "tweetsearch-index-manifest v3"};
 
 // What the analyzer options were when the index was written: terms made with other options
 // would not meet the saved ones, so Open() refuses a mismatch.

@@ -29,10 +29,10 @@ struct SkipEntry {
   uint8_t max_tf;  // kManyTf means "kManyTf or more"
   uint8_t min_length;           // capped at 255 (a lower bound)
   uint8_t min_length_repeated;  // among postings with a term frequency above one; capped
-  uint16_t band_repeats;        // PostingBound::band_repeats
-  uint8_t band_lengths[kLikesBands / 2];  // band 2i in the low nibble of byte i, 2i+1 high
+  uint8_t band_tf[kLikesBands / 4];  // 2 bits a band, band b at bits 2b: its tf class - 1
+  uint8_t band_lengths[kLikesBands * 5 / 8];  // 5 bits a band, band b at bits 5b: its code
 };
-static_assert(sizeof(SkipEntry) == 24);
+static_assert(sizeof(SkipEntry) == 28);
 constexpr size_t kSingleHeaderBytes = 3;  // doc_bits, freq_bits, pos_bits
 constexpr uint8_t kManyTf = 255;
 // A doc_bits value meaning: the block's DocIds are a bitmap, one bit per DocId from the block's
@@ -91,14 +91,47 @@ SkipEntry ReadSkip(const uint8_t* term_base, uint32_t doc_freq, uint32_t block) 
   return e;
 }
 
+// The per-band fields of a skip entry, unpacked.
+struct EntryBands {
+  std::array<uint8_t, kLikesBands> length_code{};  // kBandEmpty: no posting in the band
+  std::array<uint8_t, kLikesBands> tf{};            // 1, 2, 3 or kBandManyTf
+};
+
+EntryBands UnpackBands(const SkipEntry& e) {
+  EntryBands out;
+  for (int b = 0; b < kLikesBands; ++b) {
+    const int bit = 5 * b, byte = bit / 8;
+    uint32_t v = e.band_lengths[byte];
+    if (byte + 1 < static_cast<int>(sizeof(e.band_lengths))) v |= uint32_t{e.band_lengths[byte + 1]} << 8;
+    out.length_code[b] = static_cast<uint8_t>((v >> (bit % 8)) & 31);
+    out.tf[b] = static_cast<uint8_t>(((e.band_tf[b / 4] >> (2 * (b % 4))) & 3) + 1);
+  }
+  return out;
+}
+
+void PackBands(const EntryBands& bands, SkipEntry* e) {
+  std::memset(e->band_lengths, 0, sizeof(e->band_lengths));
+  std::memset(e->band_tf, 0, sizeof(e->band_tf));
+  for (int b = 0; b < kLikesBands; ++b) {
+    const int bit = 5 * b, byte = bit / 8;
+    const uint32_t v = uint32_t{bands.length_code[b]} << (bit % 8);
+    e->band_lengths[byte] = static_cast<uint8_t>(e->band_lengths[byte] | (v & 0xFF));
+    if (byte + 1 < static_cast<int>(sizeof(e->band_lengths))) {
+      e->band_lengths[byte + 1] = static_cast<uint8_t>(e->band_lengths[byte + 1] | (v >> 8));
+    }
+    e->band_tf[b / 4] = static_cast<uint8_t>(e->band_tf[b / 4] | (bands.tf[b] - 1) << (2 * (b % 4)));
+  }
+}
+
 PostingBound BoundOf(const SkipEntry& e, bool single_block) {
   if (single_block) return PostingBound{};
   PostingBound b{e.max_tf == kManyTf ? std::numeric_limits<uint32_t>::max() : e.max_tf,
                  e.min_length, e.min_length_repeated};
+  const EntryBands bands = UnpackBands(e);
   for (int i = 0; i < kLikesBands; ++i) {
-    b.band_length[i] = (e.band_lengths[i / 2] >> (4 * (i % 2))) & 0xF;
+    b.band_length[i] = kBandLengthFloor[bands.length_code[i]];
+    b.band_tf[i] = bands.tf[i];
   }
-  b.band_repeats = e.band_repeats;
   return b;
 }
 
@@ -116,16 +149,14 @@ void FoldEntry(const SkipEntry& b, SkipEntry* into) {
   into->max_tf = std::max(into->max_tf, b.max_tf);
   into->min_length = std::min(into->min_length, b.min_length);
   into->min_length_repeated = std::min(into->min_length_repeated, b.min_length_repeated);
-  into->band_repeats = static_cast<uint16_t>(into->band_repeats | b.band_repeats);
-  for (int i = 0; i < kLikesBands / 2; ++i) {
-    uint8_t folded = 0;
-    for (int shift : {0, 4}) {
-      const uint8_t a = (into->band_lengths[i] >> shift) & 0xF, x = (b.band_lengths[i] >> shift) & 0xF;
-      const uint8_t m = a == kBandEmpty ? x : x == kBandEmpty ? a : std::min(a, x);
-      folded = static_cast<uint8_t>(folded | m << shift);
-    }
-    into->band_lengths[i] = folded;
+  EntryBands folded = UnpackBands(*into);
+  const EntryBands x = UnpackBands(b);
+  for (int i = 0; i < kLikesBands; ++i) {
+    const uint8_t a = folded.length_code[i], y = x.length_code[i];
+    folded.length_code[i] = a == kBandEmpty ? y : y == kBandEmpty ? a : std::min(a, y);
+    folded.tf[i] = std::max(folded.tf[i], x.tf[i]);
   }
+  PackBands(folded, into);
 }
 
 class SealedCursor final : public PostingCursor {
@@ -454,21 +485,21 @@ class ListEncoder {
     const uint32_t block_start = next_;
     gaps_.clear();
     uint32_t max_tf = 0, min_length = UINT8_MAX, min_length_repeated = UINT8_MAX;
-    std::array<uint8_t, kLikesBands> band_length{};  // kBandEmpty
-    uint16_t band_repeats = 0;
+    EntryBands bands;  // empty, tf 1
+    bands.tf.fill(1);
     for (size_t j = 0; j < docs_.size(); ++j) {
       const DocId doc = docs_[j];
       gaps_.push_back(doc - next_);
       next_ = doc + 1;
       max_tf = std::max(max_tf, freqs_[j]);
       min_length = std::min<uint32_t>(min_length, lengths_[doc]);
-      const uint8_t band = bands_[doc], length = BandLength(lengths_[doc]);
-      if (band_length[band] == kBandEmpty || length < band_length[band]) {
-        band_length[band] = length;
-      }
+      const uint8_t band = bands_[doc], code = BandLengthCode(lengths_[doc]);
+      uint8_t& band_code = bands.length_code[band];
+      if (band_code == kBandEmpty || code < band_code) band_code = code;
+      bands.tf[band] =
+          std::max(bands.tf[band], static_cast<uint8_t>(std::min<uint32_t>(freqs_[j], kBandManyTf)));
       if (freqs_[j] > 1) {
         min_length_repeated = std::min<uint32_t>(min_length_repeated, lengths_[doc]);
-        band_repeats = static_cast<uint16_t>(band_repeats | (1u << band));
       }
       --freqs_[j];  // stored minus one
     }
@@ -478,11 +509,7 @@ class ListEncoder {
     entry.max_tf = static_cast<uint8_t>(std::min<uint32_t>(max_tf, kManyTf));
     entry.min_length = static_cast<uint8_t>(min_length);
     entry.min_length_repeated = static_cast<uint8_t>(min_length_repeated);
-    entry.band_repeats = band_repeats;
-    for (int i = 0; i < kLikesBands; ++i) {
-      entry.band_lengths[i / 2] =
-          static_cast<uint8_t>(entry.band_lengths[i / 2] | band_length[i] << (4 * (i % 2)));
-    }
+    PackBands(bands, &entry);
     // The descriptors are known only after encoding: write the block, then its header.
     block_.clear();
     entry.doc_bits = PackPFor(gaps_, &block_);
@@ -601,7 +628,7 @@ std::string CheckList(const uint8_t* base, const uint8_t* end, uint32_t doc_freq
 
 
 // Segment file format v4: a section file (section_file.h) with these sections, in this order.
-constexpr std::string_view kMagic = "TSSEG004";
+constexpr std::string_view kMagic = "TSSEG005";
 enum SectionTag : uint32_t {
   kMeta = 1, kIdHigh, kIdLow, kCreatedOffset, kUserCodes, kUserValues, kLangCodes, kLangValues,
   kLengths, kLikes, kOverflowDocs, kOverflowLikes, kRangeMaxLikes, kRangeMaxCreated,

@@ -60,27 +60,36 @@ inline uint32_t LikesBandMax(int band) {
   return band >= kLikesBands - 1 ? std::numeric_limits<uint32_t>::max()
                                  : (uint32_t{1} << band) - 1;
 }
-// Lengths per band are kept in 4 bits: 0 means "no posting in the band", 15 "15 or more".
+// Per likes band, a block keeps the shortest length as a 5-bit code (0: no posting in the
+// band): lengths 1 to 22 exactly, longer ones rounded down to one of nine steps.
 inline constexpr uint8_t kBandEmpty = 0;
-inline constexpr uint8_t kBandLengthCap = 15;
-inline uint8_t BandLength(uint32_t length) {
-  return static_cast<uint8_t>(std::clamp<uint32_t>(length, 1, kBandLengthCap));
+inline constexpr std::array<uint8_t, 32> kBandLengthFloor = {
+    0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
+    16, 17, 18, 19, 20, 21, 22, 24, 26, 28, 30, 33, 36, 40, 48, 56};
+// The code of a document of `length` (at least 1): that of the longest floor not above it.
+inline uint8_t BandLengthCode(uint32_t length) {
+  const auto it = std::upper_bound(kBandLengthFloor.begin() + 1, kBandLengthFloor.end(),
+                                   std::max<uint32_t>(length, 1));
+  return static_cast<uint8_t>(it - kBandLengthFloor.begin() - 1);
 }
+// And the band's largest term frequency in 2 bits: 1, 2, 3, or kBandManyTf ("4 or more":
+// the block's max_tf bounds it).
+inline constexpr uint8_t kBandManyTf = 4;
 
 // What is known about the postings of one block (or a whole list) for score upper bounds:
 // every posting has a term frequency of at most max_tf and a document at least min_length
 // long, and those with a term frequency above one have documents at least
 // min_length_repeated long. (Separating the two keeps the bound tight: in tweets the longest
 // documents tend to repeat words, and the shortest do not.) Per likes band (of the likes a
-// tweet was written with), band_length is kBandEmpty if no posting's tweet is in the band,
-// else a lower bound of their lengths (BandLength of the shortest); band_repeats has bit b set
-// if a posting of band b has a term frequency above one. The defaults promise nothing.
+// tweet was written with), band_length is 0 if no posting's tweet is in the band, else a
+// lower bound of their lengths (kBandLengthFloor of the shortest one's code), and band_tf
+// bounds their term frequencies (kBandManyTf: max_tf does). The defaults promise nothing.
 struct PostingBound {
   uint32_t max_tf = std::numeric_limits<uint32_t>::max();
   uint32_t min_length = 0;
   uint32_t min_length_repeated = 0;
   std::array<uint8_t, kLikesBands> band_length = FilledBands(1);
-  uint16_t band_repeats = 0xFFFF;
+  std::array<uint8_t, kLikesBands> band_tf = FilledBands(kBandManyTf);
 
   static constexpr std::array<uint8_t, kLikesBands> FilledBands(uint8_t v) {
     std::array<uint8_t, kLikesBands> a{};

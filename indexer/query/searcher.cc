@@ -25,11 +25,13 @@ struct Context {
   const Columns* columns;
   const ScoringParams* params;
   double avg_length;
-  // TfPart of one occurrence by document length (kSingleTfLengths of them), for the bounds
-  // per likes band; null outside best match.
-  const double* single_tf = nullptr;
+  // TfPart of tf occurrences in a document of `length`, at tf_table[(tf - 1) *
+  // kTfTableLengths + length] for tf 1 to kTfTableTfs and lengths below kTfTableLengths, for
+  // the bounds per likes band; null outside best match.
+  const double* tf_table = nullptr;
 };
-inline constexpr uint32_t kSingleTfLengths = 256;
+inline constexpr uint32_t kTfTableLengths = 256;
+inline constexpr uint32_t kTfTableTfs = index::kBandManyTf - 1;
 
 // A doc-at-a-time iterator over the documents of one segment that match a plan node.
 class Matcher {
@@ -117,11 +119,16 @@ class TermMatcher final : public Matcher {
       bands |= 1u << b;
       if (idf_ == 0) continue;
       const uint32_t length = std::max<uint32_t>(band_length, bound.min_length);
-      double text = ctx_.single_tf[std::min<uint32_t>(length, kSingleTfLengths - 1)];
-      if ((bound.band_repeats >> b & 1) != 0 && bound.max_tf > 1) {
-        text = std::max(text, TfPart(*ctx_.params, bound.max_tf,
-                                     std::max(length, bound.min_length_repeated),
-                                     ctx_.avg_length));
+      double text = ctx_.tf_table[std::min(length, kTfTableLengths - 1)];
+      const uint32_t tf = std::min<uint32_t>(bound.band_tf[b], bound.max_tf);
+      if (tf > 1) {
+        // TfPart grows with tf and falls with length: the band's largest tf at the shortest
+        // length of a repeating posting bounds its repeating postings.
+        const uint32_t repeated = std::max(length, bound.min_length_repeated);
+        text = std::max(text, tf < index::kBandManyTf
+                                  ? ctx_.tf_table[(tf - 1) * kTfTableLengths +
+                                                  std::min(repeated, kTfTableLengths - 1)]
+                                  : TfPart(*ctx_.params, bound.max_tf, repeated, ctx_.avg_length));
       }
       sums[b] += idf_ * text;
     }
@@ -433,6 +440,12 @@ class TopK {
 // error; pruning compares against a slightly inflated bound so it never drops a real hit.
 double Inflate(double bound) { return bound * (1 + 1e-12) + 1e-12; }
 
+// A window of DocIds [begin, end] of one segment, and the bound of any document in it.
+struct ScoredWindow {
+  DocId begin = 0, end = 0;
+  double bound = 0;
+};
+
 class Evaluation {
  public:
   Evaluation(const index::IndexSnapshot& snapshot, const Plan& plan, const SearchOptions& options)
@@ -443,8 +456,10 @@ class Evaluation {
     for (int b = 0; b < index::kLikesBands; ++b) {
       band_popularity_[b] = p.popularity_weight * Popularity(p, index::LikesBandMax(b));
     }
-    for (uint32_t length = 0; length < kSingleTfLengths; ++length) {
-      single_tf_[length] = TfPart(p, 1, length, stats_.avg_length);
+    for (uint32_t tf = 1; tf <= kTfTableTfs; ++tf) {
+      for (uint32_t length = 0; length < kTfTableLengths; ++length) {
+        tf_table_[(tf - 1) * kTfTableLengths + length] = TfPart(p, tf, length, stats_.avg_length);
+      }
     }
   }
 
@@ -469,7 +484,7 @@ class Evaluation {
         pruned_ = true;  // this and every later segment only hold older tweets
         break;
       }
-      Context ctx{&segment->columns(), &options_.scoring, stats_.avg_length, single_tf_.data()};
+      Context ctx{&segment->columns(), &options_.scoring, stats_.avg_length, tf_table_.data()};
       MatcherBuilder builder(*segment, visible, stats_, ctx);
       switch (options_.sort) {
         case SortMode::kNewest:
@@ -591,7 +606,7 @@ class Evaluation {
   // Counts the matches of `segment` from DocId `from` on, until the cap, over bitmaps of
   // DocId windows (see counter.h).
   void CountFrom(const Segment& segment, DocId visible, DocId from) {
-    Context ctx{&segment.columns(), &options_.scoring, stats_.avg_length, single_tf_.data()};
+    Context ctx{&segment.columns(), &options_.scoring, stats_.avg_length, tf_table_.data()};
     MatcherBuilder builder(segment, visible, stats_, ctx);
     MatchCounter counter(segment, visible, plan_, options_.watermark,
                          [&builder](const PlanNode& phrase) -> std::unique_ptr<DocSource> {
@@ -996,28 +1011,106 @@ class Evaluation {
     return true;
   }
 
+  // Best match over one segment, window by window, the windows with the highest bounds first.
+  //
+  // A walk in DocId order raises the k-th score slowly: for a common word most windows pass
+  // the bound of a k-th score that is still low, though at the final one almost none would.
+  // So a first pass reads only skip entries (CollectWindows: every window's bound, nothing
+  // decoded); then the windows are walked in batches, each batch the best bounds left and
+  // walked in DocId order by fresh matchers (they only move forward). Before each batch,
+  // the windows whose bound is below the k-th score are dropped: no document in them can
+  // enter the top k. Within a window the walks prune as before (SkipWindows, OfferCandidate).
+  // Every window that may hold a document of the top k is walked, so the result is exact.
+  //
+  // This pays where the windows' bounds are tight: for one scored term, whose block bounds
+  // per likes band describe its own postings. For several, a window's bound adds up the best
+  // posting of each term, mostly different documents, and the order gains less than the
+  // first pass and the jumps cost (docs/benchmarks.md): without `by_bound` the segment is
+  // walked in DocId order, as one window.
+  template <typename Bands, typename WalkBatch>
+  void RunWindowsByBound(const Segment& segment, bool by_bound, const Bands& bands,
+                         const WalkBatch& walk) {
+    if (!by_bound) {
+      const ScoredWindow all{0, segment.VisibleDocs() - 1, 0};
+      walk(std::span(&all, 1));
+      return;
+    }
+    CollectWindows(segment.columns(), segment.VisibleDocs(), bands);
+    std::span<ScoredWindow> rest(windows_);
+    size_t batch = kFirstBatch;
+    while (!rest.empty()) {
+      if (top_.full()) {
+        const double threshold = top_.worst().primary;
+        auto kept = std::partition(rest.begin(), rest.end(),
+                                   [&](const ScoredWindow& w) { return w.bound >= threshold; });
+        if (kept != rest.end()) pruned_ = true;
+        rest = rest.first(static_cast<size_t>(kept - rest.begin()));
+        if (rest.empty()) break;
+      }
+      // When a batch would take most of what is left, or the last one did not fill the top
+      // k (the matches are sparse), take it all.
+      const bool all = batch * 2 >= rest.size() || (batch > kFirstBatch && !top_.full());
+      const size_t n = all ? rest.size() : batch;
+      if (n < rest.size()) {
+        std::nth_element(rest.begin(), rest.begin() + static_cast<ptrdiff_t>(n), rest.end(),
+                         [](const ScoredWindow& a, const ScoredWindow& b) {
+                           return a.bound > b.bound;
+                         });
+      }
+      std::sort(rest.begin(), rest.begin() + static_cast<ptrdiff_t>(n),
+                [](const ScoredWindow& a, const ScoredWindow& b) { return a.begin < b.begin; });
+      walk(rest.first(n));
+      rest = rest.subspan(n);
+      batch *= 2;
+    }
+  }
+
+  // windows_ = the windows of the segment that `bands` (a WindowBands over matchers that were
+  // never moved) says may hold a match, each with the bound of its best likes band.
+  template <typename Bands>
+  void CollectWindows(const Columns& c, DocId visible, const Bands& bands) {
+    windows_.clear();
+    for (DocId target = 0; target < visible;) {
+      DocId end = visible - 1;
+      std::array<double, index::kLikesBands> sums{};
+      const uint32_t mask = bands(target, &end, sums.data());
+      if (mask != 0) {
+        double best = -std::numeric_limits<double>::infinity();
+        for (int b = 0; b < index::kLikesBands; ++b) {
+          if ((mask >> b & 1) != 0) best = std::max(best, sums[b] + band_popularity_[b]);
+        }
+        windows_.push_back({target, end, Inflate(best + RecencyBound(c, target, end))});
+      }
+      if (end >= visible - 1) break;
+      target = end + 1;
+    }
+  }
+
   // Best match over any shape: the walk skips the windows its matcher's WindowBands rule out,
   // and the candidates whose likes band, or text score with their band's bound, falls short.
   void RunBestMatchTree(const Segment& segment, MatcherBuilder& builder) {
     OfferChangedRows(segment, builder);
     std::unique_ptr<Matcher> m = builder.Build(plan_.root);
-    const Columns& c = segment.columns();
-    const DocId visible = segment.VisibleDocs();
-    for (DocId d = m->doc(); d != kEndDoc;) {
+    WalkTree(segment.columns(), *m, segment.VisibleDocs() - 1);
+  }
+
+  // Walks `m` up to DocId `last`.
+  void WalkTree(const Columns& c, Matcher& m, DocId last) {
+    for (DocId d = m.doc(); d <= last;) {  // kEndDoc is above every `last`
       if (top_.full() && !InWindow(c, d)) {
-        const DocId next = SkipWindows(c, visible, d, [&](DocId t, DocId* end, double* sums) {
-          return m->WindowBands(t, end, sums);
+        const DocId next = SkipWindows(c, last + 1, d, [&](DocId t, DocId* end, double* sums) {
+          return m.WindowBands(t, end, sums);
         });
         if (next != d) {
           if (next == kEndDoc) return;
-          m->Advance(next);
-          d = m->doc();
+          m.Advance(next);
+          d = m.doc();
           continue;
         }
       }
-      OfferCandidate(c, d, [&] { return m->Score(); }, [] { return true; });
-      m->Next();
-      d = m->doc();
+      OfferCandidate(c, d, [&] { return m.Score(); }, [] { return true; });
+      m.Next();
+      d = m.doc();
     }
   }
 
@@ -1028,27 +1121,50 @@ class Evaluation {
       return;
     }
     const bool conjunctive = plan_.root.kind != PlanNode::Kind::kOr;
-    std::vector<std::unique_ptr<TermMatcher>> terms;  // plan order
-    for (const PlanNode* node : nodes) {
-      std::unique_ptr<TermMatcher> t = builder.Term(node->term, node->scored);
-      if (t == nullptr) {
-        if (conjunctive) return;  // a missing term: no match in this segment
-        continue;
+    // The plan's terms present in the segment, in plan order; false if the segment cannot
+    // match (a term of a conjunction is missing).
+    auto open = [&](std::vector<std::unique_ptr<TermMatcher>>* terms) {
+      for (const PlanNode* node : nodes) {
+        std::unique_ptr<TermMatcher> t = builder.Term(node->term, node->scored);
+        if (t == nullptr) {
+          if (conjunctive) return false;
+          continue;
+        }
+        terms->push_back(std::move(t));
       }
-      terms.push_back(std::move(t));
+      return !terms->empty();
+    };
+    // The first pass's matchers: never moved, they only answer WindowBands.
+    std::vector<std::unique_ptr<TermMatcher>> shallow;
+    std::vector<TermMatcher*> shallow_ptrs;
+    // One scored term, with enough blocks for the order to matter.
+    const auto scored = [](const PlanNode* n) { return n->scored; };
+    const bool by_bound = std::count_if(nodes.begin(), nodes.end(), scored) == 1 &&
+                          segment.DocFreq((*std::find_if(nodes.begin(), nodes.end(), scored))->term) >=
+                              kByBoundMinPostings;
+    if (by_bound) {
+      if (!open(&shallow)) return;
+      for (auto& t : shallow) shallow_ptrs.push_back(t.get());
     }
-    if (terms.empty()) return;
     OfferChangedRows(segment, builder);
-    std::vector<std::unique_ptr<Matcher>> excluded;
-    if (conjunctive) {
-      for (const PlanNode& e : plan_.root.excluded) {
-        std::unique_ptr<Matcher> m = builder.Build(e);
-        if (m->doc() != kEndDoc) excluded.push_back(std::move(m));
+    const Columns& c = segment.columns();
+    auto bands = [&](DocId t, DocId* end, double* sums) {
+      return TermBands(shallow_ptrs, conjunctive, t, end, sums);
+    };
+    RunWindowsByBound(segment, by_bound, bands, [&](std::span<const ScoredWindow> windows) {
+      std::vector<std::unique_ptr<TermMatcher>> terms;
+      if (!open(&terms)) return;
+      if (conjunctive) {
+        std::vector<std::unique_ptr<Matcher>> excluded;
+        for (const PlanNode& e : plan_.root.excluded) {
+          std::unique_ptr<Matcher> m = builder.Build(e);
+          if (m->doc() != kEndDoc) excluded.push_back(std::move(m));
+        }
+        BlockMaxAnd(c, terms, excluded, windows);
+      } else {
+        MaxScore(c, terms, windows);
       }
-      BlockMaxAnd(segment, terms, excluded);
-    } else {
-      MaxScore(segment, terms);
-    }
+    });
   }
 
   double CanonicalScore(std::vector<std::unique_ptr<TermMatcher>>& terms, DocId d) {
@@ -1059,53 +1175,68 @@ class Evaluation {
     return s;
   }
 
-  // Conjunction with block-max skipping. Invariant: a candidate is skipped only when its
-  // window's bound (SkipWindows), or its likes band's bound in the window, is below the k-th
-  // best score, so no skipped document could have entered the top k.
-  void BlockMaxAnd(const Segment& segment, std::vector<std::unique_ptr<TermMatcher>>& terms,
-                   std::vector<std::unique_ptr<Matcher>>& excluded) {
-    const Columns& c = segment.columns();
+  // Conjunction with block-max skipping over `windows` (ascending). Invariant: a candidate is
+  // skipped only when its window's bound (SkipWindows), or its likes band's bound in the
+  // window, is below the k-th best score, so no skipped document could have entered the top k.
+  void BlockMaxAnd(const Columns& c, std::vector<std::unique_ptr<TermMatcher>>& terms,
+                   std::vector<std::unique_ptr<Matcher>>& excluded,
+                   std::span<const ScoredWindow> windows) {
     std::vector<TermMatcher*> order;
     for (auto& t : terms) order.push_back(t.get());
     std::stable_sort(order.begin(), order.end(),
                      [](TermMatcher* a, TermMatcher* b) { return a->Cost() < b->Cost(); });
-    const DocId visible = segment.VisibleDocs();
-    for (DocId d = Align(order, order[0]->doc()); d != kEndDoc;) {
-      if (top_.full() && !InWindow(c, d)) {
-        const DocId next = SkipWindows(c, visible, d, [&](DocId t, DocId* end, double* sums) {
-          return TermBands(order, /*conjunctive=*/true, t, end, sums);
-        });
-        if (next != d) {
-          if (next == kEndDoc) break;
-          d = Align(order, next);
-          continue;
+    for (const ScoredWindow& w : windows) {
+      for (DocId d = Align(order, w.begin); d <= w.end;) {
+        if (top_.full() && !InWindow(c, d)) {
+          const DocId next = SkipWindows(c, w.end + 1, d, [&](DocId t, DocId* end, double* sums) {
+            return TermBands(order, /*conjunctive=*/true, t, end, sums);
+          });
+          if (next != d) {
+            if (next == kEndDoc) break;
+            d = Align(order, next);
+            continue;
+          }
         }
+        OfferCandidate(c, d, [&] { return CanonicalScore(terms, d); },
+                       [&] { return !AnyMatches(excluded, d); });
+        d = Align(order, d + 1);
       }
-      OfferCandidate(c, d, [&] { return CanonicalScore(terms, d); },
-                     [&] { return !AnyMatches(excluded, d); });
-      d = Align(order, d + 1);
     }
   }
 
-  // Disjunction with MaxScore. Terms are ordered by their maximum score; the shortest prefix
-  // whose bounds (plus the largest static score) sum below the k-th best score is
-  // "non-essential": a document that only they contain cannot enter the top k, so candidates
-  // come from the essential terms alone, and non-essential terms are only probed while the
-  // candidate can still make it (its partial score plus the static bound of its DocId range
-  // plus the remaining terms' bounds). A whole DocId range is skipped when even all terms
-  // together could not lift its best static score into the top k.
-  void MaxScore(const Segment& segment, std::vector<std::unique_ptr<TermMatcher>>& terms) {
-    const Columns& c = segment.columns();
+  // Disjunction with MaxScore over `windows` (ascending). Terms are ordered by their maximum
+  // score; the shortest prefix whose bounds (plus the largest static score) sum below the
+  // k-th best score is "non-essential": a document that only they contain cannot enter the
+  // top k, so candidates come from the essential terms alone, and non-essential terms are
+  // only probed while the candidate can still make it (its partial score plus its static
+  // bound plus the remaining terms' bounds).
+  void MaxScore(const Columns& c, std::vector<std::unique_ptr<TermMatcher>>& terms,
+                std::span<const ScoredWindow> windows) {
     std::vector<TermMatcher*> by_max;
     for (auto& t : terms) by_max.push_back(t.get());
     std::stable_sort(by_max.begin(), by_max.end(), [](TermMatcher* a, TermMatcher* b) {
       return a->MaxScore() < b->MaxScore();
     });
     const size_t n = by_max.size();
-    const double max_static = MaxStaticScore(options_.scoring);
     std::vector<double> prefix(n);  // prefix[i] = bound of by_max[0..i]
     for (size_t i = 0; i < n; ++i) prefix[i] = (i ? prefix[i - 1] : 0) + by_max[i]->MaxScore();
     size_t first_essential = 0;
+    for (const ScoredWindow& w : windows) {
+      for (TermMatcher* t : by_max) {
+        if (t->doc() < w.begin) t->Advance(w.begin);
+      }
+      if (!MaxScoreWindow(c, terms, by_max, prefix, w.end, &first_essential)) return;
+    }
+  }
+
+  // MaxScore's walk up to DocId `last`. False when no document of the segment is left that
+  // could enter the top k.
+  bool MaxScoreWindow(const Columns& c, std::vector<std::unique_ptr<TermMatcher>>& terms,
+                      std::span<TermMatcher* const> by_max, std::span<const double> prefix,
+                      DocId last, size_t* first_essential_io) {
+    const size_t n = by_max.size();
+    const double max_static = MaxStaticScore(options_.scoring);
+    size_t& first_essential = *first_essential_io;
     while (true) {
       if (top_.full()) {
         while (first_essential < n &&
@@ -1113,18 +1244,17 @@ class Evaluation {
           ++first_essential;
           pruned_ = true;
         }
-        if (first_essential == n) break;
+        if (first_essential == n) return false;
       }
       DocId d = kEndDoc;
       for (size_t i = first_essential; i < n; ++i) d = std::min(d, by_max[i]->doc());
-      if (d == kEndDoc) break;
+      if (d > last) return true;  // kEndDoc is above every `last`
       if (top_.full() && !InWindow(c, d)) {
-        const DocId next =
-            SkipWindows(c, segment.VisibleDocs(), d, [&](DocId t, DocId* end, double* sums) {
-              return TermBands(by_max, /*conjunctive=*/false, t, end, sums);
-            });
+        const DocId next = SkipWindows(c, last + 1, d, [&](DocId t, DocId* end, double* sums) {
+          return TermBands(by_max, /*conjunctive=*/false, t, end, sums);
+        });
         if (next != d) {
-          if (next == kEndDoc) break;
+          if (next == kEndDoc) return true;
           for (size_t i = first_essential; i < n; ++i) {
             if (by_max[i]->doc() < next) by_max[i]->Advance(next);
           }
@@ -1186,9 +1316,9 @@ class Evaluation {
   DocId bound_range_ = 0;
   double bound_ = 0;
   // Per query, for the bounds per likes band: w_pop times the popularity of each band's most
-  // likes, and TfPart of one occurrence by document length.
+  // likes, and TfPart by term frequency and document length (Context::tf_table).
   std::array<double, index::kLikesBands> band_popularity_{};
-  std::array<double, kSingleTfLengths> single_tf_{};
+  std::array<double, kTfTableTfs * kTfTableLengths> tf_table_{};
   // The last window SkipWindows let through: the bound of each likes band in DocIds
   // [begin, end] of `columns`' segment, computed against the k-th score `threshold`.
   struct Window {
@@ -1204,6 +1334,10 @@ class Evaluation {
   std::vector<double> recency_by_block_;
   double recency_segment_ = 0;
   std::vector<DocId> changed_rows_;  // OfferChangedRows's, ascending
+  // RunWindowsByBound's windows of the segment being ranked, and its first batch's size.
+  static constexpr size_t kFirstBatch = 16;
+  static constexpr uint32_t kByBoundMinPostings = 32 * index::kBlockSize;
+  std::vector<ScoredWindow> windows_;
 };
 
 void CollectTerms(const PlanNode& node, std::vector<const std::string*>* terms) {

@@ -208,8 +208,9 @@ TEST(IndexTest, OpeningRemovesWhatACrashLeftHalfWrittenOrUnnamed) {
 
 TEST(IndexTest, AnIndexOfAnOlderFormatIsRebuiltNotMisread) {
   testing::TempDir dir;
-  // v1: whole segments on the heap; v2: segment files whose skip entries have no likes bands.
-  for (const char* version : {"v1", "v2"}) {
+  // v1: whole segments on the heap; v2: segment files whose skip entries have no likes bands;
+  // v3: bands without term frequencies, lengths capped at 15.
+  for (const char* version : {"v1", "v2", "v3"}) {
     ASSERT_TRUE(WriteFileAtomically(dir.path() + "/MANIFEST",
                                     std::string("tweetsearch-index-manifest ") + version +
                                         "\nanalyzer x\nseg-000001.tss\n")

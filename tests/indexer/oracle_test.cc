@@ -258,49 +258,54 @@ void ExpectSameHits(const std::vector<Hit>& got, const std::vector<Hit>& want,
 int g_pruned_pages[3] = {0, 0, 0};
 
 // Runs `count` random queries in all sort modes, paging to the end, against the oracle.
+// Runs `q` in every sort mode, page after page, against the oracle; counts it in *answered
+// if it parses.
+void CheckQuery(const index::Index& index, const Oracle& oracle, std::mt19937_64& rng,
+                const std::string& q, const std::string& stage, int* answered) {
+  const auto snapshot = index.Snapshot();
+  absl::StatusOr<Plan> plan = PlanQuery(q, index.analyzer());
+  if (!plan.ok()) return;
+  ++*answered;
+  for (SortMode sort : {SortMode::kNewest, SortMode::kBestMatch, SortMode::kMostLiked}) {
+    SearchOptions options;
+    options.sort = sort;
+    options.limit = static_cast<uint32_t>(1 + rng() % 25);
+    options.now_ms = kBaseMillis + 3 * 24 * 3600 * 1000LL;
+    options.exact_total = true;  // some corpora pass the default cap
+    const CollectionStats stats = ComputeStats(*snapshot, *plan);
+    const std::vector<Hit> want = oracle.Run(*plan, sort, stats, options);
+    std::vector<Hit> got;
+    for (int page = 0; page < 30; ++page) {  // pages beyond 30 add run time, not coverage
+      absl::StatusOr<SearchResult> r = Search(*snapshot, *plan, options);
+      ASSERT_TRUE(r.ok()) << r.status();
+      const size_t remaining = want.size() - std::min(want.size(), got.size());
+      const std::string context = stage + " q=[" + q + "] sort=" +
+                                  std::to_string(static_cast<int>(sort)) + " page " +
+                                  std::to_string(page);
+      // Every match, on every page and in every mode.
+      ASSERT_TRUE(r->total_is_exact) << context;
+      ASSERT_EQ(r->total_hits, want.size()) << context;
+      if (r->pruned) ++g_pruned_pages[static_cast<int>(sort)];
+      ASSERT_EQ(r->hits.size(), std::min<size_t>(options.limit, remaining)) << context;
+      got.insert(got.end(), r->hits.begin(), r->hits.end());
+      if (r->hits.empty() || got.size() >= want.size()) break;
+      options.after = r->hits.back().key;
+    }
+    const std::vector<Hit> want_prefix(want.begin(),
+                                       want.begin() + std::min(want.size(), got.size()));
+    if (got.size() < want.size()) {
+      ASSERT_EQ(got.size(), 30u * options.limit);
+    }
+    ExpectSameHits(got, want_prefix, stage + " q=[" + q + "] sort=" +
+                                  std::to_string(static_cast<int>(sort)));
+  }
+}
+
 void CheckQueries(const index::Index& index, const Oracle& oracle, std::mt19937_64& rng,
                   int count, const std::string& stage) {
   QueryGenerator gen(rng);
-  const auto snapshot = index.Snapshot();
   int answered = 0;
-  for (int i = 0; i < count; ++i) {
-    const std::string q = gen.Query();
-    absl::StatusOr<Plan> plan = PlanQuery(q, index.analyzer());
-    if (!plan.ok()) continue;
-    ++answered;
-    for (SortMode sort : {SortMode::kNewest, SortMode::kBestMatch, SortMode::kMostLiked}) {
-      SearchOptions options;
-      options.sort = sort;
-      options.limit = static_cast<uint32_t>(1 + rng() % 25);
-      options.now_ms = kBaseMillis + 3 * 24 * 3600 * 1000LL;
-      const CollectionStats stats = ComputeStats(*snapshot, *plan);
-      const std::vector<Hit> want = oracle.Run(*plan, sort, stats, options);
-      std::vector<Hit> got;
-      for (int page = 0; page < 30; ++page) {  // pages beyond 30 add run time, not coverage
-        absl::StatusOr<SearchResult> r = Search(*snapshot, *plan, options);
-        ASSERT_TRUE(r.ok()) << r.status();
-        const size_t remaining = want.size() - std::min(want.size(), got.size());
-        const std::string context = stage + " q=[" + q + "] sort=" +
-                                    std::to_string(static_cast<int>(sort)) + " page " +
-                                    std::to_string(page);
-        // Every match, on every page and in every mode (the corpora stay under the cap).
-        ASSERT_TRUE(r->total_is_exact) << context;
-        ASSERT_EQ(r->total_hits, want.size()) << context;
-        if (r->pruned) ++g_pruned_pages[static_cast<int>(sort)];
-        ASSERT_EQ(r->hits.size(), std::min<size_t>(options.limit, remaining)) << context;
-        got.insert(got.end(), r->hits.begin(), r->hits.end());
-        if (r->hits.empty() || got.size() >= want.size()) break;
-        options.after = r->hits.back().key;
-      }
-      const std::vector<Hit> want_prefix(want.begin(),
-                                         want.begin() + std::min(want.size(), got.size()));
-      if (got.size() < want.size()) {
-        ASSERT_EQ(got.size(), 30u * options.limit);
-      }
-      ExpectSameHits(got, want_prefix, stage + " q=[" + q + "] sort=" +
-                                    std::to_string(static_cast<int>(sort)));
-    }
-  }
+  for (int i = 0; i < count; ++i) CheckQuery(index, oracle, rng, gen.Query(), stage, &answered);
   EXPECT_GT(answered, count / 2) << "too many generated queries were rejected";
 }
 
@@ -374,9 +379,25 @@ TEST_P(OracleTest, SearchEqualsBruteForceThroughTheIndexLifecycle) {
 
 INSTANTIATE_TEST_SUITE_P(Seeds, OracleTest, ::testing::Range(1u, 7u));
 
+// Power-law likes: P(likes >= x) ~ x^-1.1, up to a million.
+uint32_t ParetoLikes(std::mt19937_64& rng) {
+  const double u = std::uniform_real_distribution<double>(0, 1)(rng);
+  return static_cast<uint32_t>(std::min(std::pow(1.0 - u, -1.0 / 1.1) - 1, 1e6));
+}
+
+// Adds `docs` to the index and the oracle in batches of `batch`.
+void AddInBatches(index::Index& index, Oracle& oracle, std::span<const index::IndexDoc> docs,
+                  size_t batch) {
+  for (size_t i = 0; i < docs.size(); i += batch) {
+    std::span<const index::IndexDoc> part = docs.subspan(i, std::min(batch, docs.size() - i));
+    for (const absl::Status& s : index.AddBatch(part)) ASSERT_TRUE(s.ok()) << s;
+    for (const index::IndexDoc& d : part) oracle.Add(d);
+  }
+}
+
 // Best-match pruning over block bounds per likes band needs many blocks per list and likes
-// spread over every band: 12,000 tweets with power-law likes (P(likes >= x) ~ x^-1.1, up to
-// a million), in segments of 3,000 and then compacted.
+// spread over every band: 12,000 tweets with power-law likes, in segments of 3,000 and then
+// compacted.
 TEST(OracleTest, PruningOverLikesBandsOnPowerLawLikes) {
   std::mt19937_64 rng(21);
   std::fill(std::begin(g_pruned_pages), std::end(g_pruned_pages), 0);
@@ -385,20 +406,49 @@ TEST(OracleTest, PruningOverLikesBandsOnPowerLawLikes) {
   std::unique_ptr<index::Index> index = *index::Index::Create(options);
   Oracle oracle(index->analyzer());
   Corpus corpus = MakeCorpus(rng, 12000);
-  for (index::IndexDoc& d : corpus.docs) {
-    const double u = std::uniform_real_distribution<double>(0, 1)(rng);
-    d.likes = static_cast<uint32_t>(std::min(std::pow(1.0 - u, -1.0 / 1.1) - 1, 1e6));
-  }
-  for (size_t i = 0; i < corpus.docs.size(); i += 500) {
-    std::span<const index::IndexDoc> batch(corpus.docs.data() + i,
-                                           std::min<size_t>(500, corpus.docs.size() - i));
-    for (const absl::Status& s : index->AddBatch(batch)) ASSERT_TRUE(s.ok()) << s;
-    for (const index::IndexDoc& d : batch) oracle.Add(d);
-  }
+  for (index::IndexDoc& d : corpus.docs) d.likes = ParetoLikes(rng);
+  AddInBatches(*index, oracle, corpus.docs, 500);
   ASSERT_TRUE(index->Seal().ok());
   CheckQueries(*index, oracle, rng, 30, "segments");
   ASSERT_TRUE(index->Compact().ok());
   CheckQueries(*index, oracle, rng, 30, "compacted");
+  EXPECT_GT(g_pruned_pages[static_cast<int>(SortMode::kBestMatch)], 0);
+}
+
+// Best match of one scored term walks its windows best bound first, in batches
+// (RunWindowsByBound): common words of lists of many blocks, tweets long enough for the
+// rounded length codes, words repeated up to seven times (every band term-frequency class),
+// power-law likes, with filters and exclusions, in many segments and in one.
+TEST(OracleTest, BestMatchOfOneTermByWindowBoundsOnLongRepetitiveTweets) {
+  std::mt19937_64 rng(33);
+  std::fill(std::begin(g_pruned_pages), std::end(g_pruned_pages), 0);
+  index::IndexOptions options;
+  options.segment_max_docs = 8000;
+  std::unique_ptr<index::Index> index = *index::Index::Create(options);
+  Oracle oracle(index->analyzer());
+  Corpus corpus = MakeCorpus(rng, 30000);
+  for (index::IndexDoc& d : corpus.docs) {
+    d.likes = ParetoLikes(rng);
+    for (size_t extra = rng() % 50; extra-- > 0;) {  // up to ~60 words
+      d.text += " " + kVocabulary[rng() % kVocabulary.size()];
+    }
+    const std::string& word = kVocabulary[rng() % 8];
+    for (size_t repeats = rng() % 4 == 0 ? rng() % 7 : 0; repeats-- > 0;) d.text += " " + word;
+  }
+  AddInBatches(*index, oracle, corpus.docs, 1000);
+  ASSERT_TRUE(index->Seal().ok());
+  std::vector<std::string> queries;
+  for (size_t w = 0; w < 8; ++w) {
+    queries.push_back(kVocabulary[w]);
+    queries.push_back(kVocabulary[w] + " lang:en");
+    queries.push_back(kVocabulary[w] + " -" + kVocabulary[w + 1] + " min_faves:3");
+    queries.push_back(kVocabulary[w] + " from:" + kUsers[w % kUsers.size()]);
+  }
+  int answered = 0;
+  for (const std::string& q : queries) CheckQuery(*index, oracle, rng, q, "segments", &answered);
+  ASSERT_TRUE(index->Compact().ok());
+  for (const std::string& q : queries) CheckQuery(*index, oracle, rng, q, "compacted", &answered);
+  EXPECT_EQ(answered, 2 * static_cast<int>(queries.size()));
   EXPECT_GT(g_pruned_pages[static_cast<int>(SortMode::kBestMatch)], 0);
 }
 

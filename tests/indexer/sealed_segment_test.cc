@@ -115,18 +115,32 @@ TEST(SealedSegmentTest, LikesTiersHoldEveryTweetAboveTheirThresholds) {
   EXPECT_EQ(changed, (std::vector<DocId>{3, 70}));
 }
 
+TEST(SealedSegmentTest, BandLengthCodesRoundDownToTheirFloor) {
+  for (uint32_t length = 1; length < 300; ++length) {
+    const uint8_t code = BandLengthCode(length);
+    ASSERT_GE(code, 1);
+    ASSERT_LE(kBandLengthFloor[code], length);
+    if (code + 1u < kBandLengthFloor.size()) {
+      ASSERT_GT(kBandLengthFloor[code + 1], length);
+    }
+    if (length <= 22) {
+      ASSERT_EQ(kBandLengthFloor[code], length);
+    }
+  }
+}
+
 TEST(SealedSegmentTest, BlockBoundsHoldEveryPostingsLikesBandLengthAndFrequency) {
-  // Power-law likes over every band, lengths 1 to 40, a term in ~60% of docs (bitmap
-  // blocks), one in ~5%, and repeats.
+  // Power-law likes over every band, lengths 1 to 70 (past the exact length codes), a term in
+  // ~60% of docs (bitmap blocks), one in ~5%, and term frequencies 1 to 6.
   std::mt19937 rng(11);
   SealedSegmentBuilder builder;
   constexpr uint32_t kDocs = 30000;
   for (uint32_t i = 0; i < kDocs; ++i) {
     const uint32_t likes = ParetoLikes(rng);
-    const auto length = static_cast<uint16_t>(1 + rng() % 40);
+    const auto length = static_cast<uint16_t>(1 + rng() % 70);
     const uint32_t doc = builder.AddDoc({TweetId{i + 1}, 0, 1, 0, length, likes});
-    const uint32_t positions[] = {0, 3, 7};
-    const size_t tf = rng() % 10 == 0 ? 2 + rng() % 2 : 1;
+    const uint32_t positions[] = {0, 3, 7, 9, 12, 20};
+    const size_t tf = rng() % 10 == 0 ? 2 + rng() % 5 : 1;
     if (rng() % 100 < 60) builder.AddPosting("common", doc, std::span(positions, tf));
     if (rng() % 100 < 5) builder.AddPosting("rare", doc, std::span(positions, tf));
   }
@@ -138,27 +152,34 @@ TEST(SealedSegmentTest, BlockBoundsHoldEveryPostingsLikesBandLengthAndFrequency)
     std::unique_ptr<PostingCursor> cursor = segment->OpenTerm(term, kDocs);
     const PostingBound list = cursor->list_bound();
     std::vector<int> seen_bands;
+    std::array<uint32_t, kLikesBands> shortest, most_tf{};
+    shortest.fill(UINT32_MAX);
     for (; cursor->doc() != kEndDoc; cursor->Next()) {
       const DocId d = cursor->doc();
       const int band = LikesBand(c.BaseLikes(d));
       const uint32_t length = c.length(d), tf = cursor->freq();
       for (const PostingBound& b : {cursor->block_bound(), list}) {
         ASSERT_NE(b.band_length[band], kBandEmpty) << d;
-        ASSERT_LE(b.band_length[band], BandLength(length)) << d;
+        ASSERT_LE(b.band_length[band], length) << d;
+        ASSERT_GE(b.band_tf[band], std::min<uint32_t>(tf, kBandManyTf)) << d;
         ASSERT_LE(b.min_length, length);
         ASSERT_GE(b.max_tf, tf);
         if (tf > 1) {
-          ASSERT_TRUE(b.band_repeats >> band & 1) << d;
           ASSERT_LE(b.min_length_repeated, length);
         }
       }
       seen_bands.push_back(band);
+      shortest[band] = std::min(shortest[band], length);
+      most_tf[band] = std::max(most_tf[band], tf);
     }
     // The bounds are tight: a band is marked only where a posting is, and the list's band
-    // lengths are the shortest of their postings.
+    // lengths and frequencies are those of its postings, rounded as their codes say.
     for (int band = 0; band < kLikesBands; ++band) {
       const bool seen = std::find(seen_bands.begin(), seen_bands.end(), band) != seen_bands.end();
       EXPECT_EQ(list.band_length[band] != kBandEmpty, seen) << band;
+      if (!seen) continue;
+      EXPECT_EQ(list.band_length[band], kBandLengthFloor[BandLengthCode(shortest[band])]) << band;
+      EXPECT_EQ(list.band_tf[band], std::min<uint32_t>(most_tf[band], kBandManyTf)) << band;
     }
     if (std::string_view(term) == "common") {
       EXPECT_GE(*std::max_element(seen_bands.begin(), seen_bands.end()), 10);
@@ -181,6 +202,7 @@ TEST(SealedSegmentTest, BlockBoundsHoldEveryPostingsLikesBandLengthAndFrequency)
       // The block of walker's posting is the shallow block: same last DocId and bounds.
       ASSERT_EQ(walker->block_last_doc(), last) << target;
       ASSERT_EQ(walker->block_bound().band_length, shallow->shallow_bound().band_length);
+      ASSERT_EQ(walker->block_bound().band_tf, shallow->shallow_bound().band_tf);
     }
   }
 }
