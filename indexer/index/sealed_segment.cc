@@ -102,7 +102,9 @@ EntryBands UnpackBands(const SkipEntry& e) {
   for (int b = 0; b < kLikesBands; ++b) {
     const int bit = 5 * b, byte = bit / 8;
     uint32_t v = e.band_lengths[byte];
-    if (byte + 1 < static_cast<int>(sizeof(e.band_lengths))) v |= uint32_t{e.band_lengths[byte + 1]} << 8;
+    if (byte + 1 < static_cast<int>(sizeof(e.band_lengths))) {
+      v |= uint32_t{e.band_lengths[byte + 1]} << 8;
+    }
     out.length_code[b] = static_cast<uint8_t>((v >> (bit % 8)) & 31);
     out.tf[b] = static_cast<uint8_t>(((e.band_tf[b / 4] >> (2 * (b % 4))) & 3) + 1);
   }
@@ -119,7 +121,8 @@ void PackBands(const EntryBands& bands, SkipEntry* e) {
     if (byte + 1 < static_cast<int>(sizeof(e->band_lengths))) {
       e->band_lengths[byte + 1] = static_cast<uint8_t>(e->band_lengths[byte + 1] | (v >> 8));
     }
-    e->band_tf[b / 4] = static_cast<uint8_t>(e->band_tf[b / 4] | (bands.tf[b] - 1) << (2 * (b % 4)));
+    e->band_tf[b / 4] =
+        static_cast<uint8_t>(e->band_tf[b / 4] | (bands.tf[b] - 1) << (2 * (b % 4)));
   }
 }
 
@@ -496,8 +499,8 @@ class ListEncoder {
       const uint8_t band = bands_[doc], code = BandLengthCode(lengths_[doc]);
       uint8_t& band_code = bands.length_code[band];
       if (band_code == kBandEmpty || code < band_code) band_code = code;
-      bands.tf[band] =
-          std::max(bands.tf[band], static_cast<uint8_t>(std::min<uint32_t>(freqs_[j], kBandManyTf)));
+      const auto tf_class = static_cast<uint8_t>(std::min<uint32_t>(freqs_[j], kBandManyTf));
+      bands.tf[band] = std::max(bands.tf[band], tf_class);
       if (freqs_[j] > 1) {
         min_length_repeated = std::min<uint32_t>(min_length_repeated, lengths_[doc]);
       }

@@ -1139,9 +1139,10 @@ class Evaluation {
     std::vector<TermMatcher*> shallow_ptrs;
     // One scored term, with enough blocks for the order to matter.
     const auto scored = [](const PlanNode* n) { return n->scored; };
-    const bool by_bound = std::count_if(nodes.begin(), nodes.end(), scored) == 1 &&
-                          segment.DocFreq((*std::find_if(nodes.begin(), nodes.end(), scored))->term) >=
-                              kByBoundMinPostings;
+    const bool by_bound =
+        std::count_if(nodes.begin(), nodes.end(), scored) == 1 &&
+        segment.DocFreq((*std::find_if(nodes.begin(), nodes.end(), scored))->term) >=
+            kByBoundMinPostings;
     if (by_bound) {
       if (!open(&shallow)) return;
       for (auto& t : shallow) shallow_ptrs.push_back(t.get());
