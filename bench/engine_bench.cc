@@ -133,6 +133,15 @@ int main(int argc, char** argv) {
   app.add_option("--tweets", tweets, "Synthetic tweets to index")->capture_default_str();
   app.add_option("--queries", queries, "Queries per kind and sort mode")->capture_default_str();
   app.add_option("--sentiment140", sentiment140, "Index this Sentiment140 CSV instead");
+  std::vector<int> sorts;
+  std::vector<std::string> kind_names;
+  bool compacted_only = false;
+  app.add_option("--sort", sorts, "Measure only these sort modes (0, 1, 2; default all)")
+      ->check(CLI::Range(0, 2));
+  app.add_option("--kind", kind_names,
+                 "Measure only these query kinds (\"1 word\", \"2-word AND\", ...; default all)");
+  app.add_flag("--compacted-only", compacted_only,
+               "Measure queries only after compaction (skips the counts and the as-indexed run)");
   app.add_option("--stop-word-comparison", stop_words,
                  "Also index without stop words and compare memory")
       ->capture_default_str();
@@ -223,9 +232,17 @@ int main(int argc, char** argv) {
     std::cout << "| query | sort | p50 µs | p99 µs | mean µs | hits | slowest |\n"
                  "|---|---|---|---|---|---|---|\n";
     for (const ts::bench::QueryKind& kind : kinds) {
+      if (!kind_names.empty() &&
+          std::find(kind_names.begin(), kind_names.end(), kind.name) == kind_names.end()) {
+        continue;
+      }
       for (auto [sort, name] : {std::pair{ts::query::SortMode::kNewest, "0 newest"},
                                 std::pair{ts::query::SortMode::kBestMatch, "1 best match"},
                                 std::pair{ts::query::SortMode::kMostLiked, "2 most liked"}}) {
+        if (!sorts.empty() &&
+            std::find(sorts.begin(), sorts.end(), static_cast<int>(sort)) == sorts.end()) {
+          continue;
+        }
         const Latency l = Measure(*index, kind.queries, sort, now_ms);
         std::cout << "| " << kind.name << " | " << name << " | " << std::setprecision(1)
                   << l.p50_us << " | " << l.p99_us << " | " << l.mean_us << " | "
@@ -237,8 +254,10 @@ int main(int argc, char** argv) {
 
   const ts::index::IndexStats segmented = index->Stats();
   std::cout << std::fixed;
-  measure_queries(std::to_string(segmented.sealed_segments) + " sealed segment(s) as indexed");
-  MeasureCounts(*index, kinds, now_ms);
+  if (!compacted_only) {
+    measure_queries(std::to_string(segmented.sealed_segments) + " sealed segment(s) as indexed");
+    MeasureCounts(*index, kinds, now_ms);
+  }
   start = Clock::now();
   (void)index->Compact();
   const double compact_seconds = Seconds(start);
@@ -272,6 +291,6 @@ int main(int argc, char** argv) {
   }
 
   measure_queries("compacted into 1 segment");
-  MeasureCounts(*index, kinds, now_ms);
+  if (!compacted_only) MeasureCounts(*index, kinds, now_ms);
   return 0;
 }
