@@ -145,6 +145,38 @@ BENCHMARK(BM_CountMatches)
     ->ArgsProduct({{2, 3, 4}, {2, 10, 40}, {0, 1}})
     ->Unit(benchmark::kMicrosecond);
 
+// Ranking alone: best match (state.range(2) 1) or most liked (2), top 20, over the same
+// corpus and shapes as BM_CountMatches (state.range(0) the shape, (1) the first word's rank).
+// The counts come from the segment's count cache after the first run, so this times the
+// ranking walk.
+void BM_Rank(benchmark::State& state) {
+  const CountingCorpus& c = Corpus();
+  const auto shape = state.range(0);
+  const size_t rank = static_cast<size_t>(state.range(1));
+  const std::string& a = c.words[rank];
+  const std::string& b = c.words[rank * 2 + 1];
+  const std::string& d = c.words[rank * 3 + 2];
+  const std::string& e = c.words[rank * 2 + 5];
+  const std::string text = shape == 0   ? a
+                           : shape == 1 ? a + " OR " + b
+                           : shape == 2 ? a + " " + b
+                           : shape == 3 ? a + " " + b + " " + d
+                                        : "(" + a + " OR " + b + ") " + d + " -" + e;
+  const ts::query::Plan plan = *ts::query::PlanQuery(text, c.index->analyzer());
+  ts::query::SearchOptions options;
+  options.sort = static_cast<ts::query::SortMode>(state.range(2));
+  // Just after the newest tweet (500,000 tweets at the generator's ~4,600 a second).
+  options.now_ms = ts::SyntheticOptions{}.start_unix_millis + 120 * 1000;
+  auto snapshot = c.index->Snapshot();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(ts::query::Search(*snapshot, plan, options)->hits.size());
+  }
+  state.SetLabel("[" + text + "]");
+}
+BENCHMARK(BM_Rank)
+    ->ArgsProduct({{0, 1, 2, 3, 4}, {0, 3, 30}, {1, 2}})
+    ->Unit(benchmark::kMicrosecond);
+
 // The second page of a newest-first AND of two common words, its matches counted each time
 // (state.range(0) 0) or taken from the segment's count cache (1).
 void BM_NextPage(benchmark::State& state) {

@@ -63,16 +63,18 @@ uint32_t NextSetBit(const uint8_t* bits, uint32_t span, uint32_t from) {
   return std::min(bit, span);
 }
 
-// Set bits in [0, end) of a bitmap.
-uint32_t Rank(const uint8_t* bits, uint32_t end) {
+// Set bits in [from, end) of a bitmap (from <= end).
+uint32_t Rank(const uint8_t* bits, uint32_t from, uint32_t end) {
+  if (from == end) return 0;
+  const uint32_t first = from / 64, last = (end - 1) / 64;
+  uint64_t word = LoadWord(bits, first) & (~uint64_t{0} << (from % 64));
   uint32_t count = 0;
-  uint32_t w = 0;
-  for (; (w + 1) * 64 <= end; ++w) count += static_cast<uint32_t>(std::popcount(LoadWord(bits, w)));
-  if (end % 64 != 0) {
-    const uint64_t mask = (uint64_t{1} << (end % 64)) - 1;
-    count += static_cast<uint32_t>(std::popcount(LoadWord(bits, w) & mask));
+  for (uint32_t w = first; w < last; ++w) {
+    count += static_cast<uint32_t>(std::popcount(word));
+    word = LoadWord(bits, w + 1);
   }
-  return count;
+  if (end % 64 != 0) word &= (uint64_t{1} << (end % 64)) - 1;
+  return count + static_cast<uint32_t>(std::popcount(word));
 }
 
 uint32_t NumBlocks(uint32_t doc_freq) { return (doc_freq + kBlockSize - 1) / kBlockSize; }
@@ -175,7 +177,7 @@ class SealedCursor final : public PostingCursor {
       const uint32_t bit = NextSetBit(bits_, span_, doc_ - start_ + 1);
       if (bit < span_) {
         doc_ = start_ + bit;
-        ++i_;  // right when the rank was known; recomputed otherwise
+        rank_known_ = false;  // counted on from ranked_bit_ when asked (EnsureRank)
         return;
       }
     } else if (++i_ < block_n_) {
@@ -351,6 +353,7 @@ class SealedCursor final : public PostingCursor {
       span_ = entry_.last_doc - start + 1;
       p += (span_ + 7) / 8;
       doc_ = start_ + NextSetBit(bits_, span_, 0);
+      ranked_bit_ = doc_ - start_;
       block_last_ = entry_.last_doc;
     } else {
       p += UnpackPFor(p, block_n_, entry_.doc_bits, docs_);
@@ -368,7 +371,10 @@ class SealedCursor final : public PostingCursor {
   // positions) is counted only when asked for.
   void EnsureRank() const {
     if (rank_known_) return;
-    i_ = Rank(bits_, doc_ - start_);
+    // The cursor only moves forward: count on from the last bit whose rank was known.
+    const uint32_t bit = doc_ - start_;
+    i_ += Rank(bits_, ranked_bit_, bit);
+    ranked_bit_ = bit;
     rank_known_ = true;
   }
 
@@ -416,6 +422,7 @@ class SealedCursor final : public PostingCursor {
   uint32_t block_n_ = 0;    // postings in it
   mutable uint32_t i_ = 0;  // index of doc_ in it (see EnsureRank)
   mutable bool rank_known_ = true;
+  mutable uint32_t ranked_bit_ = 0;  // bitmap blocks: the bit of the posting i_ counts to
   DocId doc_ = kEndDoc;
   DocId block_last_ = kEndDoc;
   // Bitmap blocks: the bits, the DocId of bit 0, and the number of bits.

@@ -82,10 +82,17 @@ class TermMatcher final : public Matcher {
     cursor_->Advance(target);
     doc_ = cursor_->doc();
   }
-  double Score() override {
+  double Score() override { return idf_ == 0 ? 0 : ScoreAt(ctx_.columns->length(doc_)); }
+  // Score() of doc(), whose length the caller read (once for all its terms). Common
+  // frequencies and lengths come from the query's TfPart table: the same function of the same
+  // numbers, so the same bits, without a division per posting.
+  double ScoreAt(uint32_t length) const {
     if (idf_ == 0) return 0;
-    return idf_ * TfPart(*ctx_.params, cursor_->freq(), ctx_.columns->length(doc_),
-                         ctx_.avg_length);
+    const uint32_t freq = cursor_->freq();
+    if (ctx_.tf_table != nullptr && freq <= kTfTableTfs && length < kTfTableLengths) {
+      return idf_ * ctx_.tf_table[(freq - 1) * kTfTableLengths + length];
+    }
+    return idf_ * TfPart(*ctx_.params, freq, length, ctx_.avg_length);
   }
   // Computed on first use: only pruning needs it, and the list's bound costs a pass over its
   // skip table.
@@ -463,6 +470,11 @@ class Evaluation {
     }
   }
 
+  // Context::tf_table: filled for best match only.
+  const double* TfTable() const {
+    return options_.sort == SortMode::kBestMatch ? tf_table_.data() : nullptr;
+  }
+
   // DataLoss if a segment the query read turned out damaged (its damaged lists were not read).
   absl::StatusOr<SearchResult> Run() {
     std::vector<const Segment*> segments;
@@ -484,7 +496,7 @@ class Evaluation {
         pruned_ = true;  // this and every later segment only hold older tweets
         break;
       }
-      Context ctx{&segment->columns(), &options_.scoring, stats_.avg_length, tf_table_.data()};
+      Context ctx{&segment->columns(), &options_.scoring, stats_.avg_length, TfTable()};
       MatcherBuilder builder(*segment, visible, stats_, ctx);
       switch (options_.sort) {
         case SortMode::kNewest:
@@ -606,7 +618,7 @@ class Evaluation {
   // Counts the matches of `segment` from DocId `from` on, until the cap, over bitmaps of
   // DocId windows (see counter.h).
   void CountFrom(const Segment& segment, DocId visible, DocId from) {
-    Context ctx{&segment.columns(), &options_.scoring, stats_.avg_length, tf_table_.data()};
+    Context ctx{&segment.columns(), &options_.scoring, stats_.avg_length, TfTable()};
     MatcherBuilder builder(segment, visible, stats_, ctx);
     MatchCounter counter(segment, visible, plan_, options_.watermark,
                          [&builder](const PlanNode& phrase) -> std::unique_ptr<DocSource> {
@@ -1168,10 +1180,12 @@ class Evaluation {
     });
   }
 
-  double CanonicalScore(std::vector<std::unique_ptr<TermMatcher>>& terms, DocId d) {
+  double CanonicalScore(const Columns& c, std::vector<std::unique_ptr<TermMatcher>>& terms,
+                        DocId d) {
+    const uint32_t length = c.length(d);
     double s = 0;
     for (auto& t : terms) {
-      if (t->doc() == d) s += t->Score();
+      if (t->doc() == d) s += t->ScoreAt(length);
     }
     return s;
   }
@@ -1198,7 +1212,7 @@ class Evaluation {
             continue;
           }
         }
-        OfferCandidate(c, d, [&] { return CanonicalScore(terms, d); },
+        OfferCandidate(c, d, [&] { return CanonicalScore(c, terms, d); },
                        [&] { return !AnyMatches(excluded, d); });
         d = Align(order, d + 1);
       }
@@ -1272,9 +1286,10 @@ class Evaluation {
         }
         continue;
       }
+      const uint32_t length = c.length(d);
       double partial = *static_bound;
       for (size_t i = first_essential; i < n; ++i) {
-        if (by_max[i]->doc() == d) partial += by_max[i]->Score();
+        if (by_max[i]->doc() == d) partial += by_max[i]->ScoreAt(length);
       }
       bool possible = true;
       for (size_t i = first_essential; i-- > 0;) {
@@ -1284,13 +1299,13 @@ class Evaluation {
           break;
         }
         if (by_max[i]->doc() < d) by_max[i]->Advance(d);
-        if (by_max[i]->doc() == d) partial += by_max[i]->Score();
+        if (by_max[i]->doc() == d) partial += by_max[i]->ScoreAt(length);
       }
       if (possible && top_.full() && Inflate(partial) < top_.worst().primary) {
         possible = false;  // its text is known now, and with its static bound falls short
         pruned_ = true;
       }
-      if (possible) OfferBestMatch(c, d, CanonicalScore(terms, d));
+      if (possible) OfferBestMatch(c, d, CanonicalScore(c, terms, d));
       for (size_t i = first_essential; i < n; ++i) {
         if (by_max[i]->doc() == d) by_max[i]->Next();
       }
