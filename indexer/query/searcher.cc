@@ -1,6 +1,8 @@
 #include "indexer/query/searcher.h"
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -1173,7 +1175,17 @@ class Evaluation {
           std::unique_ptr<Matcher> m = builder.Build(e);
           if (m->doc() != kEndDoc) excluded.push_back(std::move(m));
         }
-        BlockMaxAnd(c, terms, excluded, windows);
+        // Bitmap windows pay where every list is dense (docs/benchmarks.md): then a
+        // leapfrog step per posting costs more than a bit per posting and an AND per word.
+        std::vector<std::unique_ptr<TermMatcher>> finders;
+        const uint64_t rarest = std::min_element(terms.begin(), terms.end(), [](auto& a, auto& b) {
+                                  return a->Cost() < b->Cost();
+                                })->get()->Cost();
+        if (terms.size() > 1 && rarest * kBitmapDensity >= segment.VisibleDocs() &&
+            !open(&finders)) {
+          return;
+        }
+        BlockMaxAnd(c, terms, finders, excluded, windows);
       } else {
         MaxScore(c, terms, windows);
       }
@@ -1193,7 +1205,15 @@ class Evaluation {
   // Conjunction with block-max skipping over `windows` (ascending). Invariant: a candidate is
   // skipped only when its window's bound (SkipWindows), or its likes band's bound in the
   // window, is below the k-th best score, so no skipped document could have entered the top k.
+  //
+  // A window that passes and spans at most kBitmapWindow DocIds is walked a window at a time
+  // when `finders` (a second cursor per term, in the same order) are given: each finder sets
+  // its postings' bits in the window (PostingCursor::FillBits, a few nanoseconds a posting),
+  // the words are ANDed, and only the common DocIds whose likes band can still make it move
+  // the scoring cursors (BitmapWindow). Dense lists then cost a bit per posting instead of a
+  // leapfrog step.
   void BlockMaxAnd(const Columns& c, std::vector<std::unique_ptr<TermMatcher>>& terms,
+                   std::vector<std::unique_ptr<TermMatcher>>& finders,
                    std::vector<std::unique_ptr<Matcher>>& excluded,
                    std::span<const ScoredWindow> windows) {
     std::vector<TermMatcher*> order;
@@ -1212,9 +1232,43 @@ class Evaluation {
             continue;
           }
         }
+        if (top_.full() && !finders.empty() && window_.end - d < kBitmapWindow) {
+          BitmapWindow(c, terms, finders, excluded, d, window_.end);
+          d = Align(order, window_.end + 1);
+          continue;
+        }
         OfferCandidate(c, d, [&] { return CanonicalScore(c, terms, d); },
                        [&] { return !AnyMatches(excluded, d); });
         d = Align(order, d + 1);
+      }
+    }
+  }
+
+  // BlockMaxAnd's walk of DocIds [from, last] (inside window_) over bitmaps: the common
+  // DocIds of the finders' postings are offered as candidates, and the scoring cursors move
+  // only to those whose likes band can reach the k-th score (OfferCandidate asks for the text
+  // last).
+  void BitmapWindow(const Columns& c, std::vector<std::unique_ptr<TermMatcher>>& terms,
+                    std::vector<std::unique_ptr<TermMatcher>>& finders,
+                    std::vector<std::unique_ptr<Matcher>>& excluded, DocId from, DocId last) {
+    const size_t n = (last - from) / 64 + 1;
+    std::array<uint64_t, kBitmapWindow / 64> common, bits;
+    std::fill_n(common.begin(), n, ~uint64_t{0});
+    for (auto& f : finders) {
+      std::fill_n(bits.begin(), n, uint64_t{0});
+      f->cursor().FillBits(from, last + 1, bits.data());
+      for (size_t i = 0; i < n; ++i) common[i] &= bits[i];
+    }
+    for (size_t i = 0; i < n; ++i) {
+      for (uint64_t word = common[i]; word != 0; word &= word - 1) {
+        const DocId d = from + static_cast<DocId>(i * 64 + std::countr_zero(word));
+        OfferCandidate(
+            c, d,
+            [&] {
+              for (auto& t : terms) t->Advance(d);
+              return CanonicalScore(c, terms, d);
+            },
+            [&] { return !AnyMatches(excluded, d); });
       }
     }
   }
@@ -1353,6 +1407,10 @@ class Evaluation {
   // RunWindowsByBound's windows of the segment being ranked, and its first batch's size.
   static constexpr size_t kFirstBatch = 16;
   static constexpr uint32_t kByBoundMinPostings = 32 * index::kBlockSize;
+  // BlockMaxAnd walks passing windows of at most this many DocIds over bitmaps.
+  static constexpr DocId kBitmapWindow = 4096;
+  // ... when the rarest list holds at least one DocId in this many.
+  static constexpr uint64_t kBitmapDensity = 4;
   std::vector<ScoredWindow> windows_;
 };
 
