@@ -146,9 +146,9 @@ BENCHMARK(BM_CountMatches)
     ->Unit(benchmark::kMicrosecond);
 
 // Ranking alone: best match (state.range(2) 1) or most liked (2), top 20, over the same
-// corpus and shapes as BM_CountMatches (state.range(0) the shape, (1) the first word's rank).
-// The counts come from the segment's count cache after the first run, so this times the
-// ranking walk.
+// corpus and shapes as BM_CountMatches (state.range(0) the shape, (1) the first word's rank;
+// the other words are nearly as common, as in the slowest ranked queries). The counts come
+// from the segment's count cache after the first run, so this times the ranking walk.
 void BM_Rank(benchmark::State& state) {
   const CountingCorpus& c = Corpus();
   const auto shape = state.range(0);
