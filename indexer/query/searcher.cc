@@ -479,22 +479,35 @@ class Evaluation {
 
   // DataLoss if a segment the query read turned out damaged (its damaged lists were not read).
   absl::StatusOr<SearchResult> Run() {
-    std::vector<const Segment*> segments;
-    for (const auto& s : snapshot_.segments) segments.push_back(s.get());
-    if (options_.sort == SortMode::kNewest) {
-      std::stable_sort(segments.begin(), segments.end(), [](const Segment* a, const Segment* b) {
-        return a->MaxTweetId() > b->MaxTweetId();
-      });
-    }
     // Each segment's visible prefix, read once: ranking and counting see the same tweets.
+    // Its largest id is read after it, so that it bounds every visible tweet of the segment
+    // (an active segment raises it before it publishes a row): newest first orders the
+    // segments by it, and stops at the first one whose bound is below the k-th hit. Read
+    // before the prefix, a segment that was empty then and took rows meanwhile sorted last
+    // and was never ranked, though it was counted.
+    struct Part {
+      const Segment* segment;
+      DocId visible;
+      TweetId max_id;
+    };
+    std::vector<Part> parts;
+    for (const auto& s : snapshot_.segments) parts.push_back({s.get(), s->VisibleDocs(), 0});
+    for (Part& p : parts) p.max_id = p.segment->MaxTweetId();
+    if (options_.sort == SortMode::kNewest) {
+      std::stable_sort(parts.begin(), parts.end(),
+                       [](const Part& a, const Part& b) { return a.max_id > b.max_id; });
+    }
+    std::vector<const Segment*> segments;
     std::vector<DocId>& visible_docs = visible_docs_;
-    for (const Segment* segment : segments) visible_docs.push_back(segment->VisibleDocs());
+    for (const Part& p : parts) {
+      segments.push_back(p.segment);
+      visible_docs.push_back(p.visible);
+    }
     for (size_t i = 0; i < segments.size(); ++i) {
       const Segment* segment = segments[i];
       const DocId visible = visible_docs[i];
       if (visible == 0) continue;
-      if (options_.sort == SortMode::kNewest && top_.full() &&
-          segment->MaxTweetId() < top_.worst().id) {
+      if (options_.sort == SortMode::kNewest && top_.full() && parts[i].max_id < top_.worst().id) {
         pruned_ = true;  // this and every later segment only hold older tweets
         break;
       }
