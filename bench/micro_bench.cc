@@ -106,6 +106,16 @@ const CountingCorpus& Corpus() {
   return *corpus;
 }
 
+// The query of shape 0 (a), 1 (a OR b), 2 (a b), 3 (a b d) or 4 ((a OR b) d -e).
+std::string ShapeQuery(int64_t shape, const std::string& a, const std::string& b,
+                       const std::string& d, const std::string& e) {
+  return shape == 0   ? a
+         : shape == 1 ? a + " OR " + b
+         : shape == 2 ? a + " " + b
+         : shape == 3 ? a + " " + b + " " + d
+                      : "(" + a + " OR " + b + ") " + d + " -" + e;
+}
+
 // Counting the matches of a query, newest first, top 20, by the words' frequency ranks:
 // state.range(0) is the shape (0: one word, 1: a OR b, 2: a AND b, 3: a AND b AND c, 4:
 // (a OR b) c -e), (1) the rank of its first word (b's is 8 times larger, c's 4 times, e's 2),
@@ -113,18 +123,13 @@ const CountingCorpus& Corpus() {
 // counted match.
 void BM_CountMatches(benchmark::State& state) {
   const CountingCorpus& c = Corpus();
-  const auto shape = state.range(0);
   const size_t rank = static_cast<size_t>(state.range(1));
   const std::string& a = c.words[rank];
   // The other words are rarer, as in most queries of two or three words.
   const std::string& b = c.words[rank * 8 + 3];
   const std::string& d = c.words[rank * 4 + 1];
   const std::string& e = c.words[rank * 2 + 5];
-  const std::string text = shape == 0   ? a
-                           : shape == 1 ? a + " OR " + b
-                           : shape == 2 ? a + " " + b
-                           : shape == 3 ? a + " " + b + " " + d
-                                        : "(" + a + " OR " + b + ") " + d + " -" + e;
+  const std::string text = ShapeQuery(state.range(0), a, b, d, e);
   const ts::query::Plan plan = *ts::query::PlanQuery(text, c.index->analyzer());
   ts::query::SearchOptions options;
   options.exact_total = state.range(2) == 1;
@@ -151,17 +156,12 @@ BENCHMARK(BM_CountMatches)
 // from the segment's count cache after the first run, so this times the ranking walk.
 void BM_Rank(benchmark::State& state) {
   const CountingCorpus& c = Corpus();
-  const auto shape = state.range(0);
   const size_t rank = static_cast<size_t>(state.range(1));
   const std::string& a = c.words[rank];
   const std::string& b = c.words[rank * 2 + 1];
   const std::string& d = c.words[rank * 3 + 2];
   const std::string& e = c.words[rank * 2 + 5];
-  const std::string text = shape == 0   ? a
-                           : shape == 1 ? a + " OR " + b
-                           : shape == 2 ? a + " " + b
-                           : shape == 3 ? a + " " + b + " " + d
-                                        : "(" + a + " OR " + b + ") " + d + " -" + e;
+  const std::string text = ShapeQuery(state.range(0), a, b, d, e);
   const ts::query::Plan plan = *ts::query::PlanQuery(text, c.index->analyzer());
   ts::query::SearchOptions options;
   options.sort = static_cast<ts::query::SortMode>(state.range(2));
