@@ -2,9 +2,92 @@
 
 #include <algorithm>
 
+#include "aggregator/backend.h"
 #include "common/strings.h"
+#include "usage/usage_recorder.h"
 
 namespace tweetsearch::aggregator {
+namespace {
+
+// One series without labels, with its help and type lines.
+void Series(std::string* out, std::string_view name, std::string_view type,
+            std::string_view help, uint64_t value) {
+  StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n", name, " ", value,
+            "\n");
+}
+
+// One series per storage partition, labelled; the help and type lines come once per name.
+template <typename Value>
+void PartitionSeries(std::string* out, const std::vector<StoragePartitionStats>& partitions,
+                     std::string_view name, std::string_view type, std::string_view help,
+                     Value value) {
+  StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+  for (const StoragePartitionStats& p : partitions) {
+    StrAppend(out, name, "{partition=\"", p.partition, "\"} ", value(p), "\n");
+  }
+}
+
+}  // namespace
+
+void RenderEngineMetrics(const EngineStats& s, std::string* out) {
+  Series(out, "tweetsearch_index_documents", "gauge", "Tweets in the index.", s.indexed_documents);
+  Series(out, "tweetsearch_index_memory_bytes", "gauge",
+         "Heap bytes of the index: the active segment, deletes and likes changes of sealed ones.",
+         s.index_memory_bytes);
+  Series(out, "tweetsearch_index_mapped_bytes", "gauge",
+         "Bytes of sealed segment files served from read-only mappings (page cache).",
+         s.index_mapped_bytes);
+  Series(out, "tweetsearch_index_damaged_segments", "gauge",
+         "Sealed segments in which a corrupt part was found; queries reaching them fail.",
+         s.index_damaged_segments);
+  Series(out, "tweetsearch_index_sealed_segments", "gauge", "Sealed index segments.",
+         s.sealed_segments);
+  Series(out, "tweetsearch_storage_tweets_estimate", "gauge",
+         "RocksDB's estimate of stored tweets.", s.stored_tweets_estimate);
+  Series(out, "tweetsearch_storage_disk_bytes", "gauge", "Bytes of SST files and memtables.",
+         s.storage_disk_bytes);
+  Series(out, "tweetsearch_ingested_tweets_total", "counter", "Tweets accepted since start.",
+         s.tweets_ingested);
+  Series(out, "tweetsearch_rejected_tweets_total", "counter", "Tweets rejected since start.",
+         s.tweets_rejected);
+  Series(out, "tweetsearch_ingest_write_groups_total", "counter",
+         "Synced storage writes made by ingest (group commits).", s.write_groups);
+  Series(out, "tweetsearch_tweet_cache_hits_total", "counter",
+         "Search hits hydrated from the cache.", s.tweet_cache_hits);
+  Series(out, "tweetsearch_tweet_cache_misses_total", "counter", "Search hits read from storage.",
+         s.tweet_cache_misses);
+  Series(out, "tweetsearch_tweet_cache_bytes", "gauge", "Bytes of cached tweets.",
+         s.tweet_cache_bytes);
+  Series(out, "tweetsearch_change_sequence", "gauge", "Last change written to storage.",
+         s.last_change);
+  Series(out, "tweetsearch_checkpoint_change_sequence", "gauge",
+         "Change reflected by the last saved index.", s.checkpoint_change);
+  Series(out, "tweetsearch_checkpoint_failures_total", "counter",
+         "Checkpoints that failed (full disk, failed fsync); the previous one stays in force.",
+         s.checkpoint_failures);
+  if (s.storage_partitions.empty()) return;
+  const std::vector<StoragePartitionStats>& parts = s.storage_partitions;
+  PartitionSeries(out, parts, "tweetsearch_storage_has_primary", "gauge",
+                  "1 when the storage partition has a primary that answers.",
+                  [](const StoragePartitionStats& p) { return p.has_primary ? 1 : 0; });
+  PartitionSeries(out, parts, "tweetsearch_storage_primary_epoch", "gauge",
+                  "The primary's term (epoch).",
+                  [](const StoragePartitionStats& p) { return p.epoch; });
+  PartitionSeries(out, parts, "tweetsearch_storage_secondary_in_sync", "gauge",
+                  "1 when the secondary holds every acknowledged write (it may be promoted).",
+                  [](const StoragePartitionStats& p) { return p.secondary_in_sync ? 1 : 0; });
+  PartitionSeries(out, parts, "tweetsearch_storage_single_replica_writes_total", "counter",
+                  "Writes the current primary acknowledged without its secondary.",
+                  [](const StoragePartitionStats& p) { return p.single_replica_writes; });
+}
+
+void RenderUsageMetrics(const usage::RecorderStats& u, std::string* out) {
+  Series(out, "tweetsearch_usage_recorded_total", "counter", "API calls counted in usage series.",
+         u.recorded);
+  Series(out, "tweetsearch_usage_flushes_total", "counter", "Usage flushes written.", u.flushes);
+  Series(out, "tweetsearch_usage_flush_errors_total", "counter",
+         "Usage flushes that failed (their counts wait for the next one).", u.flush_errors);
+}
 
 void Metrics::RecordRequest(std::string_view transport, std::string_view route, int status,
                             double seconds) {

@@ -16,7 +16,13 @@
 #include "absl/container/node_hash_map.h"
 #include "absl/synchronization/mutex.h"
 
+namespace tweetsearch::usage {
+struct RecorderStats;
+}  // namespace tweetsearch::usage
+
 namespace tweetsearch::aggregator {
+
+struct EngineStats;
 
 class Metrics {
  public:
@@ -43,6 +49,13 @@ class Metrics {
   absl::node_hash_map<std::string, std::atomic<uint64_t>> requests_ ABSL_GUARDED_BY(mu_);
   absl::node_hash_map<std::string, Histogram> latency_ ABSL_GUARDED_BY(mu_);
 };
+
+// Appends the engine's gauges and counters (index, storage, ingest, cache, checkpoints, and per
+// storage partition in a cluster), read at scrape time, in the same format.
+void RenderEngineMetrics(const EngineStats& stats, std::string* out);
+
+// Appends the usage recorder's counters.
+void RenderUsageMetrics(const usage::RecorderStats& stats, std::string* out);
 
 // RateMeter: the recent rate of a growing counter (tweets ingested), from samples taken about
 // once a second. Keeps the last kSamples samples.

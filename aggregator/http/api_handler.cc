@@ -19,6 +19,8 @@ namespace {
 namespace http = boost::beast::http;
 using json = nlohmann::ordered_json;
 
+using Params = std::vector<std::pair<std::string, std::string>>;
+
 constexpr std::string_view kJson = "application/json";
 
 // Beast in Boost 1.74 speaks boost::string_view.
@@ -57,14 +59,14 @@ std::optional<std::string> HeaderApiKey(const HttpRequest& request) {
 // The API key: the api_dev_key (or key) parameter, else an X-Api-Key header, else
 // "Authorization: Bearer <key>".
 std::string ApiKeyOf(const HttpRequest& request,
-                     const std::vector<std::pair<std::string, std::string>>& params) {
+                     const Params& params) {
   for (const auto& [name, value] : params) {
     if (name == "api_dev_key" || name == "key") return value;
   }
   return HeaderApiKey(request).value_or("");
 }
 
-const std::string* Param(const std::vector<std::pair<std::string, std::string>>& params,
+const std::string* Param(const Params& params,
                          std::initializer_list<std::string_view> names) {
   for (std::string_view name : names) {
     for (const auto& [n, v] : params) {
@@ -221,13 +223,6 @@ json CountersJson(const usage::Counters& c) {
   return out;
 }
 
-// Whether a route's requests are counted in the usage series (API calls, not probes, metrics
-// or the web page's files).
-bool CountsAsUsage(std::string_view route) {
-  return route != "healthz" && route != "readyz" && route != "metrics" && route != "web" &&
-         route != "other" && route != "not_found";
-}
-
 }  // namespace
 
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseQueryString(
@@ -267,544 +262,189 @@ HttpResponse ErrorResponse(const absl::Status& status, unsigned version, bool ke
   return response;
 }
 
-ApiHandler::ApiHandler(FrontDoor& door, Metrics& metrics) : door_(door), metrics_(metrics) {}
+// Where an endpoint runs: inline on the network threads (answers from memory), or on the
+// worker pool (it may wait on disk, or run long).
+enum class RunOn : uint8_t {
+  kNetwork,
+  kWorkers,
+  kWorkersForBestMatch,  // searches: best match may take milliseconds on common words
+};
 
-bool ApiHandler::MayBlock(const HttpRequest& request) {
+// What a handler gets: the request, the path's {…} segments, and for API calls the query
+// parameters and the caller's key.
+struct ApiHandler::Call {
+  const HttpRequest& request;
+  CallContext* context;
+  std::string_view route = "other";    // the row's name; a handler may change it (not_found)
+  bool api = false;                     // the row's `api`
+  std::vector<std::string_view> args;  // the pattern's {…} segments, in order
+  QueryParams params;                  // API calls only
+  std::string key;                     // API calls only: api_dev_key, key or a header
+};
+
+// One row of the route table.
+struct ApiHandler::Route {
+  std::string_view name;     // for metrics and usage: fixed, never a raw path
+  http::verb method;         // http::verb::unknown: any method
+  std::string_view pattern;  // "/v1/tweets/{id}/likes": a {…} segment matches any one segment
+  bool api;                  // parses the query and the key; counted in the usage series
+  RunOn run_on;
+  HttpResponse (ApiHandler::*handle)(Call&) const;
+};
+
+// Adding an endpoint is one row here and one handler. Rows sharing a path list each method;
+// another method on that path answers 405 with their methods in Allow.
+const ApiHandler::Route ApiHandler::kRoutes[] = {
+    {"healthz", http::verb::unknown, "/healthz", false, RunOn::kNetwork, &ApiHandler::Healthz},
+    {"readyz", http::verb::unknown, "/readyz", false, RunOn::kNetwork, &ApiHandler::Readyz},
+    {"metrics", http::verb::unknown, "/metrics", false, RunOn::kNetwork,
+     &ApiHandler::MetricsPage},
+    {"web", http::verb::get, "/", false, RunOn::kNetwork, &ApiHandler::WebFilePage},
+    {"web", http::verb::get, "/index.html", false, RunOn::kNetwork, &ApiHandler::WebFilePage},
+    {"web", http::verb::get, "/dashboard", false, RunOn::kNetwork, &ApiHandler::WebFilePage},
+    {"web", http::verb::get, "/dashboard.html", false, RunOn::kNetwork,
+     &ApiHandler::WebFilePage},
+    {"web", http::verb::get, "/assets/{file}", false, RunOn::kNetwork, &ApiHandler::WebFilePage},
+    {"web", http::verb::get, "/v1/web-config", false, RunOn::kNetwork, &ApiHandler::WebConfig},
+    {"search", http::verb::get, "/v1/search", true, RunOn::kWorkersForBestMatch,
+     &ApiHandler::Search},
+    {"ingest", http::verb::post, "/v1/tweets", true, RunOn::kWorkers, &ApiHandler::Ingest},
+    {"get", http::verb::get, "/v1/tweets/{id}", true, RunOn::kWorkers, &ApiHandler::GetTweet},
+    {"delete", http::verb::delete_, "/v1/tweets/{id}", true, RunOn::kWorkers,
+     &ApiHandler::DeleteTweet},
+    {"likes", http::verb::post, "/v1/tweets/{id}/likes", true, RunOn::kWorkers,
+     &ApiHandler::Likes},
+    {"admin_keys", http::verb::get, "/v1/admin/keys", true, RunOn::kWorkers,
+     &ApiHandler::ListKeys},
+    {"admin_keys", http::verb::post, "/v1/admin/keys", true, RunOn::kWorkers,
+     &ApiHandler::CreateKey},
+    {"admin_keys", http::verb::delete_, "/v1/admin/keys/{id}", true, RunOn::kWorkers,
+     &ApiHandler::RevokeKey},
+    {"usage", http::verb::get, "/v1/usage", true, RunOn::kWorkers, &ApiHandler::Usage},
+    {"stats", http::verb::get, "/v1/stats", true, RunOn::kWorkers, &ApiHandler::Stats},
+};
+
+namespace {
+
+std::string_view PathOf(const HttpRequest& request) {
   const std::string_view target(request.target().data(), request.target().size());
-  if (request.method() != http::verb::get) return true;
-  if (target.starts_with("/healthz") || target.starts_with("/readyz") ||
-      target.starts_with("/metrics") || target.starts_with("/assets/") ||
-      target.starts_with("/v1/web-config") || target == "/" || target.starts_with("/dashboard")) {
-    return false;
-  }
-  if (!target.starts_with("/v1/search")) return true;
-  // Best match can take milliseconds on common words: it goes to the worker pool, so that it
-  // cannot hold up the network threads serving everyone else.
-  if (target.find("sort=") == std::string_view::npos) return false;
-  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> params =
-      ParseQueryString(target);
-  if (!params.ok()) return false;
-  const std::string* sort = Param(*params, {"sort"});
-  return sort != nullptr &&
-         ParseSortMode(*sort).value_or(query::SortMode::kNewest) == query::SortMode::kBestMatch;
+  return target.substr(0, target.find('?'));
 }
 
-HttpResponse ApiHandler::Handle(const HttpRequest& request, std::string_view client_ip) const {
-  const auto start = std::chrono::steady_clock::now();
-  std::string_view route = "other";
-  HttpResponse response;
-  CallContext call;
-  call.client_ip = std::string(client_ip);
-  try {
-    response = Route(request, &route, &call);
-  } catch (const std::exception& e) {
-    // The one catch-all of a request: a bug answers 500 instead of taking the process down.
-    response = Error(absl::InternalError(StrCat("internal error: ", e.what())), request);
-  }
-  for (const auto& [name, value] : call.headers) response.set(Bsv(name), Bsv(value));
-  const auto elapsed = std::chrono::steady_clock::now() - start;
-  metrics_.RecordRequest("http", route, response.result_int(),
-                         std::chrono::duration<double>(elapsed).count());
-  if (usage_ != nullptr && CountsAsUsage(route)) {
-    if (call.key_id.empty()) {
-      // Refused before authentication (a malformed request): count it for its key all the same.
-      const std::string_view target(request.target().data(), request.target().size());
-      if (auto params = ParseQueryString(target); params.ok()) {
-        call.key_id = door_.KeyIdOf(ApiKeyOf(request, *params));
-      }
-    }
-    RecordUsage(usage_, call, route == "search", response.result_int(), elapsed);
-  }
-  return response;
-}
-
-HttpResponse ApiHandler::Route(const HttpRequest& request, std::string_view* route,
-                               CallContext* call) const {
-  const std::string_view target(request.target().data(), request.target().size());
-  const std::string_view path = target.substr(0, target.find('?'));
-  const http::verb method = request.method();
-
-  if (path == "/healthz") {
-    *route = "healthz";
-    return MakeResponse(http::status::ok, request, "ok\n", "text/plain");
-  }
-  if (path == "/readyz") {
-    *route = "readyz";
-    const bool ready = ready_.load(std::memory_order_acquire);
-    return MakeResponse(ready ? http::status::ok : http::status::service_unavailable, request,
-                        ready ? "ready\n" : "not ready\n", "text/plain");
-  }
-  if (path == "/metrics") {
-    *route = "metrics";
-    return HandleMetrics(request);
-  }
-
-  if (const WebFile* file = FindWebFile(path)) {
-    *route = "web";
-    if (method != http::verb::get) return MethodNotAllowed(request, "GET");
-    HttpResponse response =
-        MakeResponse(http::status::ok, request, std::string(file->body), file->content_type);
-    // The page talks to this server only, and runs no script but its own files.
-    response.set("Content-Security-Policy",
-                 "default-src 'self'; img-src 'self' data:; object-src 'none'; "
-                 "base-uri 'none'; frame-ancestors 'none'");
-    response.set("X-Content-Type-Options", "nosniff");
-    response.set("Referrer-Policy", "no-referrer");
-    response.set(http::field::cache_control, "no-cache");
-    return response;
-  }
-  if (path == "/v1/web-config") {
-    *route = "web";
-    // What the page needs before the user types a key: the demo key, while it is valid.
-    const bool demo = !door_.KeyIdOf(kDemoKey).empty();
-    return MakeResponse(http::status::ok, request,
-                        Dump(json{{"demo_key", demo ? json(kDemoKey) : json(nullptr)},
-                                  {"max_results", kMaxResults}}));
-  }
-
-  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> params =
-      ParseQueryString(target);
-  if (!params.ok()) return Error(params.status(), request);
-  const std::string key = ApiKeyOf(request, *params);
-  const std::vector<std::string_view> segments = PathSegments(path);
-
-  if (path == "/v1/search") {
-    *route = "search";
-    return HandleSearch(request, *params, key, call);
-  }
-
-  if (segments.size() >= 2 && segments[0] == "v1" && segments[1] == "tweets") {
-    return HandleTweets(request, *params, key, segments, route, call);
-  }
-
-  if (segments.size() >= 3 && segments[0] == "v1" && segments[1] == "admin" &&
-      segments[2] == "keys") {
-    *route = "admin_keys";
-    return HandleAdminKeys(request, key, segments, call);
-  }
-
-  if (path == "/v1/usage") {
-    *route = "usage";
-    return HandleUsage(request, *params, call);
-  }
-
-  if (path == "/v1/stats") {
-    *route = "stats";
-    return HandleStats(request, key, call);
-  }
-
-  *route = "not_found";
-  return NotFound(request);
-}
-
-HttpResponse ApiHandler::HandleMetrics(const HttpRequest& request) const {
-  std::string body;
-  metrics_.Render(&body);
-  for (const auto& extra : extra_metrics_) extra(&body);
-  const EngineStats s = door_.backend().Stats();
-  auto gauge = [&](std::string_view name, std::string_view type, std::string_view help,
-                   uint64_t value) {
-    StrAppend(&body, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n", name, " ",
-              value, "\n");
-  };
-  gauge("tweetsearch_index_documents", "gauge", "Tweets in the index.", s.indexed_documents);
-  gauge("tweetsearch_index_memory_bytes", "gauge",
-        "Heap bytes of the index: the active segment, deletes and likes changes of sealed ones.",
-        s.index_memory_bytes);
-  gauge("tweetsearch_index_mapped_bytes", "gauge",
-        "Bytes of sealed segment files served from read-only mappings (page cache).",
-        s.index_mapped_bytes);
-  gauge("tweetsearch_index_damaged_segments", "gauge",
-        "Sealed segments in which a corrupt part was found; queries reaching them fail.",
-        s.index_damaged_segments);
-  gauge("tweetsearch_index_sealed_segments", "gauge", "Sealed index segments.",
-        s.sealed_segments);
-  gauge("tweetsearch_storage_tweets_estimate", "gauge", "RocksDB's estimate of stored tweets.",
-        s.stored_tweets_estimate);
-  gauge("tweetsearch_storage_disk_bytes", "gauge", "Bytes of SST files and memtables.",
-        s.storage_disk_bytes);
-  gauge("tweetsearch_ingested_tweets_total", "counter", "Tweets accepted since start.",
-        s.tweets_ingested);
-  gauge("tweetsearch_rejected_tweets_total", "counter", "Tweets rejected since start.",
-        s.tweets_rejected);
-  gauge("tweetsearch_ingest_write_groups_total", "counter",
-        "Synced storage writes made by ingest (group commits).", s.write_groups);
-  gauge("tweetsearch_tweet_cache_hits_total", "counter", "Search hits hydrated from the cache.",
-        s.tweet_cache_hits);
-  gauge("tweetsearch_tweet_cache_misses_total", "counter", "Search hits read from storage.",
-        s.tweet_cache_misses);
-  gauge("tweetsearch_tweet_cache_bytes", "gauge", "Bytes of cached tweets.", s.tweet_cache_bytes);
-  gauge("tweetsearch_change_sequence", "gauge", "Last change written to storage.", s.last_change);
-  gauge("tweetsearch_checkpoint_change_sequence", "gauge",
-        "Change reflected by the last saved index.", s.checkpoint_change);
-  gauge("tweetsearch_checkpoint_failures_total", "counter",
-        "Checkpoints that failed (full disk, failed fsync); the previous one stays in force.",
-        s.checkpoint_failures);
-  if (!s.storage_partitions.empty()) {
-    // Per storage partition, labelled; the help and type lines come once per name.
-    auto labelled = [&](std::string_view name, std::string_view type, std::string_view help,
-                        auto value) {
-      StrAppend(&body, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
-      for (const StoragePartitionStats& p : s.storage_partitions) {
-        StrAppend(&body, name, "{partition=\"", p.partition, "\"} ", value(p), "\n");
-      }
-    };
-    labelled("tweetsearch_storage_has_primary", "gauge",
-             "1 when the storage partition has a primary that answers.",
-             [](const StoragePartitionStats& p) { return p.has_primary ? 1 : 0; });
-    labelled("tweetsearch_storage_primary_epoch", "gauge", "The primary's term (epoch).",
-             [](const StoragePartitionStats& p) { return p.epoch; });
-    labelled("tweetsearch_storage_secondary_in_sync", "gauge",
-             "1 when the secondary holds every acknowledged write (it may be promoted).",
-             [](const StoragePartitionStats& p) { return p.secondary_in_sync ? 1 : 0; });
-    labelled("tweetsearch_storage_single_replica_writes_total", "counter",
-             "Writes the current primary acknowledged without its secondary.",
-             [](const StoragePartitionStats& p) { return p.single_replica_writes; });
-  }
-  if (usage_ != nullptr) {
-    const usage::RecorderStats u = usage_->Stats();
-    gauge("tweetsearch_usage_recorded_total", "counter", "API calls counted in usage series.",
-          u.recorded);
-    gauge("tweetsearch_usage_flushes_total", "counter", "Usage flushes written.", u.flushes);
-    gauge("tweetsearch_usage_flush_errors_total", "counter",
-          "Usage flushes that failed (their counts wait for the next one).", u.flush_errors);
-  }
-  return MakeResponse(http::status::ok, request, std::move(body),
-                      "text/plain; version=0.0.4; charset=utf-8");
-}
-
-HttpResponse ApiHandler::HandleSearch(const HttpRequest& request, const QueryParams& params,
-                                      const std::string& key, CallContext* call) const {
-  const http::verb method = request.method();
-  if (method != http::verb::get) return MethodNotAllowed(request, "GET");
-  SearchRequest search;
-  search.api_dev_key = key;
-  const std::string* terms = Param(params, {"search_terms", "q"});
-  if (terms == nullptr || terms->empty()) {
-    return Error(absl::InvalidArgumentError("search_terms is required"), request);
-  }
-  search.search_terms = *terms;
-  if (const std::string* limit = Param(params, {"maximum_results_to_return", "limit"})) {
-    const std::optional<uint32_t> n = ParseDecimal<uint32_t>(*limit);
-    search.maximum_results_to_return = n.value_or(0);
-    if (search.maximum_results_to_return == 0 || search.maximum_results_to_return > kMaxResults) {
-      return Error(absl::InvalidArgumentError(StrCat(
-                       "maximum_results_to_return must be a number from 1 to ", kMaxResults)),
-                   request);
+// Whether `path` matches `pattern`, segment by segment (empty segments are skipped, so
+// "/v1/tweets/" is "/v1/tweets"); appends the {…} segments to `*args`.
+bool MatchPath(std::string_view pattern, std::string_view path,
+               std::vector<std::string_view>* args) {
+  if (!path.starts_with('/')) return false;
+  const std::vector<std::string_view> want = PathSegments(pattern);
+  const std::vector<std::string_view> have = PathSegments(path);
+  if (want.size() != have.size()) return false;
+  const size_t first_arg = args->size();
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (want[i].starts_with('{')) {
+      args->push_back(have[i]);
+    } else if (want[i] != have[i]) {
+      args->resize(first_arg);
+      return false;
     }
   }
-  if (const std::string* sort = Param(params, {"sort"})) {
-    absl::StatusOr<query::SortMode> mode = ParseSortMode(*sort);
-    if (!mode.ok()) return Error(mode.status(), request);
-    search.sort = *mode;
-  }
-  if (const std::string* token = Param(params, {"page_token"})) search.page_token = *token;
-  for (auto [name, flag] : {std::pair{"highlight", &search.highlight},
-                            std::pair{"allow_partial", &search.allow_partial},
-                            std::pair{"exact_total", &search.exact_total}}) {
-    const std::string* value = Param(params, {name});
-    if (value == nullptr) continue;
-    if (*value != "true" && *value != "1" && *value != "false" && *value != "0") {
-      return Error(absl::InvalidArgumentError(StrCat(name, " must be true or false")), request);
-    }
-    *flag = *value == "true" || *value == "1";
-  }
-  absl::StatusOr<SearchResponse> result = door_.Search(search, call);
-  if (!result.ok()) return Error(result.status(), request);
+  return true;
+}
+
+// The JSON answer of a search (written directly: the hot path of the API).
+std::string SearchResponseJson(const SearchResponse& result, query::SortMode sort) {
   std::string body = "{\"results\":[";
-  body.reserve(512 * result->hits.size() + 256);
-  for (size_t i = 0; i < result->hits.size(); ++i) {
+  body.reserve(512 * result.hits.size() + 256);
+  for (size_t i = 0; i < result.hits.size(); ++i) {
     if (i > 0) body += ',';
-    const SearchHit& h = result->hits[i];
+    const SearchHit& h = result.hits[i];
     AppendTweetJson(&body, *h.tweet, h.hit.likes, /*with_score=*/true, h.hit.score);
-    if (i < result->highlights.size()) {
+    if (i < result.highlights.size()) {
       body.pop_back();  // the object's '}'
-      AppendHighlightedText(&body, h.tweet->text, result->highlights[i]);
+      AppendHighlightedText(&body, h.tweet->text, result.highlights[i]);
       body += '}';
     }
   }
   body += "],\"next_page_token\":";
-  if (result->next_page_token.empty()) {
+  if (result.next_page_token.empty()) {
     body += "null";
   } else {
-    AppendJsonString(&body, result->next_page_token);
+    AppendJsonString(&body, result.next_page_token);
   }
-  StrAppend(&body, ",\"took_ms\":", result->took_ms, ",\"total_hits\":", result->total_hits,
-            ",\"total_is_exact\":", result->total_is_exact ? "true" : "false", ",\"sort\":\"",
-            SortModeName(search.sort), "\",\"partial\":", result->partial() ? "true" : "false");
-  if (result->partial()) {
+  StrAppend(&body, ",\"took_ms\":", result.took_ms, ",\"total_hits\":", result.total_hits,
+            ",\"total_is_exact\":", result.total_is_exact ? "true" : "false", ",\"sort\":\"",
+            SortModeName(sort), "\",\"partial\":", result.partial() ? "true" : "false");
+  if (result.partial()) {
     body += ",\"missing_partitions\":[";
-    for (size_t i = 0; i < result->missing_partitions.size(); ++i) {
-      StrAppend(&body, i == 0 ? "" : ",", result->missing_partitions[i]);
+    for (size_t i = 0; i < result.missing_partitions.size(); ++i) {
+      StrAppend(&body, i == 0 ? "" : ",", result.missing_partitions[i]);
     }
     body += ']';
   }
   body += '}';
-  return MakeResponse(http::status::ok, request, std::move(body));
+  return body;
 }
 
-HttpResponse ApiHandler::HandleTweets(const HttpRequest& request, const QueryParams& params,
-                                      const std::string& key,
-                                      const std::vector<std::string_view>& segments,
-                                      std::string_view* route, CallContext* call) const {
-  const http::verb method = request.method();
-  if (segments.size() == 2) {
-    *route = "ingest";
-    if (method != http::verb::post) return MethodNotAllowed(request, "POST");
-    const std::string& body = request.body();
-    // Counted before anything is parsed (a newline count runs at memory speed).
-    if (const size_t newlines = std::count(body.begin(), body.end(), '\n');
-        newlines > kMaxIngestTweets) {
-      HttpResponse response = Error(TooManyTweets(newlines), request);
-      response.result(http::status::payload_too_large);
-      return response;
-    }
-    std::vector<absl::StatusOr<NewTweet>> lines;
-    std::vector<size_t> line_numbers;
-    size_t start = 0, number = 0;
-    while (start < body.size()) {
-      size_t end = body.find('\n', start);
-      if (end == std::string::npos) end = body.size();
-      std::string_view line(body.data() + start, end - start);
-      ++number;
-      start = end + 1;
-      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-      if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
-      lines.push_back(ParseTweetJson(line));
-      line_numbers.push_back(number);
-    }
-    if (lines.empty()) {
-      return Error(absl::InvalidArgumentError(
-                       "the body has no tweets: send JSON Lines, one tweet object per line"),
-                   request);
-    }
-    absl::StatusOr<IngestResponse> result = door_.Ingest(key, std::move(lines), call);
-    if (!result.ok()) return Error(result.status(), request);
-    const std::string* report = Param(params, {"report"});
-    const bool only_rejections = report != nullptr && *report == "rejected";
-    json results = json::array();
-    for (size_t i = 0; i < result->outcomes.size(); ++i) {
-      const IngestOutcome& o = result->outcomes[i];
-      if (o.status.ok()) {
-        if (!only_rejections) {
-          results.push_back(
-              {{"line", line_numbers[i]}, {"status", "accepted"}, {"tweet_id", StrCat(o.id)}});
-        }
-      } else {
-        results.push_back({{"line", line_numbers[i]},
-                           {"status", "rejected"},
-                           {"code", ErrorCodeName(o.status)},
-                           {"error", SanitizeUtf8(AsStd(o.status.message()))}});
-      }
-    }
-    json out = {{"accepted", result->accepted},
-                {"rejected", result->rejected},
-                {"results", std::move(results)}};
-    return MakeResponse(http::status::ok, request, Dump(out));
+// The scopes of a key to create: {"scopes": ["search", ...]}, search alone when absent.
+absl::StatusOr<uint8_t> ScopesOf(const json& body) {
+  auto it = body.find("scopes");
+  if (it == body.end()) return static_cast<uint8_t>(Scope::kSearch);
+  if (!it->is_array()) return absl::InvalidArgumentError("scopes must be an array");
+  uint8_t scopes = 0;
+  for (const json& s : *it) {
+    if (!s.is_string()) return absl::InvalidArgumentError("scopes are strings");
+    absl::StatusOr<Scope> scope = ParseScope(s.get<std::string>());
+    if (!scope.ok()) return scope.status();
+    scopes |= static_cast<uint8_t>(*scope);
   }
-  absl::StatusOr<TweetId> id = ParseTweetId(segments[2]);
-  if (segments.size() == 3) {
-    *route = method == http::verb::delete_ ? "delete" : "get";
-    if (!id.ok()) return Error(id.status(), request);
-    if (method == http::verb::get) {
-      absl::StatusOr<storage::StoredTweet> tweet = door_.Get(key, *id, call);
-      if (!tweet.ok()) return Error(tweet.status(), request);
-      std::string body;
-      AppendTweetJson(&body, *tweet, tweet->likes, /*with_score=*/false, 0);
-      return MakeResponse(http::status::ok, request, std::move(body));
-    }
-    if (method == http::verb::delete_) {
-      if (absl::Status s = door_.Delete(key, *id, call); !s.ok()) return Error(s, request);
-      return MakeResponse(http::status::ok, request,
-                          Dump(json{{"deleted", true}, {"tweet_id", StrCat(*id)}}));
-    }
-    return MethodNotAllowed(request, "GET, DELETE");
-  }
-  if (segments.size() == 4 && segments[3] == "likes") {
-    *route = "likes";
-    if (method != http::verb::post) return MethodNotAllowed(request, "POST");
-    if (!id.ok()) return Error(id.status(), request);
-    // {"set": N} or {"add": N} in the body, or ?set=N / ?add=N.
-    std::optional<int64_t> set, add;
-    if (!request.body().empty()) {
-      json body = ParseSmallJson(request.body());
-      if (body.is_discarded() || !body.is_object()) {
-        return Error(absl::InvalidArgumentError(
-                         "the body must be a JSON object such as {\"set\": 10} or {\"add\": 1}"),
-                     request);
-      }
-      for (const auto& [name, target_value] : {std::pair{"set", &set}, std::pair{"add", &add}}) {
-        if (auto it = body.find(name); it != body.end()) {
-          *target_value = Int64Of(*it);
-          if (!target_value->has_value()) return Error(NotAnInteger(name), request);
-        }
-      }
-    }
-    for (const auto& [name, target_value] : {std::pair{"set", &set}, std::pair{"add", &add}}) {
-      if (const std::string* v = Param(params, {name})) {
-        *target_value = ParseDecimal<int64_t>(*v);
-        if (!target_value->has_value()) return Error(NotAnInteger(name), request);
-      }
-    }
-    if (set.has_value() == add.has_value()) {
-      return Error(absl::InvalidArgumentError("give exactly one of set or add"), request);
-    }
-    absl::StatusOr<uint32_t> likes =
-        door_.Likes(key, *id, set.has_value() ? *set : *add, add.has_value(), call);
-    if (!likes.ok()) return Error(likes.status(), request);
-    return MakeResponse(http::status::ok, request,
-                        Dump(json{{"tweet_id", StrCat(*id)}, {"likes", *likes}}));
-  }
-  *route = "not_found";
-  return NotFound(request);
+  return scopes;
 }
 
-HttpResponse ApiHandler::HandleAdminKeys(const HttpRequest& request, const std::string& key,
-                                         const std::vector<std::string_view>& segments,
-                                         CallContext* call) const {
-  const http::verb method = request.method();
-  if (segments.size() == 3 && method == http::verb::get) {
-    absl::StatusOr<std::vector<ApiKey>> keys = door_.ListKeys(key, call);
-    if (!keys.ok()) return Error(keys.status(), request);
-    json list = json::array();
-    for (const ApiKey& k : *keys) {
-      json scopes = json::array();
-      for (Scope s : {Scope::kSearch, Scope::kIngest, Scope::kAdmin}) {
-        if (k.Allows(s)) scopes.push_back(ScopeName(s));
-      }
-      list.push_back({{"id", k.id},
-                      {"prefix", k.prefix},
-                      {"owner", k.owner},
-                      {"tier", k.tier},
-                      {"scopes", scopes},
-                      {"created_at", FormatRfc3339(k.created_at_ms)},
-                      {"revoked", k.revoked}});
-    }
-    return MakeResponse(http::status::ok, request, Dump(json{{"keys", list}}));
-  }
-  if (segments.size() == 3 && method == http::verb::post) {
-    json body = ParseSmallJson(request.body());
-    if (body.is_discarded() || !body.is_object() || !body.contains("owner") ||
-        !body["owner"].is_string()) {
-      return Error(absl::InvalidArgumentError(
-                       "the body must be {\"owner\": ..., \"tier\": ..., \"scopes\": [...]}"),
-                   request);
-    }
-    uint8_t scopes = 0;
-    if (auto it = body.find("scopes"); it != body.end()) {
-      if (!it->is_array()) {
-        return Error(absl::InvalidArgumentError("scopes must be an array"), request);
-      }
-      for (const json& s : *it) {
-        if (!s.is_string()) {
-          return Error(absl::InvalidArgumentError("scopes are strings"), request);
-        }
-        absl::StatusOr<Scope> scope = ParseScope(s.get<std::string>());
-        if (!scope.ok()) return Error(scope.status(), request);
-        scopes |= static_cast<uint8_t>(*scope);
-      }
-    } else {
-      scopes = static_cast<uint8_t>(Scope::kSearch);
-    }
-    std::string tier = body.value("tier", "free");
-    std::string chosen;
-    if (auto it = body.find("key"); it != body.end()) {
-      if (!it->is_string())
-        return Error(absl::InvalidArgumentError("key must be a string"), request);
-      chosen = it->get<std::string>();
-    }
-    absl::StatusOr<std::string> created =
-        door_.CreateKey(key, body["owner"].get<std::string>(), tier, scopes, call, chosen);
-    if (!created.ok()) return Error(created.status(), request);
-    return MakeResponse(http::status::created, request,
-                        Dump(json{{"key", *created}, {"prefix", created->substr(0, 10)}}));
-  }
-  if (segments.size() == 4 && method == http::verb::delete_) {
-    if (absl::Status s = door_.RevokeKey(key, segments[3], call); !s.ok())
-      return Error(s, request);
-    return MakeResponse(http::status::ok, request, Dump(json{{"revoked", segments[3]}}));
-  }
-  return MethodNotAllowed(request, segments.size() == 3 ? "GET, POST" : "DELETE");
-}
-
-HttpResponse ApiHandler::HandleUsage(const HttpRequest& request, const QueryParams& params,
-                                     CallContext* call) const {
-  const http::verb method = request.method();
-  if (method != http::verb::get) return MethodNotAllowed(request, "GET");
-  UsageRequest usage_request;
-  const int64_t now_s = door_.backend().clock().NowUnixMillis() / 1000;
-  usage_request.to_s = now_s;
+// The span and resolution of /v1/usage: ?from= (default an hour before ?to=), ?to= (default
+// now), ?resolution= (default auto). The key is the caller's business.
+absl::StatusOr<UsageRequest> ParseUsageRequest(const Params& params, int64_t now_s) {
+  UsageRequest request;
+  request.to_s = now_s;
   if (const std::string* to = Param(params, {"to"})) {
     absl::StatusOr<int64_t> t = ParseUsageTime("to", *to, now_s);
-    if (!t.ok()) return Error(t.status(), request);
-    usage_request.to_s = *t;
+    if (!t.ok()) return t.status();
+    request.to_s = *t;
   }
-  usage_request.from_s = usage_request.to_s - 3600;
+  request.from_s = request.to_s - 3600;
   if (const std::string* from = Param(params, {"from"})) {
     absl::StatusOr<int64_t> t = ParseUsageTime("from", *from, now_s);
-    if (!t.ok()) return Error(t.status(), request);
-    usage_request.from_s = *t;
+    if (!t.ok()) return t.status();
+    request.from_s = *t;
   }
   if (const std::string* resolution = Param(params, {"resolution"});
       resolution != nullptr && *resolution != "auto") {
     absl::StatusOr<usage::Resolution> r = usage::ParseResolution(*resolution);
-    if (!r.ok()) return Error(r.status(), request);
-    usage_request.resolution = *r;
+    if (!r.ok()) return r.status();
+    request.resolution = *r;
   }
-  // The caller's key comes from api_dev_key or a header, and then ?key= names the series;
-  // a lone ?key= is the caller's key, asking for its own series.
-  const std::string* dev_key = Param(params, {"api_dev_key"});
-  const std::string* series_key = Param(params, {"key"});
-  std::optional<std::string> credentials =
-      dev_key != nullptr ? std::optional<std::string>(*dev_key) : HeaderApiKey(request);
-  if (credentials.has_value()) {
-    if (series_key != nullptr) usage_request.key = *series_key;
-  } else if (series_key != nullptr) {
-    credentials = *series_key;
-  }
-  absl::StatusOr<UsageResponse> series =
-      door_.Usage(credentials.value_or(""), usage_request, call);
-  if (!series.ok()) return Error(series.status(), request);
+  return request;
+}
+
+json UsageJson(const UsageResponse& series, const UsageRequest& request) {
   usage::Counters totals;
   json points = json::array();
-  for (const usage::Point& p : series->points) {
+  for (const usage::Point& p : series.points) {
     totals.Add(p.counters);
     json point = CountersJson(p.counters);
     point["start"] = FormatRfc3339(p.start_s * 1000);
     points.push_back(std::move(point));
   }
-  const int64_t step = usage::BucketSeconds(series->resolution);
-  json out = {{"key", series->key_id},
-              {"resolution", usage::ResolutionName(series->resolution)},
-              {"bucket_seconds", step},
-              {"from", FormatRfc3339(usage_request.from_s * 1000)},
-              {"to", FormatRfc3339(usage_request.to_s * 1000)},
-              {"totals", CountersJson(totals)},
-              {"points", std::move(points)}};
-  return MakeResponse(http::status::ok, request, Dump(out));
+  return {{"key", series.key_id},
+          {"resolution", usage::ResolutionName(series.resolution)},
+          {"bucket_seconds", usage::BucketSeconds(series.resolution)},
+          {"from", FormatRfc3339(request.from_s * 1000)},
+          {"to", FormatRfc3339(request.to_s * 1000)},
+          {"totals", CountersJson(totals)},
+          {"points", std::move(points)}};
 }
 
-HttpResponse ApiHandler::HandleStats(const HttpRequest& request, const std::string& key,
-                                     CallContext* call) const {
-  if (absl::StatusOr<ApiKey> k = door_.Authorize(key, Scope::kAdmin, Endpoint::kAdmin, 1, call);
-      !k.ok()) {
-    return Error(k.status(), request);
-  }
-  const EngineStats s = door_.backend().Stats();
-  json status = {{"status", ready_.load(std::memory_order_acquire) ? "ready" : "not ready"},
-                 {"shape", s.storage_partitions.empty() ? "one process" : "cluster"},
-                 {"uptime_s", std::chrono::duration_cast<std::chrono::seconds>(
-                                  std::chrono::steady_clock::now() - started_)
-                                  .count()}};
-  if (ingest_rate_ != nullptr) {
-    status["ingest_per_second"] = {{"last_10s", ingest_rate_->PerSecond(10'000)},
-                                   {"last_60s", ingest_rate_->PerSecond(60'000)}};
-  }
-  if (usage_ != nullptr) {
-    const usage::RecorderStats u = usage_->Stats();
-    status["usage"] = {
-        {"recorded", u.recorded}, {"flushes", u.flushes}, {"flush_errors", u.flush_errors}};
-  }
+// /v1/stats: the process's `status` and the engine's figures.
+json StatsJson(const EngineStats& s, json status) {
   json storage_partitions = json::array();
   for (const StoragePartitionStats& p : s.storage_partitions) {
     storage_partitions.push_back({{"partition", p.partition},
@@ -826,7 +466,392 @@ HttpResponse ApiHandler::HandleStats(const HttpRequest& request, const std::stri
               {"last_change", s.last_change},
               {"checkpoint_change", s.checkpoint_change}};
   if (!storage_partitions.empty()) out["storage_partitions"] = std::move(storage_partitions);
+  return out;
+}
+
+}  // namespace
+
+ApiHandler::ApiHandler(FrontDoor& door, Metrics& metrics) : door_(door), metrics_(metrics) {}
+
+const ApiHandler::Route* ApiHandler::Find(const HttpRequest& request, std::string* allow,
+                                          const Route** path_match) {
+  const std::string_view path = PathOf(request);
+  std::vector<std::string_view> args;
+  for (const Route& endpoint : kRoutes) {
+    args.clear();
+    if (!MatchPath(endpoint.pattern, path, &args)) continue;
+    if (endpoint.method == http::verb::unknown || endpoint.method == request.method()) {
+      return &endpoint;
+    }
+    if (*path_match == nullptr) *path_match = &endpoint;
+    const boost::beast::string_view method = http::to_string(endpoint.method);
+    StrAppend(allow, allow->empty() ? "" : ", ", std::string_view(method.data(), method.size()));
+  }
+  return nullptr;
+}
+
+bool ApiHandler::MayBlock(const HttpRequest& request) {
+  std::string allow;
+  const Route* path_match = nullptr;
+  const Route* endpoint = Find(request, &allow, &path_match);
+  if (endpoint == nullptr) return false;  // 404 and 405 answer at once
+  switch (endpoint->run_on) {
+    case RunOn::kNetwork:
+      return false;
+    case RunOn::kWorkers:
+      return true;
+    case RunOn::kWorkersForBestMatch:
+      break;
+  }
+  const std::string_view target(request.target().data(), request.target().size());
+  if (target.find("sort=") == std::string_view::npos) return false;
+  absl::StatusOr<QueryParams> params = ParseQueryString(target);
+  if (!params.ok()) return false;
+  const std::string* sort = Param(*params, {"sort"});
+  return sort != nullptr &&
+         ParseSortMode(*sort).value_or(query::SortMode::kNewest) == query::SortMode::kBestMatch;
+}
+
+HttpResponse ApiHandler::Handle(const HttpRequest& request, std::string_view client_ip) const {
+  const auto start = std::chrono::steady_clock::now();
+  HttpResponse response;
+  CallContext context;
+  context.client_ip = std::string(client_ip);
+  Call call{request, &context, "other", false, {}, {}, {}};
+  try {
+    response = Dispatch(call);
+  } catch (const std::exception& e) {
+    // The one catch-all of a request: a bug answers 500 instead of taking the process down.
+    response = Error(absl::InternalError(StrCat("internal error: ", e.what())), request);
+  }
+  for (const auto& [name, value] : context.headers) response.set(Bsv(name), Bsv(value));
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  metrics_.RecordRequest("http", call.route, response.result_int(),
+                         std::chrono::duration<double>(elapsed).count());
+  if (usage_ != nullptr && call.api) {
+    // A call refused before authentication is counted for its key all the same.
+    if (context.key_id.empty()) context.key_id = door_.KeyIdOf(call.key);
+    RecordUsage(usage_, context, call.route == "search", response.result_int(), elapsed);
+  }
+  return response;
+}
+
+HttpResponse ApiHandler::Dispatch(Call& call) const {
+  const HttpRequest& request = call.request;
+  std::string allow;
+  const Route* path_match = nullptr;
+  const Route* endpoint = Find(request, &allow, &path_match);
+  if (endpoint == nullptr && path_match == nullptr) {
+    call.route = "not_found";
+    return NotFound(request);
+  }
+  const Route& row = endpoint != nullptr ? *endpoint : *path_match;
+  call.route = row.name;
+  call.api = row.api;
+  if (row.api) {
+    const std::string_view target(request.target().data(), request.target().size());
+    absl::StatusOr<QueryParams> params = ParseQueryString(target);
+    call.key = ApiKeyOf(request, params.ok() ? *params : QueryParams());
+    if (!params.ok()) return Error(params.status(), request);
+    call.params = *std::move(params);
+  }
+  if (endpoint == nullptr) return MethodNotAllowed(request, allow);
+  MatchPath(row.pattern, PathOf(request), &call.args);
+  return (this->*row.handle)(call);
+}
+
+HttpResponse ApiHandler::Healthz(Call& call) const {
+  return MakeResponse(http::status::ok, call.request, "ok\n", "text/plain");
+}
+
+HttpResponse ApiHandler::Readyz(Call& call) const {
+  const bool ready = ready_.load(std::memory_order_acquire);
+  return MakeResponse(ready ? http::status::ok : http::status::service_unavailable, call.request,
+                      ready ? "ready\n" : "not ready\n", "text/plain");
+}
+
+HttpResponse ApiHandler::MetricsPage(Call& call) const {
+  std::string body;
+  metrics_.Render(&body);
+  for (const auto& extra : extra_metrics_) extra(&body);
+  RenderEngineMetrics(door_.backend().Stats(), &body);
+  if (usage_ != nullptr) RenderUsageMetrics(usage_->Stats(), &body);
+  return MakeResponse(http::status::ok, call.request, std::move(body),
+                      "text/plain; version=0.0.4; charset=utf-8");
+}
+
+HttpResponse ApiHandler::WebFilePage(Call& call) const {
+  const WebFile* file = FindWebFile(PathOf(call.request));
+  if (file == nullptr) {
+    call.route = "not_found";
+    return NotFound(call.request);
+  }
+  HttpResponse response =
+      MakeResponse(http::status::ok, call.request, std::string(file->body), file->content_type);
+  // The page talks to this server only, and runs no script but its own files.
+  response.set("Content-Security-Policy",
+               "default-src 'self'; img-src 'self' data:; object-src 'none'; "
+               "base-uri 'none'; frame-ancestors 'none'");
+  response.set("X-Content-Type-Options", "nosniff");
+  response.set("Referrer-Policy", "no-referrer");
+  response.set(http::field::cache_control, "no-cache");
+  return response;
+}
+
+HttpResponse ApiHandler::WebConfig(Call& call) const {
+  // What the page needs before the user types a key: the demo key, while it is valid.
+  const bool demo = !door_.KeyIdOf(kDemoKey).empty();
+  return MakeResponse(http::status::ok, call.request,
+                      Dump(json{{"demo_key", demo ? json(kDemoKey) : json(nullptr)},
+                                {"max_results", kMaxResults}}));
+}
+
+HttpResponse ApiHandler::Search(Call& call) const {
+  const HttpRequest& request = call.request;
+  SearchRequest search;
+  search.api_dev_key = call.key;
+  const std::string* terms = Param(call.params, {"search_terms", "q"});
+  if (terms == nullptr || terms->empty()) {
+    return Error(absl::InvalidArgumentError("search_terms is required"), request);
+  }
+  search.search_terms = *terms;
+  if (const std::string* limit = Param(call.params, {"maximum_results_to_return", "limit"})) {
+    const std::optional<uint32_t> n = ParseDecimal<uint32_t>(*limit);
+    search.maximum_results_to_return = n.value_or(0);
+    if (search.maximum_results_to_return == 0 || search.maximum_results_to_return > kMaxResults) {
+      return Error(absl::InvalidArgumentError(StrCat(
+                       "maximum_results_to_return must be a number from 1 to ", kMaxResults)),
+                   request);
+    }
+  }
+  if (const std::string* sort = Param(call.params, {"sort"})) {
+    absl::StatusOr<query::SortMode> mode = ParseSortMode(*sort);
+    if (!mode.ok()) return Error(mode.status(), request);
+    search.sort = *mode;
+  }
+  if (const std::string* token = Param(call.params, {"page_token"})) search.page_token = *token;
+  for (auto [name, flag] : {std::pair{"highlight", &search.highlight},
+                            std::pair{"allow_partial", &search.allow_partial},
+                            std::pair{"exact_total", &search.exact_total}}) {
+    const std::string* value = Param(call.params, {name});
+    if (value == nullptr) continue;
+    if (*value != "true" && *value != "1" && *value != "false" && *value != "0") {
+      return Error(absl::InvalidArgumentError(StrCat(name, " must be true or false")), request);
+    }
+    *flag = *value == "true" || *value == "1";
+  }
+  absl::StatusOr<SearchResponse> result = door_.Search(search, call.context);
+  if (!result.ok()) return Error(result.status(), request);
+  return MakeResponse(http::status::ok, request, SearchResponseJson(*result, search.sort));
+}
+
+HttpResponse ApiHandler::Ingest(Call& call) const {
+  const HttpRequest& request = call.request;
+  const std::string& body = request.body();
+  // Counted before anything is parsed (a newline count runs at memory speed).
+  if (const size_t newlines = std::count(body.begin(), body.end(), '\n');
+      newlines > kMaxIngestTweets) {
+    HttpResponse response = Error(TooManyTweets(newlines), request);
+    response.result(http::status::payload_too_large);
+    return response;
+  }
+  std::vector<absl::StatusOr<NewTweet>> lines;
+  std::vector<size_t> line_numbers;
+  size_t start = 0, number = 0;
+  while (start < body.size()) {
+    size_t end = body.find('\n', start);
+    if (end == std::string::npos) end = body.size();
+    std::string_view line(body.data() + start, end - start);
+    ++number;
+    start = end + 1;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
+    lines.push_back(ParseTweetJson(line));
+    line_numbers.push_back(number);
+  }
+  if (lines.empty()) {
+    return Error(absl::InvalidArgumentError(
+                     "the body has no tweets: send JSON Lines, one tweet object per line"),
+                 request);
+  }
+  absl::StatusOr<IngestResponse> result = door_.Ingest(call.key, std::move(lines), call.context);
+  if (!result.ok()) return Error(result.status(), request);
+  const std::string* report = Param(call.params, {"report"});
+  const bool only_rejections = report != nullptr && *report == "rejected";
+  json results = json::array();
+  for (size_t i = 0; i < result->outcomes.size(); ++i) {
+    const IngestOutcome& o = result->outcomes[i];
+    if (o.status.ok()) {
+      if (!only_rejections) {
+        results.push_back(
+            {{"line", line_numbers[i]}, {"status", "accepted"}, {"tweet_id", StrCat(o.id)}});
+      }
+    } else {
+      results.push_back({{"line", line_numbers[i]},
+                         {"status", "rejected"},
+                         {"code", ErrorCodeName(o.status)},
+                         {"error", SanitizeUtf8(AsStd(o.status.message()))}});
+    }
+  }
+  json out = {{"accepted", result->accepted},
+              {"rejected", result->rejected},
+              {"results", std::move(results)}};
   return MakeResponse(http::status::ok, request, Dump(out));
+}
+
+HttpResponse ApiHandler::GetTweet(Call& call) const {
+  absl::StatusOr<TweetId> id = ParseTweetId(call.args[0]);
+  if (!id.ok()) return Error(id.status(), call.request);
+  absl::StatusOr<storage::StoredTweet> tweet = door_.Get(call.key, *id, call.context);
+  if (!tweet.ok()) return Error(tweet.status(), call.request);
+  std::string body;
+  AppendTweetJson(&body, *tweet, tweet->likes, /*with_score=*/false, 0);
+  return MakeResponse(http::status::ok, call.request, std::move(body));
+}
+
+HttpResponse ApiHandler::DeleteTweet(Call& call) const {
+  absl::StatusOr<TweetId> id = ParseTweetId(call.args[0]);
+  if (!id.ok()) return Error(id.status(), call.request);
+  if (absl::Status s = door_.Delete(call.key, *id, call.context); !s.ok()) {
+    return Error(s, call.request);
+  }
+  return MakeResponse(http::status::ok, call.request,
+                      Dump(json{{"deleted", true}, {"tweet_id", StrCat(*id)}}));
+}
+
+HttpResponse ApiHandler::Likes(Call& call) const {
+  const HttpRequest& request = call.request;
+  absl::StatusOr<TweetId> id = ParseTweetId(call.args[0]);
+  if (!id.ok()) return Error(id.status(), request);
+  // {"set": N} or {"add": N} in the body, or ?set=N / ?add=N.
+  std::optional<int64_t> set, add;
+  if (!request.body().empty()) {
+    json body = ParseSmallJson(request.body());
+    if (body.is_discarded() || !body.is_object()) {
+      return Error(absl::InvalidArgumentError(
+                       "the body must be a JSON object such as {\"set\": 10} or {\"add\": 1}"),
+                   request);
+    }
+    for (const auto& [name, target_value] : {std::pair{"set", &set}, std::pair{"add", &add}}) {
+      if (auto it = body.find(name); it != body.end()) {
+        *target_value = Int64Of(*it);
+        if (!target_value->has_value()) return Error(NotAnInteger(name), request);
+      }
+    }
+  }
+  for (const auto& [name, target_value] : {std::pair{"set", &set}, std::pair{"add", &add}}) {
+    if (const std::string* v = Param(call.params, {name})) {
+      *target_value = ParseDecimal<int64_t>(*v);
+      if (!target_value->has_value()) return Error(NotAnInteger(name), request);
+    }
+  }
+  if (set.has_value() == add.has_value()) {
+    return Error(absl::InvalidArgumentError("give exactly one of set or add"), request);
+  }
+  absl::StatusOr<uint32_t> likes =
+      door_.Likes(call.key, *id, set.has_value() ? *set : *add, add.has_value(), call.context);
+  if (!likes.ok()) return Error(likes.status(), request);
+  return MakeResponse(http::status::ok, request,
+                      Dump(json{{"tweet_id", StrCat(*id)}, {"likes", *likes}}));
+}
+
+HttpResponse ApiHandler::ListKeys(Call& call) const {
+  absl::StatusOr<std::vector<ApiKey>> keys = door_.ListKeys(call.key, call.context);
+  if (!keys.ok()) return Error(keys.status(), call.request);
+  json list = json::array();
+  for (const ApiKey& k : *keys) {
+    json scopes = json::array();
+    for (Scope s : {Scope::kSearch, Scope::kIngest, Scope::kAdmin}) {
+      if (k.Allows(s)) scopes.push_back(ScopeName(s));
+    }
+    list.push_back({{"id", k.id},
+                    {"prefix", k.prefix},
+                    {"owner", k.owner},
+                    {"tier", k.tier},
+                    {"scopes", scopes},
+                    {"created_at", FormatRfc3339(k.created_at_ms)},
+                    {"revoked", k.revoked}});
+  }
+  return MakeResponse(http::status::ok, call.request, Dump(json{{"keys", list}}));
+}
+
+HttpResponse ApiHandler::CreateKey(Call& call) const {
+  const HttpRequest& request = call.request;
+  json body = ParseSmallJson(request.body());
+  if (body.is_discarded() || !body.is_object() || !body.contains("owner") ||
+      !body["owner"].is_string()) {
+    return Error(absl::InvalidArgumentError(
+                     "the body must be {\"owner\": ..., \"tier\": ..., \"scopes\": [...]}"),
+                 request);
+  }
+  absl::StatusOr<uint8_t> scopes = ScopesOf(body);
+  if (!scopes.ok()) return Error(scopes.status(), request);
+  std::string tier = body.value("tier", "free");
+  std::string chosen;
+  if (auto it = body.find("key"); it != body.end()) {
+    if (!it->is_string()) {
+      return Error(absl::InvalidArgumentError("key must be a string"), request);
+    }
+    chosen = it->get<std::string>();
+  }
+  absl::StatusOr<std::string> created = door_.CreateKey(
+      call.key, body["owner"].get<std::string>(), tier, *scopes, call.context, chosen);
+  if (!created.ok()) return Error(created.status(), request);
+  return MakeResponse(http::status::created, request,
+                      Dump(json{{"key", *created}, {"prefix", created->substr(0, 10)}}));
+}
+
+HttpResponse ApiHandler::RevokeKey(Call& call) const {
+  if (absl::Status s = door_.RevokeKey(call.key, call.args[0], call.context); !s.ok()) {
+    return Error(s, call.request);
+  }
+  return MakeResponse(http::status::ok, call.request, Dump(json{{"revoked", call.args[0]}}));
+}
+
+HttpResponse ApiHandler::Usage(Call& call) const {
+  const HttpRequest& request = call.request;
+  const int64_t now_s = door_.backend().clock().NowUnixMillis() / 1000;
+  absl::StatusOr<UsageRequest> usage_request = ParseUsageRequest(call.params, now_s);
+  if (!usage_request.ok()) return Error(usage_request.status(), request);
+  // The caller's key comes from api_dev_key or a header, and then ?key= names the series;
+  // a lone ?key= is the caller's key, asking for its own series.
+  const std::string* dev_key = Param(call.params, {"api_dev_key"});
+  const std::string* series_key = Param(call.params, {"key"});
+  std::optional<std::string> credentials =
+      dev_key != nullptr ? std::optional<std::string>(*dev_key) : HeaderApiKey(request);
+  if (credentials.has_value()) {
+    if (series_key != nullptr) usage_request->key = *series_key;
+  } else if (series_key != nullptr) {
+    credentials = *series_key;
+  }
+  absl::StatusOr<UsageResponse> series =
+      door_.Usage(credentials.value_or(""), *usage_request, call.context);
+  if (!series.ok()) return Error(series.status(), request);
+  return MakeResponse(http::status::ok, request, Dump(UsageJson(*series, *usage_request)));
+}
+
+HttpResponse ApiHandler::Stats(Call& call) const {
+  if (absl::StatusOr<ApiKey> k =
+          door_.Authorize(call.key, Scope::kAdmin, Endpoint::kAdmin, 1, call.context);
+      !k.ok()) {
+    return Error(k.status(), call.request);
+  }
+  const EngineStats s = door_.backend().Stats();
+  json status = {{"status", ready_.load(std::memory_order_acquire) ? "ready" : "not ready"},
+                 {"shape", s.storage_partitions.empty() ? "one process" : "cluster"},
+                 {"uptime_s", std::chrono::duration_cast<std::chrono::seconds>(
+                                  std::chrono::steady_clock::now() - started_)
+                                  .count()}};
+  if (ingest_rate_ != nullptr) {
+    status["ingest_per_second"] = {{"last_10s", ingest_rate_->PerSecond(10'000)},
+                                   {"last_60s", ingest_rate_->PerSecond(60'000)}};
+  }
+  if (usage_ != nullptr) {
+    const usage::RecorderStats u = usage_->Stats();
+    status["usage"] = {
+        {"recorded", u.recorded}, {"flushes", u.flushes}, {"flush_errors", u.flush_errors}};
+  }
+  return MakeResponse(http::status::ok, call.request, Dump(StatsJson(s, std::move(status))));
 }
 
 }  // namespace tweetsearch::aggregator

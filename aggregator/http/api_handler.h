@@ -42,7 +42,7 @@ class ApiHandler {
 
   // Whether Handle() may block on disk (ingest, deletes, likes, admin) or run long (best-match
   // searches): the server runs those on its worker pool and the rest inline on the network
-  // threads.
+  // threads. Read from the route table, as Handle() routes.
   static bool MayBlock(const HttpRequest& request);
 
   // /readyz answers 503 until this is set, and again after it is cleared (shutdown).
@@ -63,25 +63,34 @@ class ApiHandler {
 
  private:
   using QueryParams = std::vector<std::pair<std::string, std::string>>;
+  struct Call;
+  struct Route;
+  // The route table, one row per method and path (api_handler.cc).
+  static const Route kRoutes[];
 
-  // Finds the endpoint, names it in `*route_name` (for metrics and usage), and answers.
-  HttpResponse Route(const HttpRequest& request, std::string_view* route_name,
-                     CallContext* call) const;
-  // One per endpoint (or family of paths), called by Route once the path matched.
-  HttpResponse HandleMetrics(const HttpRequest& request) const;
-  HttpResponse HandleSearch(const HttpRequest& request, const QueryParams& params,
-                            const std::string& key, CallContext* call) const;
-  // /v1/tweets, /v1/tweets/{id}, /v1/tweets/{id}/likes; sets `*route_name`.
-  HttpResponse HandleTweets(const HttpRequest& request, const QueryParams& params,
-                            const std::string& key, const std::vector<std::string_view>& segments,
-                            std::string_view* route_name, CallContext* call) const;
-  HttpResponse HandleAdminKeys(const HttpRequest& request, const std::string& key,
-                               const std::vector<std::string_view>& segments,
-                               CallContext* call) const;
-  HttpResponse HandleUsage(const HttpRequest& request, const QueryParams& params,
-                           CallContext* call) const;
-  HttpResponse HandleStats(const HttpRequest& request, const std::string& key,
-                           CallContext* call) const;
+  // The row for `request`, or null; `*allow` lists the methods of rows whose path matched
+  // (for 405), `*path_match` is the first of them (for its name).
+  static const Route* Find(const HttpRequest& request, std::string* allow,
+                           const Route** path_match);
+  // Finds the row, fills `call` (route name, arguments, parameters, key) and runs its handler.
+  HttpResponse Dispatch(Call& call) const;
+
+  // One per endpoint, each named in the route table.
+  HttpResponse Healthz(Call& call) const;
+  HttpResponse Readyz(Call& call) const;
+  HttpResponse MetricsPage(Call& call) const;
+  HttpResponse WebFilePage(Call& call) const;
+  HttpResponse WebConfig(Call& call) const;
+  HttpResponse Search(Call& call) const;
+  HttpResponse Ingest(Call& call) const;
+  HttpResponse GetTweet(Call& call) const;
+  HttpResponse DeleteTweet(Call& call) const;
+  HttpResponse Likes(Call& call) const;
+  HttpResponse ListKeys(Call& call) const;
+  HttpResponse CreateKey(Call& call) const;
+  HttpResponse RevokeKey(Call& call) const;
+  HttpResponse Usage(Call& call) const;
+  HttpResponse Stats(Call& call) const;
 
   FrontDoor& door_;
   Metrics& metrics_;

@@ -238,6 +238,50 @@ TEST_F(FrontDoorTest, UsageNeedsAStoreAndAKeyAndReadsOnlyItsOwnSeriesWithoutAdmi
   door_->set_usage_store(nullptr);
 }
 
+// The route table: each path answers its own methods, 405 lists them in Allow, a path that
+// only starts like an endpoint is not one, and routes are named by their row in /metrics.
+TEST_F(FrontDoorTest, RoutesMatchWholePathsAndListTheirMethods) {
+  Metrics metrics;
+  ApiHandler handler(*door_, metrics);
+  using boost::beast::http::verb;
+  auto handle = [&](verb method, std::string target) {
+    HttpRequest request(method, target, 11);
+    request.prepare_payload();
+    return handler.Handle(request);
+  };
+  auto allow = [](const HttpResponse& r) {
+    return std::string(r[boost::beast::http::field::allow]);
+  };
+  const std::string key = "api_dev_key=test-key-search-ingest";
+  EXPECT_EQ(handle(verb::get, "/v1/search?q=the&" + key).result_int(), 200);
+  EXPECT_EQ(handle(verb::get, "/v1/searchX?q=the&" + key).result_int(), 404);
+  EXPECT_EQ(handle(verb::get, "/v1/search/?q=the&" + key).result_int(), 200);
+  EXPECT_EQ(handle(verb::get, "/v1/tweets/1/likes/x?" + key).result_int(), 404);
+  EXPECT_EQ(handle(verb::get, "*").result_int(), 404);
+
+  HttpResponse put_tweet = handle(verb::put, "/v1/tweets/12?" + key);
+  EXPECT_EQ(put_tweet.result_int(), 405);
+  EXPECT_EQ(allow(put_tweet), "GET, DELETE");
+  HttpResponse put_keys = handle(verb::put, "/v1/admin/keys?" + key);
+  EXPECT_EQ(put_keys.result_int(), 405);
+  EXPECT_EQ(allow(put_keys), "GET, POST");
+  EXPECT_EQ(allow(handle(verb::get, "/v1/tweets?" + key)), "POST");
+  EXPECT_EQ(allow(handle(verb::post, "/assets/search.js")), "GET");
+
+  EXPECT_EQ(handle(verb::get, "/assets/search.js").result_int(), 200);
+  EXPECT_EQ(handle(verb::get, "/assets/nothing.js").result_int(), 404);
+  EXPECT_EQ(handle(verb::get, "/v1/tweets/notanumber?" + key).result_int(), 400);
+
+  std::string rendered;
+  metrics.Render(&rendered);
+  for (const char* series : {"route=\"search\",code=\"200\"", "route=\"not_found\",code=\"404\"",
+                             "route=\"get\",code=\"405\"", "route=\"admin_keys\",code=\"405\"",
+                             "route=\"ingest\",code=\"405\"", "route=\"web\",code=\"200\"",
+                             "route=\"get\",code=\"400\""}) {
+    EXPECT_NE(rendered.find(series), std::string::npos) << series;
+  }
+}
+
 // Random request targets, methods and bodies through the whole HTTP handler: every answer is a
 // known status with a JSON body (or plain text for the probes), and nothing throws or crashes.
 TEST_F(FrontDoorTest, HandlerSurvivesRandomRequests) {
@@ -312,6 +356,10 @@ TEST(ApiHandlerTest, SlowOrBlockingRequestsGoToTheWorkerPool) {
   EXPECT_TRUE(ApiHandler::MayBlock(req(verb::get, "/v1/tweets/12")));
   EXPECT_TRUE(ApiHandler::MayBlock(req(verb::post, "/v1/tweets")));
   EXPECT_FALSE(ApiHandler::MayBlock(req(verb::get, "/metrics")));
+  EXPECT_FALSE(ApiHandler::MayBlock(req(verb::get, "/v1/searchX?q=a&sort=1")));  // a 404
+  EXPECT_FALSE(ApiHandler::MayBlock(req(verb::put, "/v1/tweets")));             // a 405
+  EXPECT_TRUE(ApiHandler::MayBlock(req(verb::delete_, "/v1/admin/keys/abc")));
+  EXPECT_FALSE(ApiHandler::MayBlock(req(verb::get, "/assets/search.js")));
 }
 
 }  // namespace
