@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "common/file_util.h"
 #include "common/strings.h"
+#include "indexer/index/tweet_sources.h"
 #include "indexer/server/index_node.h"
 
 namespace tweetsearch::aggregator {

@@ -19,6 +19,7 @@
 #include "common/memory.h"
 #include "common/synthetic.h"
 #include "indexer/index/index.h"
+#include "indexer/index/tweet_sources.h"
 #include "indexer/query/searcher.h"
 
 namespace ts = tweetsearch;

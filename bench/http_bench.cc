@@ -24,7 +24,7 @@
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
-#include "aggregator/http/http_client.h"
+#include "net/http_client.h"
 #include "bench/query_mix.h"
 #include "common/synthetic.h"
 
@@ -229,7 +229,7 @@ int main(int argc, char** argv) {
       found = true;
       for (const std::string& q : k.queries) {
         requests.push_back({http::verb::get,
-                            "/v1/search?search_terms=" + tweetsearch::aggregator::UrlEncode(q) +
+                            "/v1/search?search_terms=" + tweetsearch::net::UrlEncode(q) +
                                 "&sort=" + sort + "&maximum_results_to_return=" + std::to_string(limit),
                             "", 1});
       }

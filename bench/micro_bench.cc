@@ -10,6 +10,7 @@
 #include "indexer/analysis/analyzer.h"
 #include "indexer/index/bitpack.h"
 #include "indexer/index/index.h"
+#include "indexer/index/tweet_sources.h"
 #include "indexer/query/searcher.h"
 
 namespace ts = tweetsearch;

@@ -7,7 +7,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
-#include "cluster/convert.h"
+#include "indexer/server/service.h"
+#include "net/grpc.h"
+#include "storage/convert.h"
 #include "common/strings.h"
 #include "storage/tweet_store.h"
 
@@ -16,6 +18,10 @@ namespace {
 
 namespace ipb = internal::v1;
 using Steady = std::chrono::steady_clock;
+using indexer::FromProto;
+using indexer::ToProto;
+using storage::FromProto;
+using storage::ToProto;
 
 // One call per partition, in parallel, each to the first of its `replicas`; a
 // failed call goes on to the next replica at once, a slow one is hedged to the
@@ -160,7 +166,7 @@ class FanOut : public std::enable_shared_from_this<FanOut<Response>> {
       if (s.ok()) {
         if (part.winner < 0) part.winner = index;
       } else if (part.winner < 0) {
-        part.error = FromGrpc(s);
+        part.error = net::FromGrpc(s);
         // A refused request (bad query) would be refused by every replica: do
         // not retry it.
         if (s.error_code() != grpc::StatusCode::INVALID_ARGUMENT &&
@@ -232,7 +238,7 @@ absl::StatusOr<ipb::WriteResponse> ClusterBackend::WriteToPrimary(uint32_t p,
     ipb::WriteResponse response;
     grpc::Status s = view_.storage(p, *primary).Write(&context, request, &response);
     if (s.ok()) return response;
-    last = FromGrpc(s);
+    last = net::FromGrpc(s);
     if (!Retryable(s)) return last;
     request.set_retry(true);  // the write may have landed before its answer was lost
   }

@@ -6,10 +6,10 @@
 #include <set>
 
 #include "absl/strings/numbers.h"
-#include "aggregator/http/http_client.h"
+#include "net/http_client.h"
 #include "cluster/cluster_view.h"
 #include "cluster/etcd_client.h"
-#include "cluster/services.h"
+#include "net/grpc.h"
 #include "common/strings.h"
 #include "nlohmann/json.hpp"
 #include "proto/cluster.grpc.pb.h"
@@ -21,7 +21,7 @@ namespace ipb = internal::v1;
 
 constexpr auto kTimeout = std::chrono::seconds(2);
 
-std::unique_ptr<grpc::ClientContext> Context() { return CallContext(kTimeout); }
+std::unique_ptr<grpc::ClientContext> Context() { return net::DeadlineContext(kTimeout); }
 
 std::string Sequences(const google::protobuf::RepeatedField<uint64_t>& applied) {
   std::string out;
@@ -31,7 +31,7 @@ std::string Sequences(const google::protobuf::RepeatedField<uint64_t>& applied) 
 
 void AskStorage(ProcessStatus& p) {
   ipb::StorageStatus s;
-  grpc::Status r = ipb::Storage::NewStub(Connect(p.address))->Status(Context().get(), {}, &s);
+  grpc::Status r = ipb::Storage::NewStub(net::Connect(p.address))->Status(Context().get(), {}, &s);
   if (!r.ok()) {
     p.detail = r.error_message();
     return;
@@ -56,7 +56,7 @@ void AskStorage(ProcessStatus& p) {
 
 void AskIndex(ProcessStatus& p) {
   ipb::IndexStatus s;
-  grpc::Status r = ipb::Index::NewStub(Connect(p.address))->Status(Context().get(), {}, &s);
+  grpc::Status r = ipb::Index::NewStub(net::Connect(p.address))->Status(Context().get(), {}, &s);
   if (!r.ok()) {
     p.detail = r.error_message();
     return;
@@ -70,7 +70,7 @@ void AskIndex(ProcessStatus& p) {
 
 void AskBuilder(ProcessStatus& p) {
   ipb::BuilderStatus s;
-  grpc::Status r = ipb::Builder::NewStub(Connect(p.address))->Status(Context().get(), {}, &s);
+  grpc::Status r = ipb::Builder::NewStub(net::Connect(p.address))->Status(Context().get(), {}, &s);
   if (!r.ok()) {
     p.detail = r.error_message();
     return;
@@ -85,8 +85,8 @@ void AskBuilder(ProcessStatus& p) {
 
 void AskAggregator(ProcessStatus& p, const std::string& http) {
   const size_t colon = http.rfind(':');
-  aggregator::HttpClient client(http.substr(0, colon), http.substr(colon + 1), kTimeout);
-  absl::StatusOr<aggregator::HttpReply> r = client.Send("GET", "/readyz");
+  net::HttpClient client(http.substr(0, colon), http.substr(colon + 1), kTimeout);
+  absl::StatusOr<net::HttpReply> r = client.Send("GET", "/readyz");
   if (!r.ok()) {
     p.detail = std::string(r.status().message());
     return;

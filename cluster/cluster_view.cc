@@ -3,7 +3,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "cluster/services.h"
+#include "net/grpc.h"
 #include "common/strings.h"
 
 namespace tweetsearch::cluster {
@@ -34,12 +34,12 @@ ClusterView::ClusterView(Topology topology, absl::Duration refresh)
   for (const Partition& p : topology_.storage) {
     auto& stubs = storage_.emplace_back();
     for (const NodeSpec& n : p.replicas)
-      stubs.push_back(internal::v1::Storage::NewStub(Connect(n.grpc)));
+      stubs.push_back(internal::v1::Storage::NewStub(net::Connect(n.grpc)));
   }
   for (const Partition& p : topology_.index) {
     auto& stubs = index_.emplace_back();
     for (const NodeSpec& n : p.replicas)
-      stubs.push_back(internal::v1::Index::NewStub(Connect(n.grpc)));
+      stubs.push_back(internal::v1::Index::NewStub(net::Connect(n.grpc)));
   }
   {
     absl::MutexLock lock(&mu_);

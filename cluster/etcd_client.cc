@@ -4,7 +4,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
-#include "aggregator/http/http_client.h"
+#include "net/http_client.h"
 #include "common/strings.h"
 
 namespace tweetsearch::cluster {
@@ -75,10 +75,10 @@ absl::StatusOr<std::string> EtcdClient::Call(std::string_view path, const std::s
     if (http_ == nullptr) {
       const std::string& e = endpoints_[current_];
       const size_t colon = e.rfind(':');
-      http_ = std::make_unique<aggregator::HttpClient>(e.substr(0, colon), e.substr(colon + 1),
+      http_ = std::make_unique<net::HttpClient>(e.substr(0, colon), e.substr(colon + 1),
                                                        timeout_);
     }
-    absl::StatusOr<aggregator::HttpReply> reply = http_->Send("POST", path, body);
+    absl::StatusOr<net::HttpReply> reply = http_->Send("POST", path, body);
     if (reply.ok() && reply->status == 200) return std::move(reply->body);
     if (reply.ok()) {
       // etcd's gateway answers errors as {"error": ..., "code": N, "message":

@@ -21,7 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 
-namespace tweetsearch::aggregator {
+namespace tweetsearch::net {
 class HttpClient;
 }
 
@@ -72,7 +72,7 @@ class EtcdClient {
   const std::chrono::milliseconds timeout_;
   absl::Mutex mu_;
   size_t current_ ABSL_GUARDED_BY(mu_) = 0;
-  std::unique_ptr<aggregator::HttpClient> http_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<net::HttpClient> http_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tweetsearch::cluster

@@ -10,7 +10,10 @@
 #include "cluster/cluster_backend.h"
 #include "cluster/cluster_view.h"
 #include "cluster/membership.h"
-#include "cluster/services.h"
+#include "indexer/builder/service.h"
+#include "indexer/server/service.h"
+#include "net/grpc.h"
+#include "storage/service.h"
 #include "common/clock.h"
 #include "common/file_util.h"
 #include "common/periodic.h"
@@ -134,7 +137,7 @@ class StorageProcess final : public ClusterNode {
   Topology::Place place_;
   std::unique_ptr<storage::StorageNode> node_;
   std::unique_ptr<grpc::Service> service_;
-  RunningServer server_;
+  net::RunningServer server_;
   std::unique_ptr<Membership> membership_;
   std::unique_ptr<EtcdClient> etcd_;  // the election's own connection
   std::unique_ptr<storage::StoragePeer> peer_;
@@ -175,7 +178,7 @@ class IndexProcess final : public ClusterNode {
   bool member_ = false;
   std::unique_ptr<indexer::IndexNode> node_;
   std::unique_ptr<grpc::Service> service_;
-  RunningServer server_;
+  net::RunningServer server_;
   std::unique_ptr<Membership> membership_;
   std::unique_ptr<PeriodicTask> watcher_;
 };
@@ -214,7 +217,7 @@ class BuilderProcess final : public ClusterNode {
   std::string name_;
   std::unique_ptr<indexer::BuilderNode> node_;
   std::unique_ptr<grpc::Service> service_;
-  RunningServer server_;
+  net::RunningServer server_;
   std::unique_ptr<Membership> membership_;
   std::unique_ptr<EtcdClient> etcd_;
   std::unique_ptr<PeriodicTask> leader_task_;
@@ -254,7 +257,7 @@ std::vector<std::unique_ptr<storage::ChangeSource>> ChangeSourcesOf(const Topolo
   for (const Partition& sp : t.storage) {
     std::vector<std::string> replicas;
     for (const NodeSpec& n : sp.replicas) replicas.push_back(n.grpc);
-    sources.push_back(MakeChangeSource(std::move(replicas), reader, bodies));
+    sources.push_back(storage::MakeChangeSource(std::move(replicas), reader, bodies));
   }
   return sources;
 }
@@ -271,8 +274,8 @@ absl::StatusOr<std::pair<std::string, uint16_t>> SplitHostPort(const std::string
 
 // Serves `service` on the node's gRPC address and takes the node's etcd lease.
 absl::Status ServeAndJoin(const Topology& t, const NodeSpec& spec, grpc::Service* service,
-                          RunningServer* server, std::unique_ptr<Membership>* membership) {
-  absl::StatusOr<RunningServer> running = StartServer(spec.grpc, {service});
+                          net::RunningServer* server, std::unique_ptr<Membership>* membership) {
+  absl::StatusOr<net::RunningServer> running = net::StartServer(spec.grpc, {service});
   if (!running.ok()) return running.status();
   *server = *std::move(running);
   absl::StatusOr<std::unique_ptr<Membership>> joined = Membership::Start(t.etcd, t.lease_ttl_s);
@@ -320,10 +323,10 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> StartStorage(const Topology& t,
   const Partition& partition = t.storage[place.partition];
   if (partition.replicas.size() == 2) {
     const NodeSpec& peer = partition.replicas[1 - place.replica];
-    p->peer_ = MakeStoragePeer(peer.grpc, kPeerTimeout);
+    p->peer_ = storage::MakeStoragePeer(peer.grpc, kPeerTimeout);
     p->peer_name_ = peer.node;
   }
-  p->service_ = MakeStorageService(*p->node_);
+  p->service_ = storage::MakeStorageService(*p->node_);
   if (absl::Status s =
           ServeAndJoin(t, *place.spec, p->service_.get(), &p->server_, &p->membership_);
       !s.ok()) {
@@ -356,7 +359,7 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> StartIndex(const Topology& t,
   if (!node.ok()) return node.status();
   p->node_ = *std::move(node);
   p->node_->Start();
-  p->service_ = MakeIndexService(*p->node_);
+  p->service_ = indexer::MakeIndexService(*p->node_);
   if (absl::Status s =
           ServeAndJoin(t, *place.spec, p->service_.get(), &p->server_, &p->membership_);
       !s.ok()) {
@@ -388,7 +391,7 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> StartBuilder(const Topology& t,
   if (!node.ok()) return node.status();
   p->node_ = *std::move(node);
   p->node_->Start();
-  p->service_ = MakeBuilderService(*p->node_);
+  p->service_ = indexer::MakeBuilderService(*p->node_);
   if (absl::Status s =
           ServeAndJoin(t, *place.spec, p->service_.get(), &p->server_, &p->membership_);
       !s.ok()) {

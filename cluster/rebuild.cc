@@ -10,9 +10,8 @@
 #include <vector>
 
 #include "cluster/cluster_view.h"
-#include "cluster/convert.h"
 #include "cluster/etcd_client.h"
-#include "cluster/services.h"
+#include "net/grpc.h"
 #include "common/strings.h"
 #include "nlohmann/json.hpp"
 #include "proto/cluster.grpc.pb.h"
@@ -26,7 +25,7 @@ constexpr auto kCallTimeout = std::chrono::seconds(60);
 constexpr uint32_t kIdPage = 65536;
 
 std::unique_ptr<grpc::ClientContext> Context(std::chrono::seconds timeout = kCallTimeout) {
-  return CallContext(timeout);
+  return net::DeadlineContext(timeout);
 }
 
 absl::Status Failed(const grpc::Status& s, std::string_view what) {
@@ -89,7 +88,7 @@ class TweetFetcher {
     for (const Partition& p : t.storage) {
       auto& replicas = stubs_.emplace_back();
       for (const NodeSpec& n : p.replicas)
-        replicas.push_back(ipb::Storage::NewStub(Connect(n.grpc)));
+        replicas.push_back(ipb::Storage::NewStub(net::Connect(n.grpc)));
     }
   }
 
@@ -163,7 +162,7 @@ absl::Status RunRebuild(const Topology& topology, const RebuildOptions& options,
         StrCat("\"", options.replica, "\" is not an index replica in the topology"));
   }
   const uint32_t partition = place->partition;
-  auto index = ipb::Index::NewStub(Connect(place->spec->grpc));
+  auto index = ipb::Index::NewStub(net::Connect(place->spec->grpc));
   ipb::IndexStatus status;
   if (grpc::Status s = index->Status(Context(std::chrono::seconds(5)).get(), {}, &status);
       !s.ok()) {
@@ -184,7 +183,7 @@ absl::Status RunRebuild(const Topology& topology, const RebuildOptions& options,
     return absl::FailedPreconditionError(
         StrCat("the builder leader \"", progress.builder, "\" is not in the topology"));
   }
-  auto builder = ipb::Builder::NewStub(Connect(builder_place->spec->grpc));
+  auto builder = ipb::Builder::NewStub(net::Connect(builder_place->spec->grpc));
   ipb::BuilderStatus builder_status;
   if (grpc::Status s = builder->Status(Context().get(), {}, &builder_status); !s.ok()) {
     return Failed(s, StrCat("builder ", progress.builder));

@@ -28,7 +28,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "aggregator/api_keys.h"
-#include "aggregator/http/http_client.h"
+#include "net/http_client.h"
 #include "cluster/cluster_status.h"
 #include "cluster/rebuild.h"
 #include "cluster/topology.h"
@@ -39,9 +39,9 @@ namespace {
 
 using nlohmann::json;
 using tweetsearch::StrCat;
-using tweetsearch::aggregator::HttpClient;
-using tweetsearch::aggregator::HttpReply;
-using tweetsearch::aggregator::UrlEncode;
+using tweetsearch::net::HttpClient;
+using tweetsearch::net::HttpReply;
+using tweetsearch::net::UrlEncode;
 
 constexpr int kOk = 0, kSomeRejected = 1, kUsage = 2, kUnreachable = 3, kRefused = 4;
 
@@ -417,7 +417,7 @@ int main(int argc, char** argv) {
     rebuild_options.replica = replicas[which].node;
     return Rebuild(*topology, rebuild_options);
   }
-  if (absl::Status s = tweetsearch::aggregator::ParseServerUrl(g.server, &g.host, &g.port); !s.ok()) {
+  if (absl::Status s = tweetsearch::net::ParseServerUrl(g.server, &g.host, &g.port); !s.ok()) {
     std::cerr << "tweetctl: " << s.message() << "\n";
     return kUsage;
   }

@@ -17,6 +17,7 @@
 #include "common/tweet_csv.h"
 #include "common/synthetic.h"
 #include "indexer/index/index.h"
+#include "indexer/index/tweet_sources.h"
 #include "indexer/query/searcher.h"
 
 namespace ts = tweetsearch;

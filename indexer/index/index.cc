@@ -77,15 +77,18 @@ void RemoveUnnamedFiles(const std::string& dir, const absl::flat_hash_set<std::s
 
 }  // namespace
 
-IndexDoc ToIndexDoc(SyntheticTweet t) {
-  return IndexDoc{t.id, t.user_id, std::move(t.user_name), std::move(t.text), t.created_at_ms,
-                  std::move(t.lang), t.likes};
-}
-
-IndexDoc ToIndexDoc(ImportedTweet t) {
-  return IndexDoc{t.id, t.user_id, std::move(t.user_name), std::move(t.text), t.created_at_ms,
-                  "en", t.likes};
-}
+// Tokens of the tweets staged for the active segment, and the DocId of each.
+struct Index::Batch {
+  std::vector<analysis::Token> tokens;
+  std::vector<DocId> token_doc;
+  std::vector<uint32_t> next;  // next token of the same term, or UINT32_MAX
+  std::vector<uint32_t> group_head, group_tail;
+  std::vector<uint64_t> hashes;  // of each group's term
+  absl::flat_hash_map<absl::string_view, uint32_t> group_of_term;
+  std::vector<uint32_t> positions;
+  std::vector<uint32_t> starts;  // of each posting's positions
+  std::vector<NewPosting> postings;
+};
 
 std::string FromTerm(std::string_view user_name) {
   return StrCat("from:", absl::AsciiStrToLower(AsAbsl(user_name)));
@@ -116,7 +119,7 @@ absl::StatusOr<std::unique_ptr<Index>> Index::Create(const IndexOptions& options
 }
 
 Index::Index(const IndexOptions& options, std::unique_ptr<analysis::Analyzer> analyzer)
-    : options_(options), analyzer_(std::move(analyzer)) {
+    : options_(options), analyzer_(std::move(analyzer)), batch_(std::make_unique<Batch>()) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     active_ = std::make_shared<ActiveSegment>(options_.segment_max_docs);
@@ -149,7 +152,7 @@ void Index::PublishLocked() {
   cv_.notify_all();  // the segments changed: the merge threads may have work, waiters may go on
 }
 
-Index::Location Index::LocateLocked(TweetId id) const {
+Index::Location Index::LocateLocked(TweetId id) {
   // A deleted tweet may be indexed again; its deleted copy stays (flagged) until sealing or
   // compaction drops it, so only a live copy counts.
   if (std::optional<DocId> d = active_->FindForWriter(id);
@@ -162,7 +165,7 @@ Index::Location Index::LocateLocked(TweetId id) const {
     }
   }
   for (const Sealed& entry : sealed_) {
-    const SealedSegment* s = entry.segment.get();
+    SealedSegment* s = entry.segment.get();
     if (s->num_docs() == 0 || id > s->MaxTweetId() ||
         id < s->columns().tweet_id(s->num_docs() - 1)) {
       continue;
@@ -196,7 +199,7 @@ absl::Status Index::StageLocked(const IndexDoc& doc) {
   if (const Location at = LocateLocked(doc.id); at.segment != nullptr) {
     return absl::AlreadyExistsError(StrCat("tweet ", doc.id, " is already indexed"));
   }
-  std::vector<analysis::Token>& tokens = batch_.tokens;
+  std::vector<analysis::Token>& tokens = batch_->tokens;
   const size_t first = tokens.size();
   if (absl::Status s = analyzer_->Analyze(doc.text, &tokens); !s.ok()) return s;
   const size_t count = tokens.size() - first;
@@ -214,12 +217,12 @@ absl::Status Index::StageLocked(const IndexDoc& doc) {
     tokens.push_back({LangTerm(doc.lang), 0, analysis::TokenKind::kWord});
   }
   const DocId d = active_->AddRow(doc, static_cast<uint16_t>(count));
-  batch_.token_doc.resize(tokens.size(), d);
+  batch_->token_doc.resize(tokens.size(), d);
   return absl::OkStatus();
 }
 
 void Index::FlushStagedLocked() {
-  Batch& b = batch_;
+  Batch& b = *batch_;
   const size_t n = b.tokens.size();
   if (n == 0) {
     active_->Publish();  // rows of tweets without tokens
@@ -283,7 +286,7 @@ absl::Status Index::Delete(TweetId id) {
   std::lock_guard<std::mutex> lock(mu_);
   const Location at = LocateLocked(id);
   if (at.segment == nullptr) return absl::NotFoundError(StrCat("tweet ", id, " is not indexed"));
-  at.segment->columns().MarkDeleted(at.doc);
+  at.segment->mutable_columns().MarkDeleted(at.doc);
   NoteChangeLocked(at.segment, at.doc);
   cv_.notify_all();  // a segment with many deletes may now be worth rewriting
   return absl::OkStatus();
@@ -295,7 +298,7 @@ absl::StatusOr<uint32_t> Index::SetLikes(TweetId id, uint32_t likes) {
   if (at.segment == nullptr || at.segment->columns().deleted(at.doc)) {
     return absl::NotFoundError(StrCat("tweet ", id, " is not indexed"));
   }
-  at.segment->columns().SetLikes(at.doc, likes);
+  at.segment->mutable_columns().SetLikes(at.doc, likes);
   NoteChangeLocked(at.segment, at.doc);
   return likes;
 }
@@ -308,7 +311,7 @@ absl::StatusOr<uint32_t> Index::AddLikes(TweetId id, int64_t delta) {
   }
   const int64_t value = std::clamp<int64_t>(
       static_cast<int64_t>(at.segment->columns().likes(at.doc)) + delta, 0, UINT32_MAX);
-  at.segment->columns().SetLikes(at.doc, static_cast<uint32_t>(value));
+  at.segment->mutable_columns().SetLikes(at.doc, static_cast<uint32_t>(value));
   NoteChangeLocked(at.segment, at.doc);
   return static_cast<uint32_t>(value);
 }
@@ -499,9 +502,9 @@ void Index::CommitJobLocked(Job& job, std::unique_ptr<SealedSegment> segment) {
     for (DocId d : changed_[sources[i]]) {
       const DocId nd = job.doc_maps[i][d];
       if (nd == kEndDoc) continue;
-      if (from.deleted(d) && !segment->columns().deleted(nd)) segment->columns().MarkDeleted(nd);
+      if (from.deleted(d) && !segment->columns().deleted(nd)) segment->mutable_columns().MarkDeleted(nd);
       if (from.likes(d) != segment->columns().likes(nd)) {
-        segment->columns().SetLikes(nd, from.likes(d));
+        segment->mutable_columns().SetLikes(nd, from.likes(d));
       }
     }
   }

@@ -35,8 +35,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "common/clock.h"
-#include "common/synthetic.h"
-#include "common/tweet_csv.h"
 #include "indexer/analysis/analyzer.h"
 #include "indexer/index/active_segment.h"
 #include "indexer/index/merge_policy.h"
@@ -137,10 +135,10 @@ class Index {
  private:
   Index(const IndexOptions& options, std::unique_ptr<analysis::Analyzer> analyzer);
   struct Location {
-    const Segment* segment = nullptr;
+    Segment* segment = nullptr;  // the writer's handle: deletes and likes go through it
     DocId doc = kEndDoc;
   };
-  Location LocateLocked(TweetId id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Location LocateLocked(TweetId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SealLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes the updates file of `entry` to `dir` if its deletes or likes changed since the last
@@ -175,19 +173,9 @@ class Index {
   // Appends the staged postings to the active segment and publishes the staged rows.
   void FlushStagedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Tokens of the tweets staged for the active segment, and the DocId of each; reused.
-  struct Batch {
-    std::vector<analysis::Token> tokens;
-    std::vector<DocId> token_doc;
-    std::vector<uint32_t> next;  // next token of the same term, or UINT32_MAX
-    std::vector<uint32_t> group_head, group_tail;
-    std::vector<uint64_t> hashes;  // of each group's term
-    absl::flat_hash_map<absl::string_view, uint32_t> group_of_term;
-    std::vector<uint32_t> positions;
-    std::vector<uint32_t> starts;  // of each posting's positions
-    std::vector<NewPosting> postings;
-  };
-  Batch batch_ ABSL_GUARDED_BY(mu_);
+  // The writer's staging buffers for the active segment (index.cc); reused.
+  struct Batch;
+  const std::unique_ptr<Batch> batch_ ABSL_GUARDED_BY(mu_);
   std::atomic<std::shared_ptr<const IndexSnapshot>> snapshot_;
 
   // Background merging. A job seals the oldest frozen segment or merges a run of sealed ones;
@@ -225,10 +213,6 @@ class Index {
   std::atomic<bool> cancel_{false};
   std::thread sealer_, merger_;
 };
-
-// Index documents from the project's tweet sources (Sentiment140 tweets are English).
-IndexDoc ToIndexDoc(SyntheticTweet tweet);
-IndexDoc ToIndexDoc(ImportedTweet tweet);
 
 // Index terms that are not words of the text.
 std::string FromTerm(std::string_view user_name);  // "from:<name>", case-folded

@@ -1382,14 +1382,14 @@ absl::Status SealedSegment::ApplyUpdates(std::string_view bytes, std::string_vie
   for (DocId d = 0; d < num_docs_; ++d) {
     uint64_t word;
     std::memcpy(&word, p + (d / 64) * 8, 8);
-    if ((word >> (d % 64)) & 1) columns().MarkDeleted(d);
+    if ((word >> (d % 64)) & 1) mutable_columns().MarkDeleted(d);
   }
   p += words * 8;
   for (uint32_t i = 0; i < header[1]; ++i) {
     uint32_t entry[2];
     std::memcpy(entry, p + i * 8, 8);
     if (entry[0] >= num_docs_) return corrupt("likes entry out of range");
-    columns().SetLikes(entry[0], entry[1]);
+    mutable_columns().SetLikes(entry[0], entry[1]);
   }
   return absl::OkStatus();
 }

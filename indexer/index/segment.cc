@@ -86,7 +86,7 @@ void Columns::ForEachChangedLikes(const std::function<void(DocId, uint32_t)>& fn
   if (overlay_ != nullptr) overlay_->ForEach(fn);
 }
 
-void Columns::SetLikes(DocId d, uint32_t likes) const {
+void Columns::SetLikes(DocId d, uint32_t likes) {
   if (packed_ == nullptr) {
     likes_[d].store(likes, std::memory_order_release);
   } else {

@@ -268,12 +268,14 @@ class Columns {
   uint64_t changes() const { return changes_.load(std::memory_order_acquire); }
   void ForEachChangedLikes(const std::function<void(DocId, uint32_t)>& fn) const;
 
-  // Mutators for the index's writer. Likes and deletes may change after the row is
-  // published; the other fields are written once, before publication (dense layout only).
+  // Mutators for the index's writer, which reaches them through Segment::mutable_columns()
+  // (readers hold segments as `const`, and columns() is const). Likes and deletes may change
+  // after the row is published; the other fields are written once, before publication (dense
+  // layout only).
   void SetRow(DocId d, TweetId id, int64_t created_at_ms, UserId user, uint32_t lang,
               uint16_t length, uint32_t likes);
-  void SetLikes(DocId d, uint32_t likes) const;
-  void MarkDeleted(DocId d) const {
+  void SetLikes(DocId d, uint32_t likes);
+  void MarkDeleted(DocId d) {
     const uint64_t bit = uint64_t{1} << (d % 64);
     if ((deleted_[d / 64].fetch_or(bit, std::memory_order_acq_rel) & bit) == 0) {
       deleted_count_.fetch_add(1, std::memory_order_acq_rel);
@@ -309,11 +311,11 @@ class Columns {
   std::unique_ptr<std::atomic<uint64_t>[]> deleted_;
   std::unique_ptr<std::atomic<uint32_t>[]> range_max_likes_;
   std::atomic<int64_t> max_created_{std::numeric_limits<int64_t>::min()};
-  mutable std::atomic<uint64_t> changes_{0};
-  mutable std::atomic<uint32_t> deleted_count_{0};
+  std::atomic<uint64_t> changes_{0};
+  std::atomic<uint32_t> deleted_count_{0};
 
   // Writer only (so a load then a store cannot lose a raise).
-  void RaiseRangeMaxLikes(DocId d, uint32_t likes) const {
+  void RaiseRangeMaxLikes(DocId d, uint32_t likes) {
     std::atomic<uint32_t>& bound = range_max_likes_[d >> kRangeShift];
     if (bound.load(std::memory_order_relaxed) < likes) {
       bound.store(likes, std::memory_order_release);
@@ -344,6 +346,10 @@ class Segment {
   virtual size_t MemoryBytes() const = 0;
 
   const Columns& columns() const { return *columns_; }
+  // The writer's handle on the columns (deletes, likes). Readers get segments as
+  // `shared_ptr<const Segment>` and cannot reach it; the index's writer holds its segments by
+  // non-const pointer and calls it under its writer mutex.
+  Columns& mutable_columns() { return *columns_; }
   // Match counts of recent queries (count_cache.h); the query layer uses it for segments whose
   // postings never change.
   CountCache& count_cache() const { return count_cache_; }
@@ -360,7 +366,6 @@ class Segment {
  protected:
   explicit Segment(uint32_t capacity) : columns_(std::make_unique<Columns>(capacity)) {}
   explicit Segment(std::unique_ptr<Columns> columns) : columns_(std::move(columns)) {}
-  Columns& mutable_columns() { return *columns_; }
 
  private:
   std::unique_ptr<Columns> columns_;

@@ -14,12 +14,15 @@
 
 #include "aggregator/api_keys.h"
 #include "aggregator/daemon.h"
-#include "aggregator/http/http_client.h"
+#include "net/http_client.h"
 #include "common/strings.h"
 #include "tests/testing/corpus.h"
 
 namespace tweetsearch::aggregator {
 namespace {
+
+using net::HttpClient;
+using net::HttpReply;
 
 using nlohmann::json;
 

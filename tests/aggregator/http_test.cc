@@ -15,13 +15,17 @@
 
 #include "aggregator/api_keys.h"
 #include "aggregator/daemon.h"
-#include "aggregator/http/http_client.h"
+#include "net/http_client.h"
 #include "common/file_util.h"
 #include "proto/tweetsearch.grpc.pb.h"
 #include "tests/testing/corpus.h"
 
 namespace tweetsearch::aggregator {
 namespace {
+
+using net::HttpClient;
+using net::HttpReply;
+using net::UrlEncode;
 
 using nlohmann::json;
 
@@ -373,6 +377,10 @@ TEST_F(HttpTest, GrpcServesTheSameCallsWithReflection) {
 namespace tweetsearch::aggregator {
 namespace {
 
+using net::HttpClient;
+using net::HttpReply;
+using net::UrlEncode;
+
 // A start that fails half way (its HTTP port is taken) reports why and cleans up.
 TEST(DaemonStartTest, ABusyPortIsAnErrorNotACrash) {
   boost::asio::io_context io;
@@ -431,6 +439,10 @@ TEST(DaemonConfigTest, ReadsTheExampleAndRejectsUnknownKeysAndBadValues) {
 
 namespace tweetsearch::aggregator {
 namespace {
+
+using net::HttpClient;
+using net::HttpReply;
+using net::UrlEncode;
 
 constexpr std::string_view kLimits = R"(
 tiers:

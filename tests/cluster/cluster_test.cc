@@ -15,8 +15,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "aggregator/http/http_client.h"
-#include "cluster/services.h"
+#include "net/http_client.h"
+#include "net/grpc.h"
+#include "proto/cluster.grpc.pb.h"
 #include "common/file_util.h"
 #include "common/strings.h"
 #include "tests/testing/corpus.h"
@@ -62,15 +63,15 @@ struct Page {
   json body;
 };
 
-Page Search(aggregator::HttpClient& client, const std::string& query, const std::string& sort,
+Page Search(net::HttpClient& client, const std::string& query, const std::string& sort,
             const std::string& token = "", int limit = 7, bool allow_partial = false) {
   std::string target =
-      StrCat("/v1/search?api_dev_key=", kKey, "&search_terms=", aggregator::UrlEncode(query),
+      StrCat("/v1/search?api_dev_key=", kKey, "&search_terms=", net::UrlEncode(query),
              "&sort=", sort, "&maximum_results_to_return=", limit);
-  if (!token.empty()) target += "&page_token=" + aggregator::UrlEncode(token);
+  if (!token.empty()) target += "&page_token=" + net::UrlEncode(token);
   if (allow_partial) target += "&allow_partial=true";
   Page page;
-  absl::StatusOr<aggregator::HttpReply> reply = client.Send("GET", target);
+  absl::StatusOr<net::HttpReply> reply = client.Send("GET", target);
   if (!reply.ok()) return page;
   page.status = reply->status;
   page.body = json::parse(reply->body, nullptr, false);
@@ -83,7 +84,7 @@ Page Search(aggregator::HttpClient& client, const std::string& query, const std:
 
 // Every page of a query, following the tokens; alternating between two clients
 // when given.
-std::vector<std::string> AllPages(aggregator::HttpClient& first, aggregator::HttpClient& second,
+std::vector<std::string> AllPages(net::HttpClient& first, net::HttpClient& second,
                                   const std::string& query, const std::string& sort) {
   std::vector<std::string> ids;
   std::string token;
@@ -98,8 +99,8 @@ std::vector<std::string> AllPages(aggregator::HttpClient& first, aggregator::Htt
   return ids;
 }
 
-int Ingest(aggregator::HttpClient& client, const std::string& lines, json* answer = nullptr) {
-  absl::StatusOr<aggregator::HttpReply> reply =
+int Ingest(net::HttpClient& client, const std::string& lines, json* answer = nullptr) {
+  absl::StatusOr<net::HttpReply> reply =
       client.Send("POST", StrCat("/v1/tweets?api_dev_key=", kKey), lines, "application/x-ndjson");
   if (!reply.ok()) return 0;
   if (answer != nullptr) *answer = json::parse(reply->body, nullptr, false);
@@ -121,8 +122,8 @@ class ClusterTest : public ::testing::Test {
     ASSERT_TRUE(cluster_->Start()) << "the cluster did not start; logs in " << options.dir;
   }
 
-  aggregator::HttpClient Door(const std::string& name) {
-    return aggregator::HttpClient("127.0.0.1", cluster_->http_port(name), std::chrono::seconds(60));
+  net::HttpClient Door(const std::string& name) {
+    return net::HttpClient("127.0.0.1", cluster_->http_port(name), std::chrono::seconds(60));
   }
 
   // Runs tweetctl with `args` (and the cluster's topology); its exit code and output.
@@ -164,10 +165,10 @@ class ClusterTest : public ::testing::Test {
   // Every acknowledged id is readable through a1 and found exactly once by a
   // search matching every test tweet.
   void ExpectEachExactlyOnce(const std::vector<std::string>& acked) {
-    aggregator::HttpClient a0 = Door("a0"), a1 = Door("a1");
+    net::HttpClient a0 = Door("a0"), a1 = Door("a1");
     size_t missing = 0;
     for (const std::string& id : acked) {
-      absl::StatusOr<aggregator::HttpReply> r =
+      absl::StatusOr<net::HttpReply> r =
           a1.Send("GET", StrCat("/v1/tweets/", id, "?api_dev_key=", kKey));
       if (!r.ok() || r->status != 200) ++missing;
     }
@@ -194,7 +195,7 @@ class ClusterTest : public ::testing::Test {
   // Until both front doors answer a search (their view of the serving
   // replicas refreshes twice a second).
   void WaitUntilBothDoorsSearch() {
-    aggregator::HttpClient a0 = Door("a0"), a1 = Door("a1");
+    net::HttpClient a0 = Door("a0"), a1 = Door("a1");
     for (int i = 0; i < 100; ++i) {
       if (Search(a0, "love", "newest").status == 200 && Search(a1, "love", "newest").status == 200)
         return;
@@ -226,8 +227,8 @@ TEST_F(ClusterTest, AnswersLikeOneProcessPageByPageAcrossBothFrontDoors) {
   testing::TweetsearchdProcess single(TWEETSEARCHD_PATH, dir_.path() + "/single",
                                       dir_.path() + "/single.log");
   ASSERT_TRUE(single.up());
-  aggregator::HttpClient one("127.0.0.1", single.port());
-  aggregator::HttpClient a0 = Door("a0"), a1 = Door("a1");
+  net::HttpClient one("127.0.0.1", single.port());
+  net::HttpClient a0 = Door("a0"), a1 = Door("a1");
   const std::string lines = TweetLines(1'000'000, 3000);
   ASSERT_EQ(Ingest(a0, lines), 200);
   ASSERT_EQ(Ingest(one, lines), 200);
@@ -254,7 +255,7 @@ TEST_F(ClusterTest, SearchesSurviveTheLossOfAnIndexReplicaAndReportALostPartitio
   // every search answers 200 with the full total; with partition 0 gone, a
   // search is a 503, and with allow_partial=true a 200 with partial: true
   // naming partition 0 and only tweets of partition 1.
-  aggregator::HttpClient a0 = Door("a0");
+  net::HttpClient a0 = Door("a0");
   ASSERT_EQ(Ingest(a0, TweetLines(5'000'000, 2000)), 200);
   const uint64_t expected = Search(a0, "love", "newest").total;
   ASSERT_GT(expected, 0u);
@@ -263,7 +264,7 @@ TEST_F(ClusterTest, SearchesSurviveTheLossOfAnIndexReplicaAndReportALostPartitio
   std::vector<std::thread> load;
   for (int t = 0; t < 4; ++t) {
     load.emplace_back([&, t] {
-      aggregator::HttpClient c = Door(t % 2 == 0 ? "a0" : "a1");
+      net::HttpClient c = Door(t % 2 == 0 ? "a0" : "a1");
       while (!stop) {
         Page p = Search(c, "love", "newest");
         searches++;
@@ -302,7 +303,7 @@ TEST_F(ClusterTest, KillingAStoragePrimaryDuringIngestLosesNoAcknowledgedTweet) 
   // alone. Checked: a new primary takes over with a higher epoch; ingest goes
   // on (every batch is acknowledged, none rejected); after both failovers every
   // acknowledged tweet is still readable and searchable, exactly once.
-  aggregator::HttpClient a0 = Door("a0");
+  net::HttpClient a0 = Door("a0");
   const std::string first_primary = cluster_->StoragePrimary(0);
   ASSERT_FALSE(first_primary.empty());
   std::vector<std::string> acked;
@@ -344,7 +345,7 @@ TEST_F(ClusterTest, AFrozenPrimaryIsFencedOffAndLosesNothing) {
   // batch was acknowledged in full; the resumed old primary refused the write
   // (FAILED_PRECONDITION: it knows its term is over), and that tweet is stored
   // nowhere; every acknowledged tweet is readable and found exactly once.
-  aggregator::HttpClient a0 = Door("a0");
+  net::HttpClient a0 = Door("a0");
   const std::string frozen = cluster_->StoragePrimary(0);
   ASSERT_FALSE(frozen.empty());
   std::vector<std::string> acked;
@@ -362,7 +363,7 @@ TEST_F(ClusterTest, AFrozenPrimaryIsFencedOffAndLosesNothing) {
   EXPECT_NE(successor, frozen);
 
   cluster_->Signal(frozen, SIGCONT);
-  auto stub = internal::v1::Storage::NewStub(cluster::Connect(cluster_->grpc_address(frozen)));
+  auto stub = internal::v1::Storage::NewStub(net::Connect(cluster_->grpc_address(frozen)));
   internal::v1::WriteRequest write;
   v1::Tweet* stale = write.add_puts();
   stale->set_id(29'999'999'999);
@@ -378,7 +379,7 @@ TEST_F(ClusterTest, AFrozenPrimaryIsFencedOffAndLosesNothing) {
       << "the old primary answered: " << refused.error_message();
   for (int batch = 30; batch < 40; ++batch) ingest(batch);
   EXPECT_EQ(cluster_->StoragePrimary(0), successor);
-  absl::StatusOr<aggregator::HttpReply> lookup =
+  absl::StatusOr<net::HttpReply> lookup =
       a0.Send("GET", StrCat("/v1/tweets/29999999999?api_dev_key=", kKey));
   ASSERT_TRUE(lookup.ok());
   EXPECT_EQ(lookup->status, 404) << "the refused write was stored: " << lookup->body;
@@ -411,7 +412,7 @@ TEST_F(RebuildTest, LosingBothReplicasOfAPartitionThenRebuildingRestoresIdentica
   // after the rebuild every page of every query is identical to before (best
   // match: the same tweets, see below), from either rebuilt replica alone; tweets ingested
   // afterwards are found; tweetctl status reports every process healthy.
-  aggregator::HttpClient a0 = Door("a0"), a1 = Door("a1");
+  net::HttpClient a0 = Door("a0"), a1 = Door("a1");
   std::vector<std::string> ids;
   for (int batch = 0; batch < 30; ++batch) {
     json answer;
@@ -508,8 +509,8 @@ TEST_F(RebuildTest, LosingBothReplicasOfAPartitionThenRebuildingRestoresIdentica
 }
 
 // The value of one sample of a front door's /metrics (NaN when absent).
-double Metric(aggregator::HttpClient& door, const std::string& sample) {
-  absl::StatusOr<aggregator::HttpReply> reply = door.Send("GET", "/metrics");
+double Metric(net::HttpClient& door, const std::string& sample) {
+  absl::StatusOr<net::HttpReply> reply = door.Send("GET", "/metrics");
   if (!reply.ok() || reply->status != 200) return std::nan("");
   const std::string prefix = sample + " ";
   for (absl::string_view line : absl::StrSplit(reply->body, '\n')) {
@@ -522,7 +523,7 @@ double Metric(aggregator::HttpClient& door, const std::string& sample) {
 
 template <typename Stub, typename Response>
 Response StatusOf(testing::LocalCluster& cluster, const std::string& node) {
-  auto stub = Stub::NewStub(cluster::Connect(cluster.grpc_address(node)));
+  auto stub = Stub::NewStub(net::Connect(cluster.grpc_address(node)));
   Response response;
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
@@ -544,7 +545,7 @@ TEST_F(RebuildTest, AStorageReplicaAndABuilderOnReplacedDisksAreCopiedBackInFull
   // ids b0 lists for each index partition; the copied replica takes over from
   // the killed primary, and every acknowledged tweet is readable and found
   // exactly once.
-  aggregator::HttpClient a0 = Door("a0");
+  net::HttpClient a0 = Door("a0");
   std::vector<std::string> acked;
   auto ingest = [&](int batch) {
     json answer;
@@ -593,7 +594,7 @@ TEST_F(RebuildTest, AStorageReplicaAndABuilderOnReplacedDisksAreCopiedBackInFull
   EXPECT_GE(builder_status.resyncs(), 1u) << "b1 caught up without a resync";
   for (uint32_t p = 0; p < 2; ++p) {
     auto count = [&](const std::string& builder) {
-      auto stub = internal::v1::Builder::NewStub(cluster::Connect(cluster_->grpc_address(builder)));
+      auto stub = internal::v1::Builder::NewStub(net::Connect(cluster_->grpc_address(builder)));
       internal::v1::PartitionCountRequest request;
       request.set_index_partition(p);
       internal::v1::PartitionCountResponse response;
@@ -639,7 +640,7 @@ TEST_F(FrontDoorQuotaTest, KillingAFrontDoorKeepsTheOtherServingAndQuotasExact) 
   // with 429, so the surviving door counted what the dead one had admitted.
   const std::string partner = "partner-key-0001";
   for (const char* door : {"a0", "a1"}) {
-    aggregator::HttpClient admin = Door(door);
+    net::HttpClient admin = Door(door);
     const std::string admin_key =
         ReadFile(StrCat(cluster_->dir(), "/", door, "/admin.key")).value_or("");
     auto r = admin.Send("POST", "/v1/admin/keys",
@@ -649,11 +650,11 @@ TEST_F(FrontDoorQuotaTest, KillingAFrontDoorKeepsTheOtherServingAndQuotasExact) 
                         "application/json", admin_key);
     ASSERT_TRUE(r.ok() && r->status == 201) << door << ": " << (r.ok() ? r->body : "unreachable");
   }
-  auto search = [&](aggregator::HttpClient& c) {
+  auto search = [&](net::HttpClient& c) {
     auto r = c.Send("GET", "/v1/search?search_terms=love", {}, "", partner);
     return r.ok() ? r->status : -1;
   };
-  aggregator::HttpClient a0 = Door("a0"), a1 = Door("a1");
+  net::HttpClient a0 = Door("a0"), a1 = Door("a1");
   int admitted = 0;
   for (int i = 0; i < 10; ++i) {
     admitted += search(a0) == 200;
@@ -664,7 +665,7 @@ TEST_F(FrontDoorQuotaTest, KillingAFrontDoorKeepsTheOtherServingAndQuotasExact) 
   std::atomic<bool> stop{false};
   std::atomic<int> served{0}, failed{0};
   std::thread load([&] {
-    aggregator::HttpClient c = Door("a0");
+    net::HttpClient c = Door("a0");
     while (!stop) {
       (Search(c, "love", "newest").status == 200 ? served : failed)++;
     }

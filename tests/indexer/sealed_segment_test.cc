@@ -108,8 +108,8 @@ TEST(SealedSegmentTest, LikesTiersHoldEveryTweetAboveTheirThresholds) {
   EXPECT_GT(tiers[0].min_likes, 255u);  // the top tier comes from the overflow table
 
   // Rows whose likes change are listed apart, ascending; the tiers keep the written likes.
-  c.SetLikes(70, 5);
-  c.SetLikes(3, 1000000);
+  segment->mutable_columns().SetLikes(70, 5);
+  segment->mutable_columns().SetLikes(3, 1000000);
   std::vector<DocId> changed;
   c.ChangedLikesRows(&changed);
   EXPECT_EQ(changed, (std::vector<DocId>{3, 70}));
@@ -338,8 +338,8 @@ TEST(SealedSegmentTest, ColumnsReadBackEveryValue) {
     ASSERT_EQ(segment->Find(rows[d].id), std::optional<DocId>(d));
   }
   // Changed likes come from the overlay, and only ever raise the range bounds.
-  c.SetLikes(10, 7);
-  c.SetLikes(11, 4'000'000'000u);
+  segment->mutable_columns().SetLikes(10, 7);
+  segment->mutable_columns().SetLikes(11, 4'000'000'000u);
   EXPECT_EQ(c.likes(10), 7u);
   EXPECT_EQ(c.likes(11), 4'000'000'000u);
   EXPECT_EQ(c.range_max_likes(11), std::max(4'000'000'000u, c.range_max_likes(11)));
@@ -349,9 +349,9 @@ TEST(SealedSegmentTest, ColumnsReadBackEveryValue) {
 TEST(SealedSegmentTest, UpdatesFilesCarryLikesAndDeletes) {
   testing::TempDir dir;
   auto segment = BuildSample(300);
-  segment->columns().SetLikes(0, 12345);
-  segment->columns().SetLikes(7, 3);
-  segment->columns().MarkDeleted(5);
+  segment->mutable_columns().SetLikes(0, 12345);
+  segment->mutable_columns().SetLikes(7, 3);
+  segment->mutable_columns().MarkDeleted(5);
   const std::string path = dir.path() + "/s.tss";
   ASSERT_TRUE(segment->Save(path).ok());
   absl::StatusOr<std::unique_ptr<SealedSegment>> loaded = SealedSegment::Load(path);
@@ -488,7 +488,7 @@ TEST(SealedSegmentTest, AMergeWritesTheFileABuildOfItsLiveDocumentsWould) {
     for (DocId d = 0; d < source->num_docs(); ++d) {
       const TweetId id = source->columns().tweet_id(d);
       if (id % 11 == 0) {
-        source->columns().MarkDeleted(d);
+        source->mutable_columns().MarkDeleted(d);
       } else {
         AddTo(expected_builder, id);
       }
@@ -560,7 +560,7 @@ TEST(SealedSegmentTest, SealingAnActiveSegmentWritesTheFileABuildWould) {
       active.AppendPostings(term, active.HashForWriter(term), std::span(&posting, 1));
     }
     if (id % 13 == 0) {
-      active.columns().MarkDeleted(d);
+      active.mutable_columns().MarkDeleted(d);
     } else {
       AddTo(expected_builder, id);
     }

@@ -8,6 +8,7 @@
 
 #include "common/tweet_csv.h"
 #include "indexer/index/index.h"
+#include "indexer/index/tweet_sources.h"
 
 namespace tweetsearch::testing {
 

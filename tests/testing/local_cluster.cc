@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "absl/strings/escaping.h"
-#include "aggregator/http/http_client.h"
+#include "net/http_client.h"
 #include "common/file_util.h"
 #include "common/strings.h"
 #include "nlohmann/json.hpp"
@@ -21,13 +21,13 @@ std::map<std::string, std::string> EtcdRange(const std::string& endpoint,
                                              const std::string& prefix) {
   std::map<std::string, std::string> out;
   const size_t colon = endpoint.rfind(':');
-  aggregator::HttpClient client(endpoint.substr(0, colon), endpoint.substr(colon + 1),
+  net::HttpClient client(endpoint.substr(0, colon), endpoint.substr(colon + 1),
                                 std::chrono::seconds(2));
   std::string end = prefix;
   end.back() = static_cast<char>(end.back() + 1);
   nlohmann::json body = {{"key", absl::Base64Escape(prefix)},
                          {"range_end", absl::Base64Escape(end)}};
-  absl::StatusOr<aggregator::HttpReply> reply = client.Send("POST", "/v3/kv/range", body.dump());
+  absl::StatusOr<net::HttpReply> reply = client.Send("POST", "/v3/kv/range", body.dump());
   if (!reply.ok() || reply->status != 200) return out;
   nlohmann::json j = nlohmann::json::parse(reply->body, nullptr, false);
   if (!j.is_object() || !j.contains("kvs")) return out;
@@ -127,9 +127,9 @@ bool LocalCluster::Start() {
   bool etcd_up = false;
   for (int i = 0; i < 100 && !etcd_up; ++i) {
     const size_t colon = etcd_endpoint_.rfind(':');
-    aggregator::HttpClient c(etcd_endpoint_.substr(0, colon), etcd_endpoint_.substr(colon + 1),
+    net::HttpClient c(etcd_endpoint_.substr(0, colon), etcd_endpoint_.substr(colon + 1),
                              std::chrono::seconds(1));
-    absl::StatusOr<aggregator::HttpReply> r = c.Send("POST", "/v3/kv/range", R"({"key":"AA=="})");
+    absl::StatusOr<net::HttpReply> r = c.Send("POST", "/v3/kv/range", R"({"key":"AA=="})");
     etcd_up = r.ok() && r->status == 200;
     if (!etcd_up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -140,8 +140,8 @@ bool LocalCluster::Start() {
     bool ready = true;
     std::string doors;  // why each front door is not ready
     for (const char* a : {"a0", "a1"}) {
-      aggregator::HttpClient c("127.0.0.1", http_port(a), std::chrono::seconds(2));
-      absl::StatusOr<aggregator::HttpReply> r =
+      net::HttpClient c("127.0.0.1", http_port(a), std::chrono::seconds(2));
+      absl::StatusOr<net::HttpReply> r =
           c.Send("GET", "/v1/search?api_dev_key=demo-key-0123456789&search_terms=x");
       if (r.ok() && r->status == 200) continue;
       ready = false;

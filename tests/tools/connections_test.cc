@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "aggregator/api_keys.h"
-#include "aggregator/http/http_client.h"
+#include "net/http_client.h"
 #include "common/file_util.h"
 #include "common/strings.h"
 #include "tests/testing/corpus.h"
@@ -58,7 +58,7 @@ int IdleConnection(int port) {
 // A search from a fresh client, retried for up to 10 s while the server makes room.
 int SearchStatus(const std::string& port) {
   for (int attempt = 0; attempt < 200; ++attempt) {
-    aggregator::HttpClient client("127.0.0.1", port, std::chrono::seconds(2));
+    net::HttpClient client("127.0.0.1", port, std::chrono::seconds(2));
     auto r = client.Send("GET", "/v1/search?q=x", {}, "", aggregator::kDemoKey);
     if (r.ok() && r->status == 200) return 200;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -69,7 +69,7 @@ int SearchStatus(const std::string& port) {
 // A series' value in /metrics (retried like SearchStatus); 0 when it cannot be read.
 uint64_t Metric(const std::string& port, const std::string& series) {
   for (int attempt = 0; attempt < 200; ++attempt) {
-    aggregator::HttpClient client("127.0.0.1", port, std::chrono::seconds(2));
+    net::HttpClient client("127.0.0.1", port, std::chrono::seconds(2));
     auto r = client.Send("GET", "/metrics");
     if (r.ok() && r->status == 200) {
       const size_t at = r->body.find("\n" + series + " ");
@@ -119,7 +119,7 @@ TEST_F(ConnectionsTest, OneClientAddressIsCappedOnItsOwn) {
   ASSERT_TRUE(daemon.up()) << ReadFile(log).value_or("");
   OpenIdle(std::stoi(daemon.port()), 20);
   // The 21st connection from 127.0.0.1 is answered 503 and closed.
-  aggregator::HttpClient client("127.0.0.1", daemon.port());
+  net::HttpClient client("127.0.0.1", daemon.port());
   auto r = client.Send("GET", "/v1/search?q=x", {}, "", aggregator::kDemoKey);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->status, 503) << r->body;

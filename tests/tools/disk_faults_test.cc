@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "aggregator/api_keys.h"
-#include "aggregator/http/http_client.h"
+#include "net/http_client.h"
 #include "common/file_util.h"
 #include "common/strings.h"
 #include "tests/testing/corpus.h"
@@ -55,7 +55,7 @@ class DiskFaultsTest : public ::testing::Test {
     flags.insert(flags.end(), {"--checkpoint-every", "1000"});
     daemon_ = std::make_unique<testing::TweetsearchdProcess>(launcher, data_dir, log_, flags);
     ASSERT_TRUE(daemon_->up()) << ReadFile(log_).value_or("");
-    client_ = std::make_unique<aggregator::HttpClient>("127.0.0.1", daemon_->port(),
+    client_ = std::make_unique<net::HttpClient>("127.0.0.1", daemon_->port(),
                                                        std::chrono::seconds(30));
   }
 
@@ -136,7 +136,7 @@ class DiskFaultsTest : public ::testing::Test {
   const std::string log_ = dir_.path() + "/daemon.log";
   bool mounted_ = false;
   std::unique_ptr<testing::TweetsearchdProcess> daemon_;
-  std::unique_ptr<aggregator::HttpClient> client_;
+  std::unique_ptr<net::HttpClient> client_;
   uint64_t next_id_ = 1000;
   std::vector<uint64_t> acked_;
 };
@@ -240,7 +240,7 @@ TEST_F(DiskFaultsTest, ASigkillInsideAnIndexSaveLosesNothingAcknowledged) {
   // The next checkpoint (at change 1,000) stops inside its first fsync of an index file.
   Fault("hang", "/index/");
   std::thread writer([&] {
-    aggregator::HttpClient client("127.0.0.1", daemon_->port(), std::chrono::seconds(60));
+    net::HttpClient client("127.0.0.1", daemon_->port(), std::chrono::seconds(60));
     std::string body;
     for (int i = 0; i < 200; ++i)
       StrAppend(&body, R"({"id": ")", 900000 + i, R"(", "text": "hung"})", "\n");

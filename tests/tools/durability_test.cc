@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_split.h"
 #include "aggregator/api_keys.h"
-#include "aggregator/http/http_client.h"
+#include "net/http_client.h"
 #include "common/file_util.h"
 #include "tests/testing/corpus.h"
 #include "tests/testing/process.h"
@@ -24,7 +24,7 @@
 namespace tweetsearch {
 namespace {
 
-using aggregator::HttpClient;
+using net::HttpClient;
 using nlohmann::json;
 
 class Daemon : public testing::TweetsearchdProcess {

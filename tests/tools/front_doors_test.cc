@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "aggregator/http/http_client.h"
+#include "net/http_client.h"
 #include "common/file_util.h"
 #include "tests/testing/corpus.h"
 #include "tests/testing/process.h"
@@ -41,7 +41,7 @@ class FrontDoorsTest : public ::testing::Test {
                                    "127.0.0.1:" + std::to_string(redis_->port())}));
       ASSERT_TRUE(doors_.back()->up()) << ReadFile(data + ".log").value_or("");
       // The same partner keys on both doors (each has its own key registry).
-      aggregator::HttpClient admin("127.0.0.1", doors_.back()->port());
+      net::HttpClient admin("127.0.0.1", doors_.back()->port());
       const std::string admin_key = ReadFile(data + "/admin.key").value_or("");
       for (int k = 0; k < kKeys; ++k) {
         auto r = admin.Send("POST", "/v1/admin/keys",
@@ -53,13 +53,13 @@ class FrontDoorsTest : public ::testing::Test {
     }
   }
 
-  int Search(aggregator::HttpClient& client, int key) {
+  int Search(net::HttpClient& client, int key) {
     auto r = client.Send("GET", "/v1/search?q=hello", {}, "", KeyName(key));
     return r.ok() ? r->status : -1;
   }
 
   std::string Metrics(int door) {
-    aggregator::HttpClient client("127.0.0.1", doors_[door]->port());
+    net::HttpClient client("127.0.0.1", doors_[door]->port());
     auto r = client.Send("GET", "/metrics");
     return r.ok() ? r->body : "";
   }
@@ -75,7 +75,7 @@ TEST_F(FrontDoorsTest, TogetherTheyNeverAdmitMoreThanTheLimit) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
-      aggregator::HttpClient client("127.0.0.1", doors_[t % 2]->port());
+      net::HttpClient client("127.0.0.1", doors_[t % 2]->port());
       for (int i = 0; i < 15 * kKeys; ++i) {
         const int key = (i + t) % kKeys;
         const int status = Search(client, key);
@@ -100,7 +100,7 @@ TEST_F(FrontDoorsTest, RedisOutageMidLoadKeepsThemServingAndTheyRecover) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 2; ++t) {
     threads.emplace_back([&, t] {
-      aggregator::HttpClient client("127.0.0.1", doors_[t]->port());
+      net::HttpClient client("127.0.0.1", doors_[t]->port());
       for (int i = 0; !stop.load(); ++i) {
         const int status = Search(client, i % kKeys);
         if (status == 200 || status == 429) {

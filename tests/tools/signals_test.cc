@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "aggregator/api_keys.h"
-#include "aggregator/http/http_client.h"
+#include "net/http_client.h"
 #include "common/file_util.h"
 #include "tests/testing/corpus.h"
 #include "tests/testing/process.h"
@@ -30,7 +30,7 @@ TEST(SignalsTest, SighupReloadsQuotaRulesAndKeepsThemWhenTheFileIsBroken) {
   testing::TweetsearchdProcess daemon(TWEETSEARCHD_PATH, dir.path() + "/data", log,
                                       {"--limits", limits});
   ASSERT_TRUE(daemon.up()) << ReadFile(log).value_or("");
-  aggregator::HttpClient client("127.0.0.1", daemon.port());
+  net::HttpClient client("127.0.0.1", daemon.port());
   auto search = [&] {
     auto r = client.Send("GET", "/v1/search?q=anything", {}, "", aggregator::kDemoKey);
     return r.ok() ? r->status : -1;

@@ -3,8 +3,8 @@
 // TLS, no redirects, no chunked uploads).
 //
 // Thread-safety: none; use one client per thread.
-#ifndef TWEETSEARCH_AGGREGATOR_HTTP_HTTP_CLIENT_H_
-#define TWEETSEARCH_AGGREGATOR_HTTP_HTTP_CLIENT_H_
+#ifndef TWEETSEARCH_NET_HTTP_CLIENT_H_
+#define TWEETSEARCH_NET_HTTP_CLIENT_H_
 
 #include <chrono>
 #include <cstdint>
@@ -15,7 +15,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace tweetsearch::aggregator {
+namespace tweetsearch::net {
 
 struct HttpReply {
   int status = 0;
@@ -49,6 +49,6 @@ class HttpClient {
 // Percent-encodes a query parameter value.
 std::string UrlEncode(std::string_view value);
 
-}  // namespace tweetsearch::aggregator
+}  // namespace tweetsearch::net
 
-#endif  // TWEETSEARCH_AGGREGATOR_HTTP_HTTP_CLIENT_H_
+#endif  // TWEETSEARCH_NET_HTTP_CLIENT_H_

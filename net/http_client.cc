@@ -1,4 +1,4 @@
-#include "aggregator/http/http_client.h"
+#include "net/http_client.h"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -9,7 +9,7 @@
 
 #include "common/strings.h"
 
-namespace tweetsearch::aggregator {
+namespace tweetsearch::net {
 
 namespace beast = boost::beast;
 namespace http = beast::http;
@@ -151,4 +151,4 @@ absl::StatusOr<HttpReply> HttpClient::Send(std::string_view method, std::string_
   return absl::UnavailableError("unreachable");
 }
 
-}  // namespace tweetsearch::aggregator
+}  // namespace tweetsearch::net

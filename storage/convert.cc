@@ -1,0 +1,61 @@
+#include "storage/convert.h"
+
+#include "common/strings.h"
+
+namespace tweetsearch::storage {
+
+void ToProto(const StoredTweet& t, v1::Tweet* out) {
+  out->set_id(t.id);
+  out->set_user_id(t.user_id);
+  out->set_user_name(t.user_name);
+  out->set_text(t.text);
+  out->set_created_at_ms(t.created_at_ms);
+  out->set_lang(t.lang);
+  out->set_likes(t.likes);
+}
+
+StoredTweet FromProto(const v1::Tweet& t) {
+  StoredTweet out;
+  out.id = t.id();
+  out.user_id = t.user_id();
+  out.user_name = t.user_name();
+  out.text = t.text();
+  out.created_at_ms = t.created_at_ms();
+  out.lang = t.lang();
+  out.likes = t.likes();
+  return out;
+}
+
+void ToProto(const ReplicatedChange& c, internal::v1::Change* out) {
+  out->set_sequence(c.change.sequence);
+  out->set_kind(c.change.kind == ChangeKind::kPut      ? v1::ChangeRecord::KIND_PUT
+                : c.change.kind == ChangeKind::kDelete ? v1::ChangeRecord::KIND_DELETE
+                                                                : v1::ChangeRecord::KIND_LIKES);
+  out->set_id(c.change.id);
+  out->set_likes(c.change.likes);
+  if (c.tweet.has_value()) ToProto(*c.tweet, out->mutable_tweet());
+}
+
+absl::StatusOr<ReplicatedChange> FromProto(const internal::v1::Change& c) {
+  ReplicatedChange out;
+  out.change.sequence = c.sequence();
+  out.change.id = c.id();
+  out.change.likes = c.likes();
+  switch (c.kind()) {
+    case v1::ChangeRecord::KIND_PUT:
+      out.change.kind = ChangeKind::kPut;
+      break;
+    case v1::ChangeRecord::KIND_DELETE:
+      out.change.kind = ChangeKind::kDelete;
+      break;
+    case v1::ChangeRecord::KIND_LIKES:
+      out.change.kind = ChangeKind::kLikes;
+      break;
+    default:
+      return absl::InvalidArgumentError(StrCat("change ", c.sequence(), ": unknown kind"));
+  }
+  if (c.has_tweet()) out.tweet = FromProto(c.tweet());
+  return out;
+}
+
+}  // namespace tweetsearch::storage
