@@ -18,9 +18,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <memory>
+#include <optional>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -46,9 +49,10 @@ using tweetsearch::net::UrlEncode;
 constexpr int kOk = 0, kSomeRejected = 1, kUsage = 2, kUnreachable = 3, kRefused = 4;
 
 struct Globals {
-  std::string server;
-  std::string key;
-  std::string host, port;
+  std::string server;    // --server, $TWEETSEARCH_SERVER, else http://127.0.0.1:8080
+  std::string key;       // --key, $TWEETSEARCH_KEY, else the demo key
+  std::string host, port;  // of `server`, once parsed
+  std::string topology;  // --topology of the cluster commands, else $TWEETSEARCH_TOPOLOGY
 };
 
 // Sends one request; prints the problem and returns an exit code on failure.
@@ -313,6 +317,271 @@ int Rebuild(const tweetsearch::cluster::Topology& topology,
   return kOk;
 }
 
+// Each subcommand below registers its options and, as its callback, runs: CLI11 calls it once
+// the whole command line is parsed, and it leaves its exit code in `*rc`.
+
+// Splits --server into host and port; prints the problem and returns kUsage if it is not
+// http://HOST:PORT.
+int ResolveServer(Globals& g) {
+  if (absl::Status s = tweetsearch::net::ParseServerUrl(g.server, &g.host, &g.port); !s.ok()) {
+    std::cerr << "tweetctl: " << s.message() << "\n";
+    return kUsage;
+  }
+  return kOk;
+}
+
+// One request to the service; on success prints what `print` makes of the answer.
+int Request(Globals& g, std::string_view method, const std::string& target, std::string_view body,
+            const std::function<void(const HttpReply&)>& print) {
+  if (int rc = ResolveServer(g); rc != kOk) return rc;
+  HttpClient client(g.host, g.port);
+  HttpReply reply;
+  if (int rc = Call(client, g, method, target, body, &reply); rc != kOk) return rc;
+  print(reply);
+  return kOk;
+}
+
+void AddIngest(CLI::App& app, Globals& g, int* rc) {
+  struct Options {
+    std::vector<std::string> files;
+    size_t batch_lines = 2000;
+    int parallel = 2;
+  };
+  auto o = std::make_shared<Options>();
+  auto* ingest = app.add_subcommand(
+      "ingest", "Bulk-ingest JSON Lines, v1.1 JSON or Sentiment140 CSV files ('-': stdin)");
+  ingest->add_option("files", o->files, "Files")->required();
+  ingest->add_option("--batch", o->batch_lines, "Tweets per request")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  ingest->add_option("--parallel", o->parallel, "Requests in flight")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  ingest->callback([&g, rc, o] {
+    *rc = ResolveServer(g);
+    if (*rc == kOk) *rc = Ingest(g, o->files, o->batch_lines, o->parallel);
+  });
+}
+
+void PrintSearch(const HttpReply& reply, bool as_json) {
+  if (as_json) {
+    std::cout << reply.body << "\n";
+    return;
+  }
+  json body = json::parse(reply.body);
+  PrintTweets(body["results"]);
+  std::cout << body["results"].size() << " shown of " << body["total_hits"]
+            << (body.value("total_is_exact", true) ? "" : " or more") << " matches in "
+            << body["took_ms"] << " ms\n";
+  if (!body["next_page_token"].is_null()) {
+    std::cout << "next page: --page-token " << body["next_page_token"].get<std::string>() << "\n";
+  }
+}
+
+void AddSearch(CLI::App& app, Globals& g, int* rc) {
+  struct Options {
+    std::string query, sort = "newest", page_token;
+    int limit = 20;
+    bool as_json = false, exact_total = false;
+  };
+  auto o = std::make_shared<Options>();
+  auto* search = app.add_subcommand("search", "Search and print a table (or --json)");
+  search->add_option("query", o->query, "Query")->required();
+  search->add_option("--sort", o->sort, "newest, best_match or most_liked (or 0, 1, 2)")
+      ->capture_default_str();
+  search->add_option("--limit", o->limit, "Results")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  search->add_option("--page-token", o->page_token, "Continue from this token");
+  search->add_flag("--json", o->as_json, "Print the server's JSON");
+  search->add_flag("--exact-total", o->exact_total,
+                   "Count every match (by default the count is exact up to 10,000)");
+  search->callback([&g, rc, o] {
+    std::string target = StrCat("/v1/search?search_terms=", UrlEncode(o->query),
+                                "&maximum_results_to_return=", o->limit,
+                                "&sort=", UrlEncode(o->sort));
+    if (!o->page_token.empty()) target += "&page_token=" + UrlEncode(o->page_token);
+    if (o->exact_total) target += "&exact_total=true";
+    *rc = Request(g, "GET", target, {}, [&](const HttpReply& r) { PrintSearch(r, o->as_json); });
+  });
+}
+
+// get, delete and likes: one tweet by id.
+void AddTweetCommands(CLI::App& app, Globals& g, int* rc) {
+  struct Options {
+    std::string id;
+    std::optional<int64_t> set_likes, add_likes;
+  };
+  auto o = std::make_shared<Options>();
+  auto* get = app.add_subcommand("get", "Show one tweet");
+  get->add_option("id", o->id)->required();
+  get->callback([&g, rc, o] {
+    *rc = Request(g, "GET", "/v1/tweets/" + UrlEncode(o->id), {},
+                  [](const HttpReply& r) { std::cout << json::parse(r.body).dump(2) << "\n"; });
+  });
+  auto* del = app.add_subcommand("delete", "Delete a tweet");
+  del->add_option("id", o->id)->required();
+  del->callback([&g, rc, o] {
+    *rc = Request(g, "DELETE", "/v1/tweets/" + UrlEncode(o->id), {},
+                  [&](const HttpReply&) { std::cout << "deleted " << o->id << "\n"; });
+  });
+  auto* likes = app.add_subcommand("likes", "Set or add to a tweet's likes");
+  likes->add_option("id", o->id)->required();
+  auto* set_opt = likes->add_option("--set", o->set_likes, "New value");
+  auto* add_opt = likes->add_option("--add", o->add_likes, "Amount to add (may be negative)");
+  set_opt->excludes(add_opt);
+  likes->callback([&g, rc, o] {
+    if (!o->set_likes && !o->add_likes) {
+      std::cerr << "tweetctl: give --set N or --add N\n";
+      *rc = kUsage;
+      return;
+    }
+    const std::string body = o->set_likes ? StrCat("{\"set\":", *o->set_likes, "}")
+                                          : StrCat("{\"add\":", *o->add_likes, "}");
+    *rc = Request(g, "POST", "/v1/tweets/" + UrlEncode(o->id) + "/likes", body,
+                  [&](const HttpReply& r) {
+                    std::cout << o->id << " has " << json::parse(r.body)["likes"] << " likes\n";
+                  });
+  });
+}
+
+void PrintKeys(const HttpReply& reply) {
+  std::printf("%-12s  %-16s  %-8s  %-22s  %-20s  %s\n", "PREFIX", "OWNER", "TIER", "SCOPES",
+              "CREATED AT", "STATE");
+  const json body = json::parse(reply.body);
+  for (const json& k : body["keys"]) {
+    std::string scope_names;
+    for (const json& s : k["scopes"]) {
+      scope_names += (scope_names.empty() ? "" : ",") + s.get<std::string>();
+    }
+    std::printf("%-12s  %-16s  %-8s  %-22s  %-20s  %s\n", k.value("prefix", "").c_str(),
+                Shorten(k.value("owner", ""), 16).c_str(), k.value("tier", "").c_str(),
+                scope_names.c_str(), k.value("created_at", "").c_str(),
+                k.value("revoked", false) ? "revoked" : "active");
+  }
+}
+
+// keys create, keys list, keys revoke, and stats: the admin key's commands.
+void AddAdminCommands(CLI::App& app, Globals& g, int* rc) {
+  struct Options {
+    std::string owner, tier = "free", scopes = "search", prefix;
+  };
+  auto o = std::make_shared<Options>();
+  auto* keys = app.add_subcommand("keys", "Manage API keys (admin key needed)");
+  keys->require_subcommand(1);
+  auto* create = keys->add_subcommand("create", "Make a new key");
+  create->add_option("--owner", o->owner)->required();
+  create->add_option("--tier", o->tier)->capture_default_str();
+  create->add_option("--scopes", o->scopes, "Comma-separated: search, ingest, admin")
+      ->capture_default_str();
+  create->callback([&g, rc, o] {
+    json scope_list = json::array();
+    for (std::string_view rest = o->scopes; !rest.empty();) {
+      const size_t comma = rest.find(',');
+      scope_list.push_back(std::string(rest.substr(0, comma)));
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    }
+    json body = {{"owner", o->owner}, {"tier", o->tier}, {"scopes", scope_list}};
+    *rc = Request(g, "POST", "/v1/admin/keys", body.dump(), [](const HttpReply& r) {
+      std::cout << json::parse(r.body)["key"].get<std::string>() << "\n";
+    });
+  });
+  keys->add_subcommand("list", "List keys")->callback([&g, rc] {
+    *rc = Request(g, "GET", "/v1/admin/keys", {}, PrintKeys);
+  });
+  auto* revoke = keys->add_subcommand("revoke", "Revoke a key by its prefix");
+  revoke->add_option("prefix", o->prefix)->required();
+  revoke->callback([&g, rc, o] {
+    *rc = Request(g, "DELETE", "/v1/admin/keys/" + UrlEncode(o->prefix), {},
+                  [&](const HttpReply&) { std::cout << "revoked " << o->prefix << "\n"; });
+  });
+  app.add_subcommand("stats", "Index and storage figures (admin key)")->callback([&g, rc] {
+    *rc = Request(g, "GET", "/v1/stats", {},
+                  [](const HttpReply& r) { std::cout << json::parse(r.body).dump(2) << "\n"; });
+  });
+}
+
+// The cluster topology of --topology (or $TWEETSEARCH_TOPOLOGY); prints the problem otherwise.
+std::optional<tweetsearch::cluster::Topology> LoadTopology(const Globals& g) {
+  if (g.topology.empty()) {
+    std::cerr << "tweetctl: give --topology FILE (or set $TWEETSEARCH_TOPOLOGY)\n";
+    return std::nullopt;
+  }
+  absl::StatusOr<tweetsearch::cluster::Topology> topology =
+      tweetsearch::cluster::LoadTopology(g.topology);
+  if (!topology.ok()) {
+    std::cerr << "tweetctl: " << topology.status().message() << "\n";
+    return std::nullopt;
+  }
+  return *std::move(topology);
+}
+
+void AddStatus(CLI::App& app, Globals& g, int* rc) {
+  auto as_json = std::make_shared<bool>(false);
+  auto* status = app.add_subcommand("status", "Every process of a cluster: health, state, tweets");
+  status->add_option("--topology", g.topology,
+                     "Cluster topology file (default: $TWEETSEARCH_TOPOLOGY)");
+  status->add_flag("--json", *as_json, "Print JSON");
+  status->callback([&g, rc, as_json] {
+    std::optional<tweetsearch::cluster::Topology> topology = LoadTopology(g);
+    *rc = topology.has_value() ? Status(*topology, *as_json) : kUsage;
+  });
+}
+
+// The node name of replica `replica` ("a", "b", "0", "1" or a node name) of index partition
+// `partition`; prints the problem and returns nullopt if there is none.
+std::optional<std::string> ReplicaNode(const tweetsearch::cluster::Topology& topology,
+                                       int partition, const std::string& replica) {
+  if (partition < 0 || static_cast<size_t>(partition) >= topology.index.size()) {
+    std::cerr << "tweetctl: the topology has index partitions 0.." << topology.index.size() - 1
+              << "\n";
+    return std::nullopt;
+  }
+  const auto& replicas = topology.index[partition].replicas;
+  int which = replica == "a" || replica == "0" ? 0 : replica == "b" || replica == "1" ? 1 : -1;
+  for (size_t i = 0; i < replicas.size(); ++i) {
+    if (replicas[i].node == replica) which = static_cast<int>(i);
+  }
+  if (which < 0 || static_cast<size_t>(which) >= replicas.size()) {
+    std::cerr << "tweetctl: index partition " << partition << " has no replica \"" << replica
+              << "\"\n";
+    return std::nullopt;
+  }
+  return replicas[which].node;
+}
+
+void AddRebuild(CLI::App& app, Globals& g, int* rc) {
+  struct Options {
+    tweetsearch::cluster::RebuildOptions rebuild;
+    int index_partition = -1;
+    std::string replica;
+  };
+  auto o = std::make_shared<Options>();
+  auto* rebuild =
+      app.add_subcommand("rebuild", "Rebuild one index replica from the builder and storage");
+  rebuild->add_option("--topology", g.topology,
+                      "Cluster topology file (default: $TWEETSEARCH_TOPOLOGY)");
+  rebuild->add_option("--index-partition", o->index_partition, "Index partition")->required();
+  rebuild->add_option("--replica", o->replica, "Replica: a or b (0 or 1), or its node name")
+      ->required();
+  rebuild->add_option("--batch", o->rebuild.batch, "Tweets per batch")
+      ->check(CLI::Range(1, 50000))
+      ->capture_default_str();
+  rebuild->add_flag("--force", o->rebuild.force, "Rebuild even a serving replica");
+  rebuild->add_flag("--restart", o->rebuild.restart, "Begin again instead of resuming");
+  rebuild->add_option("--stop-after", o->rebuild.stop_after,
+                      "Load at most N tweets in this run, save, and stop (run again to resume)");
+  rebuild->callback([&g, rc, o] {
+    *rc = kUsage;
+    std::optional<tweetsearch::cluster::Topology> topology = LoadTopology(g);
+    if (!topology.has_value()) return;
+    std::optional<std::string> node = ReplicaNode(*topology, o->index_partition, o->replica);
+    if (!node.has_value()) return;
+    o->rebuild.replica = *node;
+    *rc = Rebuild(*topology, o->rebuild);
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -321,186 +590,19 @@ int main(int argc, char** argv) {
   Globals g;
   const char* env_server = std::getenv("TWEETSEARCH_SERVER");
   const char* env_key = std::getenv("TWEETSEARCH_KEY");
+  const char* env_topology = std::getenv("TWEETSEARCH_TOPOLOGY");
   g.server = env_server != nullptr ? env_server : "http://127.0.0.1:8080";
   g.key = env_key != nullptr ? env_key : std::string(tweetsearch::aggregator::kDemoKey);
+  g.topology = env_topology != nullptr ? env_topology : "";
   app.add_option("--server", g.server, "http://HOST:PORT of the service")->capture_default_str();
   app.add_option("--key", g.key, "API key (default: $TWEETSEARCH_KEY, else the demo key)");
-
-  std::vector<std::string> files;
-  size_t batch_lines = 2000;
-  int parallel = 2;
-  auto* ingest = app.add_subcommand("ingest", "Bulk-ingest JSON Lines, v1.1 JSON or Sentiment140 CSV files ('-': stdin)");
-  ingest->add_option("files", files, "Files")->required();
-  ingest->add_option("--batch", batch_lines, "Tweets per request")->check(CLI::Range(1, 100000))->capture_default_str();
-  ingest->add_option("--parallel", parallel, "Requests in flight")->check(CLI::Range(1, 64))->capture_default_str();
-
-  std::string query, sort = "newest", page_token;
-  int limit = 20;
-  bool as_json = false, exact_total = false;
-  auto* search = app.add_subcommand("search", "Search and print a table (or --json)");
-  search->add_option("query", query, "Query")->required();
-  search->add_option("--sort", sort, "newest, best_match or most_liked (or 0, 1, 2)")->capture_default_str();
-  search->add_option("--limit", limit, "Results")->check(CLI::Range(1, 100))->capture_default_str();
-  search->add_option("--page-token", page_token, "Continue from this token");
-  search->add_flag("--json", as_json, "Print the server's JSON");
-  search->add_flag("--exact-total", exact_total,
-                   "Count every match (by default the count is exact up to 10,000)");
-
-  std::string id;
-  auto* get = app.add_subcommand("get", "Show one tweet");
-  get->add_option("id", id)->required();
-  auto* del = app.add_subcommand("delete", "Delete a tweet");
-  del->add_option("id", id)->required();
-  std::optional<int64_t> set_likes, add_likes;
-  auto* likes = app.add_subcommand("likes", "Set or add to a tweet's likes");
-  likes->add_option("id", id)->required();
-  auto* set_opt = likes->add_option("--set", set_likes, "New value");
-  auto* add_opt = likes->add_option("--add", add_likes, "Amount to add (may be negative)");
-  set_opt->excludes(add_opt);
-
-  auto* keys = app.add_subcommand("keys", "Manage API keys (admin key needed)");
-  keys->require_subcommand(1);
-  std::string owner, tier = "free", scopes = "search", prefix;
-  auto* create = keys->add_subcommand("create", "Make a new key");
-  create->add_option("--owner", owner)->required();
-  create->add_option("--tier", tier)->capture_default_str();
-  create->add_option("--scopes", scopes, "Comma-separated: search, ingest, admin")->capture_default_str();
-  auto* list = keys->add_subcommand("list", "List keys");
-  auto* revoke = keys->add_subcommand("revoke", "Revoke a key by its prefix");
-  revoke->add_option("prefix", prefix)->required();
-  auto* stats = app.add_subcommand("stats", "Index and storage figures (admin key)");
-
-  const char* env_topology = std::getenv("TWEETSEARCH_TOPOLOGY");
-  std::string topology_path = env_topology != nullptr ? env_topology : "";
-  auto* status = app.add_subcommand("status", "Every process of a cluster: health, state, tweets");
-  status->add_option("--topology", topology_path, "Cluster topology file (default: $TWEETSEARCH_TOPOLOGY)");
-  status->add_flag("--json", as_json, "Print JSON");
-  tweetsearch::cluster::RebuildOptions rebuild_options;
-  int index_partition = -1;
-  std::string replica;
-  auto* rebuild = app.add_subcommand("rebuild", "Rebuild one index replica from the builder and storage");
-  rebuild->add_option("--topology", topology_path, "Cluster topology file (default: $TWEETSEARCH_TOPOLOGY)");
-  rebuild->add_option("--index-partition", index_partition, "Index partition")->required();
-  rebuild->add_option("--replica", replica, "Replica: a or b (0 or 1), or its node name")->required();
-  rebuild->add_option("--batch", rebuild_options.batch, "Tweets per batch")->check(CLI::Range(1, 50000))->capture_default_str();
-  rebuild->add_flag("--force", rebuild_options.force, "Rebuild even a serving replica");
-  rebuild->add_flag("--restart", rebuild_options.restart, "Begin again instead of resuming");
-  rebuild->add_option("--stop-after", rebuild_options.stop_after,
-                      "Load at most N tweets in this run, save, and stop (run again to resume)");
-
+  int rc = kUsage;
+  AddIngest(app, g, &rc);
+  AddSearch(app, g, &rc);
+  AddTweetCommands(app, g, &rc);
+  AddAdminCommands(app, g, &rc);
+  AddStatus(app, g, &rc);
+  AddRebuild(app, g, &rc);
   CLI11_PARSE(app, argc, argv);
-  if (*status || *rebuild) {
-    if (topology_path.empty()) {
-      std::cerr << "tweetctl: give --topology FILE (or set $TWEETSEARCH_TOPOLOGY)\n";
-      return kUsage;
-    }
-    absl::StatusOr<tweetsearch::cluster::Topology> topology =
-        tweetsearch::cluster::LoadTopology(topology_path);
-    if (!topology.ok()) {
-      std::cerr << "tweetctl: " << topology.status().message() << "\n";
-      return kUsage;
-    }
-    if (*status) return Status(*topology, as_json);
-    if (index_partition < 0 || static_cast<size_t>(index_partition) >= topology->index.size()) {
-      std::cerr << "tweetctl: the topology has index partitions 0.." << topology->index.size() - 1 << "\n";
-      return kUsage;
-    }
-    const auto& replicas = topology->index[index_partition].replicas;
-    int which = replica == "a" || replica == "0" ? 0 : replica == "b" || replica == "1" ? 1 : -1;
-    for (size_t i = 0; i < replicas.size(); ++i) {
-      if (replicas[i].node == replica) which = static_cast<int>(i);
-    }
-    if (which < 0 || static_cast<size_t>(which) >= replicas.size()) {
-      std::cerr << "tweetctl: index partition " << index_partition << " has no replica \"" << replica << "\"\n";
-      return kUsage;
-    }
-    rebuild_options.replica = replicas[which].node;
-    return Rebuild(*topology, rebuild_options);
-  }
-  if (absl::Status s = tweetsearch::net::ParseServerUrl(g.server, &g.host, &g.port); !s.ok()) {
-    std::cerr << "tweetctl: " << s.message() << "\n";
-    return kUsage;
-  }
-  HttpClient client(g.host, g.port);
-  HttpReply reply;
-
-  if (*ingest) return Ingest(g, files, batch_lines, parallel);
-  if (*search) {
-    std::string target = StrCat("/v1/search?search_terms=", UrlEncode(query),
-                                "&maximum_results_to_return=", limit, "&sort=", UrlEncode(sort));
-    if (!page_token.empty()) target += "&page_token=" + UrlEncode(page_token);
-    if (exact_total) target += "&exact_total=true";
-    if (int rc = Call(client, g, "GET", target, {}, &reply); rc != kOk) return rc;
-    if (as_json) {
-      std::cout << reply.body << "\n";
-      return kOk;
-    }
-    json body = json::parse(reply.body);
-    PrintTweets(body["results"]);
-    std::cout << body["results"].size() << " shown of " << body["total_hits"]
-              << (body.value("total_is_exact", true) ? "" : " or more") << " matches in "
-              << body["took_ms"] << " ms\n";
-    if (!body["next_page_token"].is_null()) {
-      std::cout << "next page: --page-token " << body["next_page_token"].get<std::string>() << "\n";
-    }
-    return kOk;
-  }
-  if (*get) {
-    if (int rc = Call(client, g, "GET", "/v1/tweets/" + UrlEncode(id), {}, &reply); rc != kOk) return rc;
-    std::cout << json::parse(reply.body).dump(2) << "\n";
-    return kOk;
-  }
-  if (*del) {
-    if (int rc = Call(client, g, "DELETE", "/v1/tweets/" + UrlEncode(id), {}, &reply); rc != kOk) return rc;
-    std::cout << "deleted " << id << "\n";
-    return kOk;
-  }
-  if (*likes) {
-    if (!set_likes && !add_likes) {
-      std::cerr << "tweetctl: give --set N or --add N\n";
-      return kUsage;
-    }
-    const std::string body = set_likes ? StrCat("{\"set\":", *set_likes, "}") : StrCat("{\"add\":", *add_likes, "}");
-    if (int rc = Call(client, g, "POST", "/v1/tweets/" + UrlEncode(id) + "/likes", body, &reply); rc != kOk) return rc;
-    std::cout << id << " has " << json::parse(reply.body)["likes"] << " likes\n";
-    return kOk;
-  }
-  if (*create) {
-    json scope_list = json::array();
-    for (std::string_view rest = scopes; !rest.empty();) {
-      const size_t comma = rest.find(',');
-      scope_list.push_back(std::string(rest.substr(0, comma)));
-      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-    }
-    json body = {{"owner", owner}, {"tier", tier}, {"scopes", scope_list}};
-    if (int rc = Call(client, g, "POST", "/v1/admin/keys", body.dump(), &reply); rc != kOk) return rc;
-    std::cout << json::parse(reply.body)["key"].get<std::string>() << "\n";
-    return kOk;
-  }
-  if (*list) {
-    if (int rc = Call(client, g, "GET", "/v1/admin/keys", {}, &reply); rc != kOk) return rc;
-    std::printf("%-12s  %-16s  %-8s  %-22s  %-20s  %s\n", "PREFIX", "OWNER", "TIER", "SCOPES",
-                "CREATED AT", "STATE");
-    const json body = json::parse(reply.body);
-    for (const json& k : body["keys"]) {
-      std::string scope_names;
-      for (const json& s : k["scopes"]) scope_names += (scope_names.empty() ? "" : ",") + s.get<std::string>();
-      std::printf("%-12s  %-16s  %-8s  %-22s  %-20s  %s\n", k.value("prefix", "").c_str(),
-                  Shorten(k.value("owner", ""), 16).c_str(), k.value("tier", "").c_str(),
-                  scope_names.c_str(), k.value("created_at", "").c_str(),
-                  k.value("revoked", false) ? "revoked" : "active");
-    }
-    return kOk;
-  }
-  if (*revoke) {
-    if (int rc = Call(client, g, "DELETE", "/v1/admin/keys/" + UrlEncode(prefix), {}, &reply); rc != kOk) return rc;
-    std::cout << "revoked " << prefix << "\n";
-    return kOk;
-  }
-  if (*stats) {
-    if (int rc = Call(client, g, "GET", "/v1/stats", {}, &reply); rc != kOk) return rc;
-    std::cout << json::parse(reply.body).dump(2) << "\n";
-    return kOk;
-  }
-  return kUsage;
+  return rc;
 }
