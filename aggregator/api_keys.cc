@@ -69,16 +69,16 @@ absl::StatusOr<ApiKey> FromRecord(const std::string& value) {
 
 class RocksDbKeyRegistry final : public KeyRegistry {
  public:
-  RocksDbKeyRegistry(std::unique_ptr<rocksdb::DB> db,
-                     absl::flat_hash_map<std::string, ApiKey> keys, const std::string& dir)
+  RocksDbKeyRegistry(std::unique_ptr<rocksdb::DB> db, absl::flat_hash_map<std::string, ApiKey> keys,
+                     const std::string& dir)
       : db_(std::move(db)), guard_(db_.get(), dir, uint64_t{1} << 20), keys_(std::move(keys)) {}
 
   absl::StatusOr<std::string> Create(std::string_view owner, std::string_view tier,
                                      uint8_t scopes) override {
     unsigned char random[16];
     TS_CHECK(RAND_bytes(random, sizeof(random)) == 1, "OpenSSL RAND_bytes failed");
-    std::string key = "ts_" + absl::BytesToHexString(
-                                  absl::string_view(reinterpret_cast<char*>(random), 16));
+    std::string key =
+        "ts_" + absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(random), 16));
     if (absl::Status s = Register(key, owner, tier, scopes); !s.ok()) return s;
     return key;
   }
@@ -155,8 +155,8 @@ class RocksDbKeyRegistry final : public KeyRegistry {
 
   absl::Status Revoke(std::string_view key_or_prefix) override {
     if (key_or_prefix.size() < kPrefixChars) {
-      return absl::InvalidArgumentError(StrCat(
-          "name a key by its whole prefix (", kPrefixChars, " characters, as listed) or its text"));
+      return absl::InvalidArgumentError(StrCat("name a key by its whole prefix (", kPrefixChars,
+                                               " characters, as listed) or its text"));
     }
     absl::MutexLock lock(&mu_);
     auto exact = keys_.find(Hash(key_or_prefix));
@@ -195,13 +195,11 @@ class RocksDbKeyRegistry final : public KeyRegistry {
   }
 
  private:
-  absl::Status Put(const std::string& hash, const ApiKey& key)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  absl::Status Put(const std::string& hash, const ApiKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     rocksdb::WriteOptions options;
     options.sync = true;
     if (absl::Status s = guard_.BeforeWrite(); !s.ok()) return s;
-    return guard_.After(db_->Put(options, hash, ToRecord(key).SerializeAsString()),
-                        "key registry");
+    return guard_.After(db_->Put(options, hash, ToRecord(key).SerializeAsString()), "key registry");
   }
 
   std::unique_ptr<rocksdb::DB> db_;
@@ -214,9 +212,12 @@ class RocksDbKeyRegistry final : public KeyRegistry {
 
 std::string_view ScopeName(Scope scope) {
   switch (scope) {
-    case Scope::kSearch: return "search";
-    case Scope::kIngest: return "ingest";
-    case Scope::kAdmin: return "admin";
+    case Scope::kSearch:
+      return "search";
+    case Scope::kIngest:
+      return "ingest";
+    case Scope::kAdmin:
+      return "admin";
   }
   return "?";
 }

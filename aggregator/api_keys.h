@@ -54,8 +54,8 @@ class KeyRegistry {
                                              uint8_t scopes) = 0;
   // Registers a key chosen by the operator (the demo key, keys from a config file).
   // AlreadyExists if it is registered. InvalidArgument if shorter than 12 bytes.
-  virtual absl::Status Register(std::string_view key, std::string_view owner,
-                                std::string_view tier, uint8_t scopes) = 0;
+  virtual absl::Status Register(std::string_view key, std::string_view owner, std::string_view tier,
+                                uint8_t scopes) = 0;
   // Gives a registered key (revoked or not: it stays so) exactly `scopes`. NotFound if it is
   // not registered, InvalidArgument for no scopes.
   virtual absl::Status SetScopes(std::string_view key, uint8_t scopes) = 0;

@@ -1,29 +1,27 @@
 #include "aggregator/daemon.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <yaml-cpp/yaml.h>
 
 #include <chrono>
 #include <filesystem>
 #include <thread>
 
-#include <spdlog/spdlog.h>
-#include <yaml-cpp/yaml.h>
-
 #include "absl/strings/numbers.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-
 #include "aggregator/api_keys.h"
 #include "aggregator/front_door.h"
 #include "aggregator/grpc_service.h"
 #include "aggregator/limiter_gate.h"
-#include "limiter/redis_limiter.h"
 #include "aggregator/metrics.h"
 #include "aggregator/page_token.h"
 #include "common/file_util.h"
 #include "common/periodic.h"
 #include "common/strings.h"
 #include "common/synthetic.h"
+#include "limiter/redis_limiter.h"
 #include "usage/usage_recorder.h"
 #include "usage/usage_store.h"
 
@@ -31,8 +29,8 @@ namespace tweetsearch::aggregator {
 namespace {
 
 // A secret file: read it, or create it with `make()` and mode 0600.
-absl::StatusOr<std::string> ReadOrCreateSecret(const std::string& path,
-                                               const std::function<absl::StatusOr<std::string>()>& make) {
+absl::StatusOr<std::string> ReadOrCreateSecret(
+    const std::string& path, const std::function<absl::StatusOr<std::string>()>& make) {
   if (std::filesystem::exists(path)) return ReadFile(path);
   absl::StatusOr<std::string> value = make();
   if (!value.ok()) return value.status();
@@ -111,8 +109,9 @@ class DaemonImpl final : public Daemon {
           if (redis_up) {
             spdlog::info("Redis is back: quotas are shared again");
           } else {
-            spdlog::warn("Redis is unreachable: quotas are decided locally (fail-open) or refused "
-                         "(fail: closed limits) until it returns");
+            spdlog::warn(
+                "Redis is unreachable: quotas are decided locally (fail-open) or refused "
+                "(fail: closed limits) until it returns");
           }
         }
       }
@@ -211,52 +210,72 @@ absl::Status LoadDaemonConfigFile(const std::string& path, DaemonConfig* c) {
     absl::Status s;
     uint64_t block_cache_mb = 0, min_free_disk_mb = 0;
     int port = 0;
-    if (key == "data_dir") s = Read(v, "data_dir", &c->data_dir);
-    else if (key == "http_address") s = Read(v, "http_address", &c->http.address);
+    if (key == "data_dir")
+      s = Read(v, "data_dir", &c->data_dir);
+    else if (key == "http_address")
+      s = Read(v, "http_address", &c->http.address);
     else if (key == "http_port") {
       s = Read(v, "http_port", &port);
-      if (s.ok() && (port < 0 || port > 65535)) s = absl::InvalidArgumentError("http_port out of range");
+      if (s.ok() && (port < 0 || port > 65535))
+        s = absl::InvalidArgumentError("http_port out of range");
       c->http.port = static_cast<uint16_t>(port);
     } else if (key == "grpc_port") {
       s = Read(v, "grpc_port", &c->grpc_port);
       if (s.ok() && (c->grpc_port < -1 || c->grpc_port > 65535)) {
         s = absl::InvalidArgumentError("grpc_port out of range");
       }
-    }
-    else if (key == "sample") s = Read(v, "sample", &c->sample);
-    else if (key == "demo_key") s = Read(v, "demo_key", &c->demo_key);
-    else if (key == "demo_key_scopes") s = Read(v, "demo_key_scopes", &c->demo_key_scopes);
-    else if (key == "allowed_hosts") s = Read(v, "allowed_hosts", &c->http.allowed_hosts);
-    else if (key == "max_connections") s = Read(v, "max_connections", &c->http.max_connections);
+    } else if (key == "sample")
+      s = Read(v, "sample", &c->sample);
+    else if (key == "demo_key")
+      s = Read(v, "demo_key", &c->demo_key);
+    else if (key == "demo_key_scopes")
+      s = Read(v, "demo_key_scopes", &c->demo_key_scopes);
+    else if (key == "allowed_hosts")
+      s = Read(v, "allowed_hosts", &c->http.allowed_hosts);
+    else if (key == "max_connections")
+      s = Read(v, "max_connections", &c->http.max_connections);
     else if (key == "max_connections_per_client") {
       s = Read(v, "max_connections_per_client", &c->http.max_connections_per_client);
-    }
-    else if (key == "max_body_bytes") s = Read(v, "max_body_bytes", &c->http.max_body_bytes);
-    else if (key == "io_threads") s = Read(v, "io_threads", &c->http.io_threads);
-    else if (key == "worker_threads") s = Read(v, "worker_threads", &c->http.worker_threads);
-    else if (key == "max_text_bytes") s = Read(v, "max_text_bytes", &c->engine.max_text_bytes);
-    else if (key == "checkpoint_every") s = Read(v, "checkpoint_every", &c->engine.checkpoint_every);
+    } else if (key == "max_body_bytes")
+      s = Read(v, "max_body_bytes", &c->http.max_body_bytes);
+    else if (key == "io_threads")
+      s = Read(v, "io_threads", &c->http.io_threads);
+    else if (key == "worker_threads")
+      s = Read(v, "worker_threads", &c->http.worker_threads);
+    else if (key == "max_text_bytes")
+      s = Read(v, "max_text_bytes", &c->engine.max_text_bytes);
+    else if (key == "checkpoint_every")
+      s = Read(v, "checkpoint_every", &c->engine.checkpoint_every);
     else if (key == "segment_max_docs") {
       s = Read(v, "segment_max_docs", &c->engine.index.segment_max_docs);
     } else if (key == "merge_factor") {
       s = Read(v, "merge_factor", &c->engine.index.merge.merge_factor);
-    }
-    else if (key == "node_id") s = Read(v, "node_id", &c->engine.node_id);
+    } else if (key == "node_id")
+      s = Read(v, "node_id", &c->engine.node_id);
     else if (key == "min_free_disk_mb") {
       s = Read(v, "min_free_disk_mb", &min_free_disk_mb);
       c->engine.store.min_free_disk_bytes = min_free_disk_mb << 20;
     } else if (key == "block_cache_mb") {
       s = Read(v, "block_cache_mb", &block_cache_mb);
       c->engine.store.block_cache_bytes = block_cache_mb << 20;
-    } else if (key == "sync_writes") s = Read(v, "sync_writes", &c->engine.store.sync_writes);
-    else if (key == "port_file") s = Read(v, "port_file", &c->port_file);
-    else if (key == "log_level") s = Read(v, "log_level", &c->log_level);
-    else if (key == "limits_file") s = Read(v, "limits_file", &c->limits_file);
-    else if (key == "limits_poll_ms") s = Read(v, "limits_poll_ms", &c->limits_poll_ms);
-    else if (key == "limiter_max_keys") s = Read(v, "limiter_max_keys", &c->limiter_max_keys);
-    else if (key == "redis") s = Read(v, "redis", &c->redis);
-    else if (key == "usage_flush_ms") s = Read(v, "usage_flush_ms", &c->usage_flush_ms);
-    else s = absl::InvalidArgumentError(StrCat("config ", path, ": unknown key '", key, "'"));
+    } else if (key == "sync_writes")
+      s = Read(v, "sync_writes", &c->engine.store.sync_writes);
+    else if (key == "port_file")
+      s = Read(v, "port_file", &c->port_file);
+    else if (key == "log_level")
+      s = Read(v, "log_level", &c->log_level);
+    else if (key == "limits_file")
+      s = Read(v, "limits_file", &c->limits_file);
+    else if (key == "limits_poll_ms")
+      s = Read(v, "limits_poll_ms", &c->limits_poll_ms);
+    else if (key == "limiter_max_keys")
+      s = Read(v, "limiter_max_keys", &c->limiter_max_keys);
+    else if (key == "redis")
+      s = Read(v, "redis", &c->redis);
+    else if (key == "usage_flush_ms")
+      s = Read(v, "usage_flush_ms", &c->usage_flush_ms);
+    else
+      s = absl::InvalidArgumentError(StrCat("config ", path, ": unknown key '", key, "'"));
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
@@ -268,7 +287,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   auto d = std::make_unique<DaemonImpl>();
   std::error_code ec;
   std::filesystem::create_directories(config.data_dir, ec);
-  if (ec) return absl::UnavailableError(StrCat("cannot create ", config.data_dir, ": ", ec.message()));
+  if (ec)
+    return absl::UnavailableError(StrCat("cannot create ", config.data_dir, ": ", ec.message()));
   const bool first_start = !std::filesystem::exists(config.data_dir + "/keys/CURRENT");
 
   if (backend != nullptr) {
@@ -282,10 +302,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     d->engine_ = engine->get();
     d->backend_ = *std::move(engine);
     const EngineStats stats = d->engine_->Stats();
-    spdlog::info("opened {} in {:.2f} s: {} tweets indexed, change {} (index saved at {})",
-                 config.data_dir,
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - open_start).count(),
-                 stats.indexed_documents, stats.last_change, stats.checkpoint_change);
+    spdlog::info(
+        "opened {} in {:.2f} s: {} tweets indexed, change {} (index saved at {})", config.data_dir,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - open_start).count(),
+        stats.indexed_documents, stats.last_change, stats.checkpoint_change);
   }
 
   absl::StatusOr<std::unique_ptr<KeyRegistry>> keys = KeyRegistry::Open(config.data_dir + "/keys");
@@ -309,13 +329,15 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     if (!s.ok() && !absl::IsAlreadyExists(s) && !absl::IsNotFound(s)) return s;
   }
   absl::StatusOr<std::string> admin = ReadOrCreateSecret(config.data_dir + "/admin.key", [&] {
-    return d->keys_->Create("admin", "admin",
-                            uint8_t(Scope::kSearch) | uint8_t(Scope::kIngest) | uint8_t(Scope::kAdmin));
+    return d->keys_->Create(
+        "admin", "admin",
+        uint8_t(Scope::kSearch) | uint8_t(Scope::kIngest) | uint8_t(Scope::kAdmin));
   });
   if (!admin.ok()) return admin.status();
   d->admin_key_ = *admin;
-  absl::StatusOr<std::string> secret = ReadOrCreateSecret(
-      config.data_dir + "/page_token.secret", []() -> absl::StatusOr<std::string> { return NewSecret(); });
+  absl::StatusOr<std::string> secret =
+      ReadOrCreateSecret(config.data_dir + "/page_token.secret",
+                         []() -> absl::StatusOr<std::string> { return NewSecret(); });
   if (!secret.ok()) return secret.status();
   if (secret->size() < 16) {
     return absl::DataLossError(StrCat(config.data_dir, "/page_token.secret is under 16 bytes"));
@@ -354,7 +376,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     } else {
       limiter::RedisOptions redis;
       const size_t colon = config.redis.rfind(':');
-      if (colon == std::string::npos || !absl::SimpleAtoi(config.redis.substr(colon + 1), &redis.port)) {
+      if (colon == std::string::npos ||
+          !absl::SimpleAtoi(config.redis.substr(colon + 1), &redis.port)) {
         return absl::InvalidArgumentError(StrCat("redis '", config.redis, "' is not HOST:PORT"));
       }
       redis.host = config.redis.substr(0, colon);
@@ -364,22 +387,21 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     if (!limiter.ok()) return limiter.status();
     d->gate_ = std::make_shared<LimiterGate>(*std::move(limiter));
     d->door_->set_gate(d->gate_);
-    d->handler_->add_extra_metrics([gate = d->gate_](std::string* out) { gate->RenderMetrics(out); });
+    d->handler_->add_extra_metrics(
+        [gate = d->gate_](std::string* out) { gate->RenderMetrics(out); });
     if (config.limits_poll_ms > 0) d->WatchLimits(config.limits_file, config.limits_poll_ms);
     spdlog::info("quota rules from {}", config.limits_file);
   }
   absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(config.http, *d->handler_);
   if (!http.ok()) return http.status();
   d->http_ = *std::move(http);
-  d->handler_->add_extra_metrics([server = d->http_.get()](std::string* out) {
-    server->RenderMetrics(out);
-  });
+  d->handler_->add_extra_metrics(
+      [server = d->http_.get()](std::string* out) { server->RenderMetrics(out); });
   spdlog::info("HTTP connections capped at {} ({} per client address)", d->http_->max_connections(),
                config.http.max_connections_per_client);
   if (config.grpc_port >= 0) {
-    absl::StatusOr<std::unique_ptr<GrpcServer>> grpc =
-        GrpcServer::Start(config.http.address, static_cast<uint16_t>(config.grpc_port), *d->door_,
-                          *d->metrics_);
+    absl::StatusOr<std::unique_ptr<GrpcServer>> grpc = GrpcServer::Start(
+        config.http.address, static_cast<uint16_t>(config.grpc_port), *d->door_, *d->metrics_);
     if (!grpc.ok()) return grpc.status();
     d->grpc_ = *std::move(grpc);
   }
@@ -399,8 +421,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   spdlog::info("admin key in {}/admin.key", config.data_dir);
   if (!config.port_file.empty()) {
     if (absl::Status s = WriteFileAtomically(
-            config.port_file, StrCat("{\"http_port\": ", d->http_port(), ", \"grpc_port\": ",
-                                     d->grpc_port(), "}\n"));
+            config.port_file,
+            StrCat("{\"http_port\": ", d->http_port(), ", \"grpc_port\": ", d->grpc_port(), "}\n"));
         !s.ok()) {
       return s;
     }

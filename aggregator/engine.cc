@@ -42,8 +42,12 @@ struct Engine::Writer {
 Engine::Engine(const EngineOptions& options, const Clock& clock, SnowflakeGenerator ids,
                std::unique_ptr<storage::TweetStore> store, std::unique_ptr<index::Index> index,
                uint64_t checkpoint_change)
-    : options_(options), clock_(clock), ids_(std::move(ids)), store_(std::move(store)),
-      index_(std::move(index)), cache_(options.tweet_cache_bytes),
+    : options_(options),
+      clock_(clock),
+      ids_(std::move(ids)),
+      store_(std::move(store)),
+      index_(std::move(index)),
+      cache_(options.tweet_cache_bytes),
       checkpoint_change_(checkpoint_change) {
   checkpoint_change_seen_.store(checkpoint_change);
 }
@@ -58,7 +62,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& option
   if (options.data_dir.empty()) return absl::InvalidArgumentError("data_dir is empty");
   std::error_code ec;
   std::filesystem::create_directories(options.data_dir + "/storage", ec);
-  if (ec) return absl::UnavailableError(StrCat("cannot create ", options.data_dir, ": ", ec.message()));
+  if (ec)
+    return absl::UnavailableError(StrCat("cannot create ", options.data_dir, ": ", ec.message()));
   absl::StatusOr<SnowflakeGenerator> ids = SnowflakeGenerator::Create(options.node_id, clock);
   if (!ids.ok()) return ids.status();
   absl::StatusOr<std::unique_ptr<storage::TweetStore>> store =
@@ -220,8 +225,10 @@ void Engine::Submit(Writer* w) {
       if (absl::Status s = CheckpointLocked(); !s.ok()) {
         checkpoint_failures_.fetch_add(1, std::memory_order_relaxed);
         checkpoint_retry_at_ = last + std::max<uint64_t>(1, options_.checkpoint_every / 4);
-        spdlog::warn("checkpoint failed (the previous one stays in force; retried after change "
-                     "{}): {}", checkpoint_retry_at_, s.message());
+        spdlog::warn(
+            "checkpoint failed (the previous one stays in force; retried after change "
+            "{}): {}",
+            checkpoint_retry_at_, s.message());
       }
     }
   }

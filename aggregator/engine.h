@@ -33,13 +33,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "aggregator/backend.h"
+#include "aggregator/tweet_cache.h"
 #include "common/clock.h"
 #include "common/ids.h"
 #include "common/snowflake.h"
 #include "indexer/index/index.h"
 #include "indexer/query/searcher.h"
-#include "aggregator/backend.h"
-#include "aggregator/tweet_cache.h"
 #include "storage/tweet_store.h"
 
 namespace tweetsearch::aggregator {
@@ -69,7 +69,7 @@ class Engine final : public Backend {
   // Opens the data directory (creating it), loads the saved index and catches up with the
   // store. `clock` must outlive the engine.
   static absl::StatusOr<std::unique_ptr<Engine>> Open(const EngineOptions& options,
-                                                       const Clock& clock);
+                                                      const Clock& clock);
   // Checkpoints the index (errors are logged by the caller through Close()).
   ~Engine() override;
   Engine(const Engine&) = delete;

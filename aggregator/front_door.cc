@@ -24,28 +24,42 @@ absl::StatusOr<query::SortMode> ParseSortMode(std::string_view text) {
 
 std::string_view SortModeName(query::SortMode mode) {
   switch (mode) {
-    case query::SortMode::kNewest: return "newest";
-    case query::SortMode::kBestMatch: return "best_match";
-    case query::SortMode::kMostLiked: return "most_liked";
+    case query::SortMode::kNewest:
+      return "newest";
+    case query::SortMode::kBestMatch:
+      return "best_match";
+    case query::SortMode::kMostLiked:
+      return "most_liked";
   }
   return "?";
 }
 
 int HttpStatusFor(const absl::Status& status) {
   switch (status.code()) {
-    case absl::StatusCode::kOk: return 200;
+    case absl::StatusCode::kOk:
+      return 200;
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kOutOfRange: return 400;
-    case absl::StatusCode::kUnauthenticated: return 401;
-    case absl::StatusCode::kPermissionDenied: return 403;
-    case absl::StatusCode::kNotFound: return 404;
-    case absl::StatusCode::kAlreadyExists: return 409;
-    case absl::StatusCode::kResourceExhausted: return 429;
-    case absl::StatusCode::kUnimplemented: return 501;
-    case absl::StatusCode::kUnavailable: return 503;
-    case absl::StatusCode::kDeadlineExceeded: return 504;
-    default: return 500;
+    case absl::StatusCode::kOutOfRange:
+      return 400;
+    case absl::StatusCode::kUnauthenticated:
+      return 401;
+    case absl::StatusCode::kPermissionDenied:
+      return 403;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kAlreadyExists:
+      return 409;
+    case absl::StatusCode::kResourceExhausted:
+      return 429;
+    case absl::StatusCode::kUnimplemented:
+      return 501;
+    case absl::StatusCode::kUnavailable:
+      return 503;
+    case absl::StatusCode::kDeadlineExceeded:
+      return 504;
+    default:
+      return 500;
   }
 }
 
@@ -106,8 +120,9 @@ absl::Status TooManyTweets(size_t lines) {
 absl::StatusOr<TweetId> ParseTweetId(std::string_view text) {
   const std::optional<TweetId> id = ParseDecimal<TweetId>(text);
   if (!id.has_value()) {
-    return absl::InvalidArgumentError(StrCat(
-        "'", SanitizeUtf8(text.substr(0, 32)), "' is not a tweet id (a decimal unsigned 64-bit number)"));
+    return absl::InvalidArgumentError(
+        StrCat("'", SanitizeUtf8(text.substr(0, 32)),
+               "' is not a tweet id (a decimal unsigned 64-bit number)"));
   }
   return *id;
 }
@@ -143,8 +158,8 @@ absl::StatusOr<SearchResponse> FrontDoor::Search(const SearchRequest& request,
   absl::StatusOr<ApiKey> key =
       Authorize(request.api_dev_key, Scope::kSearch, Endpoint::kSearch, 1, call);
   if (!key.ok()) return key.status();
-  const uint32_t limit = request.maximum_results_to_return == 0 ? kDefaultResults
-                                                                : request.maximum_results_to_return;
+  const uint32_t limit =
+      request.maximum_results_to_return == 0 ? kDefaultResults : request.maximum_results_to_return;
   if (limit > kMaxResults) {
     return absl::InvalidArgumentError(
         StrCat("maximum_results_to_return must be from 1 to ", kMaxResults));
@@ -237,9 +252,9 @@ absl::StatusOr<SearchResponse> FrontDoor::Search(const SearchRequest& request,
   return response;
 }
 
-absl::StatusOr<IngestResponse> FrontDoor::Ingest(
-    std::string_view api_dev_key, std::vector<absl::StatusOr<NewTweet>> lines,
-    CallContext* call) const {
+absl::StatusOr<IngestResponse> FrontDoor::Ingest(std::string_view api_dev_key,
+                                                 std::vector<absl::StatusOr<NewTweet>> lines,
+                                                 CallContext* call) const {
   absl::StatusOr<ApiKey> key = Authorize(api_dev_key, Scope::kIngest, Endpoint::kIngest,
                                          std::max<size_t>(1, lines.size()), call);
   if (!key.ok()) return key.status();
@@ -259,8 +274,8 @@ absl::StatusOr<IngestResponse> FrontDoor::Ingest(
   }
   std::vector<IngestOutcome> outcomes = backend_.Ingest(std::move(tweets));
   for (size_t j = 0; j < outcomes.size(); ++j) response.outcomes[line_of[j]] = outcomes[j];
-  for (const IngestOutcome& o : response.outcomes) ++(o.status.ok() ? response.accepted
-                                                                     : response.rejected);
+  for (const IngestOutcome& o : response.outcomes)
+    ++(o.status.ok() ? response.accepted : response.rejected);
   return response;
 }
 
@@ -273,18 +288,19 @@ absl::StatusOr<storage::StoredTweet> FrontDoor::Get(std::string_view api_dev_key
   return backend_.Get(id);
 }
 
-absl::Status FrontDoor::Delete(std::string_view api_dev_key, TweetId id,
-                               CallContext* call) const {
-  if (absl::StatusOr<ApiKey> key = Authorize(api_dev_key, Scope::kIngest, Endpoint::kWrite, 1, call);
+absl::Status FrontDoor::Delete(std::string_view api_dev_key, TweetId id, CallContext* call) const {
+  if (absl::StatusOr<ApiKey> key =
+          Authorize(api_dev_key, Scope::kIngest, Endpoint::kWrite, 1, call);
       !key.ok()) {
     return key.status();
   }
   return backend_.Delete(id);
 }
 
-absl::StatusOr<uint32_t> FrontDoor::Likes(std::string_view api_dev_key, TweetId id,
-                                          int64_t value, bool add, CallContext* call) const {
-  if (absl::StatusOr<ApiKey> key = Authorize(api_dev_key, Scope::kIngest, Endpoint::kWrite, 1, call);
+absl::StatusOr<uint32_t> FrontDoor::Likes(std::string_view api_dev_key, TweetId id, int64_t value,
+                                          bool add, CallContext* call) const {
+  if (absl::StatusOr<ApiKey> key =
+          Authorize(api_dev_key, Scope::kIngest, Endpoint::kWrite, 1, call);
       !key.ok()) {
     return key.status();
   }
@@ -325,10 +341,10 @@ void RecordUsage(usage::UsageRecorder* usage, const CallContext& call, bool is_s
   if (usage == nullptr) return;
   const usage::Outcome outcome = usage::OutcomeForHttpStatus(http_status);
   const bool timed = is_search && outcome == usage::Outcome::kServed;
-  usage->Record(call.key_id.empty() ? usage::kAnonymousKey : std::string_view(call.key_id),
-                outcome, call.limited_by,
-                timed ? std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count()
-                      : -1);
+  usage->Record(
+      call.key_id.empty() ? usage::kAnonymousKey : std::string_view(call.key_id), outcome,
+      call.limited_by,
+      timed ? std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count() : -1);
 }
 
 std::string FrontDoor::KeyIdOf(std::string_view api_dev_key) const {
@@ -380,10 +396,10 @@ absl::StatusOr<UsageResponse> FrontDoor::Usage(std::string_view api_dev_key,
   if (request.resolution.has_value()) {
     response.resolution = *request.resolution;
     if (!keeps(response.resolution)) {
-      return absl::InvalidArgumentError(StrCat(
-          "buckets of ", usage::ResolutionName(response.resolution), " are kept for ",
-          usage::RetentionSeconds(response.resolution) / 3600,
-          " hours: 'from' is older; ask for a coarser resolution (5m, 1h, 1d)"));
+      return absl::InvalidArgumentError(
+          StrCat("buckets of ", usage::ResolutionName(response.resolution), " are kept for ",
+                 usage::RetentionSeconds(response.resolution) / 3600,
+                 " hours: 'from' is older; ask for a coarser resolution (5m, 1h, 1d)"));
     }
   } else {
     response.resolution = usage::Resolution::kDay;

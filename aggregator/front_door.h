@@ -39,7 +39,7 @@ enum class Endpoint { kSearch, kIngest, kRead, kWrite, kAdmin };
 
 // What a transport knows about a call, and what the front door hands back for its answer.
 struct CallContext {
-  std::string client_ip;  // in: the peer's address, for limits on requests without a key
+  std::string client_ip;   // in: the peer's address, for limits on requests without a key
   std::string key_id;      // out: the caller's key id once authenticated (for usage counts)
   std::string limited_by;  // out: the limit that refused the call, if one did
   // out: headers for the answer (quota: X-Ratelimit-*, RateLimit-Policy, RateLimit, and
@@ -149,8 +149,8 @@ class FrontDoor {
   absl::StatusOr<storage::StoredTweet> Get(std::string_view api_dev_key, TweetId id,
                                            CallContext* call = nullptr) const;
   absl::Status Delete(std::string_view api_dev_key, TweetId id, CallContext* call = nullptr) const;
-  absl::StatusOr<uint32_t> Likes(std::string_view api_dev_key, TweetId id, int64_t value,
-                                 bool add, CallContext* call = nullptr) const;
+  absl::StatusOr<uint32_t> Likes(std::string_view api_dev_key, TweetId id, int64_t value, bool add,
+                                 CallContext* call = nullptr) const;
 
   // Key administration (admin scope).
   // Makes a random key, or registers `chosen` when it is not empty (front doors that must accept

@@ -46,8 +46,7 @@ void SendHeaders(grpc::ServerContext* context, const CallContext& call) {
   }
 }
 
-void ToProto(const storage::StoredTweet& t, uint32_t likes, double score,
-             v1::SearchResult* out) {
+void ToProto(const storage::StoredTweet& t, uint32_t likes, double score, v1::SearchResult* out) {
   out->set_tweet_id(StrCat(t.id));
   out->set_user_id(t.user_id);
   out->set_user_name(t.user_name);
@@ -76,10 +75,12 @@ class Service final : public v1::TweetSearch::Service {
       search.page_token = request->page_token();
       search.allow_partial = request->allow_partial();
       search.exact_total = request->exact_total();
-      if (search.search_terms.empty()) return absl::InvalidArgumentError("search_terms is required");
+      if (search.search_terms.empty())
+        return absl::InvalidArgumentError("search_terms is required");
       absl::StatusOr<SearchResponse> result = door_.Search(search, call);
       if (!result.ok()) return result.status();
-      for (const SearchHit& h : result->hits) ToProto(*h.tweet, h.hit.likes, h.hit.score, response->add_results());
+      for (const SearchHit& h : result->hits)
+        ToProto(*h.tweet, h.hit.likes, h.hit.score, response->add_results());
       response->set_next_page_token(result->next_page_token);
       response->set_took_ms(result->took_ms);
       response->set_total_hits(result->total_hits);
@@ -156,10 +157,9 @@ class Service final : public v1::TweetSearch::Service {
         return absl::InvalidArgumentError("give set or add");
       }
       const bool add = request->change_case() == v1::LikesRequest::kAdd;
-      absl::StatusOr<uint32_t> likes = door_.Likes(KeyOf(context, request->api_dev_key()),
-                                                   request->id(),
-                                                   add ? request->add() : int64_t{request->set()}, add,
-                                                   call);
+      absl::StatusOr<uint32_t> likes =
+          door_.Likes(KeyOf(context, request->api_dev_key()), request->id(),
+                      add ? request->add() : int64_t{request->set()}, add, call);
       if (!likes.ok()) return likes.status();
       response->set_likes(*likes);
       return absl::OkStatus();
@@ -218,15 +218,15 @@ class Server final : public GrpcServer {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const std::string& address,
-                                                             uint16_t port, FrontDoor& door,
-                                                             Metrics& metrics,
-                                                             usage::UsageRecorder* usage) {
+                                                              uint16_t port, FrontDoor& door,
+                                                              Metrics& metrics,
+                                                              usage::UsageRecorder* usage) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   auto service = std::make_unique<Service>(door, metrics, usage);
   grpc::ServerBuilder builder;
   int bound = 0;
-  const std::string host = address.find(':') != std::string::npos ? StrCat("[", address, "]")
-                                                                  : address;
+  const std::string host =
+      address.find(':') != std::string::npos ? StrCat("[", address, "]") : address;
   builder.AddListeningPort(StrCat(host, ":", port), grpc::InsecureServerCredentials(), &bound);
   builder.RegisterService(service.get());
   builder.SetMaxReceiveMessageSize(64 << 20);

@@ -11,10 +11,13 @@ namespace {
 std::string_view RuleEndpoint(Endpoint e) {
   switch (e) {
     case Endpoint::kSearch:
-    case Endpoint::kRead: return "search";
+    case Endpoint::kRead:
+      return "search";
     case Endpoint::kIngest:
-    case Endpoint::kWrite: return "ingest";
-    case Endpoint::kAdmin: return "admin";
+    case Endpoint::kWrite:
+      return "ingest";
+    case Endpoint::kAdmin:
+      return "admin";
   }
   return "search";
 }
@@ -69,29 +72,36 @@ void LimiterGate::RenderMetrics(std::string* out) const {
   StrAppend(out,
             "# HELP tweetsearch_ratelimit_checks_total Quota checks made.\n"
             "# TYPE tweetsearch_ratelimit_checks_total counter\n"
-            "tweetsearch_ratelimit_checks_total ", s.checks, "\n",
+            "tweetsearch_ratelimit_checks_total ",
+            s.checks, "\n",
             "# HELP tweetsearch_ratelimit_keys Keys with quota state in memory.\n"
             "# TYPE tweetsearch_ratelimit_keys gauge\n"
-            "tweetsearch_ratelimit_keys ", s.keys, "\n",
+            "tweetsearch_ratelimit_keys ",
+            s.keys, "\n",
             "# HELP tweetsearch_ratelimit_evicted_total States dropped to bound memory.\n"
             "# TYPE tweetsearch_ratelimit_evicted_total counter\n"
-            "tweetsearch_ratelimit_evicted_total ", s.evicted, "\n",
+            "tweetsearch_ratelimit_evicted_total ",
+            s.evicted, "\n",
             "# HELP tweetsearch_ratelimit_reloads_total Rule reloads, by result.\n"
             "# TYPE tweetsearch_ratelimit_reloads_total counter\n"
-            "tweetsearch_ratelimit_reloads_total{result=\"ok\"} ", s.reloads, "\n",
-            "tweetsearch_ratelimit_reloads_total{result=\"error\"} ", s.reload_errors, "\n");
+            "tweetsearch_ratelimit_reloads_total{result=\"ok\"} ",
+            s.reloads, "\n", "tweetsearch_ratelimit_reloads_total{result=\"error\"} ",
+            s.reload_errors, "\n");
   if (s.uses_redis) {
     StrAppend(out,
               "# HELP tweetsearch_ratelimit_redis_up Whether the quota store (Redis) answers.\n"
               "# TYPE tweetsearch_ratelimit_redis_up gauge\n"
-              "tweetsearch_ratelimit_redis_up ", s.redis_up ? 1 : 0, "\n",
+              "tweetsearch_ratelimit_redis_up ",
+              s.redis_up ? 1 : 0, "\n",
               "# HELP tweetsearch_ratelimit_redis_errors_total Failed or timed-out Redis calls.\n"
               "# TYPE tweetsearch_ratelimit_redis_errors_total counter\n"
-              "tweetsearch_ratelimit_redis_errors_total ", s.redis_errors, "\n",
+              "tweetsearch_ratelimit_redis_errors_total ",
+              s.redis_errors, "\n",
               "# HELP tweetsearch_ratelimit_local_fallbacks_total Checks decided locally while "
               "Redis was down.\n"
               "# TYPE tweetsearch_ratelimit_local_fallbacks_total counter\n"
-              "tweetsearch_ratelimit_local_fallbacks_total ", s.local_fallbacks, "\n");
+              "tweetsearch_ratelimit_local_fallbacks_total ",
+              s.local_fallbacks, "\n");
   }
   absl::MutexLock lock(&mu_);
   StrAppend(out, "# HELP tweetsearch_ratelimit_refused_total Requests refused, by limit.\n",

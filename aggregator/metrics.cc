@@ -10,8 +10,8 @@ namespace tweetsearch::aggregator {
 namespace {
 
 // One series without labels, with its help and type lines.
-void Series(std::string* out, std::string_view name, std::string_view type,
-            std::string_view help, uint64_t value) {
+void Series(std::string* out, std::string_view name, std::string_view type, std::string_view help,
+            uint64_t value) {
   StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n", name, " ", value,
             "\n");
 }

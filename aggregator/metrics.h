@@ -27,9 +27,8 @@ struct EngineStats;
 class Metrics {
  public:
   // Upper bounds of the latency buckets, seconds (the last bucket is +Inf).
-  static constexpr std::array<double, 14> kBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025,
-                                                      0.005,  0.01,    0.025,  0.05,  0.1,
-                                                      0.25,   0.5,     1,      5};
+  static constexpr std::array<double, 14> kBuckets = {
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5};
 
   // One finished request: `route` is a fixed name ("search", "ingest", ...), never a raw path,
   // so that the number of series stays bounded.

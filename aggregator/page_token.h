@@ -13,8 +13,9 @@
 // Layout, before base64url: version (1 byte) | sort (1) | primary (8, IEEE double) | id (8) |
 // watermark (8) | now_ms (8) | query fingerprint (8) | term count n (1; 255 = no statistics) |
 // [num_docs (8) | avg_length (8, double) | n doc frequencies (8 each)] | HMAC-SHA256 of the
-// preceding bytes, truncated to 16 bytes. All integers little-endian. The HMAC key is a server secret; a token
-// signed with another secret (another deployment) is "foreign" and rejected like a tampered one.
+// preceding bytes, truncated to 16 bytes. All integers little-endian. The HMAC key is a server
+// secret; a token signed with another secret (another deployment) is "foreign" and rejected like a
+// tampered one.
 //
 // Thread-safety: PageTokenCodec is immutable after construction; any thread may use it.
 #ifndef TWEETSEARCH_AGGREGATOR_PAGE_TOKEN_H_
@@ -31,8 +32,8 @@
 namespace tweetsearch::aggregator {
 
 struct PageCursor {
-  int sort = 0;             // query::SortMode as int
-  double primary = 0;       // sort key of the last result served
+  int sort = 0;        // query::SortMode as int
+  double primary = 0;  // sort key of the last result served
   TweetId id = 0;
   TweetId watermark = 0;
   int64_t now_ms = 0;

@@ -24,8 +24,7 @@ std::shared_ptr<const storage::StoredTweet> TweetCache::Get(TweetId id) {
   return it->second->tweet;
 }
 
-void TweetCache::PutIfUnchanged(std::shared_ptr<const storage::StoredTweet> tweet,
-                                uint64_t epoch) {
+void TweetCache::PutIfUnchanged(std::shared_ptr<const storage::StoredTweet> tweet, uint64_t epoch) {
   if (shard_capacity_ == 0) return;
   const TweetId id = tweet->id;
   const size_t cost = Cost(*tweet);

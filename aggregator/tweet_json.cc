@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <limits>
-
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/numbers.h"
@@ -160,7 +159,8 @@ std::string FormatRfc3339(int64_t unix_millis) {
   // "YYYY-MM-DDTHH:MM:SS[.mmm]Z", digit by digit.
   char text[24];
   auto put = [&](int at, int64_t value, int width) {
-    for (int i = width - 1; i >= 0; --i, value /= 10) text[at + i] = static_cast<char>('0' + value % 10);
+    for (int i = width - 1; i >= 0; --i, value /= 10)
+      text[at + i] = static_cast<char>('0' + value % 10);
   };
   put(0, year, 4);
   text[4] = '-';

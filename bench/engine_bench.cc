@@ -5,19 +5,19 @@
 //   engine_bench --sentiment140 ../shared/data/sentiment140-20k.csv
 //
 // Single-threaded throughout: indexing runs on one core, and each query runs alone.
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <random>
 
-#include <CLI/CLI.hpp>
-
 #include "bench/query_mix.h"
-#include "common/tweet_csv.h"
 #include "common/memory.h"
 #include "common/synthetic.h"
+#include "common/tweet_csv.h"
 #include "indexer/index/index.h"
 #include "indexer/index/tweet_sources.h"
 #include "indexer/query/searcher.h"
@@ -100,10 +100,9 @@ void MeasureCounts(const ts::index::Index& index, const std::vector<ts::bench::Q
     if (per_match.empty()) continue;
     for (auto* v : {&per_match, &micros, &totals}) std::sort(v->begin(), v->end());
     const size_t n = per_match.size();
-    std::cout << "| " << kind.name << " | " << n << " | " << std::setprecision(0)
-              << totals[n / 2] << " | " << std::setprecision(1) << per_match[n / 2] << " | "
-              << per_match[n * 9 / 10] << " | " << std::setprecision(0) << micros[n / 2]
-              << " |\n";
+    std::cout << "| " << kind.name << " | " << n << " | " << std::setprecision(0) << totals[n / 2]
+              << " | " << std::setprecision(1) << per_match[n / 2] << " | " << per_match[n * 9 / 10]
+              << " | " << std::setprecision(0) << micros[n / 2] << " |\n";
   }
   std::cout << "\n";
 }
@@ -116,60 +115,51 @@ void PrintMemory(const char* label, const ts::index::IndexStats& s) {
             << " | " << s.sealed.posting_bytes / (1 << 20) << " | "
             << s.sealed.dictionary_bytes / (1 << 20) << " | " << s.sealed.column_bytes / (1 << 20)
             << " |\n";
-  std::cout << "|   split, bytes/posting | doc gaps " << static_cast<double>(s.sealed.doc_bytes) / postings
-            << " | freqs " << static_cast<double>(s.sealed.freq_bytes) / postings << " | positions "
+  std::cout << "|   split, bytes/posting | doc gaps "
+            << static_cast<double>(s.sealed.doc_bytes) / postings << " | freqs "
+            << static_cast<double>(s.sealed.freq_bytes) / postings << " | positions "
             << static_cast<double>(s.sealed.position_bytes) / postings << " | skips+headers "
             << static_cast<double>(s.sealed.skip_bytes) / postings << " | | |\n";
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  tweetsearch::ReturnLargeBuffersToTheSystem();  // as tweetsearchd does
-  CLI::App app{"Benchmarks the tweetsearch engine"};
+struct Flags {
   uint64_t tweets = 1000000;
   size_t queries = 1000;
   std::string sentiment140;
   bool stop_words = true;
-  app.add_option("--tweets", tweets, "Synthetic tweets to index")->capture_default_str();
-  app.add_option("--queries", queries, "Queries per kind and sort mode")->capture_default_str();
-  app.add_option("--sentiment140", sentiment140, "Index this Sentiment140 CSV instead");
   std::vector<int> sorts;
   std::vector<std::string> kind_names;
   bool compacted_only = false;
-  app.add_option("--sort", sorts, "Measure only these sort modes (0, 1, 2; default all)")
-      ->check(CLI::Range(0, 2));
-  app.add_option("--kind", kind_names,
-                 "Measure only these query kinds (\"1 word\", \"2-word AND\", ...; default all)");
-  app.add_flag("--compacted-only", compacted_only,
-               "Measure queries only after compaction (skips the counts and the as-indexed run)");
-  app.add_option("--stop-word-comparison", stop_words,
-                 "Also index without stop words and compare memory")
-      ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+};
 
-  // Build the corpus first, so that indexing is timed alone.
+// The corpus, built before indexing so that indexing is timed alone; nullopt (after printing
+// why) if the CSV cannot be read.
+std::optional<std::vector<ts::index::IndexDoc>> LoadCorpus(const Flags& flags) {
   std::vector<ts::index::IndexDoc> docs;
-  std::vector<std::string> words_by_rank;
-  if (!sentiment140.empty()) {
-    absl::StatusOr<std::vector<ts::ImportedTweet>> real = ts::ReadSentiment140(sentiment140);
+  if (!flags.sentiment140.empty()) {
+    absl::StatusOr<std::vector<ts::ImportedTweet>> real = ts::ReadSentiment140(flags.sentiment140);
     if (!real.ok()) {
       std::cerr << real.status() << "\n";
-      return 1;
+      return std::nullopt;
     }
     for (ts::ImportedTweet& t : *real) docs.push_back(ts::index::ToIndexDoc(std::move(t)));
   } else {
     ts::SyntheticTweetGenerator gen;
-    docs.reserve(tweets);
-    for (uint64_t i = 0; i < tweets; ++i) docs.push_back(ts::index::ToIndexDoc(gen.Next()));
+    docs.reserve(flags.tweets);
+    for (uint64_t i = 0; i < flags.tweets; ++i) docs.push_back(ts::index::ToIndexDoc(gen.Next()));
   }
-  const long rss_corpus = RssKiB();
+  return docs;
+}
 
-  ts::index::IndexOptions options;
+// Indexes `docs` in batches of 1,000 (as a bulk ingest call hands them over), seals, and prints
+// what it took.
+std::unique_ptr<ts::index::Index> IndexAndReport(const ts::index::IndexOptions& options,
+                                                 const std::vector<ts::index::IndexDoc>& docs) {
+  const long rss_corpus = RssKiB();
   std::unique_ptr<ts::index::Index> index = *ts::index::Index::Create(options);
   auto start = Clock::now();
   uint64_t added = 0;
-  constexpr size_t kBatch = 1000;  // as a bulk ingest call would hand them over
+  constexpr size_t kBatch = 1000;
   for (size_t i = 0; i < docs.size(); i += kBatch) {
     const size_t n = std::min(kBatch, docs.size() - i);
     for (const absl::Status& s : index->AddBatch({docs.data() + i, n})) added += s.ok();
@@ -191,28 +181,6 @@ int main(int argc, char** argv) {
   }
   const double analyze_seconds = Seconds(start);
 
-  // Vocabulary by frequency, from the index itself.
-  {
-    std::vector<std::pair<uint64_t, std::string>> by_df;
-    auto snapshot = index->Snapshot();
-    std::mt19937_64 rng(3);
-    std::vector<std::string> candidates;
-    for (size_t i = 0; i < 20000 && i < docs.size(); ++i) {
-      tokens.clear();
-      (void)index->analyzer().Analyze(docs[rng() % docs.size()].text, &tokens);
-      for (const auto& t : tokens) candidates.push_back(t.text);
-    }
-    std::sort(candidates.begin(), candidates.end());
-    candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-    for (const std::string& c : candidates) {
-      uint64_t df = 0;
-      for (const auto& s : snapshot->segments) df += s->DocFreq(c);
-      by_df.emplace_back(df, c);
-    }
-    std::sort(by_df.rbegin(), by_df.rend());
-    for (auto& [df, w] : by_df) words_by_rank.push_back(w);
-  }
-
   std::cout << std::fixed << std::setprecision(0);
   std::cout << "## Indexing (" << added << " tweets, one core)\n\n";
   std::cout << "| what | value |\n|---|---|\n";
@@ -225,73 +193,136 @@ int main(int argc, char** argv) {
             << static_cast<double>(token_count) / static_cast<double>(docs.size()) << " |\n";
   std::cout << "| RSS: corpus in memory / with index | " << rss_corpus / 1024 << " MiB / "
             << rss_indexed / 1024 << " MiB |\n\n";
+  return index;
+}
 
-  const int64_t now_ms = docs.empty() ? 0 : docs.back().created_at_ms;
-  const std::vector<ts::bench::QueryKind> kinds = ts::bench::MakeQueries(words_by_rank, queries, 7);
-  auto measure_queries = [&](const std::string& layout) {
-    std::cout << "## Query latency, top 20, single thread, " << layout << "\n\n";
-    std::cout << "| query | sort | p50 µs | p99 µs | mean µs | hits | slowest |\n"
-                 "|---|---|---|---|---|---|---|\n";
-    for (const ts::bench::QueryKind& kind : kinds) {
-      if (!kind_names.empty() &&
-          std::find(kind_names.begin(), kind_names.end(), kind.name) == kind_names.end()) {
+// The vocabulary by document frequency, from the words of 20,000 sampled tweets.
+std::vector<std::string> WordsByRank(const ts::index::Index& index,
+                                     const std::vector<ts::index::IndexDoc>& docs) {
+  std::vector<std::pair<uint64_t, std::string>> by_df;
+  auto snapshot = index.Snapshot();
+  std::mt19937_64 rng(3);
+  std::vector<std::string> candidates;
+  std::vector<ts::analysis::Token> tokens;
+  for (size_t i = 0; i < 20000 && i < docs.size(); ++i) {
+    tokens.clear();
+    (void)index.analyzer().Analyze(docs[rng() % docs.size()].text, &tokens);
+    for (const auto& t : tokens) candidates.push_back(t.text);
+  }
+  std::sort(candidates.begin(), candidates.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  for (const std::string& c : candidates) {
+    uint64_t df = 0;
+    for (const auto& s : snapshot->segments) df += s->DocFreq(c);
+    by_df.emplace_back(df, c);
+  }
+  std::sort(by_df.rbegin(), by_df.rend());
+  std::vector<std::string> words;
+  for (auto& [df, w] : by_df) words.push_back(w);
+  return words;
+}
+
+// The latency table of every query kind and sort mode the flags select.
+void PrintQueryLatency(const ts::index::Index& index,
+                       const std::vector<ts::bench::QueryKind>& kinds, const Flags& flags,
+                       int64_t now_ms, const std::string& layout) {
+  std::cout << "## Query latency, top 20, single thread, " << layout << "\n\n";
+  std::cout << "| query | sort | p50 µs | p99 µs | mean µs | hits | slowest |\n"
+               "|---|---|---|---|---|---|---|\n";
+  for (const ts::bench::QueryKind& kind : kinds) {
+    if (!flags.kind_names.empty() && std::find(flags.kind_names.begin(), flags.kind_names.end(),
+                                               kind.name) == flags.kind_names.end()) {
+      continue;
+    }
+    for (auto [sort, name] : {std::pair{ts::query::SortMode::kNewest, "0 newest"},
+                              std::pair{ts::query::SortMode::kBestMatch, "1 best match"},
+                              std::pair{ts::query::SortMode::kMostLiked, "2 most liked"}}) {
+      if (!flags.sorts.empty() && std::find(flags.sorts.begin(), flags.sorts.end(),
+                                            static_cast<int>(sort)) == flags.sorts.end()) {
         continue;
       }
-      for (auto [sort, name] : {std::pair{ts::query::SortMode::kNewest, "0 newest"},
-                                std::pair{ts::query::SortMode::kBestMatch, "1 best match"},
-                                std::pair{ts::query::SortMode::kMostLiked, "2 most liked"}}) {
-        if (!sorts.empty() &&
-            std::find(sorts.begin(), sorts.end(), static_cast<int>(sort)) == sorts.end()) {
-          continue;
-        }
-        const Latency l = Measure(*index, kind.queries, sort, now_ms);
-        std::cout << "| " << kind.name << " | " << name << " | " << std::setprecision(1)
-                  << l.p50_us << " | " << l.p99_us << " | " << l.mean_us << " | "
-                  << std::setprecision(1) << l.avg_hits << " | " << l.slowest << " |\n";
-      }
+      const Latency l = Measure(index, kind.queries, sort, now_ms);
+      std::cout << "| " << kind.name << " | " << name << " | " << std::setprecision(1) << l.p50_us
+                << " | " << l.p99_us << " | " << l.mean_us << " | " << std::setprecision(1)
+                << l.avg_hits << " | " << l.slowest << " |\n";
     }
-    std::cout << "\n";
-  };
+  }
+  std::cout << "\n";
+}
+
+// Indexes `docs` again without stop words and compares the compacted lists' size.
+void CompareStopWords(const ts::index::IndexOptions& options,
+                      const std::vector<ts::index::IndexDoc>& docs,
+                      const ts::index::IndexStats& compacted) {
+  ts::index::IndexOptions dropping = options;
+  dropping.analyzer.drop_stop_words = true;
+  std::unique_ptr<ts::index::Index> lean = *ts::index::Index::Create(dropping);
+  for (size_t i = 0; i < docs.size(); i += 1000) {
+    (void)lean->AddBatch({docs.data() + i, std::min<size_t>(1000, docs.size() - i)});
+  }
+  (void)lean->Seal();
+  (void)lean->Compact();
+  const ts::index::IndexStats s = lean->Stats();
+  std::cout << std::setprecision(0) << "Dropping stop words: " << s.sealed.postings
+            << " postings instead of " << compacted.sealed.postings << ", lists "
+            << s.sealed.posting_bytes / (1 << 20) << " MiB instead of "
+            << compacted.sealed.posting_bytes / (1 << 20) << " MiB (" << std::setprecision(1)
+            << 100.0 * (1.0 - static_cast<double>(s.sealed.posting_bytes) /
+                                  static_cast<double>(compacted.sealed.posting_bytes))
+            << "% smaller).\n\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tweetsearch::ReturnLargeBuffersToTheSystem();  // as tweetsearchd does
+  CLI::App app{"Benchmarks the tweetsearch engine"};
+  Flags flags;
+  app.add_option("--tweets", flags.tweets, "Synthetic tweets to index")->capture_default_str();
+  app.add_option("--queries", flags.queries, "Queries per kind and sort mode")
+      ->capture_default_str();
+  app.add_option("--sentiment140", flags.sentiment140, "Index this Sentiment140 CSV instead");
+  app.add_option("--sort", flags.sorts, "Measure only these sort modes (0, 1, 2; default all)")
+      ->check(CLI::Range(0, 2));
+  app.add_option("--kind", flags.kind_names,
+                 "Measure only these query kinds (\"1 word\", \"2-word AND\", ...; default all)");
+  app.add_flag("--compacted-only", flags.compacted_only,
+               "Measure queries only after compaction (skips the counts and the as-indexed run)");
+  app.add_option("--stop-word-comparison", flags.stop_words,
+                 "Also index without stop words and compare memory")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  std::optional<std::vector<ts::index::IndexDoc>> docs = LoadCorpus(flags);
+  if (!docs.has_value()) return 1;
+  const ts::index::IndexOptions options;
+  std::unique_ptr<ts::index::Index> index = IndexAndReport(options, *docs);
+  const int64_t now_ms = docs->empty() ? 0 : docs->back().created_at_ms;
+  const std::vector<ts::bench::QueryKind> kinds =
+      ts::bench::MakeQueries(WordsByRank(*index, *docs), flags.queries, 7);
 
   const ts::index::IndexStats segmented = index->Stats();
   std::cout << std::fixed;
-  if (!compacted_only) {
-    measure_queries(std::to_string(segmented.sealed_segments) + " sealed segment(s) as indexed");
+  if (!flags.compacted_only) {
+    PrintQueryLatency(*index, kinds, flags, now_ms,
+                      std::to_string(segmented.sealed_segments) + " sealed segment(s) as indexed");
     MeasureCounts(*index, kinds, now_ms);
   }
-  start = Clock::now();
+  const auto start = Clock::now();
   (void)index->Compact();
   const double compact_seconds = Seconds(start);
   const ts::index::IndexStats compacted = index->Stats();
   std::cout << "## Memory (sealed segments)\n\n";
   std::cout << "| layout | postings | bytes/posting (lists) | bytes/posting (+dictionary) | "
                "lists MiB | dictionary MiB | columns MiB |\n|---|---|---|---|---|---|---|\n";
-  std::string label = std::to_string(segmented.sealed_segments) + " segment(s) of up to " +
-                      std::to_string(options.segment_max_docs);
+  const std::string label = std::to_string(segmented.sealed_segments) + " segment(s) of up to " +
+                            std::to_string(options.segment_max_docs);
   PrintMemory(label.c_str(), segmented);
   PrintMemory("compacted into 1 segment", compacted);
   std::cout << "\nCompaction took " << std::setprecision(2) << compact_seconds << " s.\n\n";
+  if (flags.stop_words && flags.sentiment140.empty()) CompareStopWords(options, *docs, compacted);
 
-  if (stop_words && sentiment140.empty()) {
-    ts::index::IndexOptions dropping = options;
-    dropping.analyzer.drop_stop_words = true;
-    std::unique_ptr<ts::index::Index> lean = *ts::index::Index::Create(dropping);
-    for (size_t i = 0; i < docs.size(); i += 1000) {
-      (void)lean->AddBatch({docs.data() + i, std::min<size_t>(1000, docs.size() - i)});
-    }
-    (void)lean->Seal();
-    (void)lean->Compact();
-    const ts::index::IndexStats s = lean->Stats();
-    std::cout << std::setprecision(0) << "Dropping stop words: " << s.sealed.postings << " postings instead of "
-              << compacted.sealed.postings << ", lists " << s.sealed.posting_bytes / (1 << 20)
-              << " MiB instead of " << compacted.sealed.posting_bytes / (1 << 20) << " MiB ("
-              << std::setprecision(1)
-              << 100.0 * (1.0 - static_cast<double>(s.sealed.posting_bytes) /
-                                    static_cast<double>(compacted.sealed.posting_bytes))
-              << "% smaller).\n\n";
-  }
-
-  measure_queries("compacted into 1 segment");
-  if (!compacted_only) MeasureCounts(*index, kinds, now_ms);
+  PrintQueryLatency(*index, kinds, flags, now_ms, "compacted into 1 segment");
+  if (!flags.compacted_only) MeasureCounts(*index, kinds, now_ms);
   return 0;
 }

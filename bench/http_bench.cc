@@ -9,24 +9,23 @@
 // Ingest bodies are generated before the clock starts, from the same synthetic generator (same
 // seed, same vocabulary) as the service's sample, and search queries from that vocabulary with
 // the engine benchmark's mixes.
-#include <algorithm>
-#include <chrono>
-#include <fstream>
-#include <iostream>
-#include <memory>
-#include <string>
-#include <vector>
-
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
-#include "net/http_client.h"
 #include "bench/query_mix.h"
 #include "common/synthetic.h"
+#include "net/http_client.h"
 
 namespace beast = boost::beast;
 namespace http = beast::http;
@@ -52,11 +51,17 @@ struct Totals {
 // One kept-alive connection that sends requests[next++] until they run out or time is up.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(net::io_context& ioc, const tcp::endpoint& endpoint, const std::vector<Request>& requests,
-             size_t* next, bool cycle, Clock::time_point deadline, const std::string& key,
-             Totals* totals)
-      : stream_(ioc), endpoint_(endpoint), requests_(requests), next_(next), cycle_(cycle),
-        deadline_(deadline), key_(key), totals_(totals) {}
+  Connection(net::io_context& ioc, const tcp::endpoint& endpoint,
+             const std::vector<Request>& requests, size_t* next, bool cycle,
+             Clock::time_point deadline, const std::string& key, Totals* totals)
+      : stream_(ioc),
+        endpoint_(endpoint),
+        requests_(requests),
+        next_(next),
+        cycle_(cycle),
+        deadline_(deadline),
+        key_(key),
+        totals_(totals) {}
 
   void Start() {
     stream_.async_connect(endpoint_, [self = shared_from_this()](beast::error_code ec) {
@@ -98,25 +103,25 @@ class Connection : public std::enable_shared_from_this<Connection> {
       self->response_ = {};
       self->parser_.emplace();
       self->parser_->body_limit(size_t{1} << 30);
-      http::async_read(self->stream_, self->buffer_, *self->parser_,
-                       [self](beast::error_code ec, size_t) {
-                         if (ec) return self->Fail("read: " + ec.message());
-                         const double us = std::chrono::duration<double, std::micro>(
-                                               Clock::now() - self->sent_).count();
-                         const int status = self->parser_->get().result_int();
-                         self->totals_->requests++;
-                         if (status == 200) {
-                           self->totals_->weight += self->weight_;
-                           self->totals_->latency_us.push_back(us);
-                         } else {
-                           self->totals_->errors++;
-                           if (self->totals_->first_error.empty()) {
-                             self->totals_->first_error = std::to_string(status) + " " +
-                                                          self->parser_->get().body().substr(0, 200);
-                           }
-                         }
-                         self->Send();
-                       });
+      http::async_read(
+          self->stream_, self->buffer_, *self->parser_, [self](beast::error_code ec, size_t) {
+            if (ec) return self->Fail("read: " + ec.message());
+            const double us =
+                std::chrono::duration<double, std::micro>(Clock::now() - self->sent_).count();
+            const int status = self->parser_->get().result_int();
+            self->totals_->requests++;
+            if (status == 200) {
+              self->totals_->weight += self->weight_;
+              self->totals_->latency_us.push_back(us);
+            } else {
+              self->totals_->errors++;
+              if (self->totals_->first_error.empty()) {
+                self->totals_->first_error =
+                    std::to_string(status) + " " + self->parser_->get().body().substr(0, 200);
+              }
+            }
+            self->Send();
+          });
     });
   }
 
@@ -160,7 +165,8 @@ Totals Run(const std::string& host, uint16_t port, const std::string& key,
                                                   std::chrono::duration<double>(seconds))
                                     : Clock::time_point::max();
   for (int i = 0; i < connections; ++i) {
-    std::make_shared<Connection>(ioc, endpoint, requests, &next, cycle, deadline, key, &totals)->Start();
+    std::make_shared<Connection>(ioc, endpoint, requests, &next, cycle, deadline, key, &totals)
+        ->Start();
   }
   ioc.run();
   *elapsed = std::chrono::duration<double>(Clock::now() - start).count();
@@ -185,7 +191,8 @@ int main(int argc, char** argv) {
   auto* ingest = app.add_subcommand("ingest", "Bulk ingest synthetic tweets");
   ingest->add_option("--tweets", tweets)->capture_default_str();
   ingest->add_option("--batch", batch, "Tweets per request")->capture_default_str();
-  ingest->add_option("--seed", seed, "Generator seed (1 = the service's sample)")->capture_default_str();
+  ingest->add_option("--seed", seed, "Generator seed (1 = the service's sample)")
+      ->capture_default_str();
 
   double duration = 20;
   size_t queries = 2000;
@@ -194,7 +201,8 @@ int main(int argc, char** argv) {
   auto* search = app.add_subcommand("search", "Search with a query mix");
   search->add_option("--duration", duration, "Seconds")->capture_default_str();
   search->add_option("--queries", queries, "Distinct queries, cycled")->capture_default_str();
-  search->add_option("--kind", kind, "1 word, 2-word AND, 3-word AND, 2-word OR, mixed")->capture_default_str();
+  search->add_option("--kind", kind, "1 word, 2-word AND, 3-word AND, 2-word OR, mixed")
+      ->capture_default_str();
   search->add_option("--sort", sort)->capture_default_str();
   search->add_option("--limit", limit)->capture_default_str();
   std::string dump_targets;
@@ -211,9 +219,12 @@ int main(int argc, char** argv) {
       Request r{http::verb::post, "/v1/tweets?report=rejected", "", 0};
       for (; r.weight < batch && done < tweets; ++r.weight, ++done) {
         tweetsearch::SyntheticTweet t = generator.Next();
-        nlohmann::json line = {{"id", std::to_string(t.id)}, {"user_id", t.user_id},
-                               {"user_name", t.user_name},   {"text", t.text},
-                               {"created_at", t.created_at_ms}, {"lang", t.lang},
+        nlohmann::json line = {{"id", std::to_string(t.id)},
+                               {"user_id", t.user_id},
+                               {"user_name", t.user_name},
+                               {"text", t.text},
+                               {"created_at", t.created_at_ms},
+                               {"lang", t.lang},
                                {"likes", t.likes}};
         r.body += line.dump();
         r.body += '\n';
@@ -229,8 +240,8 @@ int main(int argc, char** argv) {
       found = true;
       for (const std::string& q : k.queries) {
         requests.push_back({http::verb::get,
-                            "/v1/search?search_terms=" + tweetsearch::net::UrlEncode(q) +
-                                "&sort=" + sort + "&maximum_results_to_return=" + std::to_string(limit),
+                            "/v1/search?search_terms=" + tweetsearch::net::UrlEncode(q) + "&sort=" +
+                                sort + "&maximum_results_to_return=" + std::to_string(limit),
                             "", 1});
       }
     }
@@ -246,17 +257,17 @@ int main(int argc, char** argv) {
     return out ? 0 : 1;
   }
   double elapsed = 0;
-  Totals t = Run(host, port, key, requests, connections, /*cycle=*/!*ingest,
-                 *ingest ? 0 : duration, &elapsed);
+  Totals t = Run(host, port, key, requests, connections, /*cycle=*/!*ingest, *ingest ? 0 : duration,
+                 &elapsed);
   const double p50 = Percentile(t.latency_us, 0.50), p99 = Percentile(t.latency_us, 0.99);
   if (*ingest) {
-    std::cout << "ingest: " << t.weight << " tweets in " << elapsed << " s = "
-              << static_cast<uint64_t>(t.weight / elapsed) << " tweets/s; " << t.requests
+    std::cout << "ingest: " << t.weight << " tweets in " << elapsed
+              << " s = " << static_cast<uint64_t>(t.weight / elapsed) << " tweets/s; " << t.requests
               << " requests of " << batch << ", p50 " << p50 / 1000 << " ms, p99 " << p99 / 1000
               << " ms, " << connections << " connections, " << t.errors << " errors\n";
   } else {
-    std::cout << "search (" << kind << ", sort " << sort << ", top " << limit << "): "
-              << static_cast<uint64_t>(t.requests / elapsed) << " requests/s, p50 " << p50
+    std::cout << "search (" << kind << ", sort " << sort << ", top " << limit
+              << "): " << static_cast<uint64_t>(t.requests / elapsed) << " requests/s, p50 " << p50
               << " us, p99 " << p99 << " us, " << connections << " connections, " << t.errors
               << " errors\n";
   }

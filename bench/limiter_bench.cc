@@ -6,15 +6,14 @@
 //
 // Decisions go through the whole Limiter (rule lookup, shard lock, state update, headers'
 // figures), as the front door calls it, with a ManualClock advancing 1 ms per call.
+#include <benchmark/benchmark.h>
 #include <malloc.h>
 
 #include <atomic>
 #include <iostream>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
-
-#include <benchmark/benchmark.h>
 
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
@@ -26,8 +25,8 @@ using ts::limiter::Algorithm;
 
 namespace {
 
-constexpr Algorithm kAll[] = {Algorithm::kTokenBucket,      Algorithm::kLeakyBucketMeter,
-                              Algorithm::kFixedWindow,      Algorithm::kSlidingWindowLog,
+constexpr Algorithm kAll[] = {Algorithm::kTokenBucket,          Algorithm::kLeakyBucketMeter,
+                              Algorithm::kFixedWindow,          Algorithm::kSlidingWindowLog,
                               Algorithm::kSlidingWindowCounter, Algorithm::kGcra};
 
 // One search limit of `limit` per `window` with `algorithm`, for tier "free".
@@ -54,7 +53,8 @@ void BM_OneKey(benchmark::State& state) {
   static std::unique_ptr<ts::limiter::Limiter> limiter;
   const auto algorithm = static_cast<Algorithm>(state.range(0));
   if (state.thread_index() == 0) {
-    limiter = ts::limiter::Limiter::CreateWithRules(OneLimit(algorithm, 1'000'000, 1000), {}, clock);
+    limiter =
+        ts::limiter::Limiter::CreateWithRules(OneLimit(algorithm, 1'000'000, 1000), {}, clock);
   }
   const std::string key = "ts_key" + std::to_string(state.thread_index());
   for (auto _ : state) {
@@ -104,8 +104,8 @@ void MemoryPerKey() {
         clock.AdvanceMillis(1000);
       }
       const size_t during = mallinfo2().uordblks;
-      std::cout << "  " << ts::limiter::AlgorithmName(a) << ": "
-                << (during - before) / n << " B/key (" << n << " keys)\n";
+      std::cout << "  " << ts::limiter::AlgorithmName(a) << ": " << (during - before) / n
+                << " B/key (" << n << " keys)\n";
     }
   }
 }
@@ -120,8 +120,7 @@ void RedisThroughput(int port, int threads, int lanes, double seconds) {
   redis.pool_size = lanes;
   redis.command_timeout_ms = 1000;
   auto limiter = ts::limiter::CreateRedisLimiterWithRules(
-      OneLimit(Algorithm::kSlidingWindowCounter, 1'000'000, 60'000), {}, redis,
-      ts::SystemClock());
+      OneLimit(Algorithm::kSlidingWindowCounter, 1'000'000, 60'000), {}, redis, ts::SystemClock());
   const std::vector<std::string> keys = Keys(10'000);
   std::atomic<uint64_t> done{0};
   std::atomic<bool> stop{false};
@@ -139,8 +138,8 @@ void RedisThroughput(int port, int threads, int lanes, double seconds) {
   stop = true;
   for (auto& w : workers) w.join();
   const auto stats = limiter->Stats();
-  std::cout << "redis backend, " << threads << " threads, " << lanes << " lanes: "
-            << static_cast<uint64_t>(done.load() / seconds) << " decisions/s ("
+  std::cout << "redis backend, " << threads << " threads, " << lanes
+            << " lanes: " << static_cast<uint64_t>(done.load() / seconds) << " decisions/s ("
             << stats.redis_errors << " errors, " << stats.local_fallbacks << " local)\n";
 }
 

@@ -1,7 +1,6 @@
 // Micro-benchmarks of the engine's hot paths (Google Benchmark).
-#include <sys/statvfs.h>
-
 #include <benchmark/benchmark.h>
+#include <sys/statvfs.h>
 
 #include <random>
 
@@ -142,9 +141,9 @@ void BM_CountMatches(benchmark::State& state) {
     benchmark::DoNotOptimize(total);
   }
   state.SetLabel("[" + text + "] " + std::to_string(total) + " matches");
-  state.counters["per_match"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * static_cast<double>(total),
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["per_match"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * static_cast<double>(total),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_CountMatches)
     ->ArgsProduct({{0, 1}, {2, 20, 200}, {1}})

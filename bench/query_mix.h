@@ -21,8 +21,8 @@ struct QueryKind {
   std::vector<std::string> queries;
 };
 
-inline std::vector<QueryKind> MakeQueries(const std::vector<std::string>& words_by_rank, size_t count,
-                                   uint64_t seed) {
+inline std::vector<QueryKind> MakeQueries(const std::vector<std::string>& words_by_rank,
+                                          size_t count, uint64_t seed) {
   std::mt19937_64 rng(seed);
   auto word = [&] {
     // Log-uniform over ranks 1..2000: common and middling words alike.
@@ -38,8 +38,8 @@ inline std::vector<QueryKind> MakeQueries(const std::vector<std::string>& words_
     }
     return w;
   };
-  std::vector<QueryKind> kinds = {{"1 word", {}}, {"2-word AND", {}}, {"3-word AND", {}},
-                                  {"2-word OR", {}}, {"mixed", {}}};
+  std::vector<QueryKind> kinds = {
+      {"1 word", {}}, {"2-word AND", {}}, {"3-word AND", {}}, {"2-word OR", {}}, {"mixed", {}}};
   for (size_t i = 0; i < count; ++i) {
     kinds[0].queries.push_back(word());
     const auto two = words(2), three = words(3), four = words(4), pair = words(2);
@@ -50,7 +50,6 @@ inline std::vector<QueryKind> MakeQueries(const std::vector<std::string>& words_
   }
   return kinds;
 }
-
 
 struct TimedQuery {
   double micros = 0;

@@ -143,8 +143,7 @@ Row RunSize(uint64_t tweets, const std::string& dir, size_t queries, uint64_t co
     row.segments = index->Snapshot()->segments.size();
     const ts::index::IndexStats stats = index->Stats();
     row.merges = stats.merges;
-    row.write_amplification =
-        static_cast<double>(stats.merged_docs) / static_cast<double>(tweets);
+    row.write_amplification = static_cast<double>(stats.merged_docs) / static_cast<double>(tweets);
     const auto start = Clock::now();
     if (absl::Status s = index->Save(dir); !s.ok()) std::cerr << "save: " << s << "\n";
     row.save_s = Seconds(start);
@@ -174,7 +173,8 @@ Row RunSize(uint64_t tweets, const std::string& dir, size_t queries, uint64_t co
   if (tweets <= compact_limit) {
     (void)index->Compact();
     (void)index->Save(dir);
-    row.compacted_bytes_per_tweet = static_cast<double>(DirBytes(dir)) / static_cast<double>(tweets);
+    row.compacted_bytes_per_tweet =
+        static_cast<double>(DirBytes(dir)) / static_cast<double>(tweets);
     const ts::index::SealedStats s = index->Stats().sealed;
     const auto per_tweet = [tweets](uint64_t bytes) {
       return static_cast<double>(bytes) / static_cast<double>(tweets);
@@ -212,20 +212,20 @@ int main(int argc, char** argv) {
   std::filesystem::remove_all(dir);
 
   std::cout << std::fixed << std::setprecision(1);
-  std::cout << "| tweets | index tweets/s | longest AddBatch ms (p99.9) | peak RSS (heap) MiB | merges "
-               "(docs written / tweet) | merge catch-up s | segments | save s | disk B/tweet "
-               "(compacted) | open s | heap B/tweet after open | mapped B/tweet |\n"
-               "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  std::cout
+      << "| tweets | index tweets/s | longest AddBatch ms (p99.9) | peak RSS (heap) MiB | merges "
+         "(docs written / tweet) | merge catch-up s | segments | save s | disk B/tweet "
+         "(compacted) | open s | heap B/tweet after open | mapped B/tweet |\n"
+         "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Row& r : rows) {
     std::cout << "| " << r.tweets << " | " << std::setprecision(0) << r.index_rate << " | "
               << std::setprecision(1) << r.max_batch_ms << " (" << r.p999_batch_ms << ") | "
-              << r.peak_rss_mib << " (" << r.peak_anon_mib << ") | " << r.merges << " (" << r.write_amplification << ") | "
-              << r.merge_catch_up_s << " | " << r.segments << " | " << std::setprecision(2)
-              << r.save_s
-              << " | " << std::setprecision(1) << r.disk_bytes_per_tweet << " ("
-              << r.compacted_bytes_per_tweet << ") | " << std::setprecision(3) << r.open_s << " | "
-              << std::setprecision(1) << r.heap_bytes_per_tweet << " | "
-              << r.mapped_bytes_per_tweet << " |\n";
+              << r.peak_rss_mib << " (" << r.peak_anon_mib << ") | " << r.merges << " ("
+              << r.write_amplification << ") | " << r.merge_catch_up_s << " | " << r.segments
+              << " | " << std::setprecision(2) << r.save_s << " | " << std::setprecision(1)
+              << r.disk_bytes_per_tweet << " (" << r.compacted_bytes_per_tweet << ") | "
+              << std::setprecision(3) << r.open_s << " | " << std::setprecision(1)
+              << r.heap_bytes_per_tweet << " | " << r.mapped_bytes_per_tweet << " |\n";
   }
   // One row per query kind and sort; per size, cold then warm p50 / p99 in µs.
   std::cout << "\n| query | sort |";

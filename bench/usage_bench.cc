@@ -2,11 +2,11 @@
 // path) and of a flush to the RocksDB store.
 //
 //   build/release/bench/usage_bench
+#include <benchmark/benchmark.h>
+
 #include <filesystem>
 #include <string>
 #include <vector>
-
-#include <benchmark/benchmark.h>
 
 #include "common/clock.h"
 #include "usage/usage_recorder.h"

@@ -7,10 +7,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "common/strings.h"
 #include "indexer/server/service.h"
 #include "net/grpc.h"
 #include "storage/convert.h"
-#include "common/strings.h"
 #include "storage/tweet_store.h"
 
 namespace tweetsearch::cluster {

@@ -6,11 +6,11 @@
 #include <set>
 
 #include "absl/strings/numbers.h"
-#include "net/http_client.h"
 #include "cluster/cluster_view.h"
 #include "cluster/etcd_client.h"
-#include "net/grpc.h"
 #include "common/strings.h"
+#include "net/grpc.h"
+#include "net/http_client.h"
 #include "nlohmann/json.hpp"
 #include "proto/cluster.grpc.pb.h"
 

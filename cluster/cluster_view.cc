@@ -3,8 +3,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "net/grpc.h"
 #include "common/strings.h"
+#include "net/grpc.h"
 
 namespace tweetsearch::cluster {
 

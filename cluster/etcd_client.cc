@@ -4,8 +4,8 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
-#include "net/http_client.h"
 #include "common/strings.h"
+#include "net/http_client.h"
 
 namespace tweetsearch::cluster {
 namespace {
@@ -75,8 +75,7 @@ absl::StatusOr<std::string> EtcdClient::Call(std::string_view path, const std::s
     if (http_ == nullptr) {
       const std::string& e = endpoints_[current_];
       const size_t colon = e.rfind(':');
-      http_ = std::make_unique<net::HttpClient>(e.substr(0, colon), e.substr(colon + 1),
-                                                       timeout_);
+      http_ = std::make_unique<net::HttpClient>(e.substr(0, colon), e.substr(colon + 1), timeout_);
     }
     absl::StatusOr<net::HttpReply> reply = http_->Send("POST", path, body);
     if (reply.ok() && reply->status == 200) return std::move(reply->body);

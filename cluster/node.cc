@@ -10,14 +10,14 @@
 #include "cluster/cluster_backend.h"
 #include "cluster/cluster_view.h"
 #include "cluster/membership.h"
-#include "indexer/builder/service.h"
-#include "indexer/server/service.h"
-#include "net/grpc.h"
-#include "storage/service.h"
 #include "common/clock.h"
 #include "common/file_util.h"
 #include "common/periodic.h"
 #include "common/strings.h"
+#include "indexer/builder/service.h"
+#include "indexer/server/service.h"
+#include "net/grpc.h"
+#include "storage/service.h"
 
 namespace tweetsearch::cluster {
 namespace {

@@ -11,8 +11,8 @@
 
 #include "cluster/cluster_view.h"
 #include "cluster/etcd_client.h"
-#include "net/grpc.h"
 #include "common/strings.h"
+#include "net/grpc.h"
 #include "nlohmann/json.hpp"
 #include "proto/cluster.grpc.pb.h"
 
@@ -152,185 +152,234 @@ void PublishProgress(EtcdClient& etcd, const std::string& key, const RebuildProg
   (void)etcd.Put(key, j.dump());
 }
 
+// One run of a rebuild: find the replica and the builder, begin or resume, load the
+// partition's tweets batch by batch, then wait until the replica serves again.
+class Rebuilder {
+ public:
+  Rebuilder(const Topology& topology, const RebuildOptions& options,
+            const std::function<void(const RebuildProgress&)>& report)
+      : topology_(topology), options_(options), report_(report), etcd_(topology.etcd) {}
+
+  absl::Status Run() {
+    if (absl::Status s = Connect(); !s.ok()) return s;
+    if (absl::Status s = BeginOrResume(); !s.ok()) return s;
+    ipb::PartitionCountRequest count_request;
+    count_request.set_index_partition(partition_);
+    ipb::PartitionCountResponse count;
+    if (grpc::Status s = builder_->PartitionCount(Context().get(), count_request, &count);
+        !s.ok()) {
+      return Failed(s, "builder");
+    }
+    progress_.total = count.ids();
+    progress_.phase = "loading";
+    key_ = RebuildKey(partition_, options_.replica);
+    start_ = absl::Now();
+    Tick(true);
+    bool stopped = false;
+    if (absl::Status s = Load(&stopped); !s.ok() || stopped) return s;
+    ipb::Empty empty;
+    if (grpc::Status s = index_->FinishRebuild(Context().get(), {}, &empty); !s.ok()) {
+      return Interrupted(Failed(s, "finish rebuild"));
+    }
+    progress_.phase = "catching_up";
+    Tick(true);
+    return WaitUntilServing();
+  }
+
+ private:
+  // Reaches the index replica and the builder that leads, and reads their status.
+  absl::Status Connect() {
+    std::optional<Topology::Place> place = topology_.Find(options_.replica);
+    if (!place.has_value() || place->role != Role::kIndex) {
+      return absl::InvalidArgumentError(
+          StrCat("\"", options_.replica, "\" is not an index replica in the topology"));
+    }
+    partition_ = place->partition;
+    index_ = ipb::Index::NewStub(net::Connect(place->spec->grpc));
+    if (grpc::Status s = index_->Status(Context(std::chrono::seconds(5)).get(), {}, &status_);
+        !s.ok()) {
+      return Failed(s, StrCat("index replica ", options_.replica, " (is it running?)"));
+    }
+    absl::StatusOr<std::optional<KeyValue>> leader = etcd_.Get(kBuilderLeaderKey);
+    if (!leader.ok()) return leader.status();
+    if (!leader->has_value()) {
+      return absl::UnavailableError(
+          "no builder leads: none is running and caught up (see tweetctl status)");
+    }
+    progress_.builder = (*leader)->value;
+    std::optional<Topology::Place> builder_place = topology_.Find(progress_.builder);
+    if (!builder_place.has_value() || builder_place->role != Role::kBuilder) {
+      return absl::FailedPreconditionError(
+          StrCat("the builder leader \"", progress_.builder, "\" is not in the topology"));
+    }
+    builder_ = ipb::Builder::NewStub(net::Connect(builder_place->spec->grpc));
+    if (grpc::Status s = builder_->Status(Context().get(), {}, &builder_status_); !s.ok()) {
+      return Failed(s, StrCat("builder ", progress_.builder));
+    }
+    return absl::OkStatus();
+  }
+
+  // Resumes a rebuild the replica is in (unless asked to restart), or begins one.
+  absl::Status BeginOrResume() {
+    if (status_.state() == "rebuilding" && !options_.restart) {
+      // Resume: the replica keeps its starting sequences; the builder must have
+      // read at least that far, or its listing could miss tweets.
+      progress_.resumed = true;
+      after_ = status_.rebuild_through();
+      progress_.done = status_.documents();
+      for (int s = 0; s < status_.applied_size(); ++s) {
+        if (s >= builder_status_.applied_size() ||
+            builder_status_.applied(s) < status_.applied(s)) {
+          return absl::UnavailableError(StrCat("builder ", progress_.builder,
+                                               " is behind the rebuild's starting point on "
+                                               "storage partition ",
+                                               s, "; try again shortly"));
+        }
+      }
+      return absl::OkStatus();
+    }
+    if (status_.state() == "serving" && !options_.force) {
+      return absl::FailedPreconditionError(StrCat(options_.replica, " is serving ",
+                                                  status_.documents(),
+                                                  " tweets; add --force to rebuild it anyway"));
+    }
+    if (builder_status_.state() != "serving") {
+      return absl::UnavailableError(
+          StrCat("builder ", progress_.builder, " is ", builder_status_.state()));
+    }
+    ipb::BeginRebuildRequest begin;
+    *begin.mutable_from_sequences() = builder_status_.applied();
+    ipb::Empty empty;
+    if (grpc::Status s = index_->BeginRebuild(Context().get(), begin, &empty); !s.ok()) {
+      return Failed(s, "begin rebuild");
+    }
+    return absl::OkStatus();
+  }
+
+  // Sends the partition's tweets to the replica, fetching batch k+1 while it indexes batch k.
+  // With options.stop_after, stops after that many and sets `*stopped`.
+  absl::Status Load(bool* stopped) {
+    IdStream ids(*builder_, partition_, after_);
+    TweetFetcher fetcher(topology_);
+    uint64_t to_fetch = options_.stop_after == 0 ? UINT64_MAX : options_.stop_after;
+    auto fetch_next = [&]() -> absl::StatusOr<Batch> {
+      absl::StatusOr<std::vector<TweetId>> next =
+          ids.Next(std::min<uint64_t>(options_.batch, to_fetch));
+      if (!next.ok()) return next.status();
+      to_fetch -= next->size();
+      return fetcher.Fetch(*next);
+    };
+    uint64_t since_checkpoint = 0;
+    std::future<absl::StatusOr<Batch>> pending = std::async(std::launch::async, fetch_next);
+    for (;;) {
+      absl::StatusOr<Batch> batch = pending.get();
+      if (!batch.ok()) return Interrupted(batch.status());
+      if (batch->ids == 0) return absl::OkStatus();
+      pending = std::async(std::launch::async, fetch_next);
+      since_checkpoint += batch->ids;
+      const bool last_of_run =
+          options_.stop_after != 0 && sent_this_run_ + batch->ids >= options_.stop_after;
+      if (since_checkpoint >= options_.checkpoint_every || last_of_run) {
+        batch->request.set_checkpoint(true);
+        since_checkpoint = 0;
+      }
+      ipb::AddTweetsResponse added;
+      if (grpc::Status s = index_->AddTweets(Context().get(), batch->request, &added); !s.ok()) {
+        pending.wait();
+        return Interrupted(Failed(s, StrCat("index replica ", options_.replica)));
+      }
+      sent_this_run_ += batch->ids;
+      progress_.done += batch->ids;
+      progress_.missing += batch->missing;
+      Tick(false);
+      if (last_of_run) {
+        pending.wait();
+        progress_.phase = "stopped";
+        Tick(true);
+        PublishProgress(etcd_, key_, progress_, "stopped");
+        *stopped = true;
+        return absl::OkStatus();
+      }
+    }
+  }
+
+  // Waits until the replica serves and has joined (its member key is in etcd).
+  absl::Status WaitUntilServing() {
+    const absl::Time join_deadline = absl::Now() + options_.join_timeout;
+    while (absl::Now() < join_deadline) {
+      if (grpc::Status s = index_->Status(Context(std::chrono::seconds(5)).get(), {}, &status_);
+          s.ok()) {
+        // Serving, and joined: the replica puts its member key within a moment
+        // of serving, and from then on front doors send it searches.
+        absl::StatusOr<std::optional<KeyValue>> member =
+            status_.state() == "serving" ? etcd_.Get(MemberKey(Role::kIndex, options_.replica))
+                                         : std::optional<KeyValue>();
+        if (member.ok() && member->has_value()) {
+          progress_.phase = "serving";
+          Tick(true);
+          PublishProgress(etcd_, key_, progress_, "done");
+          return absl::OkStatus();
+        }
+        if (status_.state() == "needs_rebuild") {
+          PublishProgress(etcd_, key_, progress_, "failed");
+          return absl::FailedPreconditionError(
+              "the storage logs no longer hold the changes made since the rebuild began (the "
+              "topology's max_log_changes is too small for this rebuild); run it again");
+        }
+      }
+      Tick(false);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return Interrupted(
+        absl::DeadlineExceededError(StrCat(options_.replica, " did not catch up within ",
+                                           absl::FormatDuration(options_.join_timeout))));
+  }
+
+  // Reports progress (at most every 200 ms unless `force`) and publishes it in etcd (every
+  // second).
+  void Tick(bool force) {
+    const absl::Time now = absl::Now();
+    progress_.elapsed = now - start_;
+    if (progress_.phase == "loading") loading_time_ = progress_.elapsed;
+    const double seconds = absl::ToDoubleSeconds(loading_time_);
+    progress_.tweets_per_s = seconds > 0 ? static_cast<double>(sent_this_run_) / seconds : 0;
+    if (force || now - last_report_ >= absl::Milliseconds(200)) {
+      report_(progress_);
+      last_report_ = now;
+    }
+    if (force || now - last_publish_ >= absl::Seconds(1)) {
+      PublishProgress(etcd_, key_, progress_, "running");
+      last_publish_ = now;
+    }
+  }
+
+  absl::Status Interrupted(const absl::Status& s) {
+    PublishProgress(etcd_, key_, progress_, "interrupted");
+    return absl::Status(s.code(), StrCat(s.message(), " (run the same command again to resume)"));
+  }
+
+  const Topology& topology_;
+  const RebuildOptions& options_;
+  const std::function<void(const RebuildProgress&)>& report_;
+  EtcdClient etcd_;
+  uint32_t partition_ = 0;
+  std::unique_ptr<ipb::Index::Stub> index_;
+  std::unique_ptr<ipb::Builder::Stub> builder_;
+  ipb::IndexStatus status_;
+  ipb::BuilderStatus builder_status_;
+  TweetId after_ = 0;  // resume after this id
+  RebuildProgress progress_;
+  std::string key_;  // of the progress in etcd
+  absl::Time start_, last_report_ = absl::InfinitePast(), last_publish_ = absl::InfinitePast();
+  absl::Duration loading_time_;
+  uint64_t sent_this_run_ = 0;
+};
+
 }  // namespace
 
 absl::Status RunRebuild(const Topology& topology, const RebuildOptions& options,
                         const std::function<void(const RebuildProgress&)>& report) {
-  std::optional<Topology::Place> place = topology.Find(options.replica);
-  if (!place.has_value() || place->role != Role::kIndex) {
-    return absl::InvalidArgumentError(
-        StrCat("\"", options.replica, "\" is not an index replica in the topology"));
-  }
-  const uint32_t partition = place->partition;
-  auto index = ipb::Index::NewStub(net::Connect(place->spec->grpc));
-  ipb::IndexStatus status;
-  if (grpc::Status s = index->Status(Context(std::chrono::seconds(5)).get(), {}, &status);
-      !s.ok()) {
-    return Failed(s, StrCat("index replica ", options.replica, " (is it running?)"));
-  }
-
-  EtcdClient etcd(topology.etcd);
-  absl::StatusOr<std::optional<KeyValue>> leader = etcd.Get(kBuilderLeaderKey);
-  if (!leader.ok()) return leader.status();
-  if (!leader->has_value()) {
-    return absl::UnavailableError(
-        "no builder leads: none is running and caught up (see tweetctl status)");
-  }
-  RebuildProgress progress;
-  progress.builder = (*leader)->value;
-  std::optional<Topology::Place> builder_place = topology.Find(progress.builder);
-  if (!builder_place.has_value() || builder_place->role != Role::kBuilder) {
-    return absl::FailedPreconditionError(
-        StrCat("the builder leader \"", progress.builder, "\" is not in the topology"));
-  }
-  auto builder = ipb::Builder::NewStub(net::Connect(builder_place->spec->grpc));
-  ipb::BuilderStatus builder_status;
-  if (grpc::Status s = builder->Status(Context().get(), {}, &builder_status); !s.ok()) {
-    return Failed(s, StrCat("builder ", progress.builder));
-  }
-
-  TweetId after = 0;
-  if (status.state() == "rebuilding" && !options.restart) {
-    // Resume: the replica keeps its starting sequences; the builder must have
-    // read at least that far, or its listing could miss tweets.
-    progress.resumed = true;
-    after = status.rebuild_through();
-    progress.done = status.documents();
-    for (int s = 0; s < status.applied_size(); ++s) {
-      if (s >= builder_status.applied_size() || builder_status.applied(s) < status.applied(s)) {
-        return absl::UnavailableError(StrCat("builder ", progress.builder,
-                                             " is behind the rebuild's starting point on "
-                                             "storage partition ",
-                                             s, "; try again shortly"));
-      }
-    }
-  } else {
-    if (status.state() == "serving" && !options.force) {
-      return absl::FailedPreconditionError(StrCat(options.replica, " is serving ",
-                                                  status.documents(),
-                                                  " tweets; add --force to rebuild it anyway"));
-    }
-    if (builder_status.state() != "serving") {
-      return absl::UnavailableError(
-          StrCat("builder ", progress.builder, " is ", builder_status.state()));
-    }
-    ipb::BeginRebuildRequest begin;
-    *begin.mutable_from_sequences() = builder_status.applied();
-    ipb::Empty empty;
-    if (grpc::Status s = index->BeginRebuild(Context().get(), begin, &empty); !s.ok()) {
-      return Failed(s, "begin rebuild");
-    }
-  }
-  ipb::PartitionCountRequest count_request;
-  count_request.set_index_partition(partition);
-  ipb::PartitionCountResponse count;
-  if (grpc::Status s = builder->PartitionCount(Context().get(), count_request, &count); !s.ok()) {
-    return Failed(s, "builder");
-  }
-  progress.total = count.ids();
-  progress.phase = "loading";
-
-  const std::string key = RebuildKey(partition, options.replica);
-  const absl::Time start = absl::Now();
-  absl::Time last_report = absl::InfinitePast(), last_publish = absl::InfinitePast();
-  uint64_t sent_this_run = 0, since_checkpoint = 0;
-  absl::Duration loading_time;
-  auto tick = [&](bool force) {
-    const absl::Time now = absl::Now();
-    progress.elapsed = now - start;
-    if (progress.phase == "loading") loading_time = progress.elapsed;
-    const double seconds = absl::ToDoubleSeconds(loading_time);
-    progress.tweets_per_s = seconds > 0 ? static_cast<double>(sent_this_run) / seconds : 0;
-    if (force || now - last_report >= absl::Milliseconds(200)) {
-      report(progress);
-      last_report = now;
-    }
-    if (force || now - last_publish >= absl::Seconds(1)) {
-      PublishProgress(etcd, key, progress, "running");
-      last_publish = now;
-    }
-  };
-  tick(true);
-
-  IdStream ids(*builder, partition, after);
-  TweetFetcher fetcher(topology);
-  uint64_t to_fetch = options.stop_after == 0 ? UINT64_MAX : options.stop_after;
-  auto fetch_next = [&]() -> absl::StatusOr<Batch> {
-    absl::StatusOr<std::vector<TweetId>> next =
-        ids.Next(std::min<uint64_t>(options.batch, to_fetch));
-    if (!next.ok()) return next.status();
-    to_fetch -= next->size();
-    return fetcher.Fetch(*next);
-  };
-  auto interrupted = [&](const absl::Status& s) {
-    PublishProgress(etcd, key, progress, "interrupted");
-    return absl::Status(s.code(), StrCat(s.message(), " (run the same command again to resume)"));
-  };
-  // Fetch batch k+1 while the replica indexes batch k.
-  std::future<absl::StatusOr<Batch>> pending = std::async(std::launch::async, fetch_next);
-  for (;;) {
-    absl::StatusOr<Batch> batch = pending.get();
-    if (!batch.ok()) return interrupted(batch.status());
-    if (batch->ids == 0) break;
-    pending = std::async(std::launch::async, fetch_next);
-    since_checkpoint += batch->ids;
-    const bool last_of_run =
-        options.stop_after != 0 && sent_this_run + batch->ids >= options.stop_after;
-    if (since_checkpoint >= options.checkpoint_every || last_of_run) {
-      batch->request.set_checkpoint(true);
-      since_checkpoint = 0;
-    }
-    ipb::AddTweetsResponse added;
-    if (grpc::Status s = index->AddTweets(Context().get(), batch->request, &added); !s.ok()) {
-      pending.wait();
-      return interrupted(Failed(s, StrCat("index replica ", options.replica)));
-    }
-    sent_this_run += batch->ids;
-    progress.done += batch->ids;
-    progress.missing += batch->missing;
-    tick(false);
-    if (last_of_run) {
-      pending.wait();
-      progress.phase = "stopped";
-      tick(true);
-      PublishProgress(etcd, key, progress, "stopped");
-      return absl::OkStatus();
-    }
-  }
-
-  ipb::Empty empty;
-  if (grpc::Status s = index->FinishRebuild(Context().get(), {}, &empty); !s.ok()) {
-    return interrupted(Failed(s, "finish rebuild"));
-  }
-  progress.phase = "catching_up";
-  tick(true);
-  const absl::Time join_deadline = absl::Now() + options.join_timeout;
-  while (absl::Now() < join_deadline) {
-    if (grpc::Status s = index->Status(Context(std::chrono::seconds(5)).get(), {}, &status);
-        s.ok()) {
-      // Serving, and joined: the replica puts its member key within a moment
-      // of serving, and from then on front doors send it searches.
-      absl::StatusOr<std::optional<KeyValue>> member =
-          status.state() == "serving" ? etcd.Get(MemberKey(Role::kIndex, options.replica))
-                                      : std::optional<KeyValue>();
-      if (member.ok() && member->has_value()) {
-        progress.phase = "serving";
-        tick(true);
-        PublishProgress(etcd, key, progress, "done");
-        return absl::OkStatus();
-      }
-      if (status.state() == "needs_rebuild") {
-        PublishProgress(etcd, key, progress, "failed");
-        return absl::FailedPreconditionError(
-            "the storage logs no longer hold the changes made since the rebuild began (the "
-            "topology's max_log_changes is too small for this rebuild); run it again");
-      }
-    }
-    tick(false);
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return interrupted(absl::DeadlineExceededError(StrCat(
-      options.replica, " did not catch up within ", absl::FormatDuration(options.join_timeout))));
+  return Rebuilder(topology, options, report).Run();
 }
 
 }  // namespace tweetsearch::cluster

@@ -6,13 +6,13 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define TS_CHECK(condition, message)                                                  \
-  do {                                                                                \
-    if (!(condition)) {                                                               \
-      std::fprintf(stderr, "%s:%d: check failed: %s: %s\n", __FILE__, __LINE__,      \
-                   #condition, message);                                              \
-      std::abort();                                                                   \
-    }                                                                                 \
+#define TS_CHECK(condition, message)                                                        \
+  do {                                                                                      \
+    if (!(condition)) {                                                                     \
+      std::fprintf(stderr, "%s:%d: check failed: %s: %s\n", __FILE__, __LINE__, #condition, \
+                   message);                                                                \
+      std::abort();                                                                         \
+    }                                                                                       \
   } while (false)
 
 #endif  // TWEETSEARCH_COMMON_CHECK_H_

@@ -24,8 +24,7 @@ absl::StatusOr<SnowflakeGenerator> SnowflakeGenerator::Create(uint32_t node_id,
                                                               const Clock& clock) {
   if (node_id >= (1u << kSnowflakeNodeBits)) {
     return absl::InvalidArgumentError(
-        StrCat("snowflake node id ", node_id, " does not fit in ", kSnowflakeNodeBits,
-                     " bits"));
+        StrCat("snowflake node id ", node_id, " does not fit in ", kSnowflakeNodeBits, " bits"));
   }
   return SnowflakeGenerator(node_id, clock);
 }

@@ -42,7 +42,9 @@ void StrAppend(std::string* out, const Args&... args) {
   (fmt::format_to(std::back_inserter(*out), "{}", args), ...);
 }
 
-inline absl::string_view AsAbsl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+inline absl::string_view AsAbsl(std::string_view s) {
+  return absl::string_view(s.data(), s.size());
+}
 inline std::string_view AsStd(absl::string_view s) { return std::string_view(s.data(), s.size()); }
 
 // A whole decimal number and nothing else: ASCII digits, with one leading '-' only for a signed

@@ -12,25 +12,28 @@ namespace {
 
 // The commonest English words, roughly in order of frequency in tweets.
 constexpr std::array<const char*, 120> kCommon = {
-    "the", "i", "to", "a", "and", "is", "in", "it", "you", "of", "for", "on", "my", "that",
-    "at", "with", "me", "do", "have", "just", "this", "be", "so", "are", "not", "was", "but",
-    "out", "up", "what", "now", "get", "go", "no", "all", "good", "can", "day", "like", "love",
-    "your", "we", "from", "got", "today", "going", "time", "work", "back", "one", "new", "know",
-    "lol", "will", "im", "too", "see", "home", "night", "its", "well", "think", "really", "want",
-    "still", "how", "more", "need", "been", "last", "there", "had", "about", "off", "thanks",
-    "great", "u", "morning", "they", "would", "happy", "much", "oh", "he", "here", "why",
-    "tomorrow", "miss", "sleep", "some", "haha", "very", "week", "feel", "when", "if", "only",
-    "fun", "her", "an", "our", "people", "has", "sad", "then", "could", "school", "right",
-    "tonight", "him", "make", "bad", "sorry", "hope", "wait", "come", "twitter", "first",
-    "music", "watching"};
+    "the",     "i",     "to",      "a",     "and",   "is",       "in",    "it",     "you",
+    "of",      "for",   "on",      "my",    "that",  "at",       "with",  "me",     "do",
+    "have",    "just",  "this",    "be",    "so",    "are",      "not",   "was",    "but",
+    "out",     "up",    "what",    "now",   "get",   "go",       "no",    "all",    "good",
+    "can",     "day",   "like",    "love",  "your",  "we",       "from",  "got",    "today",
+    "going",   "time",  "work",    "back",  "one",   "new",      "know",  "lol",    "will",
+    "im",      "too",   "see",     "home",  "night", "its",      "well",  "think",  "really",
+    "want",    "still", "how",     "more",  "need",  "been",     "last",  "there",  "had",
+    "about",   "off",   "thanks",  "great", "u",     "morning",  "they",  "would",  "happy",
+    "much",    "oh",    "he",      "here",  "why",   "tomorrow", "miss",  "sleep",  "some",
+    "haha",    "very",  "week",    "feel",  "when",  "if",       "only",  "fun",    "her",
+    "an",      "our",   "people",  "has",   "sad",   "then",     "could", "school", "right",
+    "tonight", "him",   "make",    "bad",   "sorry", "hope",     "wait",  "come",   "twitter",
+    "first",   "music", "watching"};
 
-constexpr std::array<const char*, 16> kSyllables = {"ka", "lo", "mi", "ra", "te", "su", "ven",
-                                                     "dor", "pi", "an", "el", "qu", "ix", "zo",
-                                                     "ber", "ny"};
+constexpr std::array<const char*, 16> kSyllables = {"ka",  "lo",  "mi",  "ra", "te", "su",
+                                                    "ven", "dor", "pi",  "an", "el", "qu",
+                                                    "ix",  "zo",  "ber", "ny"};
 
 constexpr std::array<const char*, 12> kEmoji = {
     "\U0001F602", "\u2764\uFE0F", "\U0001F60D", "\U0001F525", "\U0001F62D", "\U0001F44D",
-    "\U0001F64F", "\U0001F60A", "\u2728", "\U0001F389", "\U0001F914", "\U0001F60E"};
+    "\U0001F64F", "\U0001F60A",   "\u2728",     "\U0001F389", "\U0001F914", "\U0001F60E"};
 
 struct Language {
   const char* code;
@@ -40,14 +43,22 @@ struct Language {
 
 const std::array<Language, 4>& Languages() {
   static const auto* kLanguages = new std::array<Language, 4>{{
-      {"es", {"hola", "gracias", "el", "la", "que", "de", "muy", "bien", "día", "mañana",
-              "fútbol", "amigos", "niño", "corazón", "también", "años"}, " "},
-      {"fr", {"bonjour", "merci", "le", "la", "et", "très", "été", "café", "ça", "va", "crème",
-              "déjà", "français", "où", "fête", "amis"}, " "},
-      {"de", {"hallo", "danke", "und", "der", "die", "schön", "grüße", "straße", "müde",
-              "heute", "morgen", "fußball", "über", "freunde", "bär", "größe"}, " "},
-      {"ja", {"東京", "今日", "ありがとう", "天気", "ラーメン", "仕事", "電車", "映画", "猫",
-              "桜", "友達", "楽しい", "週末", "音楽", "日本", "朝"}, ""},
+      {"es",
+       {"hola", "gracias", "el", "la", "que", "de", "muy", "bien", "día", "mañana", "fútbol",
+        "amigos", "niño", "corazón", "también", "años"},
+       " "},
+      {"fr",
+       {"bonjour", "merci", "le", "la", "et", "très", "été", "café", "ça", "va", "crème", "déjà",
+        "français", "où", "fête", "amis"},
+       " "},
+      {"de",
+       {"hallo", "danke", "und", "der", "die", "schön", "grüße", "straße", "müde", "heute",
+        "morgen", "fußball", "über", "freunde", "bär", "größe"},
+       " "},
+      {"ja",
+       {"東京", "今日", "ありがとう", "天気", "ラーメン", "仕事", "電車", "映画", "猫", "桜",
+        "友達", "楽しい", "週末", "音楽", "日本", "朝"},
+       ""},
   }};
   return *kLanguages;
 }

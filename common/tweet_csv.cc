@@ -17,8 +17,8 @@ namespace tweetsearch {
 absl::StatusOr<int64_t> ParseTwitterDate(std::string_view date) {
   // "Www Mmm DD HH:MM:SS ZZZ YYYY"
   auto bad = [&] { return absl::InvalidArgumentError(StrCat("bad date '", date, "'")); };
-  if (date.size() != 28 || date[3] != ' ' || date[7] != ' ' || date[10] != ' ' ||
-      date[13] != ':' || date[16] != ':' || date[19] != ' ' || date[23] != ' ') {
+  if (date.size() != 28 || date[3] != ' ' || date[7] != ' ' || date[10] != ' ' || date[13] != ':' ||
+      date[16] != ':' || date[19] != ' ' || date[23] != ' ') {
     return bad();
   }
   static constexpr std::array<std::string_view, 12> kMonths = {
@@ -32,17 +32,21 @@ absl::StatusOr<int64_t> ParseTwitterDate(std::string_view date) {
   };
   int day = 0, hour = 0, minute = 0, second = 0, year = 0;
   if (month == 0 || !number(8, 2, &day) || !number(11, 2, &hour) || !number(14, 2, &minute) ||
-      !number(17, 2, &second) || !number(24, 4, &year) || hour > 23 || minute > 59 ||
-      second > 60) {
+      !number(17, 2, &second) || !number(24, 4, &year) || hour > 23 || minute > 59 || second > 60) {
     return bad();
   }
   const std::string_view zone = date.substr(20, 3);
   int offset_hours = 0;
-  if (zone == "PDT") offset_hours = -7;
-  else if (zone == "PST") offset_hours = -8;
-  else if (zone == "EDT") offset_hours = -4;
-  else if (zone == "EST") offset_hours = -5;
-  else if (zone != "UTC" && zone != "GMT") return bad();
+  if (zone == "PDT")
+    offset_hours = -7;
+  else if (zone == "PST")
+    offset_hours = -8;
+  else if (zone == "EDT")
+    offset_hours = -4;
+  else if (zone == "EST")
+    offset_hours = -5;
+  else if (zone != "UTC" && zone != "GMT")
+    return bad();
   const std::chrono::year_month_day ymd{std::chrono::year{year}, std::chrono::month{month},
                                         std::chrono::day{static_cast<unsigned>(day)}};
   if (!ymd.ok()) return bad();
@@ -89,7 +93,7 @@ absl::StatusOr<ImportedTweet> ParseSentiment140Line(std::string_view line) {
 }
 
 absl::StatusOr<std::vector<ImportedTweet>> ReadSentiment140(const std::string& path,
-                                                           size_t* rejected) {
+                                                            size_t* rejected) {
   absl::StatusOr<std::string> data = ReadFile(path);
   if (!data.ok()) return data.status();
   std::vector<ImportedTweet> tweets;

@@ -16,11 +16,11 @@ namespace tweetsearch {
 
 struct ImportedTweet {
   TweetId id = 0;
-  UserId user_id = 0;       // derived from the user name (the corpus has no user ids)
+  UserId user_id = 0;  // derived from the user name (the corpus has no user ids)
   std::string user_name;
-  std::string text;         // UTF-8
+  std::string text;  // UTF-8
   int64_t created_at_ms = 0;
-  uint32_t likes = 0;       // derived from the id (the corpus has no likes): power-law
+  uint32_t likes = 0;  // derived from the id (the corpus has no likes): power-law
 };
 
 // Parses one CSV line. InvalidArgument naming the problem for a malformed line.
@@ -28,7 +28,7 @@ absl::StatusOr<ImportedTweet> ParseSentiment140Line(std::string_view line);
 
 // Reads a whole file; malformed lines are counted in `*rejected` (may be null) and skipped.
 absl::StatusOr<std::vector<ImportedTweet>> ReadSentiment140(const std::string& path,
-                                                           size_t* rejected = nullptr);
+                                                            size_t* rejected = nullptr);
 
 // Parses "Mon Apr 06 22:19:45 PDT 2009" (zones PDT, PST, EDT, EST, UTC, GMT) to Unix millis.
 absl::StatusOr<int64_t> ParseTwitterDate(std::string_view date);

@@ -24,8 +24,7 @@ absl::Status ValidateUtf8(std::string_view text) {
     UChar32 c;
     U8_NEXT(s, i, length, c);
     if (c < 0) {
-      return absl::InvalidArgumentError(
-          StrCat("invalid UTF-8 at byte ", start));
+      return absl::InvalidArgumentError(StrCat("invalid UTF-8 at byte ", start));
     }
   }
   return absl::OkStatus();

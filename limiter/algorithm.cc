@@ -91,8 +91,8 @@ Decision DecideSlidingCounter(const Limit& l, WindowState& s, int64_t now, uint6
     previous = s.current;
   }
   const int64_t elapsed = now - start;
-  const __int128 estimate = static_cast<__int128>(previous) * (W - elapsed) +
-                            static_cast<__int128>(current) * W;
+  const __int128 estimate =
+      static_cast<__int128>(previous) * (W - elapsed) + static_cast<__int128>(current) * W;
   const __int128 capacity = static_cast<__int128>(l.limit) * W;
   const __int128 need = static_cast<__int128>(cost) * W;
   Decision d;
@@ -118,8 +118,8 @@ Decision DecideSlidingCounter(const Limit& l, WindowState& s, int64_t now, uint6
     // In the next window, where this window's count becomes the weighted previous one:
     // current × (W − e) + cost × W <= limit × W.
     const __int128 slack = capacity - need;
-    const int64_t e = current == 0 ? 0
-                                   : W - static_cast<int64_t>(slack / static_cast<__int128>(current));
+    const int64_t e =
+        current == 0 ? 0 : W - static_cast<int64_t>(slack / static_cast<__int128>(current));
     d.retry_after_ms = W - elapsed + std::max<int64_t>(0, e);
   }
   d.remaining = used >= capacity ? 0 : static_cast<uint64_t>((capacity - used) / W);
@@ -129,7 +129,8 @@ Decision DecideSlidingCounter(const Limit& l, WindowState& s, int64_t now, uint6
 }
 
 Decision DecideLog(const Limit& l, LogState& s, int64_t now, uint64_t cost, bool commit) {
-  // Expiring entries changes no decision, so it happens on dry runs too. Entries older than the rolling window (time <= now − W) no longer count.
+  // Expiring entries changes no decision, so it happens on dry runs too. Entries older than the
+  // rolling window (time <= now − W) no longer count.
   while (s.head < s.entries.size() && s.entries[s.head].first <= now - l.window_ms) {
     s.total -= s.entries[s.head].second;
     ++s.head;
@@ -184,7 +185,8 @@ Decision DecideGcra(const Limit& l, TatState& s, int64_t now_ms, uint64_t cost, 
     if (commit) s.tat_us = new_tat;
     after = new_tat;
   } else {
-    d.retry_after_ms = cost > l.limit ? l.window_ms : CeilDiv(new_tat - now - window, kMicrosPerMilli);
+    d.retry_after_ms =
+        cost > l.limit ? l.window_ms : CeilDiv(new_tat - now - window, kMicrosPerMilli);
   }
   d.remaining = static_cast<uint64_t>(std::max<int64_t>(0, (now + window - after) / T));
   d.remaining = std::min<uint64_t>(d.remaining, l.limit);
@@ -207,7 +209,8 @@ Decision DecideQueue(const Limit& l, TatState& s, int64_t now_ms, uint64_t cost,
     next = slot + static_cast<int64_t>(cost) * T;
     if (commit) s.tat_us = next;
   } else {
-    d.retry_after_ms = cost > l.limit ? l.window_ms : CeilDiv(slot - now - max_wait, kMicrosPerMilli);
+    d.retry_after_ms =
+        cost > l.limit ? l.window_ms : CeilDiv(slot - now - max_wait, kMicrosPerMilli);
   }
   // Units that could still be queued within max_wait.
   const int64_t room = now + max_wait - next;
@@ -230,21 +233,25 @@ absl::StatusOr<Algorithm> ParseAlgorithm(std::string_view name) {
   for (const NameOf& n : kNames) {
     if (n.name == name) return n.algorithm;
   }
-  return absl::InvalidArgumentError(StrCat(
-      "unknown algorithm '", name,
-      "' (token_bucket, leaky_bucket, leaky_bucket_queue, fixed_window, sliding_window_log, "
-      "sliding_window_counter, gcra)"));
+  return absl::InvalidArgumentError(
+      StrCat("unknown algorithm '", name,
+             "' (token_bucket, leaky_bucket, leaky_bucket_queue, fixed_window, sliding_window_log, "
+             "sliding_window_counter, gcra)"));
 }
 
 State NewState(Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::kTokenBucket:
-    case Algorithm::kLeakyBucketMeter: return BucketState{};
+    case Algorithm::kLeakyBucketMeter:
+      return BucketState{};
     case Algorithm::kFixedWindow:
-    case Algorithm::kSlidingWindowCounter: return WindowState{};
-    case Algorithm::kSlidingWindowLog: return LogState{};
+    case Algorithm::kSlidingWindowCounter:
+      return WindowState{};
+    case Algorithm::kSlidingWindowLog:
+      return LogState{};
     case Algorithm::kGcra:
-    case Algorithm::kLeakyBucketQueue: return TatState{};
+    case Algorithm::kLeakyBucketQueue:
+      return TatState{};
   }
   return WindowState{};
 }

@@ -35,12 +35,12 @@ std::string_view AlgorithmName(Algorithm algorithm);
 absl::StatusOr<Algorithm> ParseAlgorithm(std::string_view name);
 
 struct Limit {
-  std::string name;           // reported in 429 answers and metrics, e.g. "search_per_minute"
+  std::string name;  // reported in 429 answers and metrics, e.g. "search_per_minute"
   Algorithm algorithm = Algorithm::kSlidingWindowCounter;
-  uint64_t limit = 0;         // units per window, at least 1
-  int64_t window_ms = 60'000; // at least 1
-  int64_t max_wait_ms = 0;    // kLeakyBucketQueue: the longest a request may be delayed
-  bool shadow = false;        // count and report, never block
+  uint64_t limit = 0;          // units per window, at least 1
+  int64_t window_ms = 60'000;  // at least 1
+  int64_t max_wait_ms = 0;     // kLeakyBucketQueue: the longest a request may be delayed
+  bool shadow = false;         // count and report, never block
 };
 
 struct Decision {
@@ -64,8 +64,8 @@ struct WindowState {  // fixed window, sliding window counter
 };
 struct LogState {  // sliding window log: one entry per admitted request
   std::vector<std::pair<int64_t, uint32_t>> entries;  // (time, cost), oldest first
-  size_t head = 0;                                     // entries before head are expired
-  uint64_t total = 0;                                  // cost of entries[head..]
+  size_t head = 0;                                    // entries before head are expired
+  uint64_t total = 0;                                 // cost of entries[head..]
 };
 struct TatState {  // GCRA, leaky bucket queue: theoretical arrival time, Unix microseconds
   int64_t tat_us = 0;

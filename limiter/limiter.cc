@@ -49,7 +49,8 @@ struct Shard {
 class MemoryLimiter final : public Limiter {
  public:
   MemoryLimiter(const LimiterOptions& options, const Clock& clock, Rules rules)
-      : options_(options), clock_(clock),
+      : options_(options),
+        clock_(clock),
         per_shard_(std::max<size_t>(1, options.max_keys / kShards)) {
     SetRules(std::move(rules));
   }
@@ -117,9 +118,7 @@ class MemoryLimiter final : public Limiter {
     return rules_.Reload(options_.rules_path, [this](Rules rules) { SetRules(std::move(rules)); });
   }
 
-  void SetRules(Rules rules) override {
-    rules_.Set(std::move(rules));
-  }
+  void SetRules(Rules rules) override { rules_.Set(std::move(rules)); }
 
   LimiterStats Stats() const override {
     LimiterStats s;

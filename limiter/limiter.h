@@ -45,10 +45,10 @@ struct CheckRequest {
   std::string_view key_prefix;  // the key's public prefix (per-key overrides name it); empty
                                 // with an empty key_id: anonymous
   std::string_view tier;
-  std::string_view endpoint;    // "search", "ingest" or "admin"
+  std::string_view endpoint;  // "search", "ingest" or "admin"
   std::string_view client_ip;
   uint64_t units = 1;
-  std::string_view key_id;      // the key's unique id, naming its quota state (default: prefix)
+  std::string_view key_id;  // the key's unique id, naming its quota state (default: prefix)
 };
 
 struct Verdict {

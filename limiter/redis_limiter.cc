@@ -42,14 +42,16 @@ std::string ScriptSha() {
   return hex;
 }
 
-
 class RedisLimiter final : public Limiter {
  public:
   RedisLimiter(const LimiterOptions& options, const RedisOptions& redis, const Clock& clock,
                Rules rules)
-      : options_(options), redis_(redis), clock_(clock),
+      : options_(options),
+        redis_(redis),
+        clock_(clock),
         local_(Limiter::CreateWithRules(rules, options, clock)) {
-    for (int i = 0; i < std::max(1, redis.pool_size); ++i) lanes_.push_back(std::make_unique<Lane>());
+    for (int i = 0; i < std::max(1, redis.pool_size); ++i)
+      lanes_.push_back(std::make_unique<Lane>());
     SetRules(std::move(rules));
   }
 
@@ -173,8 +175,7 @@ class RedisLimiter final : public Limiter {
   // lane's connection is dropped and Redis is left alone for retry_interval_ms).
   bool Evaluate(const std::vector<std::string>& args, size_t expected, std::vector<int64_t>* out) {
     const int64_t now = clock_.NowUnixMillis();
-    if (!up_.load(std::memory_order_acquire) &&
-        now < retry_at_.load(std::memory_order_acquire)) {
+    if (!up_.load(std::memory_order_acquire) && now < retry_at_.load(std::memory_order_acquire)) {
       return false;
     }
     Lane& lane = *lanes_[next_lane_.fetch_add(1, std::memory_order_relaxed) % lanes_.size()];
@@ -189,8 +190,9 @@ class RedisLimiter final : public Limiter {
       lane.mu.Unlock();
       return call.ok;
     }
-    std::vector<Call*> batch(lane.queue.begin(),
-                             lane.queue.begin() + static_cast<long>(std::min(lane.queue.size(), kMaxBatch)));
+    std::vector<Call*> batch(
+        lane.queue.begin(),
+        lane.queue.begin() + static_cast<long>(std::min(lane.queue.size(), kMaxBatch)));
     lane.mu.Unlock();
     RunBatch(lane, batch, now);
     lane.mu.Lock();
@@ -297,8 +299,7 @@ class RedisLimiter final : public Limiter {
   std::atomic<uint64_t> failures_{0};
   std::atomic<bool> up_{true};
   std::atomic<int64_t> retry_at_{0};
-  std::atomic<uint64_t> checks_{0}, refused_{0}, shadow_{0},
-      errors_{0}, fallbacks_{0};
+  std::atomic<uint64_t> checks_{0}, refused_{0}, shadow_{0}, errors_{0}, fallbacks_{0};
 };
 
 }  // namespace

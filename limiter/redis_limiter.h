@@ -46,8 +46,7 @@ absl::StatusOr<std::unique_ptr<Limiter>> CreateRedisLimiter(const LimiterOptions
                                                             const Clock& clock);
 // For tests: rules given directly.
 std::unique_ptr<Limiter> CreateRedisLimiterWithRules(Rules rules, const LimiterOptions& options,
-                                                     const RedisOptions& redis,
-                                                     const Clock& clock);
+                                                     const RedisOptions& redis, const Clock& clock);
 
 }  // namespace tweetsearch::limiter
 

@@ -59,8 +59,8 @@ void PrepareRules(Rules& rules) {
       h = absl::HashOf(h, r.limit.name, static_cast<int>(r.limit.algorithm), r.limit.limit,
                        r.limit.window_ms, r.limit.max_wait_ms, r.per_request, r.limit.shadow);
       if (r.limit.shadow) continue;  // shadow limits are not promised to clients
-      StrAppend(&set.policy, set.policy.empty() ? "" : ", ", r.limit.limit, ";w=",
-                (r.limit.window_ms + 999) / 1000);
+      StrAppend(&set.policy, set.policy.empty() ? "" : ", ", r.limit.limit,
+                ";w=", (r.limit.window_ms + 999) / 1000);
     }
     set.fingerprint = h;
   };

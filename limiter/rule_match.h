@@ -12,7 +12,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-
 #include "limiter/limiter.h"
 #include "limiter/rules.h"
 
@@ -22,15 +21,15 @@ namespace tweetsearch::limiter {
 struct Bucket {
   const std::string* key = nullptr;  // points into the caller's buffers
   const RuleSet* set = nullptr;
-  size_t hash = 0;                   // of the key
+  size_t hash = 0;  // of the key
 };
 
 // The rule sets that apply to `request` (at most two: the endpoint's and "all"), with their
 // bucket keys written into `keys`: a per-key override (by prefix), else the key's tier (or
 // default_tier), else — without a key — the anonymous limits per client IP. Buckets of a key are
 // named by its id (or its prefix when no id is given). Returns how many.
-size_t MatchRules(const Rules& rules, const CheckRequest& request,
-                  std::array<std::string, 2>& keys, std::array<Bucket, 2>& out);
+size_t MatchRules(const Rules& rules, const CheckRequest& request, std::array<std::string, 2>& keys,
+                  std::array<Bucket, 2>& out);
 
 // The RateLimit-Policy text of the first `n` buckets' rule sets.
 std::string JoinedPolicy(const std::array<Bucket, 2>& buckets, size_t n);

@@ -61,7 +61,8 @@ absl::StatusOr<RuleLimit> ParseLimit(const YAML::Node& node, const std::string& 
       if (value != "true" && value != "false") return Bad(at, "true or false");
       r.limit.shadow = value == "true";
     } else {
-      return Bad(at, "unknown field (name, limit, window, algorithm, cost, max_wait, shadow, fail)");
+      return Bad(at,
+                 "unknown field (name, limit, window, algorithm, cost, max_wait, shadow, fail)");
     }
   }
   if (!has_limit) return Bad(where, "missing limit");
@@ -77,9 +78,8 @@ absl::StatusOr<RuleLimit> ParseLimit(const YAML::Node& node, const std::string& 
 }
 
 // endpoint → [limits]
-absl::StatusOr<NameMap<RuleSet>> ParseEndpoints(const YAML::Node& node,
-                                                              const std::string& where,
-                                                              const std::string& owner) {
+absl::StatusOr<NameMap<RuleSet>> ParseEndpoints(const YAML::Node& node, const std::string& where,
+                                                const std::string& owner) {
   NameMap<RuleSet> out;
   if (node.IsNull()) return out;
   if (!node.IsMap()) return Bad(where, "a map of endpoint → list of limits");
@@ -88,7 +88,8 @@ absl::StatusOr<NameMap<RuleSet>> ParseEndpoints(const YAML::Node& node,
     if (!entry.first.IsScalar()) return Bad(where, "endpoint names are plain words");
     const std::string endpoint = entry.first.Scalar();
     const std::string at = StrCat(where, ".", endpoint);
-    if (!kEndpoints.contains(endpoint)) return Bad(at, "endpoint must be search, ingest, admin or all");
+    if (!kEndpoints.contains(endpoint))
+      return Bad(at, "endpoint must be search, ingest, admin or all");
     if (!entry.second.IsSequence()) return Bad(at, "a list of limits");
     if (entry.second.size() > kMaxLimitsPerSet) {
       return Bad(at, StrCat("at most ", kMaxLimitsPerSet, " limits per endpoint"));
@@ -99,7 +100,8 @@ absl::StatusOr<NameMap<RuleSet>> ParseEndpoints(const YAML::Node& node,
                                                    StrCat(owner, "_", endpoint, "_", i));
       if (!limit.ok()) return limit.status();
       if (!names.insert(limit->limit.name).second) {
-        return Bad(StrCat(at, "[", i, "]"), StrCat("the name '", limit->limit.name, "' is used twice"));
+        return Bad(StrCat(at, "[", i, "]"),
+                   StrCat("the name '", limit->limit.name, "' is used twice"));
       }
       set.max_window_ms = std::max(set.max_window_ms, limit->limit.window_ms);
       set.limits.push_back(*std::move(limit));
@@ -109,8 +111,8 @@ absl::StatusOr<NameMap<RuleSet>> ParseEndpoints(const YAML::Node& node,
   return out;
 }
 
-absl::StatusOr<NameMap<NameMap<RuleSet>>> ParseOwners(
-    const YAML::Node& node, const std::string& where) {
+absl::StatusOr<NameMap<NameMap<RuleSet>>> ParseOwners(const YAML::Node& node,
+                                                      const std::string& where) {
   NameMap<NameMap<RuleSet>> out;
   if (node.IsNull()) return out;
   if (!node.IsMap()) return Bad(where, "a map of name → endpoints");
@@ -132,8 +134,8 @@ absl::StatusOr<int64_t> ParseDuration(std::string_view text) {
     std::string_view suffix;
     int64_t ms;
   };
-  static constexpr Unit kUnits[] = {{"ms", 1},       {"s", 1000},         {"m", 60'000},
-                                    {"h", 3'600'000}, {"d", 86'400'000}};
+  static constexpr Unit kUnits[] = {
+      {"ms", 1}, {"s", 1000}, {"m", 60'000}, {"h", 3'600'000}, {"d", 86'400'000}};
   int64_t multiplier = 1000;  // a bare number is seconds
   std::string_view number = text;
   for (const Unit& u : kUnits) {

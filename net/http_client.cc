@@ -1,11 +1,10 @@
 #include "net/http_client.h"
 
+#include <algorithm>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-
-#include <algorithm>
 
 #include "common/strings.h"
 
@@ -40,7 +39,8 @@ absl::Status ParseServerUrl(std::string_view url, std::string* host, std::string
   const std::string_view port_text = url.substr(colon + 1);
   uint32_t number = 0;
   if (port_text.empty() || port_text.size() > 5 ||
-      !std::all_of(port_text.begin(), port_text.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+      !std::all_of(port_text.begin(), port_text.end(),
+                   [](char c) { return c >= '0' && c <= '9'; }) ||
       (number = static_cast<uint32_t>(std::stoul(std::string(port_text)))) == 0 || number > 65535) {
     return bad();
   }
@@ -70,7 +70,9 @@ std::string UrlEncode(std::string_view value) {
 }
 
 HttpClient::HttpClient(std::string host, std::string port, std::chrono::milliseconds timeout)
-    : host_(std::move(host)), port_(std::move(port)), timeout_(timeout),
+    : host_(std::move(host)),
+      port_(std::move(port)),
+      timeout_(timeout),
       connection_(std::make_unique<Connection>()) {}
 
 HttpClient::~HttpClient() {
@@ -90,7 +92,8 @@ absl::StatusOr<HttpReply> HttpClient::Send(std::string_view method, std::string_
   request.version(11);
   request.set(http::field::host, host_);
   request.set(http::field::user_agent, "tweetsearch-client");
-  if (!api_key.empty()) request.set("X-Api-Key", beast::string_view(api_key.data(), api_key.size()));
+  if (!api_key.empty())
+    request.set("X-Api-Key", beast::string_view(api_key.data(), api_key.size()));
   if (!content_type.empty() && (!body.empty() || request.method() == http::verb::post)) {
     request.set(http::field::content_type,
                 beast::string_view(content_type.data(), content_type.size()));
@@ -127,11 +130,13 @@ absl::StatusOr<HttpReply> HttpClient::Send(std::string_view method, std::string_
     if (ec) {
       c.stream.socket().close(ec);
       connection_ = std::make_unique<Connection>();
-      if (attempt == 0 && reused && (ec == http::error::end_of_stream || ec == net::error::connection_reset ||
-                           ec == net::error::broken_pipe || ec == net::error::eof)) {
+      if (attempt == 0 && reused &&
+          (ec == http::error::end_of_stream || ec == net::error::connection_reset ||
+           ec == net::error::broken_pipe || ec == net::error::eof)) {
         continue;
       }
-      return absl::UnavailableError(StrCat("request to ", host_, ":", port_, " failed: ", ec.message()));
+      return absl::UnavailableError(
+          StrCat("request to ", host_, ":", port_, " failed: ", ec.message()));
     }
     http::response<http::string_body> response = parser.release();
     HttpReply reply;

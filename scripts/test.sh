@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs every test twice: an optimized build, then a build
+# Installs what is missing, checks the style (formatting, function length), builds, and runs
+# every test twice: an optimized build, then a build
 # under AddressSanitizer + UndefinedBehaviorSanitizer. Then the concurrency test runs under
 # ThreadSanitizer, and last every libFuzzer target runs for 30 s (clang, ASan + UBSan).
 set -euo pipefail
@@ -8,6 +9,9 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 # playwright-core for the browser tests (the browser itself is Debian's Chromium).
 npm ci --prefix web --no-audit --no-fund
+
+echo "== style: clang-format, and no function over 150 lines"
+scripts/check-style.sh
 
 JOBS="${JOBS:-$(nproc)}"
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"

@@ -30,7 +30,7 @@ void ToProto(const ReplicatedChange& c, internal::v1::Change* out) {
   out->set_sequence(c.change.sequence);
   out->set_kind(c.change.kind == ChangeKind::kPut      ? v1::ChangeRecord::KIND_PUT
                 : c.change.kind == ChangeKind::kDelete ? v1::ChangeRecord::KIND_DELETE
-                                                                : v1::ChangeRecord::KIND_LIKES);
+                                                       : v1::ChangeRecord::KIND_LIKES);
   out->set_id(c.change.id);
   out->set_likes(c.change.likes);
   if (c.tweet.has_value()) ToProto(*c.tweet, out->mutable_tweet());

@@ -28,8 +28,7 @@ class StorageService final : public Storage::Service {
       for (const v1::Tweet& t : request->puts()) op.puts.push_back(FromProto(t));
       if (request->delete_id() != 0) op.delete_id = request->delete_id();
       if (request->likes_id() != 0) {
-        op.likes =
-            LikesChange{request->likes_id(), request->likes_value(), request->likes_add()};
+        op.likes = LikesChange{request->likes_id(), request->likes_value(), request->likes_add()};
       }
       absl::StatusOr<WriteResult> result = node_.Write(std::move(op));
       if (!result.ok()) return net::ToGrpc(result.status());
@@ -211,15 +210,14 @@ class GrpcStoragePeer final : public StoragePeer {
 
 class GrpcChangeSource final : public ChangeSource {
  public:
-  GrpcChangeSource(std::vector<std::string> replicas, std::string reader,
-                   ChangeBodies bodies)
+  GrpcChangeSource(std::vector<std::string> replicas, std::string reader, ChangeBodies bodies)
       : reader_(std::move(reader)), bodies_(bodies) {
     for (const std::string& r : replicas) stubs_.push_back(Storage::NewStub(net::Connect(r)));
   }
 
   absl::StatusOr<std::vector<ReplicatedChange>> ReadChanges(uint64_t after, size_t max,
-                                                                     absl::Duration wait,
-                                                                     uint64_t keeps) override {
+                                                            absl::Duration wait,
+                                                            uint64_t keeps) override {
     absl::Status last = absl::UnavailableError("no replica");
     absl::Status trimmed;
     for (size_t attempt = 0; attempt < stubs_.size(); ++attempt) {
@@ -233,8 +231,8 @@ class GrpcChangeSource final : public ChangeSource {
       request.set_omit_tweets(bodies_ == ChangeBodies::kOmit);
       ipb::ReadChangesResponse response;
       grpc::ClientContext context;
-      context.set_deadline(net::Deadline(std::chrono::milliseconds(absl::ToInt64Milliseconds(wait)) +
-                                    std::chrono::seconds(5)));
+      context.set_deadline(net::Deadline(
+          std::chrono::milliseconds(absl::ToInt64Milliseconds(wait)) + std::chrono::seconds(5)));
       grpc::Status s = stubs_[i]->ReadChanges(&context, request, &response);
       if (s.ok()) {
         current_ = i;

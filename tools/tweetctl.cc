@@ -16,26 +16,25 @@
 // request (the message says why).
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
-#include <functional>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
 
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include "absl/synchronization/mutex.h"
 #include "aggregator/api_keys.h"
-#include "net/http_client.h"
 #include "cluster/cluster_status.h"
 #include "cluster/rebuild.h"
 #include "cluster/topology.h"
 #include "common/strings.h"
+#include "net/http_client.h"
 #include "tools/ctl/ingest_source.h"
 
 namespace {
@@ -49,10 +48,10 @@ using tweetsearch::net::UrlEncode;
 constexpr int kOk = 0, kSomeRejected = 1, kUsage = 2, kUnreachable = 3, kRefused = 4;
 
 struct Globals {
-  std::string server;    // --server, $TWEETSEARCH_SERVER, else http://127.0.0.1:8080
-  std::string key;       // --key, $TWEETSEARCH_KEY, else the demo key
+  std::string server;      // --server, $TWEETSEARCH_SERVER, else http://127.0.0.1:8080
+  std::string key;         // --key, $TWEETSEARCH_KEY, else the demo key
   std::string host, port;  // of `server`, once parsed
-  std::string topology;  // --topology of the cluster commands, else $TWEETSEARCH_TOPOLOGY
+  std::string topology;    // --topology of the cluster commands, else $TWEETSEARCH_TOPOLOGY
 };
 
 // Sends one request; prints the problem and returns an exit code on failure.
@@ -204,8 +203,7 @@ int Ingest(const Globals& g, const std::vector<std::string>& files, size_t batch
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << "accepted " << accepted.load() << ", rejected " << rejected.load() + local.size()
             << " in " << fmt::format("{:.1f}", seconds) << " s ("
-            << static_cast<uint64_t>(accepted.load() / std::max(seconds, 1e-3))
-            << " tweets/s)\n";
+            << static_cast<uint64_t>(accepted.load() / std::max(seconds, 1e-3)) << " tweets/s)\n";
   for (const auto& [reason, count] : reasons) std::cout << "  " << count << " × " << reason << "\n";
   for (const std::string& e : examples) std::cout << "  e.g. " << e << "\n";
   if (failure.load() != kOk) return failure.load();
@@ -253,18 +251,24 @@ int Status(const tweetsearch::cluster::Topology& topology, bool as_json) {
     const std::string part = p.partition < 0 ? "-" : StrCat(p.partition);
     const char* health = p.healthy ? "ok" : !p.reachable ? "DOWN" : "DEGRADED";
     if (as_json) {
-      out.push_back({{"role", RoleName(p.role)}, {"node", p.node}, {"partition", p.partition},
-                     {"address", p.address}, {"member", p.member}, {"reachable", p.reachable},
-                     {"healthy", p.healthy}, {"state", p.state}, {"tweets", p.tweets},
+      out.push_back({{"role", RoleName(p.role)},
+                     {"node", p.node},
+                     {"partition", p.partition},
+                     {"address", p.address},
+                     {"member", p.member},
+                     {"reachable", p.reachable},
+                     {"healthy", p.healthy},
+                     {"state", p.state},
+                     {"tweets", p.tweets},
                      {"detail", p.detail}});
       continue;
     }
-    std::printf("%-10s  %-8s  %-4s  %-21s  %-6s  %-22s  %12s  %s\n",
-                std::string(RoleName(p.role)).c_str(), p.node.c_str(), part.c_str(),
-                p.address.c_str(), health, p.state.empty() ? "-" : p.state.c_str(),
-                p.role == tweetsearch::cluster::Role::kAggregator ? "-"
-                                                                  : Thousands(p.tweets).c_str(),
-                p.detail.c_str());
+    std::printf(
+        "%-10s  %-8s  %-4s  %-21s  %-6s  %-22s  %12s  %s\n", std::string(RoleName(p.role)).c_str(),
+        p.node.c_str(), part.c_str(), p.address.c_str(), health,
+        p.state.empty() ? "-" : p.state.c_str(),
+        p.role == tweetsearch::cluster::Role::kAggregator ? "-" : Thousands(p.tweets).c_str(),
+        p.detail.c_str());
   }
   if (as_json) {
     std::cout << json{{"processes", out}, {"problems", status->problems}}.dump(2) << "\n";
@@ -297,10 +301,10 @@ int Rebuild(const tweetsearch::cluster::Topology& topology,
     if (p.tweets_per_s > 0 && p.done < p.total) {
       eta = StrCat(static_cast<int64_t>(double(p.total - p.done) / p.tweets_per_s), " s");
     }
-    std::fprintf(stderr, "%s[%s] %5.1f%%  %s/%s tweets  %s tweets/s  ETA %s  %s%s",
-                 tty ? "\r" : "", bar.c_str(), fraction * 100, Thousands(p.done).c_str(),
-                 Thousands(p.total).c_str(), Thousands(uint64_t(p.tweets_per_s)).c_str(),
-                 eta.c_str(), p.phase.c_str(), tty ? "   " : "\n");
+    std::fprintf(stderr, "%s[%s] %5.1f%%  %s/%s tweets  %s tweets/s  ETA %s  %s%s", tty ? "\r" : "",
+                 bar.c_str(), fraction * 100, Thousands(p.done).c_str(), Thousands(p.total).c_str(),
+                 Thousands(uint64_t(p.tweets_per_s)).c_str(), eta.c_str(), p.phase.c_str(),
+                 tty ? "   " : "\n");
   };
   absl::Status s = tweetsearch::cluster::RunRebuild(topology, options, report);
   if (tty) std::cerr << "\n";
@@ -397,9 +401,9 @@ void AddSearch(CLI::App& app, Globals& g, int* rc) {
   search->add_flag("--exact-total", o->exact_total,
                    "Count every match (by default the count is exact up to 10,000)");
   search->callback([&g, rc, o] {
-    std::string target = StrCat("/v1/search?search_terms=", UrlEncode(o->query),
-                                "&maximum_results_to_return=", o->limit,
-                                "&sort=", UrlEncode(o->sort));
+    std::string target =
+        StrCat("/v1/search?search_terms=", UrlEncode(o->query),
+               "&maximum_results_to_return=", o->limit, "&sort=", UrlEncode(o->sort));
     if (!o->page_token.empty()) target += "&page_token=" + UrlEncode(o->page_token);
     if (o->exact_total) target += "&exact_total=true";
     *rc = Request(g, "GET", target, {}, [&](const HttpReply& r) { PrintSearch(r, o->as_json); });

@@ -1,12 +1,11 @@
 // tweetgen: writes deterministic synthetic tweets as JSON Lines.
 //
 //   tweetgen --count 1000000 --seed 1 --out tweets.jsonl
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "common/synthetic.h"

@@ -6,16 +6,15 @@
 //   echo '#tag12 OR love' | tweetquery --sort 1
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <iomanip>
 #include <iostream>
 #include <unordered_map>
 
-#include <CLI/CLI.hpp>
-
 #include "common/clock.h"
-#include "common/tweet_csv.h"
 #include "common/synthetic.h"
+#include "common/tweet_csv.h"
 #include "indexer/index/index.h"
 #include "indexer/index/tweet_sources.h"
 #include "indexer/query/searcher.h"
@@ -95,8 +94,8 @@ int main(int argc, char** argv) {
       std::cout << "error: " << result.status().message() << "\n";
       continue;
     }
-    std::cout << std::fixed << (result->total_is_exact ? "" : ">=") << result->total_hits << " hits in "
-              << std::setprecision(0) << micros << " us\n";
+    std::cout << std::fixed << (result->total_is_exact ? "" : ">=") << result->total_hits
+              << " hits in " << std::setprecision(0) << micros << " us\n";
     for (const ts::query::Hit& h : result->hits) {
       const auto& [user, text] = bodies[h.id];
       std::cout << "  " << h.id << "  likes=" << h.likes << "  score=" << std::setprecision(3)

@@ -8,11 +8,10 @@
 // SIGTERM or SIGINT: graceful stop (finish requests in flight, save the index), exit 0.
 // SIGHUP: reload the quota rules (--limits).
 #include <signal.h>
-
-#include <iostream>
+#include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
-#include <spdlog/spdlog.h>
+#include <iostream>
 
 #include "absl/synchronization/mutex.h"
 #include "aggregator/daemon.h"
@@ -50,7 +49,8 @@ int RunClusterNode(const std::string& topology_file, const std::string& role_nam
   while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
     (void)(*node)->ReloadLimits();
   }
-  spdlog::info("received {}: stopping {}", signal_number == SIGTERM ? "SIGTERM" : "SIGINT", node_name);
+  spdlog::info("received {}: stopping {}", signal_number == SIGTERM ? "SIGTERM" : "SIGINT",
+               node_name);
   absl::Status stopped = (*node)->Stop();
   node->reset();
   return stopped.ok() ? 0 : 1;
@@ -101,8 +101,9 @@ int main(int argc, char** argv) {
   tweetsearch::ReturnLargeBuffersToTheSystem();
   const uint64_t open_files = tweetsearch::RaiseOpenFileLimit();
 
-  CLI::App app{"tweetsearchd: the tweetsearch service (all roles in one process, or one role of a "
-               "cluster)"};
+  CLI::App app{
+      "tweetsearchd: the tweetsearch service (all roles in one process, or one role of a "
+      "cluster)"};
   tweetsearch::tools::DaemonFlags flags(app);
   CLI11_PARSE(app, argc, argv);
   absl::StatusOr<agg::DaemonConfig> config = flags.Config();

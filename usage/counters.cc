@@ -24,9 +24,15 @@ void Counters::Add(const Counters& other) {
 
 void Counters::Count(Outcome outcome, std::string_view limit) {
   switch (outcome) {
-    case Outcome::kServed: ++served; break;
-    case Outcome::kRejected: ++rejected; break;
-    case Outcome::kFailed: ++failed; break;
+    case Outcome::kServed:
+      ++served;
+      break;
+    case Outcome::kRejected:
+      ++rejected;
+      break;
+    case Outcome::kFailed:
+      ++failed;
+      break;
     case Outcome::kLimited: {
       ++limited;
       auto it = limited_by.find(limit);

@@ -14,9 +14,9 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
-#include <memory>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -87,7 +87,7 @@ class UsageRecorder {
   std::atomic<uint64_t> flushes_{0};
   std::atomic<uint64_t> flush_errors_{0};
 
-  absl::Mutex flush_mu_;  // one flush at a time
+  absl::Mutex flush_mu_;        // one flush at a time
   int64_t last_expire_ms_ = 0;  // used by the background thread only
   std::unique_ptr<PeriodicTask> thread_;
 };

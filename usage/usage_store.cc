@@ -49,7 +49,9 @@ bool ParseKey(std::string_view key, ParsedKey* out) {
   return true;
 }
 
-int64_t FloorTo(int64_t t, int64_t step) { return t >= 0 ? t / step * step : (t - step + 1) / step * step; }
+int64_t FloorTo(int64_t t, int64_t step) {
+  return t >= 0 ? t / step * step : (t - step + 1) / step * step;
+}
 
 // The first bucket start of `r` still kept at `now_s`.
 int64_t OldestKept(Resolution r, int64_t now_s) {
@@ -153,8 +155,7 @@ class RocksUsageStore final : public UsageStore {
     options.max_background_jobs = 1;
     options.write_buffer_size = 8 << 20;
     rocksdb::DB* raw = nullptr;
-    if (absl::Status s = FromRocks(rocksdb::DB::Open(options, dir, &raw), "open " + dir);
-        !s.ok()) {
+    if (absl::Status s = FromRocks(rocksdb::DB::Open(options, dir, &raw), "open " + dir); !s.ok()) {
       return s;
     }
     db_.reset(raw);
@@ -268,30 +269,42 @@ class RocksUsageStore final : public UsageStore {
 
 int64_t BucketSeconds(Resolution r) {
   switch (r) {
-    case Resolution::kMinute: return 60;
-    case Resolution::kFiveMinutes: return 300;
-    case Resolution::kHour: return 3600;
-    case Resolution::kDay: return 86400;
+    case Resolution::kMinute:
+      return 60;
+    case Resolution::kFiveMinutes:
+      return 300;
+    case Resolution::kHour:
+      return 3600;
+    case Resolution::kDay:
+      return 86400;
   }
   return 60;
 }
 
 int64_t RetentionSeconds(Resolution r) {
   switch (r) {
-    case Resolution::kMinute: return 24 * 3600;
-    case Resolution::kFiveMinutes: return 7 * 24 * 3600;
-    case Resolution::kHour: return 30 * 24 * 3600;
-    case Resolution::kDay: return 0;
+    case Resolution::kMinute:
+      return 24 * 3600;
+    case Resolution::kFiveMinutes:
+      return 7 * 24 * 3600;
+    case Resolution::kHour:
+      return 30 * 24 * 3600;
+    case Resolution::kDay:
+      return 0;
   }
   return 0;
 }
 
 std::string_view ResolutionName(Resolution r) {
   switch (r) {
-    case Resolution::kMinute: return "1m";
-    case Resolution::kFiveMinutes: return "5m";
-    case Resolution::kHour: return "1h";
-    case Resolution::kDay: return "1d";
+    case Resolution::kMinute:
+      return "1m";
+    case Resolution::kFiveMinutes:
+      return "5m";
+    case Resolution::kHour:
+      return "1h";
+    case Resolution::kDay:
+      return "1d";
   }
   return "1m";
 }

@@ -33,7 +33,7 @@ namespace tweetsearch::usage {
 
 enum class Resolution : uint8_t { kMinute = 0, kFiveMinutes = 1, kHour = 2, kDay = 3 };
 inline constexpr Resolution kResolutions[] = {Resolution::kMinute, Resolution::kFiveMinutes,
-                                             Resolution::kHour, Resolution::kDay};
+                                              Resolution::kHour, Resolution::kDay};
 
 // Bucket width in seconds.
 int64_t BucketSeconds(Resolution r);

@@ -58,16 +58,14 @@ std::optional<std::string> HeaderApiKey(const HttpRequest& request) {
 
 // The API key: the api_dev_key (or key) parameter, else an X-Api-Key header, else
 // "Authorization: Bearer <key>".
-std::string ApiKeyOf(const HttpRequest& request,
-                     const Params& params) {
+std::string ApiKeyOf(const HttpRequest& request, const Params& params) {
   for (const auto& [name, value] : params) {
     if (name == "api_dev_key" || name == "key") return value;
   }
   return HeaderApiKey(request).value_or("");
 }
 
-const std::string* Param(const Params& params,
-                         std::initializer_list<std::string_view> names) {
+const std::string* Param(const Params& params, std::initializer_list<std::string_view> names) {
   for (std::string_view name : names) {
     for (const auto& [n, v] : params) {
       if (n == name) return &v;
@@ -276,7 +274,7 @@ struct ApiHandler::Call {
   const HttpRequest& request;
   CallContext* context;
   std::string_view route = "other";    // the row's name; a handler may change it (not_found)
-  bool api = false;                     // the row's `api`
+  bool api = false;                    // the row's `api`
   std::vector<std::string_view> args;  // the pattern's {…} segments, in order
   QueryParams params;                  // API calls only
   std::string key;                     // API calls only: api_dev_key, key or a header
@@ -297,13 +295,11 @@ struct ApiHandler::Route {
 const ApiHandler::Route ApiHandler::kRoutes[] = {
     {"healthz", http::verb::unknown, "/healthz", false, RunOn::kNetwork, &ApiHandler::Healthz},
     {"readyz", http::verb::unknown, "/readyz", false, RunOn::kNetwork, &ApiHandler::Readyz},
-    {"metrics", http::verb::unknown, "/metrics", false, RunOn::kNetwork,
-     &ApiHandler::MetricsPage},
+    {"metrics", http::verb::unknown, "/metrics", false, RunOn::kNetwork, &ApiHandler::MetricsPage},
     {"web", http::verb::get, "/", false, RunOn::kNetwork, &ApiHandler::WebFilePage},
     {"web", http::verb::get, "/index.html", false, RunOn::kNetwork, &ApiHandler::WebFilePage},
     {"web", http::verb::get, "/dashboard", false, RunOn::kNetwork, &ApiHandler::WebFilePage},
-    {"web", http::verb::get, "/dashboard.html", false, RunOn::kNetwork,
-     &ApiHandler::WebFilePage},
+    {"web", http::verb::get, "/dashboard.html", false, RunOn::kNetwork, &ApiHandler::WebFilePage},
     {"web", http::verb::get, "/assets/{file}", false, RunOn::kNetwork, &ApiHandler::WebFilePage},
     {"web", http::verb::get, "/v1/web-config", false, RunOn::kNetwork, &ApiHandler::WebConfig},
     {"search", http::verb::get, "/v1/search", true, RunOn::kWorkersForBestMatch,
@@ -312,10 +308,8 @@ const ApiHandler::Route ApiHandler::kRoutes[] = {
     {"get", http::verb::get, "/v1/tweets/{id}", true, RunOn::kWorkers, &ApiHandler::GetTweet},
     {"delete", http::verb::delete_, "/v1/tweets/{id}", true, RunOn::kWorkers,
      &ApiHandler::DeleteTweet},
-    {"likes", http::verb::post, "/v1/tweets/{id}/likes", true, RunOn::kWorkers,
-     &ApiHandler::Likes},
-    {"admin_keys", http::verb::get, "/v1/admin/keys", true, RunOn::kWorkers,
-     &ApiHandler::ListKeys},
+    {"likes", http::verb::post, "/v1/tweets/{id}/likes", true, RunOn::kWorkers, &ApiHandler::Likes},
+    {"admin_keys", http::verb::get, "/v1/admin/keys", true, RunOn::kWorkers, &ApiHandler::ListKeys},
     {"admin_keys", http::verb::post, "/v1/admin/keys", true, RunOn::kWorkers,
      &ApiHandler::CreateKey},
     {"admin_keys", http::verb::delete_, "/v1/admin/keys/{id}", true, RunOn::kWorkers,
@@ -794,8 +788,8 @@ HttpResponse ApiHandler::CreateKey(Call& call) const {
     }
     chosen = it->get<std::string>();
   }
-  absl::StatusOr<std::string> created = door_.CreateKey(
-      call.key, body["owner"].get<std::string>(), tier, *scopes, call.context, chosen);
+  absl::StatusOr<std::string> created = door_.CreateKey(call.key, body["owner"].get<std::string>(),
+                                                        tier, *scopes, call.context, chosen);
   if (!created.ok()) return Error(created.status(), request);
   return MakeResponse(http::status::created, request,
                       Dump(json{{"key", *created}, {"prefix", created->substr(0, 10)}}));

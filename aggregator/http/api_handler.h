@@ -9,14 +9,13 @@
 #define TWEETSEARCH_AGGREGATOR_HTTP_API_HANDLER_H_
 
 #include <atomic>
+#include <boost/beast/http.hpp>
 #include <chrono>
 #include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <boost/beast/http.hpp>
 
 #include "aggregator/front_door.h"
 #include "aggregator/metrics.h"

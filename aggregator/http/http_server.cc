@@ -1,13 +1,10 @@
 #include "aggregator/http/http_server.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
-#include <optional>
-#include <thread>
-#include <vector>
-
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -16,8 +13,9 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-
-#include <spdlog/spdlog.h>
+#include <optional>
+#include <thread>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
@@ -41,7 +39,8 @@ class Session : public std::enable_shared_from_this<Session> {
   ~Session();
 
   void Start() {
-    net::dispatch(stream_.get_executor(), beast::bind_front_handler(&Session::Read, shared_from_this()));
+    net::dispatch(stream_.get_executor(),
+                  beast::bind_front_handler(&Session::Read, shared_from_this()));
   }
 
   // Closes the connection if it is waiting for a request (at shutdown, and to make room).
@@ -92,12 +91,13 @@ class Session : public std::enable_shared_from_this<Session> {
   }
   void Drain() {
     drain_.resize(64 * 1024);
-    stream_.async_read_some(net::buffer(drain_), [self = shared_from_this()](
-                                                     beast::error_code ec, size_t) {
-      if (!ec && (self->drained_ += self->drain_.size()) < (size_t{16} << 20)) return self->Drain();
-      beast::error_code ignored;
-      self->stream_.socket().close(ignored);
-    });
+    stream_.async_read_some(
+        net::buffer(drain_), [self = shared_from_this()](beast::error_code ec, size_t) {
+          if (!ec && (self->drained_ += self->drain_.size()) < (size_t{16} << 20))
+            return self->Drain();
+          beast::error_code ignored;
+          self->stream_.socket().close(ignored);
+        });
   }
 
   beast::tcp_stream stream_;
@@ -115,7 +115,9 @@ class Session : public std::enable_shared_from_this<Session> {
 class Server final : public HttpServer {
  public:
   Server(const HttpServerOptions& options, ApiHandler& handler)
-      : options_(options), handler_(handler), acceptor_(net::make_strand(ioc_)),
+      : options_(options),
+        handler_(handler),
+        acceptor_(net::make_strand(ioc_)),
         workers_(static_cast<size_t>(std::max(1, options.worker_threads))) {}
 
   ~Server() override { Shutdown(std::chrono::milliseconds(5000)); }
@@ -123,7 +125,8 @@ class Server final : public HttpServer {
   absl::Status Bind() {
     beast::error_code ec;
     const net::ip::address address = net::ip::make_address(options_.address, ec);
-    if (ec) return absl::InvalidArgumentError(StrCat("bad listen address '", options_.address, "'"));
+    if (ec)
+      return absl::InvalidArgumentError(StrCat("bad listen address '", options_.address, "'"));
     const tcp::endpoint endpoint(address, options_.port);
     acceptor_.open(endpoint.protocol(), ec);
     if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
@@ -232,15 +235,14 @@ class Server final : public HttpServer {
     series("tweetsearch_http_accept_errors_total", "counter",
            "accept() failures, by cause (no_descriptors: EMFILE or ENFILE).");
     StrAppend(out, "tweetsearch_http_accept_errors_total{error=\"no_descriptors\"} ",
-              Load(accept_no_fds_), "\n",
-              "tweetsearch_http_accept_errors_total{error=\"other\"} ", Load(accept_other_),
-              "\n");
+              Load(accept_no_fds_), "\n", "tweetsearch_http_accept_errors_total{error=\"other\"} ",
+              Load(accept_other_), "\n");
     series("tweetsearch_http_requests_refused_total", "counter",
            "Requests refused from their header, before the body was read, by check.");
     StrAppend(out, "tweetsearch_http_requests_refused_total{check=\"framing\"} ",
               Load(refused_framing_), "\n",
-              "tweetsearch_http_requests_refused_total{check=\"host\"} ", Load(refused_host_),
-              "\n", "tweetsearch_http_requests_refused_total{check=\"content_type\"} ",
+              "tweetsearch_http_requests_refused_total{check=\"host\"} ", Load(refused_host_), "\n",
+              "tweetsearch_http_requests_refused_total{check=\"content_type\"} ",
               Load(refused_content_type_), "\n");
   }
 
@@ -256,9 +258,10 @@ class Server final : public HttpServer {
         !last_refusal_log_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
       return;
     }
-    spdlog::warn("http: {} (see tweetsearch_http_connections_refused_total and "
-                 "tweetsearch_http_accept_errors_total)",
-                 what);
+    spdlog::warn(
+        "http: {} (see tweetsearch_http_connections_refused_total and "
+        "tweetsearch_http_accept_errors_total)",
+        what);
   }
 
   // Closes the (at most) `n` connections that have waited longest for a request. False if
@@ -319,7 +322,8 @@ class Server final : public HttpServer {
     const std::string answer = StrCat(
         "HTTP/1.1 503 Service Unavailable\r\nServer: tweetsearch\r\n"
         "Content-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\n"
-        "Content-Length: ", body.size(), "\r\n\r\n", body);
+        "Content-Length: ",
+        body.size(), "\r\n\r\n", body);
     beast::error_code ignored;  // the peer may be gone; nothing more to do for it
     socket.non_blocking(true, ignored);
     socket.write_some(net::buffer(answer), ignored);
@@ -375,24 +379,25 @@ class Server final : public HttpServer {
   }
 
   void Accept() {
-    acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
-      if (ec) {
-        if (!acceptor_.is_open()) return;  // shut down
-        if (ec == net::error::no_descriptors ||
-            ec == boost::system::errc::too_many_files_open_in_system ||
-            ec == net::error::no_buffer_space || ec == net::error::no_memory) {
-          Count(accept_no_fds_);
-          LogRefusal(StrCat("accept failed: ", ec.message(), "; pausing 50 ms"));
-          return BackOff();
-        }
-        Count(accept_other_);
-      } else if (stopping()) {
-        return;
-      } else {
-        OnAccepted(std::move(socket));
-      }
-      Accept();
-    });
+    acceptor_.async_accept(
+        net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
+          if (ec) {
+            if (!acceptor_.is_open()) return;  // shut down
+            if (ec == net::error::no_descriptors ||
+                ec == boost::system::errc::too_many_files_open_in_system ||
+                ec == net::error::no_buffer_space || ec == net::error::no_memory) {
+              Count(accept_no_fds_);
+              LogRefusal(StrCat("accept failed: ", ec.message(), "; pausing 50 ms"));
+              return BackOff();
+            }
+            Count(accept_other_);
+          } else if (stopping()) {
+            return;
+          } else {
+            OnAccepted(std::move(socket));
+          }
+          Accept();
+        });
   }
 
   // The cap: as configured, or derived from the soft open-file limit.
@@ -457,10 +462,10 @@ bool PeerGone(beast::error_code ec) {
 // The answer to a request that cannot be read to its end.
 HttpResponse ReadErrorResponse(beast::error_code ec, size_t max_body_bytes) {
   if (ec == http::error::body_limit) {
-    HttpResponse response = ErrorResponse(
-        absl::ResourceExhaustedError(
-            StrCat("request body over the limit of ", max_body_bytes, " bytes")),
-        11, false);
+    HttpResponse response =
+        ErrorResponse(absl::ResourceExhaustedError(
+                          StrCat("request body over the limit of ", max_body_bytes, " bytes")),
+                      11, false);
     response.result(http::status::payload_too_large);
     return response;
   }

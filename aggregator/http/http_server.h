@@ -13,8 +13,8 @@
 // Connections are capped in all and per client address. At the cap the longest-idle
 // keep-alive connection is closed to make room; with none idle the new connection is answered
 // 503 and closed. When accept() runs out of file descriptors (EMFILE, ENFILE) the acceptor
-// closes up to 16 idle connections and pauses 50 ms instead of spinning. Every refusal is counted in
-// RenderMetrics and logged (at most once a second).
+// closes up to 16 idle connections and pauses 50 ms instead of spinning. Every refusal is counted
+// in RenderMetrics and logged (at most once a second).
 //
 // Shutdown: stop accepting, close idle connections, let requests in flight finish and answer
 // (with "Connection: close"), then stop the threads.

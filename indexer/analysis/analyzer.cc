@@ -46,8 +46,7 @@ absl::StatusOr<ThreadState*> GetThreadState() {
     state.words.reset(icu::BreakIterator::createWordInstance(icu::Locale::getRoot(), status));
     if (U_FAILURE(status) || state.words == nullptr) {
       state.words.reset();
-      return absl::InternalError(
-          StrCat("ICU word break iterator: ", u_errorName(status)));
+      return absl::InternalError(StrCat("ICU word break iterator: ", u_errorName(status)));
     }
     state.nfkc_casefold = icu::Normalizer2::getNFKCCasefoldInstance(status);
     if (U_FAILURE(status)) {
@@ -76,10 +75,13 @@ sb_stemmer* Stemmer(ThreadState& state, const std::string& language) {
   return stemmer;
 }
 
-bool IsAsciiWordChar(char c) { return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+bool IsAsciiWordChar(char c) {
+  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_';
+}
 
 bool IsAscii(std::string_view s) {
-  return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return static_cast<unsigned char>(c) < 0x80; });
 }
 
 // Appends the folded form of `word` to `*out`.
@@ -92,8 +94,8 @@ void Fold(std::string_view word, const AnalyzerOptions& options, ThreadState& st
   const size_t begin = out->size();
   UErrorCode status = U_ZERO_ERROR;
   icu::StringByteSink<std::string> sink(out);
-  state.nfkc_casefold->normalizeUTF8(0, icu::StringPiece(word.data(), word.size()), sink,
-                                     nullptr, status);
+  state.nfkc_casefold->normalizeUTF8(0, icu::StringPiece(word.data(), word.size()), sink, nullptr,
+                                     status);
   if (U_FAILURE(status)) {  // cannot happen for valid UTF-8; keep the word as it came
     out->resize(begin);
     out->append(word);
@@ -137,8 +139,8 @@ std::string_view UrlHost(std::string_view url) {
   if (size_t scheme = url.find("://"); scheme != std::string_view::npos) {
     url.remove_prefix(scheme + 3);
   }
-  if (size_t userinfo = url.find('@'); userinfo != std::string_view::npos &&
-                                       userinfo < url.find_first_of("/?#")) {
+  if (size_t userinfo = url.find('@');
+      userinfo != std::string_view::npos && userinfo < url.find_first_of("/?#")) {
     url.remove_prefix(userinfo + 1);
   }
   url = url.substr(0, url.find_first_of("/?#:"));
@@ -150,8 +152,8 @@ std::string_view UrlHost(std::string_view url) {
 bool IsEmojiStart(std::string_view segment) {
   int32_t i = 0;
   UChar32 c;
-  U8_NEXT(reinterpret_cast<const uint8_t*>(segment.data()), i,
-          static_cast<int32_t>(segment.size()), c);
+  U8_NEXT(reinterpret_cast<const uint8_t*>(segment.data()), i, static_cast<int32_t>(segment.size()),
+          c);
   return c >= 0x80 && (u_hasBinaryProperty(c, UCHAR_EXTENDED_PICTOGRAPHIC) ||
                        u_hasBinaryProperty(c, UCHAR_REGIONAL_INDICATOR));
 }
@@ -203,8 +205,8 @@ class TokenSink {
   // A token made from text_[span_.first, span_.second) (set by AddWord, or by the caller).
   void Add(std::string text, TokenKind kind) {
     if (text.empty() || text.size() > options_.max_token_bytes) return;
-    out_->push_back(Token{std::move(text), position_++, kind, Original(span_.first),
-                          Original(span_.second)});
+    out_->push_back(
+        Token{std::move(text), position_++, kind, Original(span_.first), Original(span_.second)});
   }
   void set_span(size_t begin, size_t end) { span_ = {begin, end}; }
 
@@ -363,8 +365,7 @@ absl::Status Analyzer::Analyze(std::string_view text, std::vector<Token>* out,
     text = decoded;
   }
   const size_t old_size = out->size();
-  TokenSink sink(options_, **state, out, first_position, text,
-                 origin.empty() ? nullptr : &origin);
+  TokenSink sink(options_, **state, out, first_position, text, origin.empty() ? nullptr : &origin);
   size_t plain_begin = 0;
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
@@ -398,19 +399,19 @@ absl::StatusOr<std::vector<Token>> Analyzer::Analyze(std::string_view text) cons
 bool Analyzer::IsStopWord(std::string_view folded_word) {
   // Lucene's English list plus the pronouns and contractions that dominate tweets.
   static const auto* const kStopWords = new absl::flat_hash_set<std::string_view>{
-      "a",    "an",    "and",  "are",  "as",    "at",    "be",    "but",   "by",    "for",
-      "if",   "in",    "into", "is",   "it",    "no",    "not",   "of",    "on",    "or",
-      "such", "that",  "the",  "their", "then", "there", "these", "they",  "this",  "to",
-      "was",  "will",  "with", "i",    "me",    "my",    "you",   "your",  "we",    "he",
-      "she",  "him",   "her",  "his",  "its",   "so",    "do",    "have",  "has",   "had",
-      "am",   "been",  "were", "just", "what",  "from",  "up",    "out",   "all",   "i'm",
-      "it's", "don't", "im",   "can",  "get",   "got",   "our",   "us",    "them",  "than"};
+      "a",    "an",    "and",  "are",   "as",   "at",    "be",    "but",  "by",   "for",
+      "if",   "in",    "into", "is",    "it",   "no",    "not",   "of",   "on",   "or",
+      "such", "that",  "the",  "their", "then", "there", "these", "they", "this", "to",
+      "was",  "will",  "with", "i",     "me",   "my",    "you",   "your", "we",   "he",
+      "she",  "him",   "her",  "his",   "its",  "so",    "do",    "have", "has",  "had",
+      "am",   "been",  "were", "just",  "what", "from",  "up",    "out",  "all",  "i'm",
+      "it's", "don't", "im",   "can",   "get",  "got",   "our",   "us",   "them", "than"};
   return kStopWords->contains(folded_word);
 }
 
 std::string DecodeHtmlEntities(std::string_view text, std::vector<uint32_t>* origin) {
-  static constexpr std::array<std::pair<std::string_view, std::string_view>, 6> kNamed = {{
-      {"amp", "&"}, {"lt", "<"}, {"gt", ">"}, {"quot", "\""}, {"apos", "'"}, {"nbsp", " "}}};
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 6> kNamed = {
+      {{"amp", "&"}, {"lt", "<"}, {"gt", ">"}, {"quot", "\""}, {"apos", "'"}, {"nbsp", " "}}};
   std::string out;
   out.reserve(text.size());
   if (origin != nullptr) {

@@ -1,9 +1,9 @@
 #include "indexer/index/active_segment.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <cassert>
-
-#include <xxhash.h>
 
 namespace tweetsearch::index {
 
@@ -53,8 +53,7 @@ size_t HashTerm(std::string_view term) { return XXH3_64bits(term.data(), term.si
 
 class ActiveCursor final : public PostingCursor {
  public:
-  ActiveCursor(const ActiveSegment::Block* head, uint32_t limit, uint32_t doc_freq,
-               DocId visible)
+  ActiveCursor(const ActiveSegment::Block* head, uint32_t limit, uint32_t doc_freq, DocId visible)
       : block_(head), limit_(limit), doc_freq_(doc_freq), visible_(visible) {
     Next();
   }
@@ -197,8 +196,8 @@ void ActiveSegment::AppendValue(Term& term, uint32_t value) {
 DocId ActiveSegment::AddRow(const IndexDoc& doc, uint16_t length) {
   assert(!full());
   const DocId d = next_doc_++;
-  mutable_columns().SetRow(d, doc.id, doc.created_at_ms, doc.user_id, PackLang(doc.lang),
-                           length, doc.likes);
+  mutable_columns().SetRow(d, doc.id, doc.created_at_ms, doc.user_id, PackLang(doc.lang), length,
+                           doc.likes);
   doc_of_id_[doc.id] = d;
   total_length_.store(total_length_.load(std::memory_order_relaxed) + length,
                       std::memory_order_release);
@@ -216,9 +215,9 @@ void ActiveSegment::AppendPostings(std::string_view text, uint64_t hash,
     AppendValue(*term, static_cast<uint32_t>(p.positions.size()));
     for (uint32_t position : p.positions) AppendValue(*term, position);
   }
-  term->doc_freq.store(term->doc_freq.load(std::memory_order_relaxed) +
-                           static_cast<uint32_t>(postings.size()),
-                       std::memory_order_release);
+  term->doc_freq.store(
+      term->doc_freq.load(std::memory_order_relaxed) + static_cast<uint32_t>(postings.size()),
+      std::memory_order_release);
   // Publishes the values written above: a reader that loads `size` sees them.
   term->size.store(term->pending_size, std::memory_order_release);
 }
@@ -229,14 +228,13 @@ std::optional<DocId> ActiveSegment::FindForWriter(TweetId id) const {
   return it->second;
 }
 
-std::unique_ptr<PostingCursor> ActiveSegment::OpenTerm(std::string_view term,
-                                                       DocId visible) const {
+std::unique_ptr<PostingCursor> ActiveSegment::OpenTerm(std::string_view term, DocId visible) const {
   const Term* t = Lookup(term, HashTerm(term));
   if (t == nullptr) return nullptr;
   // Load the size before reading any value: the release store that wrote it follows them.
   const uint32_t size = t->size.load(std::memory_order_acquire);
-  return std::make_unique<ActiveCursor>(t->head, size,
-                                        t->doc_freq.load(std::memory_order_acquire), visible);
+  return std::make_unique<ActiveCursor>(t->head, size, t->doc_freq.load(std::memory_order_acquire),
+                                        visible);
 }
 
 uint32_t ActiveSegment::DocFreq(std::string_view term) const {

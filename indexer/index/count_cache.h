@@ -12,10 +12,9 @@
 
 #include <cstdint>
 #include <deque>
+#include <mutex>
 #include <optional>
 #include <string>
-
-#include <mutex>
 
 #include "absl/container/flat_hash_map.h"
 

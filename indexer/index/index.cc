@@ -1,18 +1,18 @@
 #include "indexer/index/index.h"
 
-#include <algorithm>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
-#include "common/strings.h"
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
+#include "common/strings.h"
 
 namespace tweetsearch::index {
 namespace {
@@ -30,13 +30,11 @@ constexpr std::string_view kOldManifestHeaders[] = {"tweetsearch-index-manifest 
 // would not meet the saved ones, so Open() refuses a mismatch.
 std::string AnalyzerLine(const analysis::AnalyzerOptions& o) {
   return StrCat("analyzer drop_stop_words=", o.drop_stop_words ? 1 : 0,
-                " stem_language=", o.stem_language, " fold_diacritics=",
-                o.fold_diacritics ? 1 : 0, " max_token_bytes=", o.max_token_bytes);
+                " stem_language=", o.stem_language, " fold_diacritics=", o.fold_diacritics ? 1 : 0,
+                " max_token_bytes=", o.max_token_bytes);
 }
 
-std::string SegmentFileName(uint64_t sequence) {
-  return fmt::format("seg-{:06d}.tss", sequence);
-}
+std::string SegmentFileName(uint64_t sequence) { return fmt::format("seg-{:06d}.tss", sequence); }
 
 std::string UpdatesFileName(uint64_t sequence, uint64_t generation) {
   return fmt::format("seg-{:06d}.upd-{:06d}", sequence, generation);
@@ -100,9 +98,8 @@ std::string LangTerm(std::string_view lang) {
 
 absl::StatusOr<std::unique_ptr<Index>> Index::Create(const IndexOptions& options) {
   if (options.segment_max_docs == 0 || options.segment_max_docs > kMaxSegmentDocs) {
-    return absl::InvalidArgumentError(
-        StrCat("segment_max_docs must be in [1, ", kMaxSegmentDocs, "], not ",
-               options.segment_max_docs));
+    return absl::InvalidArgumentError(StrCat("segment_max_docs must be in [1, ", kMaxSegmentDocs,
+                                             "], not ", options.segment_max_docs));
   }
   if (!options.directory.empty()) {
     std::error_code ec;
@@ -155,8 +152,7 @@ void Index::PublishLocked() {
 Index::Location Index::LocateLocked(TweetId id) {
   // A deleted tweet may be indexed again; its deleted copy stays (flagged) until sealing or
   // compaction drops it, so only a live copy counts.
-  if (std::optional<DocId> d = active_->FindForWriter(id);
-      d && !active_->columns().deleted(*d)) {
+  if (std::optional<DocId> d = active_->FindForWriter(id); d && !active_->columns().deleted(*d)) {
     return {active_.get(), *d};
   }
   for (const auto& f : frozen_) {
@@ -369,8 +365,8 @@ absl::Status Index::SealFrozenLocked(const std::shared_ptr<ActiveSegment>& segme
   std::vector<DocId> doc_map;
   const uint64_t sequence = next_sequence_++;
   absl::StatusOr<std::unique_ptr<SealedSegment>> sealed = WriteSegment(
-      [&](const SegmentFileSink& sink) { return EncodeActive(*segment, &doc_map, sink); },
-      sequence, /*throttle=*/false);
+      [&](const SegmentFileSink& sink) { return EncodeActive(*segment, &doc_map, sink); }, sequence,
+      /*throttle=*/false);
   if (!sealed.ok()) return sealed.status();
   frozen_.erase(std::find(frozen_.begin(), frozen_.end(), segment));
   if ((*sealed)->num_docs() > 0) {
@@ -449,7 +445,7 @@ void Index::NoteChangeLocked(const Segment* segment, DocId doc) {
 }
 
 struct Index::Job {
-  std::shared_ptr<ActiveSegment> frozen;  // a seal: this segment
+  std::shared_ptr<ActiveSegment> frozen;                // a seal: this segment
   std::vector<std::shared_ptr<SealedSegment>> sources;  // a merge: these neighbours
   uint64_t sequence = 0;
   std::vector<std::vector<DocId>> doc_maps;  // per source, old DocId -> new
@@ -480,7 +476,9 @@ absl::StatusOr<std::unique_ptr<SealedSegment>> Index::RunJob(Job& job) {
   if (job.frozen != nullptr) {
     job.doc_maps.resize(1);
     return WriteSegment(
-        [&](const SegmentFileSink& sink) { return EncodeActive(*job.frozen, &job.doc_maps[0], sink); },
+        [&](const SegmentFileSink& sink) {
+          return EncodeActive(*job.frozen, &job.doc_maps[0], sink);
+        },
         job.sequence, /*throttle=*/false);
   }
   std::vector<const SealedSegment*> sources;
@@ -502,7 +500,8 @@ void Index::CommitJobLocked(Job& job, std::unique_ptr<SealedSegment> segment) {
     for (DocId d : changed_[sources[i]]) {
       const DocId nd = job.doc_maps[i][d];
       if (nd == kEndDoc) continue;
-      if (from.deleted(d) && !segment->columns().deleted(nd)) segment->mutable_columns().MarkDeleted(nd);
+      if (from.deleted(d) && !segment->columns().deleted(nd))
+        segment->mutable_columns().MarkDeleted(nd);
       if (from.likes(d) != segment->columns().likes(nd)) {
         segment->mutable_columns().SetLikes(nd, from.likes(d));
       }
@@ -517,9 +516,8 @@ void Index::CommitJobLocked(Job& job, std::unique_ptr<SealedSegment> segment) {
     frozen_.erase(std::find(frozen_.begin(), frozen_.end(), job.frozen));
     if (entry.segment != nullptr) sealed_.push_back(std::move(entry));
   } else {
-    auto first = std::find_if(sealed_.begin(), sealed_.end(), [&](const Sealed& s) {
-      return s.segment == job.sources.front();
-    });
+    auto first = std::find_if(sealed_.begin(), sealed_.end(),
+                              [&](const Sealed& s) { return s.segment == job.sources.front(); });
     first = sealed_.erase(first, first + static_cast<ptrdiff_t>(job.sources.size()));
     if (entry.segment != nullptr) sealed_.insert(first, std::move(entry));
   }
@@ -645,9 +643,8 @@ absl::StatusOr<std::unique_ptr<Index>> Index::Open(const IndexOptions& options,
   }
   if (lines[1] != AnalyzerLine(options.analyzer)) {
     return absl::FailedPreconditionError(
-        StrCat("the index in ", dir, " was written with '", lines[1],
-               "' but is opened with '", AnalyzerLine(options.analyzer),
-               "'; queries would not find its terms"));
+        StrCat("the index in ", dir, " was written with '", lines[1], "' but is opened with '",
+               AnalyzerLine(options.analyzer), "'; queries would not find its terms"));
   }
   IndexOptions attached = options;
   attached.directory = dir;
@@ -666,7 +663,7 @@ absl::StatusOr<std::unique_ptr<Index>> Index::Open(const IndexOptions& options,
     for (absl::string_view name : absl::StrSplit(AsAbsl(lines[i]), ' ')) named.emplace(name);
   }
   RemoveUnnamedFiles(dir, named, {});  // what a crash left (nothing runs yet)
-  ix.PublishLocked();  // the merge threads may start on them now
+  ix.PublishLocked();                  // the merge threads may start on them now
   return index;
 }
 

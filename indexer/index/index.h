@@ -24,16 +24,16 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "indexer/analysis/analyzer.h"
 #include "indexer/index/active_segment.h"
@@ -70,15 +70,15 @@ struct IndexSnapshot {
 };
 
 struct IndexStats {
-  uint64_t documents = 0;      // indexed, deleted ones not yet compacted away included
+  uint64_t documents = 0;  // indexed, deleted ones not yet compacted away included
   uint64_t sealed_segments = 0;
-  uint64_t terms = 0;          // summed over segments
-  uint64_t memory_bytes = 0;   // heap: the active segment, heap-held segments, overlays
-  uint64_t mapped_bytes = 0;   // sealed segment files served from mappings
+  uint64_t terms = 0;             // summed over segments
+  uint64_t memory_bytes = 0;      // heap: the active segment, heap-held segments, overlays
+  uint64_t mapped_bytes = 0;      // sealed segment files served from mappings
   uint64_t damaged_segments = 0;  // sealed segments a corrupt part was found in
   uint64_t merges = 0;            // background merges and seals completed since start
   uint64_t merged_docs = 0;       // documents they wrote
-  SealedStats sealed;          // summed over sealed segments
+  SealedStats sealed;             // summed over sealed segments
 };
 
 class Index {
@@ -157,11 +157,11 @@ class Index {
   // A sealed segment and the files that make it durable.
   struct Sealed {
     std::shared_ptr<SealedSegment> segment;
-    uint64_t sequence = 0;           // names its file, seg-<sequence>.tss
-    bool synced = false;             // its file is durable (fsynced since written)
-    uint64_t updates = 0;            // generation of its updates file; 0: none
-    uint64_t saved_changes = 0;      // columns().changes() when that file was written
-    std::string updates_dir;         // where that file was written
+    uint64_t sequence = 0;       // names its file, seg-<sequence>.tss
+    bool synced = false;         // its file is durable (fsynced since written)
+    uint64_t updates = 0;        // generation of its updates file; 0: none
+    uint64_t saved_changes = 0;  // columns().changes() when that file was written
+    std::string updates_dir;     // where that file was written
   };
   std::vector<Sealed> sealed_ ABSL_GUARDED_BY(mu_);
   // Maps the segment a manifest line names and applies its updates file.

@@ -24,7 +24,6 @@ struct LikesTier {
   std::vector<DocId> docs;  // ascending
 };
 
-
 // Tiers of about 32, 128, 512, ... (4^i times 32) tweets, smallest first, by the likes the
 // rows were written with (Columns::BaseLikes): sizes that do not grow with the segment, because
 // a query whose matches are a fraction p of the tweets finds k of them among about k/p tweets

@@ -22,13 +22,13 @@ namespace {
 // as its header: its bounds are left unknown (a short list is cheap to read whole).
 struct SkipEntry {
   uint32_t last_doc;
-  uint32_t offset;  // of the block's data, from the start of the term's postings
-  uint8_t doc_bits;   // PFor descriptor of the DocId gaps
-  uint8_t freq_bits;  // PFor descriptor of the frequencies minus one
-  uint8_t pos_bits;   // PFor descriptor of the positions
-  uint8_t max_tf;  // kManyTf means "kManyTf or more"
-  uint8_t min_length;           // capped at 255 (a lower bound)
-  uint8_t min_length_repeated;  // among postings with a term frequency above one; capped
+  uint32_t offset;                   // of the block's data, from the start of the term's postings
+  uint8_t doc_bits;                  // PFor descriptor of the DocId gaps
+  uint8_t freq_bits;                 // PFor descriptor of the frequencies minus one
+  uint8_t pos_bits;                  // PFor descriptor of the positions
+  uint8_t max_tf;                    // kManyTf means "kManyTf or more"
+  uint8_t min_length;                // capped at 255 (a lower bound)
+  uint8_t min_length_repeated;       // among postings with a term frequency above one; capped
   uint8_t band_tf[kLikesBands / 4];  // 2 bits a band, band b at bits 2b: its tf class - 1
   uint8_t band_lengths[kLikesBands * 5 / 8];  // 5 bits a band, band b at bits 5b: its code
 };
@@ -96,7 +96,7 @@ SkipEntry ReadSkip(const uint8_t* term_base, uint32_t doc_freq, uint32_t block) 
 // The per-band fields of a skip entry, unpacked.
 struct EntryBands {
   std::array<uint8_t, kLikesBands> length_code{};  // kBandEmpty: no posting in the band
-  std::array<uint8_t, kLikesBands> tf{};            // 1, 2, 3 or kBandManyTf
+  std::array<uint8_t, kLikesBands> tf{};           // 1, 2, 3 or kBandManyTf
 };
 
 EntryBands UnpackBands(const SkipEntry& e) {
@@ -239,11 +239,10 @@ class SealedCursor final : public PostingCursor {
         }
       } else {
         // The postings below `end`: all of the block's, or up to the first at or past it.
-        const uint32_t n =
-            block_last_ < end
-                ? block_n_
-                : static_cast<uint32_t>(std::lower_bound(docs_ + i_, docs_ + block_n_, end) -
-                                        docs_);
+        const uint32_t n = block_last_ < end
+                               ? block_n_
+                               : static_cast<uint32_t>(
+                                     std::lower_bound(docs_ + i_, docs_ + block_n_, end) - docs_);
         SetBits(docs_ + i_, n - i_, from, words);
         if (n < block_n_) {
           i_ = n;
@@ -454,8 +453,7 @@ struct Entry {
 class ListEncoder {
  public:
   // lengths[d] and bands[d] (LikesBand of its likes) are those of DocId d.
-  ListEncoder(std::span<const uint16_t> lengths, std::span<const uint8_t> bands,
-              SealedStats* stats)
+  ListEncoder(std::span<const uint16_t> lengths, std::span<const uint8_t> bands, SealedStats* stats)
       : lengths_(lengths), bands_(bands), stats_(stats) {}
 
   uint32_t count() const { return count_; }
@@ -559,12 +557,12 @@ class ListEncoder {
   std::span<const uint16_t> lengths_;
   std::span<const uint8_t> bands_;
   SealedStats* stats_;
-  std::vector<DocId> docs_;          // the block being filled
+  std::vector<DocId> docs_;  // the block being filled
   std::vector<uint32_t> freqs_, positions_, gaps_;
   std::string block_;
-  std::string blocks_;               // the list's encoded blocks so far
-  std::vector<SkipEntry> skips_;     // their skip entries (offsets from the first block)
-  DocId next_ = 0;                   // the previous block's last DocId + 1
+  std::string blocks_;            // the list's encoded blocks so far
+  std::vector<SkipEntry> skips_;  // their skip entries (offsets from the first block)
+  DocId next_ = 0;                // the previous block's last DocId + 1
   uint32_t count_ = 0;
 };
 
@@ -636,13 +634,28 @@ std::string CheckList(const uint8_t* base, const uint8_t* end, uint32_t doc_freq
   return "";
 }
 
-
 // Segment file format v4: a section file (section_file.h) with these sections, in this order.
 constexpr std::string_view kMagic = "TSSEG005";
 enum SectionTag : uint32_t {
-  kMeta = 1, kIdHigh, kIdLow, kCreatedOffset, kUserCodes, kUserValues, kLangCodes, kLangValues,
-  kLengths, kLikes, kOverflowDocs, kOverflowLikes, kRangeMaxLikes, kRangeMaxCreated,
-  kTermBlocks, kTerms, kPostings, kPostingChunks, kNumSections = kPostingChunks
+  kMeta = 1,
+  kIdHigh,
+  kIdLow,
+  kCreatedOffset,
+  kUserCodes,
+  kUserValues,
+  kLangCodes,
+  kLangValues,
+  kLengths,
+  kLikes,
+  kOverflowDocs,
+  kOverflowLikes,
+  kRangeMaxLikes,
+  kRangeMaxCreated,
+  kTermBlocks,
+  kTerms,
+  kPostings,
+  kPostingChunks,
+  kNumSections = kPostingChunks
 };
 // The postings are checksummed per chunk (kPostingChunks), verified when first read.
 constexpr uint32_t kLazySections[] = {kPostings};
@@ -732,8 +745,7 @@ class SegmentPostingsSink {
   ListEncoder& list() { return list_; }
   void EndTerm(std::string_view term) {
     if (list_.count() == 0) return;
-    dictionary_.Add(term,
-                    TermDictionary::Entry{list_.count(), static_cast<uint32_t>(out_.size())});
+    dictionary_.Add(term, TermDictionary::Entry{list_.count(), static_cast<uint32_t>(out_.size())});
     list_.Finish(&out_);
   }
   std::string& postings() { return out_; }
@@ -815,8 +827,8 @@ absl::Status EncodeSegmentFile(
   }
 
   for (const std::string& c : columns) meta.stats.column_bytes += c.size();
-  meta.stats.column_bytes += likes.size() + 8 * overflow_docs.size() + 4 * range_likes.size() +
-                             8 * range_created.size();
+  meta.stats.column_bytes +=
+      likes.size() + 8 * overflow_docs.size() + 4 * range_likes.size() + 8 * range_created.size();
   meta.stats.posting_bytes = postings.size();
   meta.stats.dictionary_bytes = dictionary.bytes();
 
@@ -851,33 +863,35 @@ std::string SealedSegmentBuilder::Encode(std::vector<DocId>* new_ids) {
     rows[rank] = rows_[order[rank]];
   }
   std::string file;
-  const absl::Status status = EncodeSegmentFile(num_docs, [&](DocId d) { return rows[d]; },
-                                       [&](SegmentPostingsSink& sink) {
-    using TermRecords = std::pair<const std::string*, const std::vector<uint32_t>*>;
-    std::vector<TermRecords> terms;
-    terms.reserve(postings_.size());
-    for (const auto& [term, records] : postings_) terms.emplace_back(&term, &records);
-    std::sort(terms.begin(), terms.end(),
-              [](const TermRecords& a, const TermRecords& b) { return *a.first < *b.first; });
-    std::vector<Entry> entries;
-    for (size_t t = 0; t < terms.size(); ++t) {
-      // Terms are visited in sorted order, not memory order: fetch ahead what is read next.
-      if (t + 8 < terms.size()) __builtin_prefetch(terms[t + 8].second);
-      if (t + 4 < terms.size()) __builtin_prefetch(terms[t + 4].second->data());
-      const std::vector<uint32_t>& records = *terms[t].second;
-      entries.clear();
-      for (size_t i = 0; i < records.size(); i += 2 + records[i + 1]) {
-        entries.push_back(Entry{new_id[records[i]], &records[i + 2], records[i + 1]});
-      }
-      std::sort(entries.begin(), entries.end(),
-                [](const Entry& a, const Entry& b) { return a.doc < b.doc; });
-      sink.Add(*terms[t].first, entries);
-    }
-    return absl::OkStatus();
-  }, [&](std::span<const std::string_view> pieces) {
-    file = Concatenate(pieces);
-    return absl::OkStatus();
-  });
+  const absl::Status status = EncodeSegmentFile(
+      num_docs, [&](DocId d) { return rows[d]; },
+      [&](SegmentPostingsSink& sink) {
+        using TermRecords = std::pair<const std::string*, const std::vector<uint32_t>*>;
+        std::vector<TermRecords> terms;
+        terms.reserve(postings_.size());
+        for (const auto& [term, records] : postings_) terms.emplace_back(&term, &records);
+        std::sort(terms.begin(), terms.end(),
+                  [](const TermRecords& a, const TermRecords& b) { return *a.first < *b.first; });
+        std::vector<Entry> entries;
+        for (size_t t = 0; t < terms.size(); ++t) {
+          // Terms are visited in sorted order, not memory order: fetch ahead what is read next.
+          if (t + 8 < terms.size()) __builtin_prefetch(terms[t + 8].second);
+          if (t + 4 < terms.size()) __builtin_prefetch(terms[t + 4].second->data());
+          const std::vector<uint32_t>& records = *terms[t].second;
+          entries.clear();
+          for (size_t i = 0; i < records.size(); i += 2 + records[i + 1]) {
+            entries.push_back(Entry{new_id[records[i]], &records[i + 2], records[i + 1]});
+          }
+          std::sort(entries.begin(), entries.end(),
+                    [](const Entry& a, const Entry& b) { return a.doc < b.doc; });
+          sink.Add(*terms[t].first, entries);
+        }
+        return absl::OkStatus();
+      },
+      [&](std::span<const std::string_view> pieces) {
+        file = Concatenate(pieces);
+        return absl::OkStatus();
+      });
   if (!status.ok()) std::abort();  // only the callbacks above can fail, and they do not
   if (new_ids != nullptr) *new_ids = std::move(new_id);
   rows_.clear();
@@ -980,8 +994,7 @@ absl::Status EncodeSegment(const Segment& segment, std::vector<std::string_view>
   for (DocId d = 0; d < origin.size(); ++d) (*doc_map)[origin[d]] = d;
   std::sort(terms.begin(), terms.end());
   return EncodeSegmentFile(
-      static_cast<uint32_t>(origin.size()),
-      [&](DocId d) { return RowAt(c, origin[d]); },
+      static_cast<uint32_t>(origin.size()), [&](DocId d) { return RowAt(c, origin[d]); },
       [&](SegmentPostingsSink& postings) {
         RenumberedList list;
         for (std::string_view term : terms) {
@@ -1013,7 +1026,8 @@ absl::Status MergeSegments(std::span<const SealedSegment* const> sources,
   }
   std::sort(live.begin(), live.end(), [](const Source& a, const Source& b) { return a.id > b.id; });
   doc_maps->assign(sources.size(), {});
-  for (uint32_t s = 0; s < sources.size(); ++s) (*doc_maps)[s].assign(sources[s]->num_docs(), kEndDoc);
+  for (uint32_t s = 0; s < sources.size(); ++s)
+    (*doc_maps)[s].assign(sources[s]->num_docs(), kEndDoc);
   // Where each new row comes from (8 bytes a row; the row itself is read when encoded).
   std::vector<std::pair<uint32_t, DocId>> origin(live.size());
   for (uint32_t d = 0; d < live.size(); ++d) {
@@ -1027,52 +1041,55 @@ absl::Status MergeSegments(std::span<const SealedSegment* const> sources,
   uint64_t posting_bytes = 0;
   for (const SealedSegment* source : sources) posting_bytes += source->stats().posting_bytes;
 
-  return EncodeSegmentFile(static_cast<uint32_t>(origin.size()), row_of,
-                           [&](SegmentPostingsSink& postings) -> absl::Status {
-    postings.Reserve(posting_bytes);  // at most what the sources hold: no doubling on the way
-    // The sources' dictionaries walked side by side: every term of any source, in order,
-    // without holding the union of their terms.
-    std::vector<TermDictionary::Iterator> walks;
-    for (const SealedSegment* source : sources) walks.push_back(source->Terms());
-    std::vector<RenumberedCursor> lists;
-    std::string term;
-    while (cancel == nullptr || !cancel->load(std::memory_order_relaxed)) {
-      const TermDictionary::Iterator* smallest = nullptr;
-      for (const TermDictionary::Iterator& w : walks) {
-        if (w.Valid() && (smallest == nullptr || w.term() < smallest->term())) smallest = &w;
-      }
-      if (smallest == nullptr) break;
-      term.assign(smallest->term());
-      lists.clear();
-      for (uint32_t s = 0; s < sources.size(); ++s) {
-        if (!walks[s].Valid() || walks[s].term() != term) continue;
-        walks[s].Next();
-        // Null if damaged (checked below).
-        std::unique_ptr<PostingCursor> cursor = sources[s]->OpenTerm(term, sources[s]->num_docs());
-        if (cursor == nullptr) continue;
-        RenumberedCursor list(std::move(cursor), &(*doc_maps)[s]);
-        if (list.doc() != kEndDoc) lists.push_back(std::move(list));
-      }
-      // Each source's DocIds map to increasing new ones (both are newest first), so the
-      // lists merge by their heads, a posting at a time.
-      while (!lists.empty()) {
-        size_t next = 0;
-        for (size_t i = 1; i < lists.size(); ++i) {
-          if (lists[i].doc() < lists[next].doc()) next = i;
+  return EncodeSegmentFile(
+      static_cast<uint32_t>(origin.size()), row_of,
+      [&](SegmentPostingsSink& postings) -> absl::Status {
+        postings.Reserve(posting_bytes);  // at most what the sources hold: no doubling on the way
+        // The sources' dictionaries walked side by side: every term of any source, in order,
+        // without holding the union of their terms.
+        std::vector<TermDictionary::Iterator> walks;
+        for (const SealedSegment* source : sources) walks.push_back(source->Terms());
+        std::vector<RenumberedCursor> lists;
+        std::string term;
+        while (cancel == nullptr || !cancel->load(std::memory_order_relaxed)) {
+          const TermDictionary::Iterator* smallest = nullptr;
+          for (const TermDictionary::Iterator& w : walks) {
+            if (w.Valid() && (smallest == nullptr || w.term() < smallest->term())) smallest = &w;
+          }
+          if (smallest == nullptr) break;
+          term.assign(smallest->term());
+          lists.clear();
+          for (uint32_t s = 0; s < sources.size(); ++s) {
+            if (!walks[s].Valid() || walks[s].term() != term) continue;
+            walks[s].Next();
+            // Null if damaged (checked below).
+            std::unique_ptr<PostingCursor> cursor =
+                sources[s]->OpenTerm(term, sources[s]->num_docs());
+            if (cursor == nullptr) continue;
+            RenumberedCursor list(std::move(cursor), &(*doc_maps)[s]);
+            if (list.doc() != kEndDoc) lists.push_back(std::move(list));
+          }
+          // Each source's DocIds map to increasing new ones (both are newest first), so the
+          // lists merge by their heads, a posting at a time.
+          while (!lists.empty()) {
+            size_t next = 0;
+            for (size_t i = 1; i < lists.size(); ++i) {
+              if (lists[i].doc() < lists[next].doc()) next = i;
+            }
+            postings.list().Add(lists[next].doc(), lists[next].positions());
+            if (!lists[next].Next()) lists.erase(lists.begin() + static_cast<ptrdiff_t>(next));
+          }
+          postings.EndTerm(term);  // left out if every match was deleted
         }
-        postings.list().Add(lists[next].doc(), lists[next].positions());
-        if (!lists[next].Next()) lists.erase(lists.begin() + static_cast<ptrdiff_t>(next));
-      }
-      postings.EndTerm(term);  // left out if every match was deleted
-    }
-    if (cancel != nullptr && cancel->load(std::memory_order_acquire)) {
-      return absl::CancelledError("merge cancelled");
-    }
-    for (const SealedSegment* source : sources) {
-      if (absl::Status health = source->Health(); !health.ok()) return health;
-    }
-    return absl::OkStatus();
-  }, sink);
+        if (cancel != nullptr && cancel->load(std::memory_order_acquire)) {
+          return absl::CancelledError("merge cancelled");
+        }
+        for (const SealedSegment* source : sources) {
+          if (absl::Status health = source->Health(); !health.ok()) return health;
+        }
+        return absl::OkStatus();
+      },
+      sink);
 }
 
 std::unique_ptr<SealedSegment> SealedSegmentBuilder::Build() {
@@ -1096,10 +1113,14 @@ std::string ReadColumns(const SectionFile& file, const Meta& meta, PackedColumns
                         std::span<const uint32_t>* range_max_likes) {
   const uint32_t n = static_cast<uint32_t>(meta.num_docs);
   const std::pair<PackedColumn*, std::pair<uint32_t, uint64_t>> packed[] = {
-      {&c->id_high, {kIdHigh, n}},        {&c->id_low, {kIdLow, n}},
-      {&c->created_offset, {kCreatedOffset, n}}, {&c->user_codes, {kUserCodes, n}},
-      {&c->user_values, {kUserValues, meta.user_values}}, {&c->lang_codes, {kLangCodes, n}},
-      {&c->lang_values, {kLangValues, meta.lang_values}}, {&c->lengths, {kLengths, n}}};
+      {&c->id_high, {kIdHigh, n}},
+      {&c->id_low, {kIdLow, n}},
+      {&c->created_offset, {kCreatedOffset, n}},
+      {&c->user_codes, {kUserCodes, n}},
+      {&c->user_values, {kUserValues, meta.user_values}},
+      {&c->lang_codes, {kLangCodes, n}},
+      {&c->lang_values, {kLangValues, meta.lang_values}},
+      {&c->lengths, {kLengths, n}}};
   for (const auto& [column, where] : packed) {
     if (where.second > UINT32_MAX) return "bad column size";
     absl::StatusOr<PackedColumn> view =
@@ -1150,8 +1171,8 @@ absl::StatusOr<std::unique_ptr<SealedSegment>> SealedSegment::FromBytes(
   }
   parts.postings = file->sections[kPostings];
   if (parts.postings.size() != meta.stats.posting_bytes || parts.postings.size() > UINT32_MAX ||
-      !ArrayOf(file->sections[kPostingChunks], (parts.postings.size() + kChunkBytes - 1) / kChunkBytes,
-               &parts.chunk_sums)) {
+      !ArrayOf(file->sections[kPostingChunks],
+               (parts.postings.size() + kChunkBytes - 1) / kChunkBytes, &parts.chunk_sums)) {
     return corrupt("postings sizes disagree");
   }
   std::span<const uint32_t> blocks;
@@ -1170,8 +1191,7 @@ absl::StatusOr<std::unique_ptr<SealedSegment>> SealedSegment::FromBytes(
   return segment;
 }
 
-SealedSegment::SealedSegment(std::unique_ptr<FileBytes> bytes, std::string name,
-                             const Parts& parts)
+SealedSegment::SealedSegment(std::unique_ptr<FileBytes> bytes, std::string name, const Parts& parts)
     : Segment(std::make_unique<Columns>(static_cast<uint32_t>(parts.meta.num_docs), parts.columns,
                                         parts.range_max_likes, parts.meta.max_created)),
       bytes_(std::move(bytes)),

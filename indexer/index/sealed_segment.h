@@ -68,8 +68,7 @@ class SealedSegment final : public Segment {
   // The same from bytes already in memory; `name` names them in errors. `trusted`: the bytes
   // were just encoded here, so their chunks need no verification.
   static absl::StatusOr<std::unique_ptr<SealedSegment>> FromBytes(std::unique_ptr<FileBytes> bytes,
-                                                                  std::string name,
-                                                                  bool trusted);
+                                                                  std::string name, bool trusted);
   ~SealedSegment() override;
 
   // Writes the segment file (as written when sealed: likes and deletes changed since are in
@@ -163,7 +162,6 @@ class SealedSegmentBuilder {
   std::unique_ptr<SealedSegment> Build();
 
  private:
-
   std::vector<Row> rows_;
   // term -> records [doc, freq, positions...]
   absl::flat_hash_map<std::string, std::vector<uint32_t>> postings_;

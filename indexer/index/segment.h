@@ -40,10 +40,10 @@ inline constexpr DocId kEndDoc = std::numeric_limits<DocId>::max();
 struct IndexDoc {
   TweetId id = 0;
   UserId user_id = 0;
-  std::string user_name;   // indexed as the term "from:<name>", case-folded
-  std::string text;        // UTF-8
+  std::string user_name;      // indexed as the term "from:<name>", case-folded
+  std::string text;           // UTF-8
   int64_t created_at_ms = 0;  // Unix milliseconds
-  std::string lang;        // BCP 47 code such as "en"; indexed as "lang:<code>"; may be empty
+  std::string lang;           // BCP 47 code such as "en"; indexed as "lang:<code>"; may be empty
   uint32_t likes = 0;
 };
 
@@ -57,8 +57,7 @@ inline int LikesBand(uint32_t likes) {
 }
 // The most likes a tweet of `band` can have.
 inline uint32_t LikesBandMax(int band) {
-  return band >= kLikesBands - 1 ? std::numeric_limits<uint32_t>::max()
-                                 : (uint32_t{1} << band) - 1;
+  return band >= kLikesBands - 1 ? std::numeric_limits<uint32_t>::max() : (uint32_t{1} << band) - 1;
 }
 // Per likes band, a block keeps the shortest length as a 5-bit code (0: no posting in the
 // band): lengths 1 to 22 exactly, longer ones rounded down to one of nine steps.
@@ -154,7 +153,7 @@ struct PackedColumns {
   PackedColumn lang_codes;
   PackedColumn lang_values;
   PackedColumn lengths;
-  const uint8_t* likes = nullptr;         // kLikesOverflow: in the overflow table
+  const uint8_t* likes = nullptr;           // kLikesOverflow: in the overflow table
   std::span<const uint32_t> overflow_docs;  // ascending
   std::span<const uint32_t> overflow_likes;
   const int64_t* range_max_created = nullptr;  // per range of kRangeSize DocIds

@@ -34,8 +34,8 @@ bool GetVarint(std::string_view in, size_t end, size_t* pos, uint32_t* v) {
 // Walks the entries of one block, rebuilding each term in `term`. Stops early when `visit`
 // returns false. False if the block is malformed.
 template <typename Visit>
-bool WalkBlock(std::string_view blob, size_t begin, size_t end, uint32_t count,
-               std::string* term, Visit&& visit) {
+bool WalkBlock(std::string_view blob, size_t begin, size_t end, uint32_t count, std::string* term,
+               Visit&& visit) {
   size_t pos = begin;
   uint32_t offset = 0;
   for (uint32_t i = 0; i < count; ++i) {
@@ -232,12 +232,12 @@ void TermDictionary::Iterator::LoadBlocks() {
   while (terms_.empty() && block_ < d.block_offsets_.size()) {
     term.clear();
     const size_t b = block_++;
-    const bool ok = WalkBlock(d.blob_, std::min<size_t>(d.block_offsets_[b], d.blob_.size()),
-                              d.BlockEnd(b), d.BlockCount(b), &term,
-                              [&](std::string_view t, Entry e) {
-                                terms_.emplace_back(std::string(t), e);
-                                return true;
-                              });
+    const bool ok =
+        WalkBlock(d.blob_, std::min<size_t>(d.block_offsets_[b], d.blob_.size()), d.BlockEnd(b),
+                  d.BlockCount(b), &term, [&](std::string_view t, Entry e) {
+                    terms_.emplace_back(std::string(t), e);
+                    return true;
+                  });
     (void)ok;  // a block that does not decode yields the terms before the fault, as in ForEach
   }
 }

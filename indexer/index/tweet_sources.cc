@@ -5,8 +5,13 @@
 namespace tweetsearch::index {
 
 IndexDoc ToIndexDoc(SyntheticTweet t) {
-  return IndexDoc{t.id, t.user_id, std::move(t.user_name), std::move(t.text), t.created_at_ms,
-                  std::move(t.lang), t.likes};
+  return IndexDoc{t.id,
+                  t.user_id,
+                  std::move(t.user_name),
+                  std::move(t.text),
+                  t.created_at_ms,
+                  std::move(t.lang),
+                  t.likes};
 }
 
 IndexDoc ToIndexDoc(ImportedTweet t) {

@@ -38,8 +38,8 @@ uint64_t PopCount(const uint64_t* words, size_t n) {
 
 struct MatchCounter::Node {
   PlanNode::Kind kind = PlanNode::Kind::kNothing;
-  std::unique_ptr<PostingCursor> cursor;  // kTerm
-  std::unique_ptr<DocSource> source;      // kPhrase
+  std::unique_ptr<PostingCursor> cursor;        // kTerm
+  std::unique_ptr<DocSource> source;            // kPhrase
   std::vector<std::unique_ptr<Node>> children;  // kAnd: fewest postings first; kOr
   std::vector<std::unique_ptr<Node>> excluded;  // kAnd
   // Postings the node's lists hold (an upper bound of its matches), to choose between

@@ -146,8 +146,7 @@ class Parser {
 
   absl::StatusOr<QueryNode> ParseUnary(size_t depth) {
     if (depth >= limits_.max_depth) {
-      return Error(StrCat("query nests deeper than ", limits_.max_depth, " levels"),
-                   Peek().offset);
+      return Error(StrCat("query nests deeper than ", limits_.max_depth, " levels"), Peek().offset);
     }
     if (Peek().type == TokenType::kNot || Peek().type == TokenType::kMinus) {
       const Token& op = Take();
@@ -256,8 +255,8 @@ class Parser {
 
 absl::StatusOr<QueryNode> Parse(std::string_view query, const QueryLimits& limits) {
   if (query.size() > limits.max_bytes) {
-    return absl::InvalidArgumentError(StrCat("query is ", query.size(), " bytes; at most ",
-                                             limits.max_bytes, " are allowed"));
+    return absl::InvalidArgumentError(
+        StrCat("query is ", query.size(), " bytes; at most ", limits.max_bytes, " are allowed"));
   }
   if (absl::Status valid = ValidateUtf8(query); !valid.ok()) {
     return absl::InvalidArgumentError(StrCat("query is not UTF-8: ", AsStd(valid.message())));

@@ -38,9 +38,10 @@ class Planner {
       case Kind::kUntil:
       case Kind::kMinFaves:
         if (!top_level_and) {
-          return Error("since:, until: and min_faves: must apply to the whole query, not inside "
-                       "OR or NOT",
-                       node.offset);
+          return Error(
+              "since:, until: and min_faves: must apply to the whole query, not inside "
+              "OR or NOT",
+              node.offset);
         }
         if (node.kind == Kind::kSince) plan_->since_ms = std::max(plan_->since_ms, node.value);
         if (node.kind == Kind::kUntil) plan_->until_ms = std::min(plan_->until_ms, node.value);
@@ -49,15 +50,13 @@ class Planner {
         }
         return std::optional<PlanNode>();
       case Kind::kNot:
-        return Error("NOT needs a positive term beside it in an AND (as in 'a -b')",
-                     node.offset);
+        return Error("NOT needs a positive term beside it in an AND (as in 'a -b')", node.offset);
       case Kind::kOr: {
         PlanNode out{PlanNode::Kind::kOr, "", true, {}, {}, {}, {}};
         bool saw_nothing = false;  // an alternative that can match nothing was dropped
         for (const QueryNode& child : node.children) {
           if (child.kind == Kind::kNot) {
-            return Error("NOT cannot be an alternative of OR; put it beside an AND",
-                         child.offset);
+            return Error("NOT cannot be an alternative of OR; put it beside an AND", child.offset);
           }
           absl::StatusOr<std::optional<PlanNode>> planned = Visit(child, false);
           if (!planned.ok()) return planned.status();
@@ -67,7 +66,8 @@ class Planner {
             continue;
           }
           if ((*planned)->kind == PlanNode::Kind::kOr) {
-            for (PlanNode& grandchild : (*planned)->children) out.children.push_back(std::move(grandchild));
+            for (PlanNode& grandchild : (*planned)->children)
+              out.children.push_back(std::move(grandchild));
           } else {
             out.children.push_back(**std::move(planned));
           }
@@ -151,8 +151,7 @@ class Planner {
 absl::StatusOr<Plan> MakePlan(const QueryNode& query, const analysis::Analyzer& analyzer) {
   Plan plan;
   Planner planner(analyzer, &plan);
-  absl::StatusOr<std::optional<PlanNode>> root =
-      planner.Visit(query, /*top_level_and=*/true);
+  absl::StatusOr<std::optional<PlanNode>> root = planner.Visit(query, /*top_level_and=*/true);
   if (!root.ok()) return root.status();
   if (!*root) {
     return absl::InvalidArgumentError(

@@ -23,11 +23,11 @@ namespace tweetsearch::query {
 
 struct PlanNode {
   enum class Kind {
-    kTerm,    // term: one index term
-    kPhrase,  // phrase: terms at the given offsets from the first
-    kAnd,     // all children, none of `excluded`
-    kOr,      // any child
-    kNothing, // matches no tweet (as "a -a")
+    kTerm,     // term: one index term
+    kPhrase,   // phrase: terms at the given offsets from the first
+    kAnd,      // all children, none of `excluded`
+    kOr,       // any child
+    kNothing,  // matches no tweet (as "a -a")
   };
   Kind kind = Kind::kTerm;
   std::string term;

@@ -19,11 +19,11 @@
 namespace tweetsearch::query {
 
 struct ScoringParams {
-  double k1 = 1.2;                      // BM25 term-frequency saturation
-  double b = 0.75;                      // BM25 length normalization
-  double popularity_weight = 1.0;       // w_pop: at most this much for likes
-  double likes_reference = 10000;       // likes_ref: likes that earn the whole w_pop
-  double recency_weight = 1.0;          // w_rec: at most this much for freshness
+  double k1 = 1.2;                                  // BM25 term-frequency saturation
+  double b = 0.75;                                  // BM25 length normalization
+  double popularity_weight = 1.0;                   // w_pop: at most this much for likes
+  double likes_reference = 10000;                   // likes_ref: likes that earn the whole w_pop
+  double recency_weight = 1.0;                      // w_rec: at most this much for freshness
   double recency_half_life_ms = 6.0 * 3600 * 1000;  // the freshness bonus halves every 6 hours
 };
 

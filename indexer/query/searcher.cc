@@ -151,8 +151,8 @@ class TermMatcher final : public Matcher {
     // repeated occurrences.
     const double single = TfPart(*ctx_.params, 1, b.min_length, ctx_.avg_length);
     if (b.max_tf <= 1) return idf_ * single;
-    return idf_ * std::max(single, TfPart(*ctx_.params, b.max_tf, b.min_length_repeated,
-                                          ctx_.avg_length));
+    return idf_ *
+           std::max(single, TfPart(*ctx_.params, b.max_tf, b.min_length_repeated, ctx_.avg_length));
   }
 
   std::unique_ptr<PostingCursor> cursor_;
@@ -350,8 +350,8 @@ class MatcherBuilder {
     if (cursor == nullptr) return nullptr;
     auto df = stats_.doc_freq.find(AsAbsl(term));
     const uint64_t doc_freq = df == stats_.doc_freq.end() ? 0 : df->second;
-    return std::make_unique<TermMatcher>(std::move(cursor), Idf(stats_.num_docs, doc_freq),
-                                         scored, ctx_);
+    return std::make_unique<TermMatcher>(std::move(cursor), Idf(stats_.num_docs, doc_freq), scored,
+                                         ctx_);
   }
 
   std::unique_ptr<Matcher> Build(const PlanNode& node) {
@@ -458,7 +458,10 @@ struct ScoredWindow {
 class Evaluation {
  public:
   Evaluation(const index::IndexSnapshot& snapshot, const Plan& plan, const SearchOptions& options)
-      : snapshot_(snapshot), plan_(plan), options_(options), top_(options.limit),
+      : snapshot_(snapshot),
+        plan_(plan),
+        options_(options),
+        top_(options.limit),
         stats_(options.stats != nullptr ? *options.stats : ComputeStats(snapshot, plan)) {
     if (options.sort != SortMode::kBestMatch) return;
     const ScoringParams& p = options.scoring;
@@ -601,8 +604,8 @@ class Evaluation {
   // The plan and its filters, as the cache's key.
   const std::string& CountKey() {
     if (count_key_.empty()) {
-      count_key_ = absl::StrCat(ToString(plan_.root), "|", plan_.since_ms, "|", plan_.until_ms,
-                                "|", plan_.min_likes);
+      count_key_ = absl::StrCat(ToString(plan_.root), "|", plan_.since_ms, "|", plan_.until_ms, "|",
+                                plan_.min_likes);
     }
     return count_key_;
   }
@@ -657,8 +660,7 @@ class Evaluation {
     if (likes < plan_.min_likes) return std::nullopt;
     SortKey key{0, id};
     if (options_.sort == SortMode::kMostLiked) key.primary = likes;
-    if (options_.after && options_.sort != SortMode::kBestMatch &&
-        !Before(*options_.after, key)) {
+    if (options_.after && options_.sort != SortMode::kBestMatch && !Before(*options_.after, key)) {
       return std::nullopt;
     }
     return key;
@@ -745,9 +747,9 @@ class Evaluation {
     // Tiers serve a term or an OR of terms, whose postings count their matches (an AND's
     // count only bounds them, and a tier chosen by it would rarely decide).
     std::vector<const PlanNode*> terms;
-    const bool counted = FlatTerms(plan_.root, &terms) &&
-                         (plan_.root.kind == PlanNode::Kind::kTerm ||
-                          plan_.root.kind == PlanNode::Kind::kOr);
+    const bool counted =
+        FlatTerms(plan_.root, &terms) &&
+        (plan_.root.kind == PlanNode::Kind::kTerm || plan_.root.kind == PlanNode::Kind::kOr);
     const std::span<const index::LikesTier> tiers =
         counted ? segment.likes_tiers() : std::span<const index::LikesTier>();
     if (tiers.empty()) {
@@ -959,8 +961,8 @@ class Evaluation {
   }
 
   // The window bands of flat terms: in a conjunction all must match, in a disjunction any.
-  static uint32_t TermBands(std::span<TermMatcher* const> terms, bool conjunctive,
-                            DocId target, DocId* end, double* sums) {
+  static uint32_t TermBands(std::span<TermMatcher* const> terms, bool conjunctive, DocId target,
+                            DocId* end, double* sums) {
     uint32_t all = (1u << index::kLikesBands) - 1, any = 0;
     for (TermMatcher* t : terms) {
       const uint32_t bands = t->WindowBands(target, end, sums);
@@ -1015,7 +1017,8 @@ class Evaluation {
     changed_rows_.clear();
     segment.columns().ChangedLikesRows(&changed_rows_);
     const Columns& c = segment.columns();
-    VisitAmong(builder, changed_rows_, [&](DocId d, Matcher& m) { OfferBestMatch(c, d, m.Score()); });
+    VisitAmong(builder, changed_rows_,
+               [&](DocId d, Matcher& m) { OfferBestMatch(c, d, m.Score()); });
   }
   bool AlreadyOffered(DocId d) const {
     return !changed_rows_.empty() &&
@@ -1079,10 +1082,9 @@ class Evaluation {
       const bool all = batch * 2 >= rest.size() || (batch > kFirstBatch && !top_.full());
       const size_t n = all ? rest.size() : batch;
       if (n < rest.size()) {
-        std::nth_element(rest.begin(), rest.begin() + static_cast<ptrdiff_t>(n), rest.end(),
-                         [](const ScoredWindow& a, const ScoredWindow& b) {
-                           return a.bound > b.bound;
-                         });
+        std::nth_element(
+            rest.begin(), rest.begin() + static_cast<ptrdiff_t>(n), rest.end(),
+            [](const ScoredWindow& a, const ScoredWindow& b) { return a.bound > b.bound; });
       }
       std::sort(rest.begin(), rest.begin() + static_cast<ptrdiff_t>(n),
                 [](const ScoredWindow& a, const ScoredWindow& b) { return a.begin < b.begin; });
@@ -1135,7 +1137,8 @@ class Evaluation {
           continue;
         }
       }
-      OfferCandidate(c, d, [&] { return m.Score(); }, [] { return true; });
+      OfferCandidate(
+          c, d, [&] { return m.Score(); }, [] { return true; });
       m.Next();
       d = m.doc();
     }
@@ -1191,9 +1194,11 @@ class Evaluation {
         // Bitmap windows pay where every list is dense (docs/benchmarks.md): then a
         // leapfrog step per posting costs more than a bit per posting and an AND per word.
         std::vector<std::unique_ptr<TermMatcher>> finders;
-        const uint64_t rarest = std::min_element(terms.begin(), terms.end(), [](auto& a, auto& b) {
-                                  return a->Cost() < b->Cost();
-                                })->get()->Cost();
+        const uint64_t rarest =
+            std::min_element(terms.begin(), terms.end(),
+                             [](auto& a, auto& b) { return a->Cost() < b->Cost(); })
+                ->get()
+                ->Cost();
         if (terms.size() > 1 && rarest * kBitmapDensity >= segment.VisibleDocs() &&
             !open(&finders)) {
           return;
@@ -1250,8 +1255,9 @@ class Evaluation {
           d = Align(order, window_.end + 1);
           continue;
         }
-        OfferCandidate(c, d, [&] { return CanonicalScore(c, terms, d); },
-                       [&] { return !AnyMatches(excluded, d); });
+        OfferCandidate(
+            c, d, [&] { return CanonicalScore(c, terms, d); },
+            [&] { return !AnyMatches(excluded, d); });
         d = Align(order, d + 1);
       }
     }
@@ -1296,9 +1302,8 @@ class Evaluation {
                 std::span<const ScoredWindow> windows) {
     std::vector<TermMatcher*> by_max;
     for (auto& t : terms) by_max.push_back(t.get());
-    std::stable_sort(by_max.begin(), by_max.end(), [](TermMatcher* a, TermMatcher* b) {
-      return a->MaxScore() < b->MaxScore();
-    });
+    std::stable_sort(by_max.begin(), by_max.end(),
+                     [](TermMatcher* a, TermMatcher* b) { return a->MaxScore() < b->MaxScore(); });
     const size_t n = by_max.size();
     std::vector<double> prefix(n);  // prefix[i] = bound of by_max[0..i]
     for (size_t i = 0; i < n; ++i) prefix[i] = (i ? prefix[i - 1] : 0) + by_max[i]->MaxScore();
@@ -1384,16 +1389,16 @@ class Evaluation {
   const SearchOptions& options_;
   TopK top_;
   CollectionStats stats_;
-  uint64_t total_ = 0;   // matches counted, up to the cap plus one
-  bool pruned_ = false;  // the ranking skipped documents
+  uint64_t total_ = 0;                 // matches counted, up to the cap plus one
+  bool pruned_ = false;                // the ranking skipped documents
   bool count_missed_damaged_ = false;  // CountTotal met a damaged segment
   // Counting stops at one past the cap (never, with exact_total).
   std::string count_key_;  // CountKey()
   const uint64_t stop_ = options_.exact_total ? UINT64_MAX : kTrackTotalHitsUpTo + 1;
-  const bool by_created_ = plan_.since_ms != std::numeric_limits<int64_t>::min() ||
-                           plan_.has_until();
+  const bool by_created_ =
+      plan_.since_ms != std::numeric_limits<int64_t>::min() || plan_.has_until();
   absl::flat_hash_set<size_t> counted_;  // segments the ranking counted whole
-  std::vector<DocId> visible_docs_;       // of each segment of Run(), read once
+  std::vector<DocId> visible_docs_;      // of each segment of Run(), read once
   // StaticBound's cache.
   const Columns* bound_columns_ = nullptr;
   DocId bound_range_ = 0;

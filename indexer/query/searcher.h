@@ -52,14 +52,14 @@ struct CollectionStats {
 
 struct SearchOptions {
   SortMode sort = SortMode::kNewest;
-  uint32_t limit = 20;                // hits per page, 1 to kMaxLimit
-  std::optional<SortKey> after;       // only hits after this key (the last of the previous page)
-  TweetId watermark = kMaxTweetId;    // tweets with a larger id are invisible
-  bool exact_total = false;           // count every match, not only up to kTrackTotalHitsUpTo
+  uint32_t limit = 20;              // hits per page, 1 to kMaxLimit
+  std::optional<SortKey> after;     // only hits after this key (the last of the previous page)
+  TweetId watermark = kMaxTweetId;  // tweets with a larger id are invisible
+  bool exact_total = false;         // count every match, not only up to kTrackTotalHitsUpTo
   // Use and fill the sealed segments' caches of match counts (benchmarks of counting turn it
   // off).
   bool cache_counts = true;
-  int64_t now_ms = 0;                 // "now" for the recency part of the score
+  int64_t now_ms = 0;  // "now" for the recency part of the score
   ScoringParams scoring;
   // Collection statistics to score with instead of the snapshot's own (null: the snapshot's).
   // A later page of a best-match search passes those of its first page, so that tweets

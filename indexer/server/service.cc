@@ -99,8 +99,8 @@ class IndexService final : public Index::Service {
   grpc::Status BeginRebuild(grpc::ServerContext*, const ipb::BeginRebuildRequest* request,
                             ipb::Empty*) override {
     return net::Guarded("Index.BeginRebuild", [&]() -> grpc::Status {
-      return net::ToGrpc(node_.BeginRebuild(
-          std::vector<uint64_t>(request->from_sequences().begin(), request->from_sequences().end())));
+      return net::ToGrpc(node_.BeginRebuild(std::vector<uint64_t>(
+          request->from_sequences().begin(), request->from_sequences().end())));
     });
   }
 
@@ -120,9 +120,8 @@ class IndexService final : public Index::Service {
 
   grpc::Status FinishRebuild(grpc::ServerContext*, const ipb::FinishRebuildRequest*,
                              ipb::Empty*) override {
-    return net::Guarded("Index.FinishRebuild", [&]() -> grpc::Status {
-      return net::ToGrpc(node_.FinishRebuild());
-    });
+    return net::Guarded("Index.FinishRebuild",
+                        [&]() -> grpc::Status { return net::ToGrpc(node_.FinishRebuild()); });
   }
 
  private:

@@ -1,9 +1,9 @@
 #include "aggregator/engine.h"
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "absl/container/flat_hash_set.h"
 #include "common/synthetic.h"
@@ -70,10 +70,10 @@ TEST_F(EngineTest, IngestIsSearchableWhenItReturnsAndRejectsOnlyBadLines) {
   std::vector<NewTweet> batch;
   batch.push_back(Tweet(std::nullopt, "first brave tweet"));
   batch.push_back(Tweet(100, "second brave tweet"));
-  batch.push_back(Tweet(100, "same id again"));                 // duplicate within the call
-  batch.push_back(Tweet(101, ""));                              // missing text
-  batch.push_back(Tweet(102, std::string(5000, 'a')));          // over the size limit
-  batch.push_back(Tweet(103, "bad \xc3 utf8"));                 // invalid UTF-8
+  batch.push_back(Tweet(100, "same id again"));         // duplicate within the call
+  batch.push_back(Tweet(101, ""));                      // missing text
+  batch.push_back(Tweet(102, std::string(5000, 'a')));  // over the size limit
+  batch.push_back(Tweet(103, "bad \xc3 utf8"));         // invalid UTF-8
   NewTweet bad_lang = Tweet(104, "a tweet");
   bad_lang.lang = "en us";
   batch.push_back(bad_lang);
@@ -106,7 +106,7 @@ TEST_F(EngineTest, DeleteAndLikesTakeEffectAtOnce) {
   EXPECT_EQ(*e->Likes(2, 10, /*add=*/false), 10u);
   EXPECT_EQ(*e->Likes(3, 4, /*add=*/true), 7u);
   EXPECT_EQ(All(*e, "cat", query::SortMode::kMostLiked), (std::vector<TweetId>{2, 3, 1}));
-  EXPECT_EQ(*e->Likes(1, -100, /*add=*/true), 0u);  // clamped
+  EXPECT_EQ(*e->Likes(1, -100, /*add=*/true), 0u);                // clamped
   EXPECT_EQ(*e->Likes(1, UINT32_MAX, /*add=*/true), UINT32_MAX);  // clamped
   EXPECT_TRUE(absl::IsInvalidArgument(e->Likes(1, int64_t{1} << 40, true).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(e->Likes(1, INT64_MAX, true).status()));
@@ -143,7 +143,8 @@ TEST_F(EngineTest, RestartReplaysChangesAfterTheLastCheckpoint) {
   o.checkpoint_on_close = false;
   SyntheticTweetGenerator gen;
   const std::vector<std::string> queries = {gen.Word(0), gen.Word(3) + " " + gen.Word(5),
-                                            gen.Word(1) + " OR " + gen.Word(40), "\"" + gen.Word(2) + " " + gen.Word(0) + "\""};
+                                            gen.Word(1) + " OR " + gen.Word(40),
+                                            "\"" + gen.Word(2) + " " + gen.Word(0) + "\""};
   std::vector<std::vector<TweetId>> before;
   {
     auto e = Open(o);

@@ -1,18 +1,15 @@
 #include "aggregator/front_door.h"
 
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
 #include <random>
 
-#include <nlohmann/json.hpp>
-
+#include "absl/container/flat_hash_set.h"
 #include "aggregator/engine.h"
 #include "aggregator/http/api_handler.h"
 #include "aggregator/metrics.h"
-
-#include <filesystem>
-
-#include <gtest/gtest.h>
-
-#include "absl/container/flat_hash_set.h"
 #include "common/file_util.h"
 #include "common/synthetic.h"
 #include "tests/testing/corpus.h"
@@ -33,7 +30,8 @@ class FrontDoorTest : public ::testing::Test {
     o.store.block_cache_bytes = 8 << 20;
     engine_ = *Engine::Open(o, clock_);
     keys_ = *KeyRegistry::Open(dir_.path() + "/keys");
-    ASSERT_TRUE(keys_->Register(kKey, "t", "free", uint8_t(Scope::kSearch) | uint8_t(Scope::kIngest)).ok());
+    ASSERT_TRUE(
+        keys_->Register(kKey, "t", "free", uint8_t(Scope::kSearch) | uint8_t(Scope::kIngest)).ok());
     ASSERT_TRUE(keys_->Register(kSearchOnly, "t", "free", uint8_t(Scope::kSearch)).ok());
     door_ = std::make_unique<FrontDoor>(*engine_, *keys_, PageTokenCodec(std::string(32, 's')));
   }
@@ -68,8 +66,8 @@ class FrontDoorTest : public ::testing::Test {
 TEST_F(FrontDoorTest, PagesNeitherRepeatNorSkipWhileTweetsArrive) {
   IngestSynthetic(2000);
   const std::string q = gen_.Word(0) + " OR " + gen_.Word(1);
-  for (query::SortMode sort : {query::SortMode::kNewest, query::SortMode::kBestMatch,
-                               query::SortMode::kMostLiked}) {
+  for (query::SortMode sort :
+       {query::SortMode::kNewest, query::SortMode::kBestMatch, query::SortMode::kMostLiked}) {
     SearchRequest all{std::string(kKey), q, kMaxResults, sort, ""};
     // The reference: the same query served in one go, paged by 100 without interference.
     std::vector<TweetId> expected;
@@ -90,7 +88,7 @@ TEST_F(FrontDoorTest, PagesNeitherRepeatNorSkipWhileTweetsArrive) {
       ASSERT_TRUE(page.ok()) << page.status();
       ASSERT_LE(page->hits.size(), 37u);
       for (const auto& h : page->hits) paged.push_back(h.hit.id);
-      IngestSynthetic(50);  // new tweets, many of them matching, between every two pages
+      IngestSynthetic(50);           // new tweets, many of them matching, between every two pages
       clock_.AdvanceMillis(60'000);  // and time passes (recency must not shift scores)
       if (page->next_page_token.empty()) break;
       r.page_token = page->next_page_token;
@@ -112,22 +110,22 @@ TEST_F(FrontDoorTest, BadTokensAndKeysAreRejected) {
   EXPECT_TRUE(absl::IsInvalidArgument(
       door_->Search({std::string(kKey), q, 5, query::SortMode::kNewest, tampered}).status()));
   // A token of another query, or another sort mode, does not continue this one.
-  EXPECT_TRUE(absl::IsInvalidArgument(door_->Search({std::string(kKey), q + " x", 5,
-                                                     query::SortMode::kNewest,
-                                                     first->next_page_token})
-                                          .status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(door_->Search({std::string(kKey), q, 5,
-                                                     query::SortMode::kMostLiked,
-                                                     first->next_page_token})
-                                          .status()));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(door_
+                                  ->Search({std::string(kKey), q + " x", 5,
+                                            query::SortMode::kNewest, first->next_page_token})
+                                  .status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      door_->Search({std::string(kKey), q, 5, query::SortMode::kMostLiked, first->next_page_token})
+          .status()));
   // Signed by another deployment.
   FrontDoor other(*engine_, *keys_, PageTokenCodec(std::string(32, 'x')));
   EXPECT_TRUE(absl::IsInvalidArgument(
       other.Search({std::string(kKey), q, 5, query::SortMode::kNewest, first->next_page_token})
           .status()));
 
-  EXPECT_TRUE(absl::IsUnauthenticated(
-      door_->Search({"", q, 5, query::SortMode::kNewest, ""}).status()));
+  EXPECT_TRUE(
+      absl::IsUnauthenticated(door_->Search({"", q, 5, query::SortMode::kNewest, ""}).status()));
   EXPECT_TRUE(absl::IsUnauthenticated(
       door_->Search({"no-such-key-000", q, 5, query::SortMode::kNewest, ""}).status()));
   EXPECT_TRUE(absl::IsPermissionDenied(door_->Ingest(kSearchOnly, {}).status()));
@@ -324,8 +322,8 @@ TEST_F(FrontDoorTest, HandlerSurvivesRandomRequests) {
     request.prepare_payload();
     HttpResponse response = handler.Handle(request);
     const int status = response.result_int();
-    ASSERT_TRUE(status == 200 || status == 201 || status == 400 || status == 401 ||
-                status == 403 || status == 404 || status == 405 || status == 409)
+    ASSERT_TRUE(status == 200 || status == 201 || status == 400 || status == 401 || status == 403 ||
+                status == 404 || status == 405 || status == 409)
         << status << " for " << target << ": " << response.body();
     if (i % 1000 == 0) {
       ASSERT_TRUE(recorder.Flush().ok());
@@ -357,7 +355,7 @@ TEST(ApiHandlerTest, SlowOrBlockingRequestsGoToTheWorkerPool) {
   EXPECT_TRUE(ApiHandler::MayBlock(req(verb::post, "/v1/tweets")));
   EXPECT_FALSE(ApiHandler::MayBlock(req(verb::get, "/metrics")));
   EXPECT_FALSE(ApiHandler::MayBlock(req(verb::get, "/v1/searchX?q=a&sort=1")));  // a 404
-  EXPECT_FALSE(ApiHandler::MayBlock(req(verb::put, "/v1/tweets")));             // a 405
+  EXPECT_FALSE(ApiHandler::MayBlock(req(verb::put, "/v1/tweets")));              // a 405
   EXPECT_TRUE(ApiHandler::MayBlock(req(verb::delete_, "/v1/admin/keys/abc")));
   EXPECT_FALSE(ApiHandler::MayBlock(req(verb::get, "/assets/search.js")));
 }

@@ -14,8 +14,8 @@
 
 #include "aggregator/api_keys.h"
 #include "aggregator/daemon.h"
-#include "net/http_client.h"
 #include "common/strings.h"
+#include "net/http_client.h"
 #include "tests/testing/corpus.h"
 
 namespace tweetsearch::aggregator {

@@ -2,21 +2,20 @@
 // same calls through gRPC.
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
-
-#include <functional>
-#include <thread>
+#include <gtest/gtest.h>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
-#include <gtest/gtest.h>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "aggregator/api_keys.h"
 #include "aggregator/daemon.h"
-#include "net/http_client.h"
 #include "common/file_util.h"
+#include "net/http_client.h"
 #include "proto/tweetsearch.grpc.pb.h"
 #include "tests/testing/corpus.h"
 
@@ -99,8 +98,8 @@ TEST_F(HttpTotalsTest, TotalsAreExactUpToTenThousandTheSameForEverySortAndPage) 
     EXPECT_EQ(Search("q=lang:en&exact_total=1" + s)["total_hits"], n) << sort;
     json page1 = Search("q=lang:es&maximum_results_to_return=7" + s);
     EXPECT_EQ(page1["total_hits"], rare_n) << sort;
-    json page2 = Search("q=lang:es&maximum_results_to_return=7" + s + "&page_token=" +
-                        page1["next_page_token"].get<std::string>());
+    json page2 = Search("q=lang:es&maximum_results_to_return=7" + s +
+                        "&page_token=" + page1["next_page_token"].get<std::string>());
     EXPECT_EQ(page2["total_hits"], rare_n) << sort;
     EXPECT_TRUE(page2["total_is_exact"].get<bool>()) << sort;
   }
@@ -176,7 +175,9 @@ TEST_F(HttpTest, IngestSearchGetLikesDelete) {
   liked = Search("q=zebra&sort=2");
   EXPECT_EQ(liked["results"][0]["tweet_id"], generated);
   EXPECT_EQ(liked["results"][0]["likes"], 45);
-  EXPECT_EQ(Call("POST", "/v1/tweets/" + generated + "/likes", R"({"set": 1, "add": 1})", kDemoKey).status, 400);
+  EXPECT_EQ(Call("POST", "/v1/tweets/" + generated + "/likes", R"({"set": 1, "add": 1})", kDemoKey)
+                .status,
+            400);
 
   ASSERT_EQ(Call("DELETE", "/v1/tweets/" + generated, {}, kDemoKey).status, 200);
   EXPECT_EQ(Call("GET", "/v1/tweets/" + generated, {}, kDemoKey).status, 404);
@@ -189,8 +190,9 @@ TEST_F(HttpTest, HighlightsCutTheTextAtTheMatchedWords) {
       "{\"text\":\"Quokkas &amp; QUOKKA pics: https://www.quokka.org/a #quokka, not wombats\","
       "\"user_name\":\"quokkafan\"}\n";
   ASSERT_EQ(Call("POST", "/v1/tweets?api_dev_key=" + std::string(kDemoKey), body).status, 200);
-  json found = Search("q=" + UrlEncode("(quokka OR quokkas OR quokka.org) \"not\" -wombat from:quokkafan") +
-                      "&highlight=true");
+  json found =
+      Search("q=" + UrlEncode("(quokka OR quokkas OR quokka.org) \"not\" -wombat from:quokkafan") +
+             "&highlight=true");
   ASSERT_EQ(found["results"].size(), 1u) << found;
   // Matched: the words and the URL (by its host); not "QUOKKA"'s hashtag form, the excluded
   // word or the author filter. Plain and matched pieces alternate and join to the text.
@@ -198,7 +200,8 @@ TEST_F(HttpTest, HighlightsCutTheTextAtTheMatchedWords) {
             json::parse(R"(["", "Quokkas", " &amp; ", "QUOKKA", " pics: ",
                             "https://www.quokka.org/a", " #quokka, ", "not", " wombats"])"));
   std::string joined;
-  for (const json& piece : found["results"][0]["highlighted_text"]) joined += piece.get<std::string>();
+  for (const json& piece : found["results"][0]["highlighted_text"])
+    joined += piece.get<std::string>();
   EXPECT_EQ(joined, found["results"][0]["text"]);
   // Without the parameter the field is absent; a bad value is a 400.
   EXPECT_FALSE(Search("q=quokka")["results"][0].contains("highlighted_text"));
@@ -257,15 +260,18 @@ TEST_F(HttpTest, BadRequestsGetClearErrorsAndTheServerStaysUp) {
     std::string reply(4096, '\0');
     boost::system::error_code ec;
     const size_t n = socket.read_some(net::buffer(reply), ec);
-    EXPECT_TRUE(std::string_view(reply.data(), n).starts_with("HTTP/1.1 400")) << reply.substr(0, n);
+    EXPECT_TRUE(std::string_view(reply.data(), n).starts_with("HTTP/1.1 400"))
+        << reply.substr(0, n);
   }
   EXPECT_EQ(Search("q=the")["results"].size(), 20u);
 
   HttpReply metrics = Call("GET", "/metrics");
   EXPECT_EQ(metrics.status, 200);
-  EXPECT_NE(metrics.body.find("tweetsearch_requests_total{transport=\"http\",route=\"search\",code=\"400\"}"),
+  EXPECT_NE(metrics.body.find(
+                "tweetsearch_requests_total{transport=\"http\",route=\"search\",code=\"400\"}"),
             std::string::npos);
-  EXPECT_NE(metrics.body.find("tweetsearch_request_duration_seconds_bucket{transport=\"http\",route=\"search\",le=\"+Inf\"}"),
+  EXPECT_NE(metrics.body.find("tweetsearch_request_duration_seconds_bucket{transport=\"http\","
+                              "route=\"search\",le=\"+Inf\"}"),
             std::string::npos);
   EXPECT_NE(metrics.body.find("tweetsearch_index_documents 500"), std::string::npos);
 }
@@ -283,7 +289,8 @@ TEST_F(HttpTest, AdminKeysLifecycle) {
   EXPECT_EQ(list.body.find(key), std::string::npos);  // listings never show whole keys
   EXPECT_EQ(Call("DELETE", "/v1/admin/keys/" + key.substr(0, 10), {}, admin).status, 200);
   EXPECT_EQ(Call("GET", "/v1/search?q=the&api_dev_key=" + key).status, 401);
-  EXPECT_EQ(Call("POST", "/v1/admin/keys", R"({"owner":"d","scopes":["root"]})", admin).status, 400);
+  EXPECT_EQ(Call("POST", "/v1/admin/keys", R"({"owner":"d","scopes":["root"]})", admin).status,
+            400);
 }
 
 TEST_F(HttpTest, GrpcServesTheSameCallsWithReflection) {
@@ -357,7 +364,8 @@ TEST_F(HttpTest, GrpcServesTheSameCallsWithReflection) {
   std::vector<grpc::Slice> slices;
   ASSERT_TRUE(response.Dump(&slices).ok());
   std::string bytes;
-  for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  for (const grpc::Slice& s : slices)
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
   EXPECT_NE(bytes.find("tweetsearch.v1.TweetSearch"), std::string::npos);
   call->WritesDone(reinterpret_cast<void*>(4));
   step(reinterpret_cast<void*>(4));
@@ -405,9 +413,8 @@ TEST(DaemonStartTest, ABusyPortIsAnErrorNotACrash) {
 
 TEST(DaemonConfigTest, ReadsTheExampleAndRejectsUnknownKeysAndBadValues) {
   DaemonConfig config;
-  ASSERT_TRUE(LoadDaemonConfigFile(std::string(TWEETSEARCH_SOURCE_DIR) +
-                                       "/data/tweetsearchd.example.yaml",
-                                   &config)
+  ASSERT_TRUE(LoadDaemonConfigFile(
+                  std::string(TWEETSEARCH_SOURCE_DIR) + "/data/tweetsearchd.example.yaml", &config)
                   .ok());
   EXPECT_EQ(config.data_dir, "/var/lib/tweetsearch");
   EXPECT_EQ(config.http.port, 8080);
@@ -507,7 +514,8 @@ TEST_F(QuotaTest, AnswersCarryTheQuotaAndRefusalsAre429WithRetryTimes) {
   EXPECT_EQ(refused.status, 429);
   nlohmann::json body = nlohmann::json::parse(refused.body);
   EXPECT_EQ(body["error"]["code"], "resource_exhausted");
-  EXPECT_NE(body["error"]["message"].get<std::string>().find("demo_search_burst"), std::string::npos);
+  EXPECT_NE(body["error"]["message"].get<std::string>().find("demo_search_burst"),
+            std::string::npos);
   EXPECT_FALSE(refused.headers["retry-after"].empty());
   EXPECT_EQ(refused.headers["retry-after"], refused.headers["x-ratelimit-retry-after"]);
   EXPECT_GT(std::stoi(refused.headers["retry-after"]), 0);
@@ -532,8 +540,9 @@ TEST_F(QuotaTest, AnswersCarryTheQuotaAndRefusalsAre429WithRetryTimes) {
   HttpReply metrics = Get("/metrics", "");
   EXPECT_NE(metrics.body.find("tweetsearch_ratelimit_refused_total{limit=\"demo_search_burst\"} 1"),
             std::string::npos);
-  EXPECT_NE(metrics.body.find("tweetsearch_ratelimit_shadow_exceeded_total{limit=\"demo_search_watch\"}"),
-            std::string::npos);
+  EXPECT_NE(
+      metrics.body.find("tweetsearch_ratelimit_shadow_exceeded_total{limit=\"demo_search_watch\"}"),
+      std::string::npos);
 }
 
 // Polls `target` (with `key`) until `done(body)` holds; the last body either way.
@@ -553,13 +562,20 @@ json PollJson(HttpClient& client, const std::string& target, std::string_view ke
 
 TEST_F(QuotaTest, UsageCountsEveryOutcomePerKeyAndSurvivesARestart) {
   for (int i = 0; i < 3; ++i) ASSERT_EQ(Get("/v1/search?q=the").status, 200);
-  EXPECT_EQ(Get("/v1/search?q=the").status, 429);                   // demo_search_burst
-  EXPECT_EQ(Get("/v1/search?q=the&limit=0").status, 400);            // bad input, still ours
-  EXPECT_EQ(client_->Send("POST", "/v1/tweets", "{\"text\":\"a\"}\n{\"text\":\"b\"}\n{\"text\":\"c\"}\n",
-                          "application/x-ndjson", kDemoKey)->status, 200);
-  EXPECT_EQ(client_->Send("POST", "/v1/tweets", "{\"text\":\"d\"}\n{\"text\":\"e\"}\n",
-                          "application/x-ndjson", kDemoKey)->status, 429);  // demo_ingest_lines
-  EXPECT_EQ(Get("/v1/search?q=the", "not-a-key-at-all").status, 401);   // anonymous
+  EXPECT_EQ(Get("/v1/search?q=the").status, 429);          // demo_search_burst
+  EXPECT_EQ(Get("/v1/search?q=the&limit=0").status, 400);  // bad input, still ours
+  EXPECT_EQ(
+      client_
+          ->Send("POST", "/v1/tweets", "{\"text\":\"a\"}\n{\"text\":\"b\"}\n{\"text\":\"c\"}\n",
+                 "application/x-ndjson", kDemoKey)
+          ->status,
+      200);
+  EXPECT_EQ(client_
+                ->Send("POST", "/v1/tweets", "{\"text\":\"d\"}\n{\"text\":\"e\"}\n",
+                       "application/x-ndjson", kDemoKey)
+                ->status,
+            429);                                                      // demo_ingest_lines
+  EXPECT_EQ(Get("/v1/search?q=the", "not-a-key-at-all").status, 401);  // anonymous
 
   // The demo key reads its own series (this read is counted too, as served).
   const json own = PollJson(*client_, "/v1/usage?from=-1h", kDemoKey, [](const json& b) {
@@ -582,9 +598,8 @@ TEST_F(QuotaTest, UsageCountsEveryOutcomePerKeyAndSurvivesARestart) {
   // Only admin keys read other series.
   EXPECT_EQ(Get("/v1/usage?api_dev_key=" + std::string(kDemoKey) + "&key=all", "").status, 403);
   const std::string admin = daemon_->admin_key();
-  const json anonymous = PollJson(*client_, "/v1/usage?key=anonymous", admin, [](const json& b) {
-    return b["totals"]["rejected"] == 1;
-  });
+  const json anonymous = PollJson(*client_, "/v1/usage?key=anonymous", admin,
+                                  [](const json& b) { return b["totals"]["rejected"] == 1; });
   EXPECT_EQ(anonymous["totals"]["rejected"], 1);
   const json by_prefix = PollJson(*client_, "/v1/usage?key=demo-key-0", admin,
                                   [](const json& b) { return b["totals"]["limited"] == 2; });
@@ -595,17 +610,22 @@ TEST_F(QuotaTest, UsageCountsEveryOutcomePerKeyAndSurvivesARestart) {
   });
   EXPECT_EQ(all["totals"]["rejected"], 3);
   // Week-long ranges come in hours, a year in days, unless asked otherwise.
-  EXPECT_EQ(PollJson(*client_, "/v1/usage?key=all&from=-7d", admin, [](const json&) { return true; })
-                ["resolution"], "1h");
-  EXPECT_EQ(PollJson(*client_, "/v1/usage?key=all&from=-365d", admin, [](const json&) { return true; })
-                ["resolution"], "1d");
+  EXPECT_EQ(PollJson(*client_, "/v1/usage?key=all&from=-7d", admin,
+                     [](const json&) { return true; })["resolution"],
+            "1h");
+  EXPECT_EQ(PollJson(*client_, "/v1/usage?key=all&from=-365d", admin,
+                     [](const json&) { return true; })["resolution"],
+            "1d");
   EXPECT_EQ(PollJson(*client_, "/v1/usage?key=all&from=-6h&resolution=5m", admin,
-                     [](const json&) { return true; })["points"].size(), 73u);
+                     [](const json&) { return true; })["points"]
+                .size(),
+            73u);
 
   // Bad requests say what is wrong.
-  for (const char* bad : {"/v1/usage?key=all&resolution=7m", "/v1/usage?key=all&from=yesterday",
-                          "/v1/usage?key=all&from=-1h&to=-2h", "/v1/usage?key=all&from=-3d&resolution=1m",
-                          "/v1/usage?key=all&from=0&resolution=1m"}) {
+  for (const char* bad :
+       {"/v1/usage?key=all&resolution=7m", "/v1/usage?key=all&from=yesterday",
+        "/v1/usage?key=all&from=-1h&to=-2h", "/v1/usage?key=all&from=-3d&resolution=1m",
+        "/v1/usage?key=all&from=0&resolution=1m"}) {
     HttpReply r = Get(bad, admin);
     EXPECT_EQ(r.status, 400) << bad << " " << r.body;
     EXPECT_NE(r.body.find("message"), std::string::npos);

@@ -1,8 +1,8 @@
 #include "aggregator/page_token.h"
 
-#include <random>
-
 #include <gtest/gtest.h>
+
+#include <random>
 
 namespace tweetsearch::aggregator {
 namespace {
@@ -46,10 +46,10 @@ TEST(PageTokenTest, CarriesScoringStatistics) {
 TEST(PageTokenTest, EveryTamperedCharacterIsRejected) {
   PageTokenCodec codec(std::string(32, 'k'));
   const std::string token = codec.Encode(Sample());
-  const std::string alphabet =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  const std::string alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
   for (size_t i = 0; i < token.size(); ++i) {
-    for (char c : {alphabet[(alphabet.find(token[i]) + 1) % 64], alphabet[(alphabet.find(token[i]) + 37) % 64]}) {
+    for (char c : {alphabet[(alphabet.find(token[i]) + 1) % 64],
+                   alphabet[(alphabet.find(token[i]) + 37) % 64]}) {
       std::string bad = token;
       bad[i] = c;
       if (bad == token) continue;

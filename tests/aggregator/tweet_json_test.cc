@@ -1,13 +1,12 @@
 #include "aggregator/tweet_json.h"
 
+#include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "absl/time/time.h"
 #include "aggregator/http/json_writer.h"
-
-#include <random>
-
-#include <gtest/gtest.h>
 
 namespace tweetsearch::aggregator {
 namespace {
@@ -49,8 +48,8 @@ TEST(TweetJsonTest, RefusesDeepNestingAndHugeLinesBeforeParsing) {
   // A 16 MB line of brackets is refused without building anything.
   EXPECT_FALSE(ParseTweetJson(std::string(16 << 20, '[')).ok());
   // Brackets inside strings, and escaped quotes, do not count.
-  const std::string in_text = "{\"text\": \"" + std::string(100, '[') + "\\\"" +
-                              std::string(100, '{') + "\"}";
+  const std::string in_text =
+      "{\"text\": \"" + std::string(100, '[') + "\\\"" + std::string(100, '{') + "\"}";
   ASSERT_TRUE(ParseTweetJson(in_text).ok()) << ParseTweetJson(in_text).status();
   EXPECT_EQ(ParseTweetJson(in_text)->text.size(), 201u);
   // Over 1 MiB.
@@ -108,8 +107,8 @@ namespace {
 // control character and quote in it.
 TEST(JsonWriterTest, StringsRoundTripThroughAJsonParser) {
   std::mt19937_64 rng(5);
-  const std::vector<std::string> pieces = {"a", "\"", "\\", "\n", "\t", "\x01", "\x1f", "é",
-                                           "😀", "/", "\x7f", " ", "日本"};
+  const std::vector<std::string> pieces = {"a", "\"", "\\", "\n",   "\t", "\x01", "\x1f",
+                                           "é", "😀",  "/",  "\x7f", " ",  "日本"};
   for (int i = 0; i < 20000; ++i) {
     std::string s;
     for (int k = rng() % 12; k > 0; --k) s += pieces[rng() % pieces.size()];
@@ -122,8 +121,8 @@ TEST(JsonWriterTest, StringsRoundTripThroughAJsonParser) {
 }
 
 TEST(JsonWriterTest, TweetsParseBack) {
-  storage::StoredTweet t{18446744073709551615ULL, 9007199254740993ULL, "a\"b", "line\nbreak",
-                         1767261600250, "en", 7};
+  storage::StoredTweet t{
+      18446744073709551615ULL, 9007199254740993ULL, "a\"b", "line\nbreak", 1767261600250, "en", 7};
   std::string out;
   AppendTweetJson(&out, t, t.likes, true, 1.5);
   nlohmann::json parsed = nlohmann::json::parse(out);
@@ -141,9 +140,9 @@ TEST(JsonWriterTest, Rfc3339MatchesAbseil) {
   std::mt19937_64 rng(9);
   for (int i = 0; i < 100000; ++i) {
     const int64_t ms = static_cast<int64_t>(rng() % 253402300799999ULL);
-    const std::string expected = absl::FormatTime(
-        ms % 1000 == 0 ? "%Y-%m-%dT%H:%M:%SZ" : "%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(ms),
-        absl::UTCTimeZone());
+    const std::string expected =
+        absl::FormatTime(ms % 1000 == 0 ? "%Y-%m-%dT%H:%M:%SZ" : "%Y-%m-%dT%H:%M:%E3SZ",
+                         absl::FromUnixMillis(ms), absl::UTCTimeZone());
     ASSERT_EQ(FormatRfc3339(ms), expected) << ms;
   }
   EXPECT_EQ(FormatRfc3339(0), "1970-01-01T00:00:00Z");

@@ -2,7 +2,6 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <unicode/brkiter.h>
 #include <unicode/utext.h>
 
@@ -56,7 +55,8 @@ TEST(AnalyzerTest, PositionsCountDroppedStopWords) {
 TEST(AnalyzerTest, TokensKnowTheirPlaceInTheOriginalText) {
   auto a = Make();
   const std::string text =
-      "Caf\u00e9 &amp; #Tea with @Ann: see https://www.example.com/x?y=1 \U0001F600 fin&#39;s $TSLA";
+      "Caf\u00e9 &amp; #Tea with @Ann: see https://www.example.com/x?y=1 \U0001F600 fin&#39;s "
+      "$TSLA";
   absl::StatusOr<std::vector<Token>> tokens = a->Analyze(text);
   ASSERT_TRUE(tokens.ok());
   std::vector<std::pair<std::string, std::string>> spans;
@@ -65,17 +65,17 @@ TEST(AnalyzerTest, TokensKnowTheirPlaceInTheOriginalText) {
     ASSERT_LE(t.end, text.size());
     spans.emplace_back(t.text, text.substr(t.begin, t.end - t.begin));
   }
-  EXPECT_THAT(spans, ::testing::ElementsAre(
-                         std::pair<std::string, std::string>{"caf\u00e9", "Caf\u00e9"},
-                         std::pair<std::string, std::string>{"#tea", "#Tea"},
-                         std::pair<std::string, std::string>{"with", "with"},
-                         std::pair<std::string, std::string>{"@ann", "@Ann"},
-                         std::pair<std::string, std::string>{"see", "see"},
-                         std::pair<std::string, std::string>{"example.com",
-                                                             "https://www.example.com/x?y=1"},
-                         std::pair<std::string, std::string>{"\U0001F600", "\U0001F600"},
-                         std::pair<std::string, std::string>{"fin's", "fin&#39;s"},
-                         std::pair<std::string, std::string>{"$tsla", "$TSLA"}));
+  EXPECT_THAT(
+      spans, ::testing::ElementsAre(std::pair<std::string, std::string>{"caf\u00e9", "Caf\u00e9"},
+                                    std::pair<std::string, std::string>{"#tea", "#Tea"},
+                                    std::pair<std::string, std::string>{"with", "with"},
+                                    std::pair<std::string, std::string>{"@ann", "@Ann"},
+                                    std::pair<std::string, std::string>{"see", "see"},
+                                    std::pair<std::string, std::string>{
+                                        "example.com", "https://www.example.com/x?y=1"},
+                                    std::pair<std::string, std::string>{"\U0001F600", "\U0001F600"},
+                                    std::pair<std::string, std::string>{"fin's", "fin&#39;s"},
+                                    std::pair<std::string, std::string>{"$tsla", "$TSLA"}));
 }
 
 TEST(AnalyzerTest, HashtagsMentionsAndCashtagsKeepTheirSigil) {
@@ -85,15 +85,13 @@ TEST(AnalyzerTest, HashtagsMentionsAndCashtagsKeepTheirSigil) {
   ASSERT_TRUE(tokens.ok());
   std::vector<std::pair<std::string, TokenKind>> got;
   for (const Token& t : *tokens) got.emplace_back(t.text, t.kind);
-  EXPECT_THAT(got, ElementsAre(std::pair{"@switchfoot", TokenKind::kMention},
-                               std::pair{"loves", TokenKind::kWord},
-                               std::pair{"#nowplaying", TokenKind::kHashtag},
-                               std::pair{"and", TokenKind::kWord},
-                               std::pair{"$tsla", TokenKind::kCashtag},
-                               std::pair{"but", TokenKind::kWord},
-                               std::pair{"costs", TokenKind::kWord},
-                               std::pair{"5", TokenKind::kWord},
-                               std::pair{"c", TokenKind::kWord}));
+  EXPECT_THAT(
+      got, ElementsAre(std::pair{"@switchfoot", TokenKind::kMention},
+                       std::pair{"loves", TokenKind::kWord},
+                       std::pair{"#nowplaying", TokenKind::kHashtag},
+                       std::pair{"and", TokenKind::kWord}, std::pair{"$tsla", TokenKind::kCashtag},
+                       std::pair{"but", TokenKind::kWord}, std::pair{"costs", TokenKind::kWord},
+                       std::pair{"5", TokenKind::kWord}, std::pair{"c", TokenKind::kWord}));
 }
 
 TEST(AnalyzerTest, UrlsBecomeTheirHost) {
@@ -154,7 +152,8 @@ TEST(AnalyzerTest, ArabicWordsSplitOnSpaces) {
 
 TEST(AnalyzerTest, EmojiAreTokensWithoutVariationSelectors) {
   auto a = Make();
-  absl::StatusOr<std::vector<Token>> tokens = a->Analyze("love it \u2764\uFE0F so much \U0001F525!");
+  absl::StatusOr<std::vector<Token>> tokens =
+      a->Analyze("love it \u2764\uFE0F so much \U0001F525!");
   ASSERT_TRUE(tokens.ok());
   std::vector<std::string> emoji;
   for (const Token& t : *tokens) {
@@ -181,7 +180,7 @@ TEST(AnalyzerTest, InvalidUtf8IsRejectedWithItsOffset) {
   absl::Status s = a->Analyze(std::string_view("ok \xC3\x28 bad", 9), &tokens);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("byte 3"));
-  EXPECT_EQ(tokens.size(), 1u);  // nothing appended on error
+  EXPECT_EQ(tokens.size(), 1u);                       // nothing appended on error
   EXPECT_FALSE(a->Analyze("\xED\xA0\x80").ok());      // a surrogate
   EXPECT_FALSE(a->Analyze("\xF4\x90\x80\x80").ok());  // above U+10FFFF
   EXPECT_FALSE(a->Analyze("\xC0\xAF").ok());          // overlong
@@ -245,7 +244,8 @@ TEST(AnalyzerTest, WordBreakMatchesIcuOnAscii) {
   absl::StatusOr<std::vector<ImportedTweet>> tweets = ReadSentiment140(*path);
   ASSERT_TRUE(tweets.ok());
   for (const ImportedTweet& t : *tweets) {
-    if (!std::all_of(t.text.begin(), t.text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
+    if (!std::all_of(t.text.begin(), t.text.end(),
+                     [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
       continue;
     }
     std::vector<std::pair<size_t, size_t>> fast;

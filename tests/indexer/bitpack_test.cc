@@ -25,9 +25,9 @@ TEST(BitpackTest, RoundTripsEveryWidth) {
       ASSERT_EQ(out, values) << "bits=" << int(bits) << " n=" << n;
       packed.append(kUnpackPadding, '\xFF');  // padding content must not leak into values
       std::vector<uint32_t> fast(n, 99);
-      ASSERT_EQ(UnpackBitsFast(reinterpret_cast<const uint8_t*>(packed.data()), n, bits,
-                               fast.data()),
-                PackedBytes(n, bits));
+      ASSERT_EQ(
+          UnpackBitsFast(reinterpret_cast<const uint8_t*>(packed.data()), n, bits, fast.data()),
+          PackedBytes(n, bits));
       ASSERT_EQ(fast, values) << "fast, bits=" << int(bits) << " n=" << n;
     }
   }
@@ -48,9 +48,9 @@ TEST(BitpackTest, PForRoundTripsAndIsSmallerWithOutliers) {
     const size_t size = packed.size();
     packed.append(kUnpackPadding, '\0');
     std::vector<uint32_t> out(n), checked(n);
-    ASSERT_EQ(UnpackPFor(reinterpret_cast<const uint8_t*>(packed.data()), n, descriptor,
-                         out.data()),
-              size);
+    ASSERT_EQ(
+        UnpackPFor(reinterpret_cast<const uint8_t*>(packed.data()), n, descriptor, out.data()),
+        size);
     ASSERT_EQ(out, values);
     size_t consumed = 0;
     const auto* begin = reinterpret_cast<const uint8_t*>(packed.data());

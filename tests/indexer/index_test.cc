@@ -6,7 +6,6 @@
 #include <filesystem>
 
 #include "common/file_util.h"
-
 #include "indexer/query/searcher.h"
 #include "tests/testing/corpus.h"
 
@@ -14,8 +13,8 @@ namespace tweetsearch::index {
 namespace {
 
 IndexDoc Doc(TweetId id, std::string text, uint32_t likes = 0, std::string user = "alice") {
-  return IndexDoc{id, 1, std::move(user), std::move(text), static_cast<int64_t>(id) * 1000, "en",
-                  likes};
+  return IndexDoc{id,   1,    std::move(user), std::move(text), static_cast<int64_t>(id) * 1000,
+                  "en", likes};
 }
 
 std::vector<TweetId> Newest(const Index& index, std::string_view q, uint32_t limit = 100) {
@@ -44,8 +43,8 @@ TEST(IndexTest, AddDeleteLikesAcrossSealing) {
   EXPECT_EQ(index->Snapshot()->segments.size(), 3u);  // two sealed of 4, one active with 2
   EXPECT_EQ(index->Add(Doc(3, "dup")).code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(Newest(*index, "cat"), (std::vector<TweetId>{10, 9, 8, 7, 6, 5, 4, 3, 2, 1}));
-  ASSERT_TRUE(index->Delete(9).ok());   // active segment
-  ASSERT_TRUE(index->Delete(2).ok());   // sealed segment
+  ASSERT_TRUE(index->Delete(9).ok());  // active segment
+  ASSERT_TRUE(index->Delete(2).ok());  // sealed segment
   EXPECT_EQ(index->Delete(2).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(index->Delete(77).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(Newest(*index, "odd"), (std::vector<TweetId>{7, 5, 3, 1}));

@@ -20,13 +20,14 @@
 namespace tweetsearch::query {
 namespace {
 
-constexpr int64_t kBaseMillis = 1238976000000;  // 2009-04-06
+constexpr int64_t kBaseMillis = 1238976000000;   // 2009-04-06
 constexpr int64_t kStepMillis = 10 * 60 * 1000;  // ten minutes between tweets
 
 const std::vector<std::string> kVocabulary = {
-    "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
-    "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango",
-    "#news", "#fun", "@ann", "@bob", "the", "to", "be", "or", "not", "cats"};
+    "alpha",  "bravo",  "charlie", "delta", "echo",  "foxtrot",  "golf",  "hotel",
+    "india",  "juliet", "kilo",    "lima",  "mike",  "november", "oscar", "papa",
+    "quebec", "romeo",  "sierra",  "tango", "#news", "#fun",     "@ann",  "@bob",
+    "the",    "to",     "be",      "or",    "not",   "cats"};
 const std::vector<std::string> kUsers = {"ann", "bob", "cyd", "dee", "eve"};
 
 struct OracleDoc {
@@ -75,13 +76,14 @@ class Oracle {
       h.created_at_ms = d.doc.created_at_ms;
       h.score = Score(plan.root, d, stats, options.scoring) +
                 StaticScore(options.scoring, d.doc.likes, d.doc.created_at_ms, options.now_ms);
-      h.key = SortKey{sort == SortMode::kNewest     ? 0.0
+      h.key = SortKey{sort == SortMode::kNewest      ? 0.0
                       : sort == SortMode::kBestMatch ? h.score
                                                      : static_cast<double>(h.likes),
                       id};
       hits.push_back(h);
     }
-    std::sort(hits.begin(), hits.end(), [](const Hit& a, const Hit& b) { return Before(a.key, b.key); });
+    std::sort(hits.begin(), hits.end(),
+              [](const Hit& a, const Hit& b) { return Before(a.key, b.key); });
     return hits;
   }
 
@@ -132,8 +134,8 @@ class Oracle {
   }
 
   // The text score, summed in plan order, as the searcher promises.
-  static double TermScore(const std::string& term, const OracleDoc& d,
-                          const CollectionStats& stats, const ScoringParams& p) {
+  static double TermScore(const std::string& term, const OracleDoc& d, const CollectionStats& stats,
+                          const ScoringParams& p) {
     const double tf = static_cast<double>(Positions(d, term).size());
     const uint64_t df = stats.doc_freq.at(tweetsearch::AsAbsl(term));
     return Idf(stats.num_docs, df) *
@@ -233,11 +235,12 @@ Corpus MakeCorpus(std::mt19937_64& rng, size_t n) {
                                    static_cast<size_t>(std::pow(u, 2.0) * kVocabulary.size()))];
       text += rng() % 7 == 0 ? ", " : " ";
     }
-    const uint32_t likes = static_cast<uint32_t>(std::pow(2.0, static_cast<double>(rng() % 12))) - 1;
-    corpus.docs.push_back(index::IndexDoc{
-        ids[i], rng() % 5, kUsers[rng() % kUsers.size()], text,
-        kBaseMillis + static_cast<int64_t>(ids[i] - 1000) * kStepMillis / 3, rng() % 4 ? "en" : "es",
-        likes});
+    const uint32_t likes =
+        static_cast<uint32_t>(std::pow(2.0, static_cast<double>(rng() % 12))) - 1;
+    corpus.docs.push_back(
+        index::IndexDoc{ids[i], rng() % 5, kUsers[rng() % kUsers.size()], text,
+                        kBaseMillis + static_cast<int64_t>(ids[i] - 1000) * kStepMillis / 3,
+                        rng() % 4 ? "en" : "es", likes});
   }
   return corpus;
 }
@@ -279,8 +282,8 @@ void CheckQuery(const index::Index& index, const Oracle& oracle, std::mt19937_64
       absl::StatusOr<SearchResult> r = Search(*snapshot, *plan, options);
       ASSERT_TRUE(r.ok()) << r.status();
       const size_t remaining = want.size() - std::min(want.size(), got.size());
-      const std::string context = stage + " q=[" + q + "] sort=" +
-                                  std::to_string(static_cast<int>(sort)) + " page " +
+      const std::string context = stage + " q=[" + q +
+                                  "] sort=" + std::to_string(static_cast<int>(sort)) + " page " +
                                   std::to_string(page);
       // Every match, on every page and in every mode.
       ASSERT_TRUE(r->total_is_exact) << context;
@@ -296,13 +299,13 @@ void CheckQuery(const index::Index& index, const Oracle& oracle, std::mt19937_64
     if (got.size() < want.size()) {
       ASSERT_EQ(got.size(), 30u * options.limit);
     }
-    ExpectSameHits(got, want_prefix, stage + " q=[" + q + "] sort=" +
-                                  std::to_string(static_cast<int>(sort)));
+    ExpectSameHits(got, want_prefix,
+                   stage + " q=[" + q + "] sort=" + std::to_string(static_cast<int>(sort)));
   }
 }
 
-void CheckQueries(const index::Index& index, const Oracle& oracle, std::mt19937_64& rng,
-                  int count, const std::string& stage) {
+void CheckQueries(const index::Index& index, const Oracle& oracle, std::mt19937_64& rng, int count,
+                  const std::string& stage) {
   QueryGenerator gen(rng);
   int answered = 0;
   for (int i = 0; i < count; ++i) CheckQuery(index, oracle, rng, gen.Query(), stage, &answered);
@@ -457,8 +460,13 @@ void CheckTotals(const index::Index& index, const Oracle& oracle, std::mt19937_6
                  const std::vector<TweetId>& ids, const std::string& stage) {
   QueryGenerator gen(rng);
   const auto snapshot = index.Snapshot();
-  std::vector<std::string> queries = {"zulu", "zulu alpha", "alpha zulu -bravo", "zulu OR cats",
-                                      "\"alpha bravo\" zulu", "zulu -alpha", "cats OR zulu -the"};
+  std::vector<std::string> queries = {"zulu",
+                                      "zulu alpha",
+                                      "alpha zulu -bravo",
+                                      "zulu OR cats",
+                                      "\"alpha bravo\" zulu",
+                                      "zulu -alpha",
+                                      "cats OR zulu -the"};
   while (queries.size() < 40) queries.push_back(gen.Query());
   for (const std::string& q : queries) {
     absl::StatusOr<Plan> plan = PlanQuery(q, index.analyzer());
@@ -468,8 +476,8 @@ void CheckTotals(const index::Index& index, const Oracle& oracle, std::mt19937_6
     options.exact_total = true;
     if (rng() % 3 == 0) options.watermark = ids[rng() % ids.size()];
     const uint64_t want = oracle.Count(*plan, options.watermark);
-    const std::string context = stage + " q=[" + q + "] watermark " +
-                                std::to_string(options.watermark);
+    const std::string context =
+        stage + " q=[" + q + "] watermark " + std::to_string(options.watermark);
     absl::StatusOr<SearchResult> r = Search(*snapshot, *plan, options);
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_TRUE(r->total_is_exact) << context;

@@ -67,9 +67,11 @@ TEST(ParserTest, LimitsAreEnforced) {
 // Random and mutated queries: the parser answers with a value or an InvalidArgument, never a
 // crash, hang or other code (a deterministic fuzz loop; ASan and UBSan builds run it too).
 TEST(ParserTest, FuzzNeverCrashes) {
-  const std::vector<std::string> pieces = {"a", "b", " ", "(", ")", "\"", "-", "OR", "AND",
-                                           "NOT", "from:", "since:2009-01-01", "min_faves:",
-                                           "lang:en", "#", "@", "\xFF", "\xE6\x97\xA5", ":"};
+  const std::vector<std::string> pieces = {
+      "a",          "b",       " ",   "(",   ")",     "\"",
+      "-",          "OR",      "AND", "NOT", "from:", "since:2009-01-01",
+      "min_faves:", "lang:en", "#",   "@",   "\xFF",  "\xE6\x97\xA5",
+      ":"};
   uint64_t state = 7;
   auto next = [&] {
     state = state * 6364136223846793005ULL + 1442695040888963407ULL;

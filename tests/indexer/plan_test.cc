@@ -37,8 +37,8 @@ TEST_F(PlanTest, ContradictionsMatchNothing) {
 }
 
 TEST_F(PlanTest, FiltersGoToThePlan) {
-  absl::StatusOr<Plan> plan = PlanQuery("x since:2009-04-06 until:2009-04-07 min_faves:3",
-                                        *analyzer_);
+  absl::StatusOr<Plan> plan =
+      PlanQuery("x since:2009-04-06 until:2009-04-07 min_faves:3", *analyzer_);
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->since_ms, 1238976000000);
   EXPECT_EQ(plan->until_ms, 1239062400000);

@@ -8,9 +8,9 @@
 #include <random>
 
 #include "common/file_util.h"
+#include "common/snowflake.h"
 #include "indexer/index/active_segment.h"
 #include "indexer/index/likes_tiers.h"
-#include "common/snowflake.h"
 #include "tests/testing/corpus.h"
 
 namespace tweetsearch::index {
@@ -21,8 +21,8 @@ namespace {
 std::unique_ptr<SealedSegment> BuildSample(uint32_t n) {
   SealedSegmentBuilder builder;
   for (uint32_t i = 0; i < n; ++i) {
-    const uint32_t doc = builder.AddDoc({TweetId{i + 1}, 1000 + i, 7, PackLang("en"),
-                                         static_cast<uint16_t>(3 + i % 5), i});
+    const uint32_t doc = builder.AddDoc(
+        {TweetId{i + 1}, 1000 + i, 7, PackLang("en"), static_cast<uint16_t>(3 + i % 5), i});
     const uint32_t zero[] = {0};
     builder.AddPosting("all", doc, zero);
     if (i % 2 == 0) builder.AddPosting("even", doc, zero);
@@ -300,7 +300,8 @@ TEST(SealedSegmentTest, DenseBlocksAreBitmapsAndCursorsAgreeWithTheirDocs) {
   // And the same after a save and load.
   testing::TempDir dir;
   ASSERT_TRUE(segment->Save(dir.path() + "/d.tss").ok());
-  absl::StatusOr<std::unique_ptr<SealedSegment>> loaded = SealedSegment::Load(dir.path() + "/d.tss");
+  absl::StatusOr<std::unique_ptr<SealedSegment>> loaded =
+      SealedSegment::Load(dir.path() + "/d.tss");
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(Ids(**loaded, "dense"), Ids(*segment, "dense"));
 }
@@ -424,8 +425,8 @@ TEST(SealedSegmentTest, CorruptOrTruncatedFilesAreReportedNotServed) {
     EXPECT_EQ((*loaded)->VerifyAll().code(), absl::StatusCode::kDataLoss) << "flip at " << pos;
   }
   EXPECT_GT(lazily_caught, 0u);
-  for (size_t len : {size_t{0}, size_t{5}, size_t{40}, size_t{4096}, good.size() / 2,
-                     good.size() - 1}) {
+  for (size_t len :
+       {size_t{0}, size_t{5}, size_t{40}, size_t{4096}, good.size() / 2, good.size() - 1}) {
     ASSERT_TRUE(WriteFileAtomically(path, good.substr(0, len)).ok());
     EXPECT_EQ(SealedSegment::Load(path).status().code(), absl::StatusCode::kDataLoss) << len;
   }
@@ -434,8 +435,7 @@ TEST(SealedSegmentTest, CorruptOrTruncatedFilesAreReportedNotServed) {
   ASSERT_TRUE(intact.ok());
   EXPECT_TRUE((*intact)->VerifyAll().ok());
   for (const std::string& term : terms) EXPECT_EQ(Ids(**intact, term), Ids(*segment, term));
-  EXPECT_EQ(SealedSegment::Load(dir.path() + "/none").status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(SealedSegment::Load(dir.path() + "/none").status().code(), absl::StatusCode::kNotFound);
 }
 
 // A document of the merge/seal tests: its terms and positions follow from its id, with lists
@@ -454,8 +454,12 @@ SampleDoc MakeDoc(TweetId id) {
 }
 
 SealedSegmentBuilder::Row RowOf(TweetId id) {
-  return {id, static_cast<int64_t>(1000 + id), id % 13, PackLang(id % 2 ? "en" : "fr"),
-          static_cast<uint16_t>(4 + id % 9), static_cast<uint32_t>(id * 37 % 1000)};
+  return {id,
+          static_cast<int64_t>(1000 + id),
+          id % 13,
+          PackLang(id % 2 ? "en" : "fr"),
+          static_cast<uint16_t>(4 + id % 9),
+          static_cast<uint32_t>(id * 37 % 1000)};
 }
 
 void AddTo(SealedSegmentBuilder& builder, TweetId id) {
@@ -497,12 +501,10 @@ TEST(SealedSegmentTest, AMergeWritesTheFileABuildOfItsLiveDocumentsWould) {
   const std::string expected = expected_builder.Encode();
   std::string merged;
   std::vector<std::vector<DocId>> doc_maps;
-  ASSERT_TRUE(MergeSegments(views, &doc_maps,
-                            [&](std::span<const std::string_view> pieces) {
-                              Collect(&merged, pieces);
-                              return absl::OkStatus();
-                            })
-                  .ok());
+  ASSERT_TRUE(MergeSegments(views, &doc_maps, [&](std::span<const std::string_view> pieces) {
+                Collect(&merged, pieces);
+                return absl::OkStatus();
+              }).ok());
   EXPECT_TRUE(merged == expected) << "merged " << merged.size() << " bytes, built "
                                   << expected.size();
   // The maps send each live document to its new place and dropped ones nowhere.
@@ -570,12 +572,10 @@ TEST(SealedSegmentTest, SealingAnActiveSegmentWritesTheFileABuildWould) {
   active.ForEachTerm([&](std::string_view term, PostingCursor&) { terms.push_back(term); });
   std::string sealed;
   std::vector<DocId> doc_map;
-  ASSERT_TRUE(EncodeSegment(active, terms, &doc_map,
-                            [&](std::span<const std::string_view> pieces) {
-                              Collect(&sealed, pieces);
-                              return absl::OkStatus();
-                            })
-                  .ok());
+  ASSERT_TRUE(EncodeSegment(active, terms, &doc_map, [&](std::span<const std::string_view> pieces) {
+                Collect(&sealed, pieces);
+                return absl::OkStatus();
+              }).ok());
   const std::string expected = expected_builder.Encode();
   EXPECT_TRUE(sealed == expected) << "sealed " << sealed.size() << " bytes, built "
                                   << expected.size();

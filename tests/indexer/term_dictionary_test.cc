@@ -65,8 +65,8 @@ TEST(TermDictionaryTest, PartsFromAFileAreChecked) {
   const TermDictionary d = Build(SampleTerms(100));
   ASSERT_TRUE(TermDictionary::FromParts(d.blob(), d.block_offsets(), d.size()).ok());
   EXPECT_FALSE(TermDictionary::FromParts(d.blob(), d.block_offsets(), d.size() + 1).ok());
-  EXPECT_FALSE(TermDictionary::FromParts(d.blob().substr(0, d.blob().size() - 1),
-                                         d.block_offsets(), d.size())
+  EXPECT_FALSE(TermDictionary::FromParts(d.blob().substr(0, d.blob().size() - 1), d.block_offsets(),
+                                         d.size())
                    .ok());
   std::vector<uint32_t> swapped(d.block_offsets().begin(), d.block_offsets().end());
   std::swap(swapped[1], swapped[2]);

@@ -1,10 +1,10 @@
 #include "limiter/algorithm.h"
 
+#include <gtest/gtest.h>
+
 #include <deque>
 #include <map>
 #include <random>
-
-#include <gtest/gtest.h>
 
 namespace tweetsearch::limiter {
 namespace {
@@ -45,6 +45,7 @@ class Reference {
 
 class TokenBucketRef : public Reference {  // tokens ×W; refill L per ms; capacity L×W
   int64_t tokens_ = kLimit * kWindow, last_ = 0;
+
  public:
   bool Admit(int64_t now, uint64_t cost) override {
     tokens_ = std::min<int64_t>(kLimit * kWindow, tokens_ + (now - last_) * kLimit);
@@ -57,6 +58,7 @@ class TokenBucketRef : public Reference {  // tokens ×W; refill L per ms; capac
 
 class FixedWindowRef : public Reference {
   std::map<int64_t, uint64_t> count_;
+
  public:
   bool Admit(int64_t now, uint64_t cost) override {
     uint64_t& c = count_[now / kWindow];
@@ -68,6 +70,7 @@ class FixedWindowRef : public Reference {
 
 class SlidingLogRef : public Reference {  // admitted units in (now − W, now]
   std::deque<std::pair<int64_t, uint64_t>> log_;
+
  public:
   bool Admit(int64_t now, uint64_t cost) override {
     uint64_t in_window = 0;
@@ -82,6 +85,7 @@ class SlidingLogRef : public Reference {  // admitted units in (now − W, now]
 
 class SlidingCounterRef : public Reference {  // prev × (W − elapsed)/W + current
   std::map<int64_t, uint64_t> count_;
+
  public:
   bool Admit(int64_t now, uint64_t cost) override {
     const int64_t w = now / kWindow, elapsed = now % kWindow;
@@ -98,6 +102,7 @@ class SlidingCounterRef : public Reference {  // prev × (W − elapsed)/W + cur
 class GcraRef : public Reference {  // virtual scheduling, T = W/L, tolerance W − T
   int64_t tat_ = 0;
   static constexpr int64_t T = kWindow / kLimit;
+
  public:
   bool Admit(int64_t now, uint64_t cost) override {
     const int64_t tat = std::max(tat_, now);
@@ -111,6 +116,7 @@ class QueueRef : public Reference {  // departures one unit per T; wait at most 
   int64_t next_ = 0;
   int64_t max_wait_;
   static constexpr int64_t T = kWindow / kLimit;
+
  public:
   explicit QueueRef(int64_t max_wait) : max_wait_(max_wait) {}
   bool Admit(int64_t now, uint64_t cost) override {
@@ -124,20 +130,26 @@ class QueueRef : public Reference {  // departures one unit per T; wait at most 
 std::unique_ptr<Reference> ReferenceFor(Algorithm a, int64_t max_wait) {
   switch (a) {
     case Algorithm::kTokenBucket:
-    case Algorithm::kLeakyBucketMeter: return std::make_unique<TokenBucketRef>();
-    case Algorithm::kFixedWindow: return std::make_unique<FixedWindowRef>();
-    case Algorithm::kSlidingWindowLog: return std::make_unique<SlidingLogRef>();
-    case Algorithm::kSlidingWindowCounter: return std::make_unique<SlidingCounterRef>();
-    case Algorithm::kGcra: return std::make_unique<GcraRef>();
-    case Algorithm::kLeakyBucketQueue: return std::make_unique<QueueRef>(max_wait);
+    case Algorithm::kLeakyBucketMeter:
+      return std::make_unique<TokenBucketRef>();
+    case Algorithm::kFixedWindow:
+      return std::make_unique<FixedWindowRef>();
+    case Algorithm::kSlidingWindowLog:
+      return std::make_unique<SlidingLogRef>();
+    case Algorithm::kSlidingWindowCounter:
+      return std::make_unique<SlidingCounterRef>();
+    case Algorithm::kGcra:
+      return std::make_unique<GcraRef>();
+    case Algorithm::kLeakyBucketQueue:
+      return std::make_unique<QueueRef>(max_wait);
   }
   return nullptr;
 }
 
-constexpr Algorithm kAll[] = {Algorithm::kTokenBucket,       Algorithm::kLeakyBucketMeter,
-                              Algorithm::kLeakyBucketQueue,  Algorithm::kFixedWindow,
-                              Algorithm::kSlidingWindowLog,  Algorithm::kSlidingWindowCounter,
-                              Algorithm::kGcra};
+constexpr Algorithm kAll[] = {
+    Algorithm::kTokenBucket, Algorithm::kLeakyBucketMeter, Algorithm::kLeakyBucketQueue,
+    Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog, Algorithm::kSlidingWindowCounter,
+    Algorithm::kGcra};
 
 // Replays `trace`; returns admitted times, and checks every decision against the reference.
 std::vector<std::pair<int64_t, uint64_t>> Replay(Algorithm a, const Trace& trace) {
@@ -169,7 +181,8 @@ uint64_t MaxInRollingWindow(const std::vector<std::pair<int64_t, uint64_t>>& adm
   uint64_t best = 0;
   for (size_t i = 0; i < admitted.size(); ++i) {
     uint64_t sum = 0;
-    for (size_t j = i; j < admitted.size() && admitted[j].first < admitted[i].first + kWindow; ++j) {
+    for (size_t j = i; j < admitted.size() && admitted[j].first < admitted[i].first + kWindow;
+         ++j) {
       sum += admitted[j].second;
     }
     best = std::max(best, sum);

@@ -116,7 +116,8 @@ TEST_F(LimiterTest, MemoryIsBoundedAndIdleKeysExpire) {
   EXPECT_GT(limiter->Stats().evicted, 90'000u);
   // Idle past their longest window, states are dropped as the shard is used.
   clock_.AdvanceMillis(61'000);
-  for (int i = 0; i < 64 * 4; ++i) limiter->Check({"", "", "search", "fresh" + std::to_string(i), 1, {}});
+  for (int i = 0; i < 64 * 4; ++i)
+    limiter->Check({"", "", "search", "fresh" + std::to_string(i), 1, {}});
   EXPECT_LE(limiter->Stats().keys, size_t{64 * 4 + 64});
 }
 
@@ -126,15 +127,26 @@ TEST(RulesTest, BrokenRulesSayWhereAndWhy) {
     EXPECT_FALSE(r.ok()) << yaml;
     return std::string(r.status().message());
   };
-  EXPECT_NE(message("tiers: {free: {search: [{limit: 0, window: 1m}]}}").find("tiers.free.search[0].limit"), std::string::npos);
-  EXPECT_NE(message("tiers: {free: {search: [{limit: 5, window: 1fortnight}]}}").find("window"), std::string::npos);
-  EXPECT_NE(message("tiers: {free: {serch: [{limit: 5}]}}").find("endpoint must be"), std::string::npos);
-  EXPECT_NE(message("tiers: {free: {search: [{limit: 5, algorithm: magic}]}}").find("unknown algorithm"), std::string::npos);
-  EXPECT_NE(message("tiers: {free: {search: [{limit: 5, colour: red}]}}").find("unknown field"), std::string::npos);
-  EXPECT_NE(message("tiers: {free: {search: [{limit: 5, max_wait: 1s}]}}").find("max_wait"), std::string::npos);
+  EXPECT_NE(message("tiers: {free: {search: [{limit: 0, window: 1m}]}}")
+                .find("tiers.free.search[0].limit"),
+            std::string::npos);
+  EXPECT_NE(message("tiers: {free: {search: [{limit: 5, window: 1fortnight}]}}").find("window"),
+            std::string::npos);
+  EXPECT_NE(message("tiers: {free: {serch: [{limit: 5}]}}").find("endpoint must be"),
+            std::string::npos);
+  EXPECT_NE(
+      message("tiers: {free: {search: [{limit: 5, algorithm: magic}]}}").find("unknown algorithm"),
+      std::string::npos);
+  EXPECT_NE(message("tiers: {free: {search: [{limit: 5, colour: red}]}}").find("unknown field"),
+            std::string::npos);
+  EXPECT_NE(message("tiers: {free: {search: [{limit: 5, max_wait: 1s}]}}").find("max_wait"),
+            std::string::npos);
   EXPECT_NE(message("tier: {}").find("unknown key"), std::string::npos);
-  EXPECT_NE(message("default_tier: gold\ntiers: {free: {}}").find("default_tier"), std::string::npos);
-  EXPECT_NE(message("tiers: {free: {search: [{name: a, limit: 1}, {name: a, limit: 2}]}}").find("used twice"), std::string::npos);
+  EXPECT_NE(message("default_tier: gold\ntiers: {free: {}}").find("default_tier"),
+            std::string::npos);
+  EXPECT_NE(message("tiers: {free: {search: [{name: a, limit: 1}, {name: a, limit: 2}]}}")
+                .find("used twice"),
+            std::string::npos);
   EXPECT_NE(message("tiers: [").find("not YAML"), std::string::npos);
   EXPECT_EQ(*ParseDuration("250ms"), 250);
   EXPECT_EQ(*ParseDuration("2h"), 7'200'000);
@@ -152,7 +164,8 @@ TEST(RulesTest, TheExampleFileParses) {
 TEST(RulesTest, ReloadKeepsThePreviousRulesWhenTheFileIsBroken) {
   testing::TempDir dir;
   const std::string path = dir.path() + "/limits.yaml";
-  ASSERT_TRUE(WriteFileAtomically(path, "tiers: {free: {search: [{name: a, limit: 2, window: 1m}]}}").ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(path, "tiers: {free: {search: [{name: a, limit: 2, window: 1m}]}}").ok());
   ManualClock clock(1'000'000);
   LimiterOptions options;
   options.rules_path = path;
@@ -164,10 +177,11 @@ TEST(RulesTest, ReloadKeepsThePreviousRulesWhenTheFileIsBroken) {
   absl::Status s = (*limiter)->Reload();
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("limits.yaml"), std::string::npos);
-  EXPECT_TRUE(search().allowed);   // the old rules, and the old state: 2 used
+  EXPECT_TRUE(search().allowed);  // the old rules, and the old state: 2 used
   EXPECT_FALSE(search().allowed);
   // A good file takes over; an unchanged limit keeps its state, a changed one starts afresh.
-  ASSERT_TRUE(WriteFileAtomically(path, "tiers: {free: {search: [{name: a, limit: 3, window: 1m}]}}").ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(path, "tiers: {free: {search: [{name: a, limit: 3, window: 1m}]}}").ok());
   ASSERT_TRUE((*limiter)->Reload().ok());
   EXPECT_TRUE(search().allowed);
   EXPECT_EQ((*limiter)->Stats().reloads, 1u);

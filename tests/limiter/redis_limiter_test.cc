@@ -1,11 +1,11 @@
 // The Redis backend against a real redis-server on loopback.
 #include "limiter/redis_limiter.h"
 
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <random>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "tests/testing/corpus.h"
 #include "tests/testing/redis_server.h"
@@ -13,10 +13,10 @@
 namespace tweetsearch::limiter {
 namespace {
 
-constexpr Algorithm kAll[] = {Algorithm::kTokenBucket,       Algorithm::kLeakyBucketMeter,
-                              Algorithm::kLeakyBucketQueue,  Algorithm::kFixedWindow,
-                              Algorithm::kSlidingWindowLog,  Algorithm::kSlidingWindowCounter,
-                              Algorithm::kGcra};
+constexpr Algorithm kAll[] = {
+    Algorithm::kTokenBucket, Algorithm::kLeakyBucketMeter, Algorithm::kLeakyBucketQueue,
+    Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog, Algorithm::kSlidingWindowCounter,
+    Algorithm::kGcra};
 
 Rules TwoLimits(Algorithm a, uint64_t limit, int64_t window_ms, bool fail_closed = false) {
   Rules rules;
@@ -96,7 +96,8 @@ TEST_F(RedisLimiterTest, TwoFrontDoorsShareExactQuotas) {
       Limiter& door = t % 2 ? *door_a : *door_b;
       for (int i = 0; i < 200; ++i) {
         const int k = (i * 7 + t) % kKeys;
-        if (door.Check({"ts_" + std::to_string(k), "free", "search", "", 1, {}}).allowed) ++admitted[k];
+        if (door.Check({"ts_" + std::to_string(k), "free", "search", "", 1, {}}).allowed)
+          ++admitted[k];
       }
     });
   }

@@ -27,7 +27,8 @@ std::vector<index::IndexDoc> LoadSentiment140(const std::string& path) {
 }
 
 TempDir::TempDir() {
-  std::string pattern = (std::filesystem::temp_directory_path() / "tweetsearch-test-XXXXXX").string();
+  std::string pattern =
+      (std::filesystem::temp_directory_path() / "tweetsearch-test-XXXXXX").string();
   char* made = ::mkdtemp(pattern.data());
   path_ = made == nullptr ? std::string() : std::string(made);
 }

@@ -8,9 +8,9 @@
 #include <thread>
 
 #include "absl/strings/escaping.h"
-#include "net/http_client.h"
 #include "common/file_util.h"
 #include "common/strings.h"
+#include "net/http_client.h"
 #include "nlohmann/json.hpp"
 
 namespace tweetsearch::testing {
@@ -22,7 +22,7 @@ std::map<std::string, std::string> EtcdRange(const std::string& endpoint,
   std::map<std::string, std::string> out;
   const size_t colon = endpoint.rfind(':');
   net::HttpClient client(endpoint.substr(0, colon), endpoint.substr(colon + 1),
-                                std::chrono::seconds(2));
+                         std::chrono::seconds(2));
   std::string end = prefix;
   end.back() = static_cast<char>(end.back() + 1);
   nlohmann::json body = {{"key", absl::Base64Escape(prefix)},
@@ -128,7 +128,7 @@ bool LocalCluster::Start() {
   for (int i = 0; i < 100 && !etcd_up; ++i) {
     const size_t colon = etcd_endpoint_.rfind(':');
     net::HttpClient c(etcd_endpoint_.substr(0, colon), etcd_endpoint_.substr(colon + 1),
-                             std::chrono::seconds(1));
+                      std::chrono::seconds(1));
     absl::StatusOr<net::HttpReply> r = c.Send("POST", "/v3/kv/range", R"({"key":"AA=="})");
     etcd_up = r.ok() && r->status == 200;
     if (!etcd_up) std::this_thread::sleep_for(std::chrono::milliseconds(100));

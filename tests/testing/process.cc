@@ -134,9 +134,10 @@ TweetsearchdProcess::TweetsearchdProcess(const std::string& binary, const std::s
                                          std::vector<std::string> extra_flags)
     : port_file_(data_dir + ".ports") {
   std::remove(port_file_.c_str());
-  std::vector<std::string> argv = {binary,        "--data-dir", data_dir, "--http-port", "0",
-                                   "--grpc-port", "-1",         "--sample", "0", "--port-file",
-                                   port_file_,    "--demo-key-scopes", "search,ingest"};
+  std::vector<std::string> argv = {
+      binary,         "--data-dir", data_dir, "--http-port", "0",        "--grpc-port",
+      "-1",           "--sample",   "0",      "--port-file", port_file_, "--demo-key-scopes",
+      "search,ingest"};
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
   process_ = std::make_unique<ChildProcess>(argv, log);
   std::optional<std::string> ports = WaitForFile(port_file_, std::chrono::minutes(2));

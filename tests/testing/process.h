@@ -33,7 +33,8 @@ class ChildProcess {
 };
 
 // A real tweetsearchd (the binary at `binary`) on a data directory, HTTP on a free loopback
-// port, gRPC off, no sample, the demo key allowed to ingest (tests write with it). up() is false if it did not start within two minutes.
+// port, gRPC off, no sample, the demo key allowed to ingest (tests write with it). up() is false if
+// it did not start within two minutes.
 class TweetsearchdProcess {
  public:
   TweetsearchdProcess(const std::string& binary, const std::string& data_dir,

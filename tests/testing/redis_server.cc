@@ -30,9 +30,9 @@ RedisServer::RedisServer(const std::string& dir) : dir_(dir), port_(FreeLoopback
 
 bool RedisServer::Start() {
   process_ = std::make_unique<ChildProcess>(
-      std::vector<std::string>{"/usr/bin/redis-server", "--port", std::to_string(port_),
-                               "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                               "--dir", dir_, "--protected-mode", "no"},
+      std::vector<std::string>{"/usr/bin/redis-server", "--port", std::to_string(port_), "--bind",
+                               "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir_,
+                               "--protected-mode", "no"},
       dir_ + "/redis.log");
   for (int i = 0; i < 500; ++i) {
     if (Pings(port_)) return true;

@@ -13,9 +13,9 @@
 #include <thread>
 
 #include "aggregator/api_keys.h"
-#include "net/http_client.h"
 #include "common/file_util.h"
 #include "common/strings.h"
+#include "net/http_client.h"
 #include "tests/testing/corpus.h"
 #include "tests/testing/process.h"
 

@@ -1,11 +1,10 @@
 // tweetsearchd's command line: defaults, then the --config file's keys, then the flags given.
-#include "tools/daemon/flags.h"
+#include <gtest/gtest.h>
 
 #include <fstream>
 
-#include <gtest/gtest.h>
-
 #include "tests/testing/corpus.h"
+#include "tools/daemon/flags.h"
 
 namespace tweetsearch::tools {
 namespace {
@@ -43,9 +42,8 @@ TEST(DaemonFlagsTest, FlagsGivenWinOverTheFileAndTheFileOverTheDefaults) {
   std::ofstream(file) << "data_dir: /from/file\nhttp_port: 1234\ngrpc_port: 4321\nsample: 7\n"
                          "min_free_disk_mb: 9\nlog_level: warn\n";
   std::string topology;
-  absl::StatusOr<aggregator::DaemonConfig> config =
-      Parse({"--config", file, "--grpc-port", "-1", "--sample", "0", "--topology", "t.yaml"},
-            &topology);
+  absl::StatusOr<aggregator::DaemonConfig> config = Parse(
+      {"--config", file, "--grpc-port", "-1", "--sample", "0", "--topology", "t.yaml"}, &topology);
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->data_dir, "/from/file");
   EXPECT_EQ(config->http.port, 1234);

@@ -12,9 +12,9 @@
 #include <thread>
 
 #include "aggregator/api_keys.h"
-#include "net/http_client.h"
 #include "common/file_util.h"
 #include "common/strings.h"
+#include "net/http_client.h"
 #include "tests/testing/corpus.h"
 #include "tests/testing/process.h"
 
@@ -55,8 +55,8 @@ class DiskFaultsTest : public ::testing::Test {
     flags.insert(flags.end(), {"--checkpoint-every", "1000"});
     daemon_ = std::make_unique<testing::TweetsearchdProcess>(launcher, data_dir, log_, flags);
     ASSERT_TRUE(daemon_->up()) << ReadFile(log_).value_or("");
-    client_ = std::make_unique<net::HttpClient>("127.0.0.1", daemon_->port(),
-                                                       std::chrono::seconds(30));
+    client_ =
+        std::make_unique<net::HttpClient>("127.0.0.1", daemon_->port(), std::chrono::seconds(30));
   }
 
   void Fault(const std::string& name, const std::string& pattern) {

@@ -2,22 +2,21 @@
 // that every acknowledged tweet is stored and searchable; SIGTERM stops cleanly with exit 0.
 // Segments of 500 tweets merged two at a time keep the index's seal and merge threads busy
 // the whole time, so the kill lands while segment files are being written and merged.
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <atomic>
 #include <filesystem>
 #include <iostream>
-#include <set>
 #include <mutex>
-#include <thread>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
 
 #include "absl/strings/str_split.h"
 #include "aggregator/api_keys.h"
-#include "net/http_client.h"
 #include "common/file_util.h"
+#include "net/http_client.h"
 #include "tests/testing/corpus.h"
 #include "tests/testing/process.h"
 
@@ -30,9 +29,9 @@ using nlohmann::json;
 class Daemon : public testing::TweetsearchdProcess {
  public:
   Daemon(const std::string& data_dir, const std::string& log)
-      : TweetsearchdProcess(TWEETSEARCHD_PATH, data_dir, log,
-                            {"--checkpoint-every", "3000", "--segment-max-docs", "500",
-                             "--merge-factor", "2"}) {}
+      : TweetsearchdProcess(
+            TWEETSEARCHD_PATH, data_dir, log,
+            {"--checkpoint-every", "3000", "--segment-max-docs", "500", "--merge-factor", "2"}) {}
 };
 
 std::string Batch(uint64_t first_id, int n) {
@@ -126,12 +125,11 @@ TEST(DurabilityTest, AcknowledgedTweetsSurviveKill9DuringBulkIngest) {
   HttpClient client("127.0.0.1", restarted.port());
   size_t missing_stored = 0, missing_searchable = 0;
   for (uint64_t id : acknowledged) {
-    auto got = client.Send("GET", "/v1/tweets/" + std::to_string(id), {}, "",
-                           aggregator::kDemoKey);
+    auto got = client.Send("GET", "/v1/tweets/" + std::to_string(id), {}, "", aggregator::kDemoKey);
     ASSERT_TRUE(got.ok());
     if (got->status != 200) ++missing_stored;
-    auto found = client.Send("GET", "/v1/search?q=tag" + std::to_string(id), {}, "",
-                             aggregator::kDemoKey);
+    auto found =
+        client.Send("GET", "/v1/search?q=tag" + std::to_string(id), {}, "", aggregator::kDemoKey);
     ASSERT_TRUE(found.ok());
     json body = json::parse(found->body);
     if (body["results"].size() != 1 || body["results"][0]["tweet_id"] != std::to_string(id)) {

@@ -1,15 +1,15 @@
 // Two real tweetsearchd front doors sharing quotas through one real redis-server: together they
 // never admit more than a key's limit; when Redis dies mid-load they keep answering, and they
 // return to it by themselves.
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <map>
 #include <mutex>
 #include <thread>
 
-#include <gtest/gtest.h>
-
-#include "net/http_client.h"
 #include "common/file_util.h"
+#include "net/http_client.h"
 #include "tests/testing/corpus.h"
 #include "tests/testing/process.h"
 #include "tests/testing/redis_server.h"
@@ -28,11 +28,11 @@ class FrontDoorsTest : public ::testing::Test {
     redis_ = std::make_unique<testing::RedisServer>(dir_.path());
     ASSERT_TRUE(redis_->Start()) << "redis-server did not start";
     const std::string limits = dir_.path() + "/limits.yaml";
-    ASSERT_TRUE(WriteFileAtomically(
-                    limits, "tiers:\n  partner:\n    search:\n      - {name: partner_hourly, limit: " +
-                                std::to_string(kLimit) +
-                                ", window: 1h, algorithm: sliding_window_log}\n")
-                    .ok());
+    ASSERT_TRUE(
+        WriteFileAtomically(
+            limits, "tiers:\n  partner:\n    search:\n      - {name: partner_hourly, limit: " +
+                        std::to_string(kLimit) + ", window: 1h, algorithm: sliding_window_log}\n")
+            .ok());
     for (int d = 0; d < 2; ++d) {
       const std::string data = dir_.path() + "/door" + std::to_string(d);
       doors_.push_back(std::make_unique<testing::TweetsearchdProcess>(
@@ -46,7 +46,8 @@ class FrontDoorsTest : public ::testing::Test {
       for (int k = 0; k < kKeys; ++k) {
         auto r = admin.Send("POST", "/v1/admin/keys",
                             "{\"owner\":\"partner\",\"tier\":\"partner\",\"scopes\":[\"search\"],"
-                            "\"key\":\"" + KeyName(k) + "\"}",
+                            "\"key\":\"" +
+                                KeyName(k) + "\"}",
                             "application/json", admin_key);
         ASSERT_TRUE(r.ok() && r->status == 201) << (r.ok() ? r->body : "unreachable");
       }

@@ -1,14 +1,13 @@
 // Signals to the real tweetsearchd: SIGHUP reloads the quota rules (a broken file is rejected
 // and logged, the previous rules stay); SIGTERM stops it cleanly.
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <thread>
 
-#include <gtest/gtest.h>
-
 #include "aggregator/api_keys.h"
-#include "net/http_client.h"
 #include "common/file_util.h"
+#include "net/http_client.h"
 #include "tests/testing/corpus.h"
 #include "tests/testing/process.h"
 

@@ -1,8 +1,8 @@
 // tweetctl against a real tweetsearchd: what it prints and its exit codes.
+#include <gtest/gtest.h>
+
 #include <fstream>
 #include <sstream>
-
-#include <gtest/gtest.h>
 
 #include "tests/testing/corpus.h"
 #include "tests/testing/process.h"
@@ -19,11 +19,10 @@ class TweetctlTest : public ::testing::Test {
   }
 
   // Runs tweetctl with `args` against the daemon; returns the exit code and fills `*output`.
-  int Ctl(std::vector<std::string> args, std::string* output,
-          const std::string& server = "") {
+  int Ctl(std::vector<std::string> args, std::string* output, const std::string& server = "") {
     const std::string log = dir_.path() + "/ctl" + std::to_string(runs_++) + ".log";
-    std::vector<std::string> argv = {TWEETCTL_PATH, "--server",
-                                     server.empty() ? "http://127.0.0.1:" + daemon_->port() : server};
+    std::vector<std::string> argv = {
+        TWEETCTL_PATH, "--server", server.empty() ? "http://127.0.0.1:" + daemon_->port() : server};
     argv.insert(argv.end(), args.begin(), args.end());
     std::optional<int> code = testing::RunCommand(argv, log, std::chrono::minutes(2));
     std::ifstream in(log);

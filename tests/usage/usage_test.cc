@@ -1,7 +1,7 @@
-#include <thread>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <thread>
 
 #include "tests/testing/corpus.h"
 #include "usage/usage_recorder.h"

@@ -2,9 +2,8 @@
 
 #include <filesystem>
 #include <iostream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "common/strings.h"
 #include "common/tweet_csv.h"
@@ -16,9 +15,8 @@ using nlohmann::json;
 absl::StatusOr<std::string> Sentiment140ToJson(std::string_view csv_line) {
   absl::StatusOr<ImportedTweet> t = ParseSentiment140Line(csv_line);
   if (!t.ok()) return t.status();
-  json line = {{"id", StrCat(t->id)},         {"user_id", StrCat(t->user_id)},
-               {"user_name", t->user_name},   {"text", t->text},
-               {"created_at", t->created_at_ms}, {"lang", "en"},
+  json line = {{"id", StrCat(t->id)}, {"user_id", StrCat(t->user_id)},  {"user_name", t->user_name},
+               {"text", t->text},     {"created_at", t->created_at_ms}, {"lang", "en"},
                {"likes", t->likes}};
   return line.dump(-1, ' ', false, json::error_handler_t::replace);
 }

@@ -52,7 +52,9 @@ class IngestSource {
  private:
   IngestSource(std::vector<std::string> files, size_t batch_lines, size_t batch_bytes,
                uint64_t total_bytes)
-      : files_(std::move(files)), batch_lines_(batch_lines), batch_bytes_(batch_bytes),
+      : files_(std::move(files)),
+        batch_lines_(batch_lines),
+        batch_bytes_(batch_bytes),
         total_bytes_(total_bytes) {}
   // Next tweet as one JSON line, or nullopt at the end of all input.
   std::optional<std::string> NextLine(std::string* origin) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

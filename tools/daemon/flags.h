@@ -8,11 +8,10 @@
 #ifndef TWEETSEARCH_TOOLS_DAEMON_FLAGS_H_
 #define TWEETSEARCH_TOOLS_DAEMON_FLAGS_H_
 
+#include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "absl/status/statusor.h"
 #include "aggregator/daemon.h"
