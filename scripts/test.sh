@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, checks the style (formatting, function length), builds, and runs
-# every test twice: an optimized build, then a build
-# under AddressSanitizer + UndefinedBehaviorSanitizer. Then the concurrency test runs under
-# ThreadSanitizer, and last every libFuzzer target runs for 30 s (clang, ASan + UBSan).
+# every test twice: an optimized build, then a build under AddressSanitizer +
+# UndefinedBehaviorSanitizer. Then the concurrency test runs under ThreadSanitizer, and last
+# every libFuzzer target runs for 30 s (clang, ASan + UBSan).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
