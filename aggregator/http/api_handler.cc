@@ -102,17 +102,14 @@ absl::StatusOr<std::string> PercentDecode(std::string_view in) {
   return out;
 }
 
-// Splits "/v1/tweets/123/likes" into its segments.
-std::vector<std::string_view> PathSegments(std::string_view path) {
-  std::vector<std::string_view> segments;
-  size_t start = 1;
-  while (start <= path.size()) {
-    size_t end = path.find('/', start);
-    if (end == std::string_view::npos) end = path.size();
-    if (end > start) segments.push_back(path.substr(start, end - start));
-    start = end + 1;
-  }
-  return segments;
+// The next non-empty segment of `*rest`, which it consumes ("/a//b": "a", then "b"); empty at
+// the end.
+std::string_view NextSegment(std::string_view* rest) {
+  while (!rest->empty() && rest->front() == '/') rest->remove_prefix(1);
+  const size_t end = std::min(rest->find('/'), rest->size());
+  const std::string_view segment = rest->substr(0, end);
+  rest->remove_prefix(end);
+  return segment;
 }
 
 // A small JSON body (likes, keys): at most 64 KiB and kMaxJsonDepth deep, else discarded.
@@ -326,23 +323,20 @@ std::string_view PathOf(const HttpRequest& request) {
 }
 
 // Whether `path` matches `pattern`, segment by segment (empty segments are skipped, so
-// "/v1/tweets/" is "/v1/tweets"); appends the {…} segments to `*args`.
+// "/v1/tweets/" is "/v1/tweets"); appends the {…} segments to `*args` unless it is null. No
+// allocation but the arguments': every request is matched against the table.
 bool MatchPath(std::string_view pattern, std::string_view path,
                std::vector<std::string_view>* args) {
   if (!path.starts_with('/')) return false;
-  const std::vector<std::string_view> want = PathSegments(pattern);
-  const std::vector<std::string_view> have = PathSegments(path);
-  if (want.size() != have.size()) return false;
-  const size_t first_arg = args->size();
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (want[i].starts_with('{')) {
-      args->push_back(have[i]);
-    } else if (want[i] != have[i]) {
-      args->resize(first_arg);
+  for (;;) {
+    const std::string_view want = NextSegment(&pattern), have = NextSegment(&path);
+    if (want.empty() || have.empty()) return want.empty() && have.empty();
+    if (want.starts_with('{')) {
+      if (args != nullptr) args->push_back(have);
+    } else if (want != have) {
       return false;
     }
   }
-  return true;
 }
 
 // The JSON answer of a search (written directly: the hot path of the API).
@@ -470,10 +464,8 @@ ApiHandler::ApiHandler(FrontDoor& door, Metrics& metrics) : door_(door), metrics
 const ApiHandler::Route* ApiHandler::Find(const HttpRequest& request, std::string* allow,
                                           const Route** path_match) {
   const std::string_view path = PathOf(request);
-  std::vector<std::string_view> args;
   for (const Route& endpoint : kRoutes) {
-    args.clear();
-    if (!MatchPath(endpoint.pattern, path, &args)) continue;
+    if (!MatchPath(endpoint.pattern, path, nullptr)) continue;
     if (endpoint.method == http::verb::unknown || endpoint.method == request.method()) {
       return &endpoint;
     }
@@ -550,7 +542,7 @@ HttpResponse ApiHandler::Dispatch(Call& call) const {
     call.params = *std::move(params);
   }
   if (endpoint == nullptr) return MethodNotAllowed(request, allow);
-  MatchPath(row.pattern, PathOf(request), &call.args);
+  (void)MatchPath(row.pattern, PathOf(request), &call.args);  // it matched in Find
   return (this->*row.handle)(call);
 }
 
