@@ -239,6 +239,17 @@ absl::StatusOr<Algorithm> ParseAlgorithm(std::string_view name) {
              "sliding_window_counter, gcra)"));
 }
 
+int64_t StateLifetimeMs(const Limit& limit) {
+  switch (limit.algorithm) {
+    case Algorithm::kSlidingWindowCounter:
+      return 2 * limit.window_ms;
+    case Algorithm::kLeakyBucketQueue:
+      return limit.window_ms + limit.max_wait_ms;
+    default:
+      return limit.window_ms;
+  }
+}
+
 State NewState(Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::kTokenBucket:

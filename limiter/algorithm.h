@@ -75,6 +75,13 @@ using State = std::variant<BucketState, WindowState, LogState, TatState>;
 // A fresh state for `algorithm`.
 State NewState(Algorithm algorithm);
 
+// How long a state of `limit` may sit unchanged before it decides exactly as a fresh one: one
+// window for most algorithms; two for a sliding window counter (the previous window's count
+// weighs until the current window ends); a window and the longest wait for a leaky bucket
+// queue (its next slot may lie max_wait ahead). A backend may drop a state idle this long; the
+// Redis script's expiry times are the same.
+int64_t StateLifetimeMs(const Limit& limit);
+
 // Decides one request. With `commit` false it is a dry run: the decision is the same, and the
 // state is left as a refusal would leave it (callers checking several limits dry-run them all,
 // then commit only if all admit). Requires: `state` came from NewState(limit.algorithm),

@@ -49,9 +49,7 @@ struct Shard {
 class MemoryLimiter final : public Limiter {
  public:
   MemoryLimiter(const LimiterOptions& options, const Clock& clock, Rules rules)
-      : options_(options),
-        clock_(clock),
-        per_shard_(std::max<size_t>(1, options.max_keys / kShards)) {
+      : options_(options), clock_(clock), max_keys_(std::max<size_t>(1, options.max_keys)) {
     SetRules(std::move(rules));
   }
 
@@ -144,7 +142,10 @@ class MemoryLimiter final : public Limiter {
     const uint64_t fingerprint = b.set->fingerprint;
     auto it = shard.map.find(absl::string_view(*b.key));
     const bool inserted = it == shard.map.end();
-    if (inserted) it = shard.map.try_emplace(*b.key).first;
+    if (inserted) {
+      it = shard.map.try_emplace(*b.key).first;
+      keys_.fetch_add(1, std::memory_order_relaxed);
+    }
     Entry* e = &it->second;
     if (inserted) {
       e->key = &it->first;
@@ -162,22 +163,27 @@ class MemoryLimiter final : public Limiter {
     return e;
   }
 
-  // Drops expired states from the old end, then the least recently used beyond the bound; the
-  // newest entry (this request's) always stays.
+  // Drops the shard's expired states from its old end, then, while more than max_keys states
+  // are kept in all, the shard's least recently used ones: the bound holds over all shards (a
+  // per-shard share would evict early in the shards hashing gives more than their share), and
+  // the state dropped is the least recently used of its shard, an approximation of the least
+  // recently used of all. The newest entry (this request's) always stays.
   void Trim(Shard& shard, int64_t now) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    while (shard.oldest != nullptr && shard.oldest != shard.newest &&
-           (shard.map.size() > per_shard_ || now - shard.oldest->last_ms > shard.oldest->idle_ms)) {
+    while (shard.oldest != nullptr && shard.oldest != shard.newest) {
+      const bool over = keys_.load(std::memory_order_relaxed) > max_keys_;
+      if (!over && now - shard.oldest->last_ms <= shard.oldest->idle_ms) break;
       Entry* victim = shard.oldest;
-      const bool over = shard.map.size() > per_shard_;
       shard.Unlink(victim);
       shard.map.erase(*victim->key);
+      keys_.fetch_sub(1, std::memory_order_relaxed);
       if (over) evicted_.fetch_add(1, std::memory_order_relaxed);
     }
   }
 
   const LimiterOptions options_;
   const Clock& clock_;
-  const size_t per_shard_;
+  const size_t max_keys_;
+  std::atomic<size_t> keys_{0};  // states kept, over all shards
   RulesHolder rules_;
   std::array<Shard, kShards> shards_;
   std::atomic<uint64_t> checks_{0}, refused_{0}, shadow_{0}, evicted_{0};

@@ -103,7 +103,7 @@ absl::StatusOr<NameMap<RuleSet>> ParseEndpoints(const YAML::Node& node, const st
         return Bad(StrCat(at, "[", i, "]"),
                    StrCat("the name '", limit->limit.name, "' is used twice"));
       }
-      set.max_window_ms = std::max(set.max_window_ms, limit->limit.window_ms);
+      set.max_window_ms = std::max(set.max_window_ms, StateLifetimeMs(limit->limit));
       set.limits.push_back(*std::move(limit));
     }
     out[endpoint] = std::move(set);

@@ -44,7 +44,7 @@ struct RuleLimit {
 // The limits of one (tier or key, endpoint); evaluated together, all must admit.
 struct RuleSet {
   std::vector<RuleLimit> limits;  // at most kMaxLimitsPerSet
-  int64_t max_window_ms = 0;      // state idle this long is as good as new
+  int64_t max_window_ms = 0;      // state idle this long is as good as new (StateLifetimeMs)
   // Filled by the limiter when it takes the rules: "limit;w=seconds" of each enforced limit,
   // and a fingerprint of the definitions (states survive reloads that keep it).
   std::string policy;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "common/file_util.h"
+#include "common/strings.h"
 #include "tests/testing/corpus.h"
 
 namespace tweetsearch::limiter {
@@ -114,11 +115,43 @@ TEST_F(LimiterTest, MemoryIsBoundedAndIdleKeysExpire) {
   }
   EXPECT_LE(limiter->Stats().keys, options.max_keys + 64);
   EXPECT_GT(limiter->Stats().evicted, 90'000u);
-  // Idle past their longest window, states are dropped as the shard is used.
+  // Idle past their lifetime, states are dropped as their shard is used: two windows for the
+  // anonymous limit, a sliding window counter of a minute (its previous minute weighs until
+  // the current one ends). After 61 s they are kept; after 121 s they go.
+  auto touch_every_shard = [&](std::string_view prefix) {
+    for (int i = 0; i < 64 * 4; ++i) {
+      limiter->Check({"", "", "search", StrCat(prefix, i), 1, {}});
+    }
+  };
   clock_.AdvanceMillis(61'000);
-  for (int i = 0; i < 64 * 4; ++i)
-    limiter->Check({"", "", "search", "fresh" + std::to_string(i), 1, {}});
-  EXPECT_LE(limiter->Stats().keys, size_t{64 * 4 + 64});
+  touch_every_shard("fresh-a");
+  EXPECT_EQ(limiter->Stats().keys, options.max_keys);
+  clock_.AdvanceMillis(60'000);
+  touch_every_shard("fresh-b");
+  EXPECT_LE(limiter->Stats().keys, size_t{64 * 8 + 64});
+}
+
+// The bound is over all shards: at exactly max_keys distinct keys nothing is evicted (a bound
+// per shard evicted thousands early, in the shards hashing gave more than their share), and
+// one key more evicts one.
+TEST_F(LimiterTest, TheKeyBoundHoldsOverAllShardsAndEvictsNothingEarly) {
+  LimiterOptions options;
+  options.max_keys = 20'000;
+  auto limiter = Limiter::CreateWithRules(*ParseRules(kRules), options, clock_);
+  for (size_t i = 0; i < options.max_keys; ++i) {
+    ASSERT_TRUE(
+        limiter->Check({"", "", "search", "2001:db8::" + std::to_string(i), 1, {}}).allowed);
+  }
+  EXPECT_EQ(limiter->Stats().keys, options.max_keys);
+  EXPECT_EQ(limiter->Stats().evicted, 0u);
+  for (size_t i = 0; i < options.max_keys; ++i) {  // every state kept: the second call counts
+    ASSERT_TRUE(
+        limiter->Check({"", "", "search", "2001:db8::" + std::to_string(i), 1, {}}).allowed);
+  }
+  EXPECT_FALSE(limiter->Check({"", "", "search", "2001:db8::7", 1, {}}).allowed);  // 2 per minute
+  limiter->Check({"", "", "search", "2001:db8::one-more", 1, {}});
+  EXPECT_EQ(limiter->Stats().keys, options.max_keys);
+  EXPECT_EQ(limiter->Stats().evicted, 1u);
 }
 
 TEST(RulesTest, BrokenRulesSayWhereAndWhy) {
