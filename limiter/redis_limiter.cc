@@ -3,11 +3,13 @@
 #include <hiredis/hiredis.h>
 #include <openssl/sha.h>
 
+#include <algorithm>
 #include <array>
 #include <deque>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/cleanup/cleanup.h"
 #include "absl/synchronization/mutex.h"
 #include "common/strings.h"
 #include "limiter/redis_script.h"
@@ -156,6 +158,7 @@ class RedisLimiter final : public Limiter {
     const std::vector<std::string>* args = nullptr;
     size_t expected = 0;
     std::vector<int64_t>* out = nullptr;
+    bool probe = false;  // the one call trying a Redis that was down
     bool ok = false;
     bool done = false;
     absl::CondVar cv;
@@ -172,17 +175,29 @@ class RedisLimiter final : public Limiter {
   static constexpr size_t kMaxBatch = 256;
 
   // Runs the script; true with `expected` integers in `*out`, false if Redis failed (then the
-  // lane's connection is dropped and Redis is left alone for retry_interval_ms).
+  // lane's connection is dropped and Redis is left alone for retry_interval_ms) or is known to
+  // be down. While it is down, one caller at a time probes it, once the retry interval has
+  // passed, and every other check is decided locally at once: no caller waits on a Redis known
+  // to be failing, and none waits longer than one command timeout.
   bool Evaluate(const std::vector<std::string>& args, size_t expected, std::vector<int64_t>* out) {
     const int64_t now = clock_.NowUnixMillis();
-    if (!up_.load(std::memory_order_acquire) && now < retry_at_.load(std::memory_order_acquire)) {
-      return false;
+    bool probe = false;
+    if (!up_.load(std::memory_order_acquire)) {
+      if (now < retry_at_.load(std::memory_order_acquire)) return false;
+      bool idle = false;
+      if (!probing_.compare_exchange_strong(idle, true, std::memory_order_acq_rel)) return false;
+      probe = true;
     }
+    // Whichever way the call ends, the next probe may follow it.
+    absl::Cleanup end_probe = [&] {
+      if (probe) probing_.store(false, std::memory_order_release);
+    };
     Lane& lane = *lanes_[next_lane_.fetch_add(1, std::memory_order_relaxed) % lanes_.size()];
     Call call;
     call.args = &args;
     call.expected = expected;
     call.out = out;
+    call.probe = probe;
     lane.mu.Lock();
     lane.queue.push_back(&call);
     while (!call.done && lane.queue.front() != &call) call.cv.Wait(&lane.mu);
@@ -194,7 +209,11 @@ class RedisLimiter final : public Limiter {
         lane.queue.begin(),
         lane.queue.begin() + static_cast<long>(std::min(lane.queue.size(), kMaxBatch)));
     lane.mu.Unlock();
-    RunBatch(lane, batch, now);
+    // Calls queued while Redis was up may find it down by their turn (an earlier batch failed):
+    // then they are decided locally rather than each waiting out another timeout.
+    const bool has_probe =
+        std::any_of(batch.begin(), batch.end(), [](Call* c) { return c->probe; });
+    if (has_probe || up_.load(std::memory_order_acquire)) RunBatch(lane, batch, now);
     lane.mu.Lock();
     for (Call* c : batch) {
       lane.queue.pop_front();
@@ -298,6 +317,7 @@ class RedisLimiter final : public Limiter {
   std::atomic<size_t> next_lane_{0};
   std::atomic<uint64_t> failures_{0};
   std::atomic<bool> up_{true};
+  std::atomic<bool> probing_{false};  // a caller is probing a Redis that was down
   std::atomic<int64_t> retry_at_{0};
   std::atomic<uint64_t> checks_{0}, refused_{0}, shadow_{0}, errors_{0}, fallbacks_{0};
 };

@@ -180,5 +180,52 @@ TEST_F(RedisLimiterTest, SurvivesAnOutageAndRecovers) {
   EXPECT_TRUE(limiter->Check({"ts_b", "strict", "search", "", 1, {}}).allowed);
 }
 
+// A frozen Redis (SIGSTOP: connections open, nothing answers). The checks in flight when it
+// froze wait out one command timeout on each lane; every check after that is decided locally
+// at once, including the ones queued behind a failing call; once the retry interval has passed,
+// exactly one caller probes Redis while the others stay local; and when it answers again the
+// limiter uses it again. (Before, each caller queued behind a failing call tried Redis again
+// and waited out its own timeout.)
+TEST_F(RedisLimiterTest, AFrozenRedisIsProbedByOneCallerWhileTheOthersDecideLocally) {
+  ManualClock clock(1'767'225'600'000);
+  auto limiter = CreateRedisLimiterWithRules(TwoLimits(Algorithm::kFixedWindow, 100'000, 60'000),
+                                             {}, options_, clock);
+  ASSERT_TRUE(limiter->Check({"ts_a", "free", "search", "", 1, {}}).allowed);
+  ASSERT_TRUE(limiter->Stats().redis_up);
+  const uint64_t errors_before = limiter->Stats().redis_errors;
+
+  auto hammer = [&] {  // 8 callers, 25 checks each, all answered (local limits admit them)
+    std::atomic<int> admitted{0};
+    std::vector<std::thread> callers;
+    for (int t = 0; t < 8; ++t) {
+      callers.emplace_back([&, t] {
+        for (int i = 0; i < 25; ++i) {
+          admitted +=
+              limiter->Check({"ts_" + std::to_string(t), "free", "search", "", 1, {}}).allowed;
+        }
+      });
+    }
+    for (auto& c : callers) c.join();
+    return admitted.load();
+  };
+  redis_->Pause();
+  EXPECT_EQ(hammer(), 200);
+  const uint64_t failed_in_flight = limiter->Stats().redis_errors - errors_before;
+  EXPECT_GE(failed_in_flight, 1u);
+  EXPECT_LE(failed_in_flight, static_cast<uint64_t>(options_.pool_size));  // one per lane
+  EXPECT_FALSE(limiter->Stats().redis_up);
+
+  clock.AdvanceMillis(options_.retry_interval_ms + 1);
+  EXPECT_EQ(hammer(), 200);
+  EXPECT_EQ(limiter->Stats().redis_errors - errors_before, failed_in_flight + 1);  // one probe
+
+  redis_->Resume();
+  clock.AdvanceMillis(options_.retry_interval_ms + 1);
+  EXPECT_TRUE(limiter->Check({"ts_b", "free", "search", "", 1, {}}).allowed);
+  EXPECT_TRUE(limiter->Stats().redis_up);
+  EXPECT_EQ(hammer(), 200);
+  EXPECT_EQ(limiter->Stats().redis_errors - errors_before, failed_in_flight + 1);
+}
+
 }  // namespace
 }  // namespace tweetsearch::limiter

@@ -41,6 +41,14 @@ bool RedisServer::Start() {
   return false;
 }
 
+void RedisServer::Pause() {
+  if (process_ != nullptr) process_->Signal(SIGSTOP);
+}
+
+void RedisServer::Resume() {
+  if (process_ != nullptr) process_->Signal(SIGCONT);
+}
+
 void RedisServer::Stop() {
   if (process_ == nullptr) return;
   process_->Signal(SIGKILL);

@@ -15,7 +15,9 @@ class RedisServer {
   explicit RedisServer(const std::string& dir);
   // Starts it (again); false if it did not answer PING within 10 s.
   bool Start();
-  void Stop();  // SIGKILL: an outage, not a shutdown
+  void Stop();    // SIGKILL: an outage, not a shutdown
+  void Pause();   // SIGSTOP: a frozen server (connections stay open, nothing answers)
+  void Resume();  // SIGCONT
   int port() const { return port_; }
 
  private:
