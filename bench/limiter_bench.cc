@@ -3,6 +3,7 @@
 //   build/release/bench/limiter_bench                  # Google Benchmark timings, then memory
 //   build/release/bench/limiter_bench --benchmark_filter=OneKey
 //   build/release/bench/limiter_bench --redis=6379 --threads=8 --lanes=2   # Redis decisions/s
+//   build/release/bench/limiter_bench --redis=6379 --hot-key=10000   # one key held at its limit
 //
 // Decisions go through the whole Limiter (rule lookup, shard lock, state update, headers'
 // figures), as the front door calls it, with a ManualClock advancing 1 ms per call.
@@ -113,15 +114,20 @@ void MemoryPerKey() {
 }  // namespace
 
 // Decisions per second through the Redis backend: `threads` callers sharing `lanes` pipelined
-// connections, over 10,000 keys, for `seconds`.
-void RedisThroughput(int port, int threads, int lanes, double seconds) {
+// connections, for `seconds`: over 10,000 keys with a sliding window counter of 1M a minute,
+// or (`hot_limit` > 0) on one key held at its limit by a sliding window log of `hot_limit` an
+// hour (the abusive client's case: nearly every call is refused).
+void RedisThroughput(int port, int threads, int lanes, double seconds, uint64_t hot_limit) {
   ts::limiter::RedisOptions redis;
   redis.port = port;
   redis.pool_size = lanes;
   redis.command_timeout_ms = 1000;
+  redis.key_prefix = hot_limit > 0 ? "bench-hot:" : "bench:";
   auto limiter = ts::limiter::CreateRedisLimiterWithRules(
-      OneLimit(Algorithm::kSlidingWindowCounter, 1'000'000, 60'000), {}, redis, ts::SystemClock());
-  const std::vector<std::string> keys = Keys(10'000);
+      hot_limit > 0 ? OneLimit(Algorithm::kSlidingWindowLog, hot_limit, 3'600'000)
+                    : OneLimit(Algorithm::kSlidingWindowCounter, 1'000'000, 60'000),
+      {}, redis, ts::SystemClock());
+  const std::vector<std::string> keys = hot_limit > 0 ? Keys(1) : Keys(10'000);
   std::atomic<uint64_t> done{0};
   std::atomic<bool> stop{false};
   std::vector<std::thread> workers;
@@ -138,7 +144,8 @@ void RedisThroughput(int port, int threads, int lanes, double seconds) {
   stop = true;
   for (auto& w : workers) w.join();
   const auto stats = limiter->Stats();
-  std::cout << "redis backend, " << threads << " threads, " << lanes
+  std::cout << "redis backend, " << (hot_limit > 0 ? "one key at its limit (sliding log), " : "")
+            << threads << " threads, " << lanes
             << " lanes: " << static_cast<uint64_t>(done.load() / seconds) << " decisions/s ("
             << stats.redis_errors << " errors, " << stats.local_fallbacks << " local)\n";
 }
@@ -148,16 +155,19 @@ int main(int argc, char** argv) {
   if (std::getenv("KEEP_DEADLOCK_DETECTION") == nullptr) {
     absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   }
-  // --redis=PORT [--threads=N]: only the Redis throughput, then exit.
+  // --redis=PORT [--threads=N] [--lanes=N] [--hot-key=LIMIT]: only the Redis throughput, then
+  // exit.
   int redis_port = 0, threads = 8, lanes = 2;
+  uint64_t hot_limit = 0;
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
     if (a.starts_with("--redis=")) redis_port = std::stoi(std::string(a.substr(8)));
     if (a.starts_with("--threads=")) threads = std::stoi(std::string(a.substr(10)));
     if (a.starts_with("--lanes=")) lanes = std::stoi(std::string(a.substr(8)));
+    if (a.starts_with("--hot-key=")) hot_limit = std::stoull(std::string(a.substr(10)));
   }
   if (redis_port != 0) {
-    RedisThroughput(redis_port, threads, lanes, 5);
+    RedisThroughput(redis_port, threads, lanes, 5, hot_limit);
     return 0;
   }
   benchmark::Initialize(&argc, argv);

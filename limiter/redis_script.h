@@ -104,38 +104,57 @@ local function counter(key, L, W, cost)
   return r
 end
 
+-- The log is a sorted set of "seq:cost" members scored by time, beside a hash holding the
+-- running total of their costs ('t') and the sequence ('n'). Every call is O(log n) plus the
+-- entries it expires: it reads the total, not the set, and a refusal reads only the oldest
+-- entries that must expire before the request fits (each costs at least 1).
+local function cost_of(member) return tonumber(string.match(member, ':(%d+)$')) end
+
 local function log(key, L, W, cost)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', num(now - W))
-  local entries = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+  local hkey = key .. ':h'
+  local expired = redis.call('ZRANGEBYSCORE', key, '-inf', num(now - W))
+  local t = redis.call('HGET', hkey, 't')
   local total = 0
-  local costs, times = {}, {}
-  for i = 1, #entries, 2 do
-    local c = tonumber(string.match(entries[i], ':(%d+)$'))
-    costs[#costs + 1] = c
-    times[#times + 1] = tonumber(entries[i + 1])
-    total = total + c
+  if t then
+    total = tonumber(t)
+    for i = 1, #expired do total = total - cost_of(expired[i]) end
   end
+  if #expired > 0 then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', num(now - W))
+    if t then redis.call('HSET', hkey, 't', num(total)) end
+  end
+  if not t then  -- no total kept (a log written by an older script): count the set once
+    local members = redis.call('ZRANGE', key, 0, -1)
+    for i = 1, #members do total = total + cost_of(members[i]) end
+  end
+  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   local r = {0, 0, 0, 0, 0}
   if cost <= L and total + cost <= L then
     r[1] = 1
     r.commit = function()
-      local seq = redis.call('INCR', key .. ':n')
+      if not t then  -- an older script kept the sequence apart
+        local n = redis.call('GET', key .. ':n')
+        if n then redis.call('HSET', hkey, 'n', n) end
+      end
+      local seq = redis.call('HINCRBY', hkey, 'n', 1)
+      redis.call('HSET', hkey, 't', num(total + cost))
       redis.call('ZADD', key, num(now), num(seq) .. ':' .. num(cost))
       redis.call('PEXPIRE', key, W)
-      redis.call('PEXPIRE', key .. ':n', W)
+      redis.call('PEXPIRE', hkey, W)
     end
   elseif cost > L then r[3] = W
   else
+    local oldest = redis.call('ZRANGE', key, 0, total + cost - L - 1, 'WITHSCORES')
     local left = total
-    for i = 1, #costs do
-      left = left - costs[i]
-      if left + cost <= L then r[3] = math.max(1, times[i] + W - now); break end
+    for i = 1, #oldest, 2 do
+      left = left - cost_of(oldest[i])
+      if left + cost <= L then r[3] = math.max(1, tonumber(oldest[i + 1]) + W - now); break end
     end
   end
   local counted = total
   if r[1] == 1 then counted = total + cost end
   r[2] = L - math.min(counted, L)
-  if #times > 0 then r[4] = times[#times] + W - now end
+  if #newest > 0 then r[4] = tonumber(newest[2]) + W - now end
   return r
 end
 
