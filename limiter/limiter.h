@@ -10,8 +10,8 @@
 // State lives in process memory (the embedded default): 64 shards, each with its own mutex,
 // hash map and LRU list, so there is no global lock; idle keys expire (a state idle for its
 // lifetime, StateLifetimeMs, is as good as new) and at most `max_keys` states are kept in all
-// (beyond it a new key evicts the least recently used state of its shard), so a flood of
-// distinct keys (IPv6 addresses) cannot exhaust memory.
+// (beyond it a new key evicts the least recently used state of its shard, which always keeps
+// its newest), so a flood of distinct keys (IPv6 addresses) cannot exhaust memory.
 //
 // Rules are reloaded without a restart (Reload(), driven by the caller on SIGHUP or a file
 // change); a broken file is rejected with its message and the previous rules stay in force.
