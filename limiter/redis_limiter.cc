@@ -5,12 +5,13 @@
 
 #include <algorithm>
 #include <array>
+#include <condition_variable>
 #include <deque>
+#include <mutex>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/cleanup/cleanup.h"
-#include "absl/synchronization/mutex.h"
 #include "common/strings.h"
 #include "limiter/redis_script.h"
 #include "limiter/rule_match.h"
@@ -161,13 +162,13 @@ class RedisLimiter final : public Limiter {
     bool probe = false;  // the one call trying a Redis that was down
     bool ok = false;
     bool done = false;
-    absl::CondVar cv;
+    std::condition_variable cv;
   };
   // A connection and the calls queued for it. The call at the head leads: it pipelines every
   // call queued behind it (up to kMaxBatch) — all requests written, then all replies read — and
   // wakes them; so concurrent checks share round trips, and a lone check is one round trip.
   struct Lane {
-    absl::Mutex mu;
+    std::mutex mu;  // std::mutex: ThreadSanitizer sees its ordering (see limiter.cc)
     std::deque<Call*> queue ABSL_GUARDED_BY(mu);
     Connection connection;    // touched only by the lane's current leader
     uint64_t generation = 0;  // failures_ when `connection` was made
@@ -198,30 +199,26 @@ class RedisLimiter final : public Limiter {
     call.expected = expected;
     call.out = out;
     call.probe = probe;
-    lane.mu.Lock();
+    std::unique_lock<std::mutex> lock(lane.mu);
     lane.queue.push_back(&call);
-    while (!call.done && lane.queue.front() != &call) call.cv.Wait(&lane.mu);
-    if (call.done) {
-      lane.mu.Unlock();
-      return call.ok;
-    }
+    call.cv.wait(lock, [&] { return call.done || lane.queue.front() == &call; });
+    if (call.done) return call.ok;
     std::vector<Call*> batch(
         lane.queue.begin(),
         lane.queue.begin() + static_cast<long>(std::min(lane.queue.size(), kMaxBatch)));
-    lane.mu.Unlock();
+    lock.unlock();
     // Calls queued while Redis was up may find it down by their turn (an earlier batch failed):
     // then they are decided locally rather than each waiting out another timeout.
     const bool has_probe =
         std::any_of(batch.begin(), batch.end(), [](Call* c) { return c->probe; });
     if (has_probe || up_.load(std::memory_order_acquire)) RunBatch(lane, batch, now);
-    lane.mu.Lock();
+    lock.lock();
     for (Call* c : batch) {
       lane.queue.pop_front();
       c->done = true;
-      if (c != &call) c->cv.Signal();
+      if (c != &call) c->cv.notify_one();
     }
-    if (!lane.queue.empty()) lane.queue.front()->cv.Signal();
-    lane.mu.Unlock();
+    if (!lane.queue.empty()) lane.queue.front()->cv.notify_one();
     return call.ok;
   }
 

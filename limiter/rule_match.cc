@@ -1,5 +1,7 @@
 #include "limiter/rule_match.h"
 
+#include <mutex>
+
 #include "absl/hash/hash.h"
 #include "absl/strings/string_view.h"
 #include "common/strings.h"
@@ -97,7 +99,7 @@ bool Fold(const RuleLimit& r, const Decision& d, Verdict* v) {
 void RulesHolder::Set(Rules rules) {
   PrepareRules(rules);
   auto owned = std::make_unique<const Rules>(std::move(rules));
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   current_.store(owned.get(), std::memory_order_release);
   versions_.push_back(std::move(owned));
 }

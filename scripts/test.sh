@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, checks the style (formatting, function length), builds, and runs
 # every test twice: an optimized build, then a build under AddressSanitizer +
-# UndefinedBehaviorSanitizer. Then the concurrency test runs under ThreadSanitizer, and last
-# every libFuzzer target runs for 30 s (clang, ASan + UBSan).
+# UndefinedBehaviorSanitizer. Then the concurrency tests (index, limiter) run under
+# ThreadSanitizer, and last every libFuzzer target runs for 30 s (clang, ASan + UBSan).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,12 +29,13 @@ cmake --build build/asan -j "$JOBS"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build/asan --output-on-failure -j "$JOBS"
 
-echo "== ThreadSanitizer: the index's concurrency tests (writer, readers, seal and merge threads)"
+echo "== ThreadSanitizer: the concurrency tests (the index's writer, readers, seal and merge threads;"
+echo "   the quota limiter's shards and Redis lanes)"
 cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=ON -DBUILD_BENCHMARKS=OFF \
   -DTWEETSEARCH_SANITIZE=thread
-cmake --build build/tsan -j "$JOBS" --target concurrency_test
+cmake --build build/tsan -j "$JOBS" --target concurrency_test limiter_test redis_limiter_test
 TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
-  ctest --test-dir build/tsan --output-on-failure --no-tests=error -R 'ConcurrencyTest\.'
+  ctest --test-dir build/tsan --output-on-failure --no-tests=error -R 'ConcurrencyTest\.|LimiterTest\.'
 
 echo "== coverage-guided fuzzing: each libFuzzer target for ${FUZZ_SECONDS:-30} s (ASan + UBSan)"
 CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DBUILD_TESTING=OFF \

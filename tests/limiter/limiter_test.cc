@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <atomic>
+#include <thread>
+#include <vector>
+
 #include "common/file_util.h"
 #include "common/strings.h"
 #include "tests/testing/corpus.h"
@@ -152,6 +157,27 @@ TEST_F(LimiterTest, TheKeyBoundHoldsOverAllShardsAndEvictsNothingEarly) {
   limiter->Check({"", "", "search", "2001:db8::one-more", 1, {}});
   EXPECT_EQ(limiter->Stats().keys, options.max_keys);
   EXPECT_EQ(limiter->Stats().evicted, 1u);
+}
+
+// Callers on several threads sharing keys (and so shards): each key admits exactly its limit,
+// never more. Run under ThreadSanitizer by the test command.
+TEST_F(LimiterTest, ConcurrentCallersOnSharedKeysAdmitExactlyTheLimit) {
+  constexpr int kKeys = 20, kThreads = 4, kCallsPerThread = 500;
+  std::array<std::atomic<int>, kKeys> admitted{};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCallsPerThread; ++i) {
+        const int k = (i * 7 + t) % kKeys;
+        // ts_special: one search an hour (a per-key override), the rest: 5 a minute (free).
+        const std::string key = k == 0 ? "ts_special" : StrCat("ts_", k);
+        if (limiter_->Check({key, "free", "search", "", 1, {}}).allowed) ++admitted[k];
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(admitted[0].load(), 1);
+  for (int k = 1; k < kKeys; ++k) EXPECT_EQ(admitted[k].load(), 3) << "key " << k;  // 3 a second
 }
 
 TEST(RulesTest, BrokenRulesSayWhereAndWhy) {
