@@ -87,19 +87,19 @@ class DaemonImpl final : public Daemon {
     return s;
   }
 
-  // Reloads the rules whenever the file's modification time changes, and logs when the quota
-  // store (Redis) goes down or comes back.
+  // Reloads the rules whenever the file changes (its inode, size or modification time: a
+  // file replaced twice within the kernel's coarse time stamp differs by inode), and logs when
+  // the quota store (Redis) goes down or comes back.
   void WatchLimits(std::string path, int64_t poll_ms) {
     watcher_ = std::thread([this, path = std::move(path), poll_ms] {
-      std::error_code ec;
-      auto seen = std::filesystem::last_write_time(path, ec);
+      FileVersion seen = VersionOf(path);
       bool redis_up = true;
       absl::MutexLock lock(&watch_mu_);
       while (!watch_stop_) {
         watch_mu_.AwaitWithTimeout(absl::Condition(&watch_stop_), absl::Milliseconds(poll_ms));
         if (watch_stop_) break;
-        const auto now = std::filesystem::last_write_time(path, ec);
-        if (!ec && now != seen) {
+        const FileVersion now = VersionOf(path);
+        if (now != FileVersion{} && now != seen) {
           seen = now;
           (void)ReloadLimits();  // logs its outcome
         }

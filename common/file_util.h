@@ -31,6 +31,17 @@ absl::Status SyncFile(const std::string& path);
 // The whole content of `path`. NotFound if it does not exist, Internal on other errors.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 
+// What identifies one version of a file for a watcher: its inode, size and modification time.
+// The time alone misses changes: the kernel stamps files from a coarse clock (a few
+// milliseconds), so two versions written in quick succession can share it; a file replaced by
+// WriteFileAtomically has a new inode. A missing file has the all-zero version.
+struct FileVersion {
+  uint64_t device = 0, inode = 0, size = 0;
+  int64_t mtime_ns = 0;
+  bool operator==(const FileVersion&) const = default;
+};
+FileVersion VersionOf(const std::string& path);
+
 // Raises the soft limit on open files to the hard limit (a Debian service starts at 1,024,
 // which a few hundred idle connections plus storage files exhaust). Returns the soft limit in
 // force afterwards.
