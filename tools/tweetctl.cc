@@ -506,7 +506,7 @@ void AddAdminCommands(CLI::App& app, Globals& g, int* rc) {
 }
 
 // The cluster topology of --topology (or $TWEETSEARCH_TOPOLOGY); prints the problem otherwise.
-std::optional<tweetsearch::cluster::Topology> LoadTopology(const Globals& g) {
+std::optional<tweetsearch::cluster::Topology> TopologyOf(const Globals& g) {
   if (g.topology.empty()) {
     std::cerr << "tweetctl: give --topology FILE (or set $TWEETSEARCH_TOPOLOGY)\n";
     return std::nullopt;
@@ -527,7 +527,7 @@ void AddStatus(CLI::App& app, Globals& g, int* rc) {
                      "Cluster topology file (default: $TWEETSEARCH_TOPOLOGY)");
   status->add_flag("--json", *as_json, "Print JSON");
   status->callback([&g, rc, as_json] {
-    std::optional<tweetsearch::cluster::Topology> topology = LoadTopology(g);
+    std::optional<tweetsearch::cluster::Topology> topology = TopologyOf(g);
     *rc = topology.has_value() ? Status(*topology, *as_json) : kUsage;
   });
 }
@@ -577,7 +577,7 @@ void AddRebuild(CLI::App& app, Globals& g, int* rc) {
                       "Load at most N tweets in this run, save, and stop (run again to resume)");
   rebuild->callback([&g, rc, o] {
     *rc = kUsage;
-    std::optional<tweetsearch::cluster::Topology> topology = LoadTopology(g);
+    std::optional<tweetsearch::cluster::Topology> topology = TopologyOf(g);
     if (!topology.has_value()) return;
     std::optional<std::string> node = ReplicaNode(*topology, o->index_partition, o->replica);
     if (!node.has_value()) return;

@@ -461,8 +461,7 @@ json StatsJson(const EngineStats& s, json status) {
 
 ApiHandler::ApiHandler(FrontDoor& door, Metrics& metrics) : door_(door), metrics_(metrics) {}
 
-const ApiHandler::Route* ApiHandler::Find(const HttpRequest& request, std::string* allow,
-                                          const Route** path_match) {
+const ApiHandler::Route* ApiHandler::Find(const HttpRequest& request, const Route** path_match) {
   const std::string_view path = PathOf(request);
   for (const Route& endpoint : kRoutes) {
     if (!MatchPath(endpoint.pattern, path, nullptr)) continue;
@@ -470,16 +469,23 @@ const ApiHandler::Route* ApiHandler::Find(const HttpRequest& request, std::strin
       return &endpoint;
     }
     if (*path_match == nullptr) *path_match = &endpoint;
-    const boost::beast::string_view method = http::to_string(endpoint.method);
-    StrAppend(allow, allow->empty() ? "" : ", ", std::string_view(method.data(), method.size()));
   }
   return nullptr;
 }
 
-bool ApiHandler::MayBlock(const HttpRequest& request) {
+std::string ApiHandler::AllowedMethods(std::string_view path) {
   std::string allow;
+  for (const Route& endpoint : kRoutes) {
+    if (!MatchPath(endpoint.pattern, path, nullptr)) continue;
+    const boost::beast::string_view method = http::to_string(endpoint.method);
+    StrAppend(&allow, allow.empty() ? "" : ", ", std::string_view(method.data(), method.size()));
+  }
+  return allow;
+}
+
+bool ApiHandler::MayBlock(const HttpRequest& request) {
   const Route* path_match = nullptr;
-  const Route* endpoint = Find(request, &allow, &path_match);
+  const Route* endpoint = Find(request, &path_match);
   if (endpoint == nullptr) return false;  // 404 and 405 answer at once
   switch (endpoint->run_on) {
     case RunOn::kNetwork:
@@ -524,9 +530,8 @@ HttpResponse ApiHandler::Handle(const HttpRequest& request, std::string_view cli
 
 HttpResponse ApiHandler::Dispatch(Call& call) const {
   const HttpRequest& request = call.request;
-  std::string allow;
   const Route* path_match = nullptr;
-  const Route* endpoint = Find(request, &allow, &path_match);
+  const Route* endpoint = Find(request, &path_match);
   if (endpoint == nullptr && path_match == nullptr) {
     call.route = "not_found";
     return NotFound(request);
@@ -541,7 +546,7 @@ HttpResponse ApiHandler::Dispatch(Call& call) const {
     if (!params.ok()) return Error(params.status(), request);
     call.params = *std::move(params);
   }
-  if (endpoint == nullptr) return MethodNotAllowed(request, allow);
+  if (endpoint == nullptr) return MethodNotAllowed(request, AllowedMethods(PathOf(request)));
   (void)MatchPath(row.pattern, PathOf(request), &call.args);  // it matched in Find
   return (this->*row.handle)(call);
 }

@@ -67,10 +67,11 @@ class ApiHandler {
   // The route table, one row per method and path (api_handler.cc).
   static const Route kRoutes[];
 
-  // The row for `request`, or null; `*allow` lists the methods of rows whose path matched
-  // (for 405), `*path_match` is the first of them (for its name).
-  static const Route* Find(const HttpRequest& request, std::string* allow,
-                           const Route** path_match);
+  // The row for `request`, or null; then `*path_match` is the first row whose path matched
+  // with another method (for a 405 and its name), if any.
+  static const Route* Find(const HttpRequest& request, const Route** path_match);
+  // The methods of the rows matching `path`, for a 405's Allow header ("GET, DELETE").
+  static std::string AllowedMethods(std::string_view path);
   // Finds the row, fills `call` (route name, arguments, parameters, key) and runs its handler.
   HttpResponse Dispatch(Call& call) const;
 
