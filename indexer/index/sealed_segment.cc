@@ -13,6 +13,7 @@
 #include "common/snowflake.h"
 #include "common/strings.h"
 #include "indexer/index/bitpack.h"
+#include "indexer/index/champions.h"
 #include "indexer/index/section_file.h"
 
 namespace tweetsearch::index {
@@ -166,9 +167,20 @@ void FoldEntry(const SkipEntry& b, SkipEntry* into) {
 
 class SealedCursor final : public PostingCursor {
  public:
-  SealedCursor(const uint8_t* base, uint32_t doc_freq)
-      : base_(base), doc_freq_(doc_freq), num_blocks_(NumBlocks(doc_freq)) {
+  // The list at `base` (its bytes end at `end`) of a segment of `num_docs` documents.
+  SealedCursor(const uint8_t* base, const uint8_t* end, uint32_t doc_freq, uint32_t num_docs)
+      : base_(base),
+        end_(end),
+        doc_freq_(doc_freq),
+        num_docs_(num_docs),
+        num_blocks_(NumBlocks(doc_freq)) {
     if (num_blocks_ > 0) DecodeBlock(0);
+  }
+
+  bool champions(Champions* out) const override {
+    if (num_blocks_ < 2) return false;
+    const uint32_t at = ReadListEntry(base_).offset;
+    return at != 0 && at < end_ - base_ && ReadChampions(base_ + at, end_, num_docs_, out);
   }
 
   DocId doc() const override { return doc_; }
@@ -411,7 +423,9 @@ class SealedCursor final : public PostingCursor {
   }
 
   const uint8_t* const base_;
+  const uint8_t* const end_;
   const uint32_t doc_freq_;
+  const uint32_t num_docs_;
   const uint32_t num_blocks_;
   static constexpr uint32_t kNoBlock = UINT32_MAX;
   uint32_t shallow_ = kNoBlock;  // ShallowAdvance's block, when ahead of block_
@@ -452,9 +466,11 @@ struct Entry {
 // only once a 129th posting comes, so the first block is encoded then.
 class ListEncoder {
  public:
-  // lengths[d] and bands[d] (LikesBand of its likes) are those of DocId d.
-  ListEncoder(std::span<const uint16_t> lengths, std::span<const uint8_t> bands, SealedStats* stats)
-      : lengths_(lengths), bands_(bands), stats_(stats) {}
+  // lengths[d], likes[d] and bands[d] (LikesBand of its likes) are those of DocId d;
+  // avg_length is the segment's average length (for choosing champions).
+  ListEncoder(std::span<const uint16_t> lengths, std::span<const uint32_t> likes,
+              std::span<const uint8_t> bands, double avg_length, SealedStats* stats)
+      : lengths_(lengths), likes_(likes), bands_(bands), avg_length_(avg_length), stats_(stats) {}
 
   uint32_t count() const { return count_; }
   void Add(DocId doc, std::span<const uint32_t> positions) {
@@ -462,6 +478,8 @@ class ListEncoder {
     docs_.push_back(doc);
     freqs_.push_back(static_cast<uint32_t>(positions.size()));
     positions_.insert(positions_.end(), positions.begin(), positions.end());
+    all_docs_.push_back(doc);
+    all_freqs_.push_back(static_cast<uint32_t>(positions.size()));
     ++count_;
   }
   // Appends the list to `out` and starts the next one. Requires: a posting added.
@@ -475,14 +493,27 @@ class ListEncoder {
       list.doc_bits = list.freq_bits = list.pos_bits = 0;
       const uint32_t table = static_cast<uint32_t>((skips_.size() + 1) * sizeof(SkipEntry));
       for (SkipEntry& e : skips_) e.offset += table;
+      std::string champions;
+      if (count_ >= kChampionMinPostings) {
+        AppendChampions(SelectChampions(all_docs_, all_freqs_, lengths_, likes_, avg_length_),
+                        &champions);
+        // After the blocks; the list entry's offset says where (0: none). Counted in the
+        // posting bytes.
+        list.offset = static_cast<uint32_t>(table + blocks_.size());
+      }
       out->append(reinterpret_cast<const char*>(&list), sizeof(list));
       out->append(reinterpret_cast<const char*>(skips_.data()), table - sizeof(list));
+      out->append(blocks_);
+      out->append(champions);
       stats_->skip_bytes += sizeof(list);
+    } else {
+      out->append(blocks_);
     }
-    out->append(blocks_);
     stats_->postings += count_;
     blocks_.clear();
     skips_.clear();
+    all_docs_.clear();
+    all_freqs_.clear();
     next_ = 0;
     count_ = 0;
   }
@@ -555,8 +586,12 @@ class ListEncoder {
   }
 
   std::span<const uint16_t> lengths_;
+  std::span<const uint32_t> likes_;
   std::span<const uint8_t> bands_;
+  const double avg_length_;
   SealedStats* stats_;
+  std::vector<DocId> all_docs_;  // the whole list's, for choosing its champions
+  std::vector<uint32_t> all_freqs_;
   std::vector<DocId> docs_;  // the block being filled
   std::vector<uint32_t> freqs_, positions_, gaps_;
   std::string block_;
@@ -565,6 +600,26 @@ class ListEncoder {
   DocId next_ = 0;                // the previous block's last DocId + 1
   uint32_t count_ = 0;
 };
+
+// Checks a multi-block list's champions, if it has them: the record fits before `end`, and
+// each champion is a posting of the list with the frequency it says. Returns a message or "".
+std::string CheckChampions(const uint8_t* base, const uint8_t* end, uint32_t doc_freq,
+                           uint32_t num_docs) {
+  const uint32_t at = ReadListEntry(base).offset;
+  if (at == 0) return "";
+  Champions champions;
+  if (at >= end - base || !ReadChampions(base + at, end, num_docs, &champions)) {
+    return "bad champions";
+  }
+  SealedCursor cursor(base, end, doc_freq, num_docs);
+  for (size_t i = 0; i < champions.docs.size(); ++i) {
+    cursor.Advance(champions.docs[i]);
+    if (cursor.doc() != champions.docs[i] || cursor.freq() != champions.tfs[i]) {
+      return "champion is not a posting of its list";
+    }
+  }
+  return "";
+}
 
 // Checks that a list decodes inside [base, end) into valid DocIds. Returns a message or "".
 std::string CheckList(const uint8_t* base, const uint8_t* end, uint32_t doc_freq,
@@ -631,7 +686,7 @@ std::string CheckList(const uint8_t* base, const uint8_t* end, uint32_t doc_freq
   if (blocks > 1 && ReadListEntry(base).last_doc != previous) {
     return "list entry disagrees with its blocks";
   }
-  return "";
+  return blocks > 1 ? CheckChampions(base, end, doc_freq, num_docs) : "";
 }
 
 // Segment file format v4: a section file (section_file.h) with these sections, in this order.
@@ -730,9 +785,9 @@ namespace {
 // beside the others and makes the term dictionary.
 class SegmentPostingsSink {
  public:
-  SegmentPostingsSink(std::span<const uint16_t> lengths, std::span<const uint8_t> bands,
-                      SealedStats* stats)
-      : list_(lengths, bands, stats) {}
+  SegmentPostingsSink(std::span<const uint16_t> lengths, std::span<const uint32_t> likes,
+                      std::span<const uint8_t> bands, double avg_length, SealedStats* stats)
+      : list_(lengths, likes, bands, avg_length, stats) {}
   // A hint: the lists will take about this many bytes.
   void Reserve(size_t bytes) { out_.reserve(bytes); }
   // `entries` in increasing DocId order, non-empty.
@@ -770,12 +825,14 @@ absl::Status EncodeSegmentFile(
   const size_t ranges = (num_docs >> Columns::kRangeShift) + 1;
   std::vector<uint16_t> lengths(num_docs);
   std::vector<uint8_t> likes(num_docs), bands(num_docs);
+  std::vector<uint32_t> all_likes(num_docs);
   std::vector<uint32_t> overflow_docs, overflow_likes, range_likes(ranges, 0);
   std::vector<int64_t> range_created(ranges, std::numeric_limits<int64_t>::min());
   for (uint32_t d = 0; d < num_docs; ++d) {
     const SealedSegmentBuilder::Row r = row_of(d);
     lengths[d] = r.length;
     bands[d] = static_cast<uint8_t>(LikesBand(r.likes));
+    all_likes[d] = r.likes;
     likes[d] = static_cast<uint8_t>(std::min<uint32_t>(r.likes, kLikesOverflow));
     if (r.likes >= kLikesOverflow) {
       overflow_docs.push_back(d);
@@ -815,7 +872,9 @@ absl::Status EncodeSegmentFile(
   codes = {};
   meta.overflow = overflow_docs.size();
 
-  SegmentPostingsSink encoder(lengths, bands, &meta.stats);
+  const double avg_length =
+      num_docs == 0 ? 1 : std::max(1.0, static_cast<double>(meta.total_length) / num_docs);
+  SegmentPostingsSink encoder(lengths, all_likes, bands, avg_length, &meta.stats);
   if (absl::Status s = add_postings(encoder); !s.ok()) return s;
   const std::string& postings = encoder.postings();
   const TermDictionary dictionary = encoder.Finish();
@@ -1267,7 +1326,8 @@ std::unique_ptr<PostingCursor> SealedSegment::OpenTerm(std::string_view term, Do
   if (damaged_.load(std::memory_order_acquire) || !VerifyChunks(entry.offset, found->end)) {
     return nullptr;
   }
-  return std::make_unique<SealedCursor>(postings_ + entry.offset, entry.doc_freq);
+  return std::make_unique<SealedCursor>(postings_ + entry.offset, postings_ + found->end,
+                                        entry.doc_freq, num_docs_);
 }
 
 uint32_t SealedSegment::DocFreq(std::string_view term) const {

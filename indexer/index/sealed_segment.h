@@ -6,7 +6,8 @@
 // term frequencies minus one and in-document positions, each bit-packed at the width of its
 // largest value. Lists of more than one block start with a skip table: per block, its last
 // DocId, byte offset, bit widths and the block maxima used by block-max pruning (largest term
-// frequency, shortest document).
+// frequency, shortest document). Lists of at least kChampionMinPostings end with their
+// champions for best match (champions.h).
 //
 // The file (format v4, docs/index-format.md) is written once and then only read: mapped from
 // disk, or held in a heap buffer by an index without a directory. Opening one checks its

@@ -33,6 +33,7 @@
 namespace tweetsearch::index {
 
 using DocId = uint32_t;  // segment-local
+struct Champions;
 struct LikesTier;
 inline constexpr DocId kEndDoc = std::numeric_limits<DocId>::max();
 
@@ -127,6 +128,12 @@ class PostingCursor {
     return doc() == kEndDoc ? kEndDoc : kEndDoc - 1;
   }
   virtual PostingBound shallow_bound() const { return list_bound(); }
+  // The list's champions (champions.h), if it has them: false for short lists, active
+  // segments and files written before champions existed.
+  virtual bool champions(Champions* out) const {
+    (void)out;
+    return false;
+  }
   // ORs into `words` bit (d - from) for every posting d in [from, end), and moves to the first
   // posting at or after `end` (or kEndDoc): for counting over bitmaps of a window of DocIds
   // rather than a call per posting. `words` holds at least (end - from + 63) / 64 words.

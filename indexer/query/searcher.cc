@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
+#include "indexer/index/champions.h"
 #include "indexer/index/likes_tiers.h"
 #include "indexer/query/counter.h"
 
@@ -89,8 +90,11 @@ class TermMatcher final : public Matcher {
   // frequencies and lengths come from the query's TfPart table: the same function of the same
   // numbers, so the same bits, without a division per posting.
   double ScoreAt(uint32_t length) const {
+    return idf_ == 0 ? 0 : ScoreFor(cursor_->freq(), length);
+  }
+  // The same for a posting of `freq` occurrences in a document of `length`.
+  double ScoreFor(uint32_t freq, uint32_t length) const {
     if (idf_ == 0) return 0;
-    const uint32_t freq = cursor_->freq();
     if (ctx_.tf_table != nullptr && freq <= kTfTableTfs && length < kTfTableLengths) {
       return idf_ * ctx_.tf_table[(freq - 1) * kTfTableLengths + length];
     }
@@ -103,6 +107,7 @@ class TermMatcher final : public Matcher {
     return max_score_;
   }
   uint64_t Cost() const override { return cursor_->size(); }
+  double idf() const { return idf_; }
 
   PostingCursor& cursor() { return *cursor_; }
 
@@ -538,6 +543,7 @@ class Evaluation {
     result.total_is_exact = !count_missed_damaged_;
     CapTotal(options_.exact_total, &result.total_hits, &result.total_is_exact);
     result.pruned = pruned_;
+    result.champion_cutoffs = champion_cutoffs_;
     return result;
   }
 
@@ -1021,8 +1027,113 @@ class Evaluation {
                [&](DocId d, Matcher& m) { OfferBestMatch(c, d, m.Score()); });
   }
   bool AlreadyOffered(DocId d) const {
-    return !changed_rows_.empty() &&
-           std::binary_search(changed_rows_.begin(), changed_rows_.end(), d);
+    return (!changed_rows_.empty() &&
+            std::binary_search(changed_rows_.begin(), changed_rows_.end(), d)) ||
+           (!champion_rows_.empty() &&
+            std::binary_search(champion_rows_.begin(), champion_rows_.end(), d));
+  }
+
+  // The scored words of `node` in plan order (a phrase's every word), into *words, and
+  // whether every match of the node holds each (a term's own word, an AND's children's, not
+  // an OR's), into *required.
+  static void ScoredWords(const PlanNode& node, bool is_required,
+                          std::vector<const std::string*>* words, std::vector<bool>* required) {
+    if (node.kind == PlanNode::Kind::kTerm && node.scored) {
+      words->push_back(&node.term);
+      required->push_back(is_required);
+    }
+    if (node.kind == PlanNode::Kind::kPhrase) {
+      for (const std::string& t : node.phrase_terms) {
+        words->push_back(&t);
+        required->push_back(is_required);
+      }
+    }
+    const bool children_required = is_required && node.kind == PlanNode::Kind::kAnd;
+    for (const PlanNode& c : node.children) ScoredWords(c, children_required, words, required);
+  }
+
+  // The most a posting of `word`'s list outside its `champions` can score with its text and
+  // popularity: the maximum over the rest's skyline (champions.h); -infinity if every
+  // posting is a champion.
+  double RestBound(const TermMatcher& word, const index::Champions& champions) const {
+    const ScoringParams& p = options_.scoring;
+    double best = -std::numeric_limits<double>::infinity();
+    for (const index::ImpactPoint& q : champions.rest) {
+      best = std::max(best, word.idf() * TfPart(p, q.tf, q.length, stats_.avg_length) +
+                                p.popularity_weight * Popularity(p, q.likes));
+    }
+    return best;
+  }
+
+  // The most any match of `word` in the segment can score, from its list's bounds per likes
+  // band and the segment's recency bound.
+  double ListBound(const Columns& c, DocId visible, TermMatcher& word) {
+    std::array<double, index::kLikesBands> sums{};
+    const uint32_t bands = word.AddBandText(word.cursor().list_bound(), sums.data());
+    double best = -std::numeric_limits<double>::infinity();
+    for (int b = 0; b < index::kLikesBands; ++b) {
+      if ((bands >> b & 1) != 0) best = std::max(best, sums[b] + band_popularity_[b]);
+    }
+    return Inflate(best + RecencyBound(c, 0, visible - 1));
+  }
+
+  // Best match of a plan with one scored word, which every match holds (filters and
+  // exclusions may join it), over a
+  // sealed segment where the word's list has champions (champions.h). Returns true if the
+  // segment is done:
+  //  - the list's bounds per likes band cannot reach the k-th score: nothing to rank; or
+  //  - the matches among the champions were ranked, and no other posting of the list can
+  //    reach the k-th score (its text and popularity at most the rest's skyline allows, its
+  //    recency at most the segment's newest tweet's).
+  // Otherwise the usual walk follows and passes over the rows ranked here (AlreadyOffered).
+  // Plans of several scored words are left to the usual walks: a bound for a match outside
+  // every word's champions adds each word's rest bound, and that sum stayed above the k-th
+  // score for every such query measured (docs/benchmarks.md).
+  bool RunChampions(const Segment& segment, MatcherBuilder& builder) {
+    champion_rows_.clear();
+    std::vector<const std::string*> words;
+    std::vector<bool> required;
+    ScoredWords(plan_.root, true, &words, &required);
+    // A match that need not hold the word (`word OR from:x`) is bounded by no list of it.
+    if (words.size() != 1 || !required[0]) return false;
+    std::unique_ptr<TermMatcher> word = builder.Term(*words[0], /*scored=*/true);
+    index::Champions champions;
+    if (word == nullptr || !word->cursor().champions(&champions)) return false;
+    const Columns& c = segment.columns();
+    const DocId visible = segment.VisibleDocs();
+    if (top_.full() && ListBound(c, visible, *word) < top_.worst().primary) {
+      pruned_ = true;
+      return true;
+    }
+    champion_rows_ = champions.docs;
+    const double recency = RecencyBound(c, 0, visible - 1);
+    if (plan_.root.kind == PlanNode::Kind::kTerm) {
+      // The champions' frequencies are known: no list is read. With the top k full, a
+      // champion whose text plus its likes band's and the segment's bounds falls short is
+      // passed over before its exact static score is computed (a logarithm and a power).
+      for (size_t i = 0; i < champions.docs.size(); ++i) {
+        const DocId d = champions.docs[i];
+        if (std::binary_search(changed_rows_.begin(), changed_rows_.end(), d)) continue;
+        const double text = word->ScoreFor(champions.tfs[i], c.length(d));
+        if (top_.full() && Inflate(text + band_popularity_[index::LikesBand(c.BaseLikes(d))] +
+                                   recency) < top_.worst().primary) {
+          continue;
+        }
+        OfferBestMatch(c, d, text);
+      }
+    } else {
+      VisitAmong(builder, champion_rows_, [&](DocId d, Matcher& m) {
+        if (!std::binary_search(changed_rows_.begin(), changed_rows_.end(), d)) {
+          OfferBestMatch(c, d, m.Score());
+        }
+      });
+    }
+    if (!top_.full() || Inflate(RestBound(*word, champions) + recency) >= top_.worst().primary) {
+      return false;
+    }
+    pruned_ = true;
+    ++champion_cutoffs_;
+    return true;
   }
 
   // The plan's root as a flat list of terms, if it is one term, an AND of terms (with any
@@ -1118,7 +1229,6 @@ class Evaluation {
   // Best match over any shape: the walk skips the windows its matcher's WindowBands rule out,
   // and the candidates whose likes band, or text score with their band's bound, falls short.
   void RunBestMatchTree(const Segment& segment, MatcherBuilder& builder) {
-    OfferChangedRows(segment, builder);
     std::unique_ptr<Matcher> m = builder.Build(plan_.root);
     WalkTree(segment.columns(), *m, segment.VisibleDocs() - 1);
   }
@@ -1145,6 +1255,8 @@ class Evaluation {
   }
 
   void RunBestMatch(const Segment& segment, MatcherBuilder& builder) {
+    OfferChangedRows(segment, builder);
+    if (RunChampions(segment, builder)) return;
     std::vector<const PlanNode*> nodes;
     if (!FlatTerms(plan_.root, &nodes)) {
       RunBestMatchTree(segment, builder);
@@ -1177,7 +1289,6 @@ class Evaluation {
       if (!open(&shallow)) return;
       for (auto& t : shallow) shallow_ptrs.push_back(t.get());
     }
-    OfferChangedRows(segment, builder);
     const Columns& c = segment.columns();
     auto bands = [&](DocId t, DocId* end, double* sums) {
       return TermBands(shallow_ptrs, conjunctive, t, end, sums);
@@ -1391,6 +1502,7 @@ class Evaluation {
   CollectionStats stats_;
   uint64_t total_ = 0;                 // matches counted, up to the cap plus one
   bool pruned_ = false;                // the ranking skipped documents
+  uint32_t champion_cutoffs_ = 0;      // segments RunChampions decided
   bool count_missed_damaged_ = false;  // CountTotal met a damaged segment
   // Counting stops at one past the cap (never, with exact_total).
   std::string count_key_;  // CountKey()
@@ -1421,7 +1533,8 @@ class Evaluation {
   const Columns* recency_columns_ = nullptr;
   std::vector<double> recency_by_block_;
   double recency_segment_ = 0;
-  std::vector<DocId> changed_rows_;  // OfferChangedRows's, ascending
+  std::vector<DocId> changed_rows_;   // OfferChangedRows's, ascending
+  std::vector<DocId> champion_rows_;  // RunChampions's, ascending
   // RunWindowsByBound's windows of the segment being ranked, and its first batch's size.
   static constexpr size_t kFirstBatch = 16;
   static constexpr uint32_t kByBoundMinPostings = 32 * index::kBlockSize;

@@ -88,6 +88,8 @@ struct SearchResult {
   bool total_is_exact = true;
   // Diagnostics: the ranking skipped documents (early termination or pruning).
   bool pruned = false;
+  // Diagnostics: segments whose champions alone decided a best-match ranking.
+  uint32_t champion_cutoffs = 0;
 };
 
 // Applies the kTrackTotalHitsUpTo rule to a total (one partition's, or partitions' summed,

@@ -259,6 +259,8 @@ void ExpectSameHits(const std::vector<Hit>& got, const std::vector<Hit>& want,
 // termination (kNewest) and pruning (kBestMatch, kMostLiked) really ran while the results
 // stayed exact.
 int g_pruned_pages[3] = {0, 0, 0};
+// Segments whose champions alone decided a best-match page (champions.h).
+int g_champion_cutoffs = 0;
 
 // Runs `count` random queries in all sort modes, paging to the end, against the oracle.
 // Runs `q` in every sort mode, page after page, against the oracle; counts it in *answered
@@ -289,6 +291,7 @@ void CheckQuery(const index::Index& index, const Oracle& oracle, std::mt19937_64
       ASSERT_TRUE(r->total_is_exact) << context;
       ASSERT_EQ(r->total_hits, want.size()) << context;
       if (r->pruned) ++g_pruned_pages[static_cast<int>(sort)];
+      g_champion_cutoffs += static_cast<int>(r->champion_cutoffs);
       ASSERT_EQ(r->hits.size(), std::min<size_t>(options.limit, remaining)) << context;
       got.insert(got.end(), r->hits.begin(), r->hits.end());
       if (r->hits.empty() || got.size() >= want.size()) break;
@@ -453,6 +456,57 @@ TEST(OracleTest, BestMatchOfOneTermByWindowBoundsOnLongRepetitiveTweets) {
   for (const std::string& q : queries) CheckQuery(*index, oracle, rng, q, "compacted", &answered);
   EXPECT_EQ(answered, 2 * static_cast<int>(queries.size()));
   EXPECT_GT(g_pruned_pages[static_cast<int>(SortMode::kBestMatch)], 0);
+}
+
+// Best match over champions (champions.h): lists of more than kChampionMinPostings postings
+// in segments of 12,000 tweets, power-law likes, repeated words; likes changed after sealing
+// (champions and others, some far beyond every written like count) and deletes; every shape of
+// query, paged; in segments and compacted. The champions must have decided some pages alone.
+TEST(OracleTest, BestMatchOverChampionsEqualsBruteForce) {
+  std::mt19937_64 rng(45);
+  std::fill(std::begin(g_pruned_pages), std::end(g_pruned_pages), 0);
+  g_champion_cutoffs = 0;
+  index::IndexOptions options;
+  options.segment_max_docs = 12000;
+  std::unique_ptr<index::Index> index = *index::Index::Create(options);
+  Oracle oracle(index->analyzer());
+  Corpus corpus = MakeCorpus(rng, 36000);
+  for (index::IndexDoc& d : corpus.docs) {
+    d.likes = ParetoLikes(rng);
+    const std::string& word = kVocabulary[rng() % 6];
+    for (size_t repeats = rng() % 5 == 0 ? rng() % 4 : 0; repeats-- > 0;) d.text += " " + word;
+  }
+  AddInBatches(*index, oracle, corpus.docs, 2000);
+  ASSERT_TRUE(index->Seal().ok());
+  for (const index::IndexDoc& d : corpus.docs) {
+    if (rng() % 40 == 0) {
+      ASSERT_TRUE(index->Delete(d.id).ok());
+      oracle.at(d.id).deleted = true;
+    } else if (rng() % 60 == 0) {
+      const uint32_t likes = rng() % 2 ? static_cast<uint32_t>(rng() % 3) : 5000 + rng() % 90000;
+      ASSERT_TRUE(index->SetLikes(d.id, likes).ok());
+      oracle.at(d.id).doc.likes = likes;
+    }
+  }
+  std::vector<std::string> queries;
+  for (size_t w = 0; w < 5; ++w) {
+    const std::string& a = kVocabulary[w];
+    const std::string& b = kVocabulary[w + 1];
+    queries.push_back(a);
+    queries.push_back(a + " lang:es");
+    queries.push_back(a + " " + b);
+    queries.push_back(a + " OR " + b);
+    queries.push_back(a + " -" + b);
+    queries.push_back("\"" + a + " " + b + "\"");
+    queries.push_back("(" + a + " OR " + b + ") " + kVocabulary[w + 2]);
+    queries.push_back(a + " OR from:" + kUsers[w]);
+  }
+  int answered = 0;
+  for (const std::string& q : queries) CheckQuery(*index, oracle, rng, q, "segments", &answered);
+  ASSERT_TRUE(index->Compact().ok());
+  for (const std::string& q : queries) CheckQuery(*index, oracle, rng, q, "compacted", &answered);
+  EXPECT_EQ(answered, 2 * static_cast<int>(queries.size()));
+  EXPECT_GT(g_champion_cutoffs, 0);
 }
 
 // Compares exact totals (exact_total, and the default cap) with the brute-force count.

@@ -1,0 +1,67 @@
+// Champions: per long posting list of a sealed segment, the few postings that can score highest
+// in best match, and a bound of every other posting's score, so that a query over a common
+// word can rank those few and prove that nothing else can enter its top k (docs/ranking.md,
+// "Champions").
+//
+// A posting's best-match score depends, besides the query's statistics, on its term
+// frequency, its tweet's length, likes and age. Champions are chosen at seal and merge time
+// from the first three (age is bounded per segment at query time): the postings that rank
+// first under a few weightings of text against popularity. The rest are described by their
+// skyline: the (tf, length, likes) points no other remaining posting beats in all three. Any
+// score that grows with tf and likes and falls with length is largest, over the remaining
+// postings, at one of those points, whatever the query's idf, average length or weights: the
+// bound is exact to compute at query time, and the choice of champions only decides how often
+// it suffices.
+//
+// Thread-safety: plain values.
+#ifndef TWEETSEARCH_INDEXER_INDEX_CHAMPIONS_H_
+#define TWEETSEARCH_INDEXER_INDEX_CHAMPIONS_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "indexer/index/segment.h"
+
+namespace tweetsearch::index {
+
+// A list gets champions from this many postings on.
+inline constexpr uint32_t kChampionMinPostings = 2048;
+// At most this many champions per list.
+inline constexpr uint32_t kMaxChampions = 256;
+
+// A (term frequency, document length, likes) point; stored as is in segment files.
+struct ImpactPoint {
+  uint32_t likes = 0;   // as the segment file has them (Columns::BaseLikes)
+  uint16_t tf = 0;      // exact
+  uint16_t length = 0;  // a lower bound (lengths above 65,535 are stored as 65,535)
+};
+static_assert(sizeof(ImpactPoint) == 8);
+
+struct Champions {
+  std::vector<DocId> docs;      // ascending
+  std::vector<uint16_t> tfs;    // the term's frequency in each of docs
+  std::vector<ImpactPoint> rest;  // the skyline of every other posting; empty if none is left
+};
+
+// Chooses the champions of a list of `docs` (ascending) with term frequencies `tfs`, in a
+// segment whose tweets have lengths[d] and likes[d] and `avg_length` on average.
+Champions SelectChampions(std::span<const DocId> docs, std::span<const uint32_t> tfs,
+                          std::span<const uint16_t> lengths, std::span<const uint32_t> likes,
+                          double avg_length);
+
+// The skyline of `points`: those no other point matches or beats in tf, length (shorter) and
+// likes at once, in no particular order.
+std::vector<ImpactPoint> Skyline(std::vector<ImpactPoint> points);
+
+// Appends `c` to `out` in the file's form: a count of champions, a count of points, the
+// DocIds, the tfs (padded to 4 bytes) and the points, all little-endian.
+void AppendChampions(const Champions& c, std::string* out);
+// Reads a record AppendChampions wrote at [p, end) into *out. False if it does not fit in the
+// bytes, its DocIds do not ascend below `num_docs`, or a count is out of range.
+bool ReadChampions(const uint8_t* p, const uint8_t* end, uint32_t num_docs, Champions* out);
+
+}  // namespace tweetsearch::index
+
+#endif  // TWEETSEARCH_INDEXER_INDEX_CHAMPIONS_H_
