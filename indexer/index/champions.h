@@ -40,8 +40,8 @@ struct ImpactPoint {
 static_assert(sizeof(ImpactPoint) == 8);
 
 struct Champions {
-  std::vector<DocId> docs;      // ascending
-  std::vector<uint16_t> tfs;    // the term's frequency in each of docs
+  std::vector<DocId> docs;        // ascending
+  std::vector<uint16_t> tfs;      // the term's frequency in each of docs
   std::vector<ImpactPoint> rest;  // the skyline of every other posting; empty if none is left
 };
 

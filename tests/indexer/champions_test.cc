@@ -32,9 +32,8 @@ TEST(ChampionsTest, SkylineKeepsExactlyThePointsNothingBeats) {
   const std::vector<ImpactPoint> sky = Skyline(points);
   ASSERT_FALSE(sky.empty());
   for (const ImpactPoint& p : points) {  // every point is covered by one kept
-    EXPECT_TRUE(std::any_of(sky.begin(), sky.end(), [&](const ImpactPoint& q) {
-      return Beats(q, p);
-    }));
+    EXPECT_TRUE(
+        std::any_of(sky.begin(), sky.end(), [&](const ImpactPoint& q) { return Beats(q, p); }));
   }
   for (size_t i = 0; i < sky.size(); ++i) {  // and no kept point covers another
     for (size_t j = 0; j < sky.size(); ++j) {
@@ -99,7 +98,8 @@ TEST(ChampionsTest, TheRestsSkylineBoundsEveryOtherPostingUnderAnyWeights) {
       if (std::binary_search(c.docs.begin(), c.docs.end(), l.docs[i])) continue;
       rest = std::max(rest, score(l.tfs[i], l.lengths[l.docs[i]], l.likes[l.docs[i]]));
     }
-    for (const ImpactPoint& q : c.rest) best_point = std::max(best_point, score(q.tf, q.length, q.likes));
+    for (const ImpactPoint& q : c.rest)
+      best_point = std::max(best_point, score(q.tf, q.length, q.likes));
     EXPECT_LE(rest, best_point * (1 + 1e-12)) << "trial " << trial;
   }
 }
@@ -155,9 +155,8 @@ TEST(ChampionsTest, SealedListsCarryTheirChampionsAndVerify) {
   SealedSegmentBuilder builder;
   const std::vector<uint32_t> zero = {0}, twice = {0, 3};
   for (uint32_t i = 0; i < 6000; ++i) {
-    const uint32_t doc = builder.AddDoc({TweetId{i + 1}, 0, 1, 0,
-                                         static_cast<uint16_t>(2 + rng() % 30),
-                                         ParetoLikes(rng)});
+    const uint32_t doc = builder.AddDoc(
+        {TweetId{i + 1}, 0, 1, 0, static_cast<uint16_t>(2 + rng() % 30), ParetoLikes(rng)});
     builder.AddPosting("common", doc, i % 3 == 0 ? twice : zero);
     if (i % 10 == 0) builder.AddPosting("rare", doc, zero);
   }
