@@ -6,8 +6,6 @@
 #include <cstring>
 #include <limits>
 
-#include "absl/container/flat_hash_set.h"
-
 namespace tweetsearch::index {
 namespace {
 
@@ -18,8 +16,9 @@ constexpr double kK1 = 1.2, kB = 0.75, kLikesReference = 10000;
 // query's idf, average length and weights differ; recency and filters leave popularity more
 // or less room).
 constexpr std::array<double, 4> kTextWeights = {0.5, 1, 2, 4};
-// Points of the rest are kept per (tf, length): tfs 1 to kExactTfs apart, larger ones together.
-constexpr uint32_t kExactTfs = 7;
+// Cells of postings: tfs 1 to kSmallTfs in an array, larger ones in a map; lengths from 255 on
+// share cells (as 255, a lower bound).
+constexpr uint32_t kSmallTfs = 16;
 constexpr uint32_t kLengths = 256;
 
 double Text(uint32_t tf, uint32_t length, double avg_length) {
@@ -29,70 +28,6 @@ double Text(uint32_t tf, uint32_t length, double avg_length) {
 
 double Popularity(uint32_t likes) {
   return std::min(1.0, std::log1p(static_cast<double>(likes)) / std::log1p(kLikesReference));
-}
-
-// The indices of the `n` postings with the largest keys (ties broken arbitrarily), kept in a
-// min-heap of (key, index) while the postings stream by.
-class TopIndices {
- public:
-  explicit TopIndices(size_t n) : n_(n) { heap_.reserve(n); }
-  void Offer(double key, uint32_t index) {
-    if (heap_.size() == n_) {
-      if (key <= heap_.front().first) return;
-      std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
-      heap_.pop_back();
-    }
-    heap_.emplace_back(key, index);
-    std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
-  }
-  // The indices, the largest key first.
-  std::vector<uint32_t> Ranked() const {
-    std::vector<std::pair<double, uint32_t>> sorted = heap_;
-    std::sort(sorted.begin(), sorted.end(), std::greater<>());
-    std::vector<uint32_t> out;
-    for (const auto& [key, index] : sorted) out.push_back(index);
-    return out;
-  }
-
- private:
-  const size_t n_;
-  std::vector<std::pair<double, uint32_t>> heap_;
-};
-
-// The skyline of the postings not chosen: the most likes per (tf class, length), then the
-// points no other beats.
-std::vector<ImpactPoint> RestSkyline(std::span<const DocId> docs, std::span<const uint32_t> tfs,
-                                     std::span<const uint16_t> lengths,
-                                     std::span<const uint32_t> likes,
-                                     std::span<const uint32_t> chosen) {
-  constexpr int64_t kNone = -1;
-  std::vector<int64_t> most_likes((kExactTfs + 1) * kLengths, kNone);
-  std::array<uint32_t, kLengths> many_tf{};  // the largest tf above kExactTfs, per length
-  size_t next_chosen = 0;
-  for (uint32_t i = 0; i < docs.size(); ++i) {
-    if (next_chosen < chosen.size() && chosen[next_chosen] == i) {
-      ++next_chosen;
-      continue;
-    }
-    const DocId d = docs[i];
-    const uint32_t length = std::min<uint32_t>(lengths[d], kLengths - 1);
-    const uint32_t tf_class = std::min(tfs[i], kExactTfs + 1);
-    int64_t& most = most_likes[(tf_class - 1) * kLengths + length];
-    most = std::max<int64_t>(most, likes[d]);
-    if (tf_class > kExactTfs) many_tf[length] = std::max(many_tf[length], tfs[i]);
-  }
-  std::vector<ImpactPoint> points;
-  for (uint32_t tf_class = 1; tf_class <= kExactTfs + 1; ++tf_class) {
-    for (uint32_t length = 0; length < kLengths; ++length) {
-      const int64_t most = most_likes[(tf_class - 1) * kLengths + length];
-      if (most == kNone) continue;
-      const uint32_t tf = tf_class > kExactTfs ? many_tf[length] : tf_class;
-      points.push_back(ImpactPoint{static_cast<uint32_t>(most),
-                                   static_cast<uint16_t>(std::min<uint32_t>(tf, UINT16_MAX)),
-                                   static_cast<uint16_t>(length)});
-    }
-  }
-  return Skyline(std::move(points));
 }
 
 template <typename T>
@@ -120,48 +55,166 @@ std::vector<ImpactPoint> Skyline(std::vector<ImpactPoint> points) {
   return kept;
 }
 
-Champions SelectChampions(std::span<const DocId> docs, std::span<const uint32_t> tfs,
-                          std::span<const uint16_t> lengths, std::span<const uint32_t> likes,
-                          double avg_length) {
-  Champions out;
-  const size_t n = docs.size();
-  const uint32_t wanted = std::min<uint32_t>(kMaxChampions, static_cast<uint32_t>(n / 8));
-  if (wanted == 0) return out;
-  const double num_docs = static_cast<double>(lengths.size());
-  const double idf = std::log(1.0 + (num_docs - n + 0.5) / (n + 0.5));
-  std::vector<TopIndices> tops(kTextWeights.size(), TopIndices(wanted));
-  std::array<double, kTextWeights.size()> weights;
-  for (size_t w = 0; w < weights.size(); ++w) weights[w] = kTextWeights[w] * idf;
-  // Popularity of the few like counts most tweets have, computed once.
-  std::array<double, 1024> small_popularity;
-  for (uint32_t l = 0; l < small_popularity.size(); ++l) small_popularity[l] = Popularity(l);
-  for (uint32_t i = 0; i < n; ++i) {
-    const DocId d = docs[i];
-    const double text = Text(tfs[i], lengths[d], avg_length);
-    const double pop =
-        likes[d] < small_popularity.size() ? small_popularity[likes[d]] : Popularity(likes[d]);
-    for (size_t w = 0; w < weights.size(); ++w) tops[w].Offer(weights[w] * text + pop, i);
+ChampionSelector::ChampionSelector(std::span<const uint16_t> lengths,
+                                   std::span<const uint32_t> likes, double avg_length)
+    : lengths_(lengths),
+      likes_(likes),
+      avg_length_(avg_length),
+      small_(kSmallTfs * kLengths),
+      gates_(kSmallTfs * kLengths, -1) {}
+
+ChampionSelector::Cell& ChampionSelector::CellOf(uint32_t tf, uint32_t length) {
+  if (tf <= kSmallTfs) {
+    const uint32_t at = (tf - 1) * kLengths + length;
+    Cell& cell = small_[at];
+    if (cell.top.empty() && cell.others_likes < 0) touched_.push_back(at);
+    return cell;
   }
-  // The weightings' rankings, taken in turns (the first of each, then the second, ...) until
-  // `wanted` distinct postings are chosen: they mostly agree at the top.
+  return large_[std::min<uint32_t>(tf, UINT16_MAX) << 8 | length];
+}
+
+void ChampionSelector::Add(DocId doc, uint32_t tf) {
+  ++count_;
+  const uint32_t likes = likes_[doc];
+  const uint32_t length = std::min<uint32_t>(lengths_[doc], kLengths - 1);
+  if (tf <= kSmallTfs) {
+    // Most postings of a long list fall short of their full cell: decided from the compact
+    // gates, without reading the cell's heap.
+    const uint32_t at = (tf - 1) * kLengths + length;
+    if (static_cast<int64_t>(likes) <= gates_[at]) {
+      small_[at].others_likes = std::max<int64_t>(small_[at].others_likes, likes);
+      return;
+    }
+    gates_[at] = Offer(CellOf(tf, length), likes, doc);
+    return;
+  }
+  Offer(CellOf(tf, length), likes, doc);
+}
+
+int64_t ChampionSelector::Offer(Cell& cell, uint32_t likes, DocId doc) {
+  std::vector<std::pair<uint32_t, DocId>>& top = cell.top;
+  if (top.size() < kMaxChampions) {
+    top.emplace_back(likes, doc);
+    if (top.size() < kMaxChampions) return -1;
+    std::make_heap(top.begin(), top.end(), std::greater<>());
+    return top.front().first;
+  }
+  uint32_t dropped = likes;
+  if (likes > top.front().first) {
+    dropped = top.front().first;
+    std::pop_heap(top.begin(), top.end(), std::greater<>());
+    top.back() = {likes, doc};
+    std::push_heap(top.begin(), top.end(), std::greater<>());
+  }
+  cell.others_likes = std::max<int64_t>(cell.others_likes, dropped);
+  return top.front().first;
+}
+
+void ChampionSelector::Reset() {
+  for (uint32_t at : touched_) {  // keeping their memory for the next list
+    small_[at].top.clear();
+    small_[at].others_likes = -1;
+    gates_[at] = -1;
+  }
+  touched_.clear();
+  large_.clear();
+  count_ = 0;
+}
+
+std::vector<ChampionSelector::Candidate> ChampionSelector::Candidates() const {
+  std::vector<Candidate> out;
+  auto add = [&](const Cell& cell, uint32_t tf, uint32_t length) {
+    for (const auto& [likes, doc] : cell.top) {
+      out.push_back({doc, likes, static_cast<uint16_t>(tf), static_cast<uint16_t>(length)});
+    }
+  };
+  for (uint32_t at : touched_) add(small_[at], at / kLengths + 1, at % kLengths);
+  for (const auto& [key, cell] : large_) add(cell, key >> 8, key & 0xFF);
+  return out;
+}
+
+Champions ChampionSelector::Finish() {
+  Champions out;
+  const auto wanted = static_cast<uint32_t>(std::min<uint64_t>(kMaxChampions, count_ / 8));
+  if (wanted == 0) {
+    Reset();
+    return out;
+  }
+  const std::vector<Candidate> candidates = Candidates();
+  const double num_docs = static_cast<double>(lengths_.size());
+  const double n = static_cast<double>(count_);
+  const double idf = std::log(1.0 + (num_docs - n + 0.5) / (n + 0.5));
+  // Each weighting's first `wanted` candidates, best first; then taken in turns (the first
+  // of each, then the second, ...) until `wanted` distinct ones are chosen: they mostly
+  // agree at the top.
+  std::vector<double> text(candidates.size()), popularity(candidates.size());
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    text[i] = idf * Text(candidates[i].tf, candidates[i].length, avg_length_);
+    popularity[i] = Popularity(candidates[i].likes);
+  }
   std::vector<std::vector<uint32_t>> ranked;
-  for (const TopIndices& top : tops) ranked.push_back(top.Ranked());
-  std::vector<uint32_t> chosen;
-  absl::flat_hash_set<uint32_t> seen;
-  for (size_t rank = 0; chosen.size() < wanted && rank < wanted; ++rank) {
+  std::vector<std::pair<double, uint32_t>> keyed(candidates.size());
+  for (double weight : kTextWeights) {
+    for (uint32_t i = 0; i < candidates.size(); ++i) {
+      keyed[i] = {weight * text[i] + popularity[i], i};
+    }
+    const size_t first = std::min<size_t>(wanted, keyed.size());
+    const auto cut = keyed.begin() + static_cast<ptrdiff_t>(first);
+    std::nth_element(keyed.begin(), cut, keyed.end(), std::greater<>());
+    std::sort(keyed.begin(), cut, std::greater<>());
+    std::vector<uint32_t>& r = ranked.emplace_back();
+    for (size_t i = 0; i < first; ++i) r.push_back(keyed[i].second);
+  }
+  std::vector<bool> chosen(candidates.size(), false);
+  std::vector<uint32_t> picked;
+  for (size_t rank = 0; picked.size() < wanted && rank < wanted; ++rank) {
     for (const std::vector<uint32_t>& r : ranked) {
-      if (rank < r.size() && chosen.size() < wanted && seen.insert(r[rank]).second) {
-        chosen.push_back(r[rank]);
+      if (rank < r.size() && picked.size() < wanted && !chosen[r[rank]]) {
+        chosen[r[rank]] = true;
+        picked.push_back(r[rank]);
       }
     }
   }
-  std::sort(chosen.begin(), chosen.end());
-  for (uint32_t i : chosen) {
-    out.docs.push_back(docs[i]);
-    out.tfs.push_back(static_cast<uint16_t>(std::min<uint32_t>(tfs[i], UINT16_MAX)));
+  std::sort(picked.begin(), picked.end(),
+            [&](uint32_t a, uint32_t b) { return candidates[a].doc < candidates[b].doc; });
+  for (uint32_t i : picked) {
+    out.docs.push_back(candidates[i].doc);
+    out.tfs.push_back(candidates[i].tf);
   }
-  out.rest = RestSkyline(docs, tfs, lengths, likes, chosen);
+  out.rest = RestSkyline(candidates, chosen);
+  Reset();
   return out;
+}
+
+// The skyline of the postings not chosen: per cell, the most likes of its candidates not
+// chosen and of the postings it did not keep.
+std::vector<ImpactPoint> ChampionSelector::RestSkyline(const std::vector<Candidate>& candidates,
+                                                       const std::vector<bool>& chosen) const {
+  absl::flat_hash_map<uint32_t, int64_t> most;  // by tf << 8 | length
+  auto raise = [&](uint32_t tf, uint32_t length, int64_t likes) {
+    if (likes < 0) return;
+    int64_t& m = most.try_emplace(tf << 8 | length, -1).first->second;
+    m = std::max(m, likes);
+  };
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (!chosen[i]) raise(candidates[i].tf, candidates[i].length, candidates[i].likes);
+  }
+  for (uint32_t at : touched_) raise(at / kLengths + 1, at % kLengths, small_[at].others_likes);
+  for (const auto& [key, cell] : large_) raise(key >> 8, key & 0xFF, cell.others_likes);
+  std::vector<ImpactPoint> points;
+  for (const auto& [key, likes] : most) {
+    points.push_back(ImpactPoint{static_cast<uint32_t>(likes), static_cast<uint16_t>(key >> 8),
+                                 static_cast<uint16_t>(key & 0xFF)});
+  }
+  return Skyline(std::move(points));
+}
+
+Champions SelectChampions(std::span<const DocId> docs, std::span<const uint32_t> tfs,
+                          std::span<const uint16_t> lengths, std::span<const uint32_t> likes,
+                          double avg_length) {
+  ChampionSelector selector(lengths, likes, avg_length);
+  for (size_t i = 0; i < docs.size(); ++i) selector.Add(docs[i], tfs[i]);
+  return selector.Finish();
 }
 
 void AppendChampions(const Champions& c, std::string* out) {
@@ -179,8 +232,7 @@ bool ReadChampions(const uint8_t* p, const uint8_t* end, uint32_t num_docs, Cham
   if (end - p < static_cast<ptrdiff_t>(sizeof(counts))) return false;
   std::memcpy(counts, p, sizeof(counts));
   const uint32_t n = counts[0], points = counts[1];
-  // kExactTfs + 1 tf classes and kLengths lengths bound the skyline.
-  if (n == 0 || n > kMaxChampions || points > (kExactTfs + 1) * kLengths) return false;
+  if (n == 0 || n > kMaxChampions || points > kMaxRestPoints) return false;
   const size_t tf_bytes = (size_t{n} * 2 + 3) / 4 * 4;
   const size_t bytes = sizeof(counts) + size_t{n} * 4 + tf_bytes + size_t{points} * 8;
   if (static_cast<size_t>(end - p) < bytes) return false;

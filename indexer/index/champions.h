@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "indexer/index/segment.h"
 
 namespace tweetsearch::index {
@@ -30,6 +31,8 @@ namespace tweetsearch::index {
 inline constexpr uint32_t kChampionMinPostings = 2048;
 // At most this many champions per list.
 inline constexpr uint32_t kMaxChampions = 256;
+// At most this many points in a rest's skyline (a record claiming more is damaged).
+inline constexpr uint32_t kMaxRestPoints = 1 << 16;
 
 // A (term frequency, document length, likes) point; stored as is in segment files.
 struct ImpactPoint {
@@ -45,8 +48,55 @@ struct Champions {
   std::vector<ImpactPoint> rest;  // the skyline of every other posting; empty if none is left
 };
 
-// Chooses the champions of a list of `docs` (ascending) with term frequencies `tfs`, in a
-// segment whose tweets have lengths[d] and likes[d] and `avg_length` on average.
+// Chooses the champions of one list at a time from its postings as they stream by, in
+// memory that does not grow with the list: per (term frequency, length) cell of postings the
+// kMaxChampions with the most likes (the first kMaxChampions under any weighting that grows
+// with likes are among them, as all of a cell share their text score) and the most likes of
+// the others.
+class ChampionSelector {
+ public:
+  // For a segment whose tweets have lengths[d] and likes[d] (as written) and `avg_length`
+  // tokens on average. The spans must outlive the selector.
+  ChampionSelector(std::span<const uint16_t> lengths, std::span<const uint32_t> likes,
+                   double avg_length);
+  // The next posting of the list: DocId `doc` (ascending) holds the word `tf` times.
+  void Add(DocId doc, uint32_t tf);
+  // The champions of the postings added since the last Finish() or Reset() (none for fewer
+  // than 8 postings), and the selector ready for the next list.
+  Champions Finish();
+  // Forgets the postings added (a list too short for champions).
+  void Reset();
+
+ private:
+  struct Cell {
+    std::vector<std::pair<uint32_t, DocId>> top;  // (likes, doc); a min-heap once full
+    int64_t others_likes = -1;                    // the most likes of the postings not kept
+  };
+  struct Candidate {
+    DocId doc;
+    uint32_t likes;
+    uint16_t tf, length;
+  };
+  Cell& CellOf(uint32_t tf, uint32_t length);
+  // Offers a posting to `cell`; returns the likes a posting must beat to enter it from now on
+  // (-1: any enters).
+  static int64_t Offer(Cell& cell, uint32_t likes, DocId doc);
+  std::vector<Candidate> Candidates() const;
+  std::vector<ImpactPoint> RestSkyline(const std::vector<Candidate>& candidates,
+                                       const std::vector<bool>& chosen) const;
+
+  std::span<const uint16_t> lengths_;
+  std::span<const uint32_t> likes_;
+  double avg_length_;
+  uint64_t count_ = 0;
+  std::vector<Cell> small_;                    // tf 1 to kSmallTfs, by (tf - 1) * 256 + length
+  std::vector<int64_t> gates_;                 // per cell of small_, what Offer() last answered
+  std::vector<uint32_t> touched_;              // the cells of small_ this list used
+  absl::flat_hash_map<uint32_t, Cell> large_;  // by tf << 8 | length, for larger tfs
+};
+
+// Chooses the champions of a whole list of `docs` (ascending) with frequencies `tfs` at once
+// (a ChampionSelector fed with them).
 Champions SelectChampions(std::span<const DocId> docs, std::span<const uint32_t> tfs,
                           std::span<const uint16_t> lengths, std::span<const uint32_t> likes,
                           double avg_length);

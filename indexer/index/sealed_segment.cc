@@ -470,7 +470,7 @@ class ListEncoder {
   // avg_length is the segment's average length (for choosing champions).
   ListEncoder(std::span<const uint16_t> lengths, std::span<const uint32_t> likes,
               std::span<const uint8_t> bands, double avg_length, SealedStats* stats)
-      : lengths_(lengths), likes_(likes), bands_(bands), avg_length_(avg_length), stats_(stats) {}
+      : lengths_(lengths), bands_(bands), stats_(stats), champions_(lengths, likes, avg_length) {}
 
   uint32_t count() const { return count_; }
   void Add(DocId doc, std::span<const uint32_t> positions) {
@@ -478,8 +478,6 @@ class ListEncoder {
     docs_.push_back(doc);
     freqs_.push_back(static_cast<uint32_t>(positions.size()));
     positions_.insert(positions_.end(), positions.begin(), positions.end());
-    all_docs_.push_back(doc);
-    all_freqs_.push_back(static_cast<uint32_t>(positions.size()));
     ++count_;
   }
   // Appends the list to `out` and starts the next one. Requires: a posting added.
@@ -495,8 +493,8 @@ class ListEncoder {
       for (SkipEntry& e : skips_) e.offset += table;
       std::string champions;
       if (count_ >= kChampionMinPostings) {
-        AppendChampions(SelectChampions(all_docs_, all_freqs_, lengths_, likes_, avg_length_),
-                        &champions);
+        StartChampions();
+        AppendChampions(champions_.Finish(), &champions);
         // After the blocks; the list entry's offset says where (0: none). Counted in the
         // posting bytes.
         list.offset = static_cast<uint32_t>(table + blocks_.size());
@@ -509,11 +507,11 @@ class ListEncoder {
     } else {
       out->append(blocks_);
     }
+    early_.clear();
+    feeding_ = false;
     stats_->postings += count_;
     blocks_.clear();
     skips_.clear();
-    all_docs_.clear();
-    all_freqs_.clear();
     next_ = 0;
     count_ = 0;
   }
@@ -540,7 +538,8 @@ class ListEncoder {
       if (freqs_[j] > 1) {
         min_length_repeated = std::min<uint32_t>(min_length_repeated, lengths_[doc]);
       }
-      --freqs_[j];  // stored minus one
+      FeedChampions(doc, freqs_[j]);  // here, where this DocId's columns are read anyway
+      --freqs_[j];                    // stored minus one
     }
     SkipEntry entry{};
     entry.last_doc = docs_.back();
@@ -585,13 +584,30 @@ class ListEncoder {
     positions_.clear();
   }
 
+  // Postings reach the champion selector only once the list has more than
+  // kChampionMinPostings (until then they wait in early_): a short list costs no reads of the
+  // likes column.
+  void FeedChampions(DocId doc, uint32_t tf) {
+    if (!feeding_ && early_.size() < kChampionMinPostings) {
+      early_.emplace_back(doc, tf);
+      return;
+    }
+    StartChampions();
+    champions_.Add(doc, tf);
+  }
+  void StartChampions() {
+    if (feeding_) return;
+    for (const auto& [doc, tf] : early_) champions_.Add(doc, tf);
+    early_.clear();
+    feeding_ = true;
+  }
+
   std::span<const uint16_t> lengths_;
-  std::span<const uint32_t> likes_;
   std::span<const uint8_t> bands_;
-  const double avg_length_;
   SealedStats* stats_;
-  std::vector<DocId> all_docs_;  // the whole list's, for choosing its champions
-  std::vector<uint32_t> all_freqs_;
+  ChampionSelector champions_;  // asked at the end of a long list
+  std::vector<std::pair<DocId, uint32_t>> early_;
+  bool feeding_ = false;
   std::vector<DocId> docs_;  // the block being filled
   std::vector<uint32_t> freqs_, positions_, gaps_;
   std::string block_;
