@@ -38,7 +38,7 @@ inline constexpr uint32_t kMaxRestPoints = 1 << 16;
 struct ImpactPoint {
   uint32_t likes = 0;   // as the segment file has them (Columns::BaseLikes)
   uint16_t tf = 0;      // exact
-  uint16_t length = 0;  // a lower bound (lengths above 65,535 are stored as 65,535)
+  uint16_t length = 0;  // a lower bound (lengths from 255 on are stored as 255)
 };
 static_assert(sizeof(ImpactPoint) == 8);
 
