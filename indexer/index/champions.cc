@@ -32,6 +32,7 @@ double Popularity(uint32_t likes) {
 
 template <typename T>
 void AppendRaw(const T* values, size_t n, std::string* out) {
+  if (n == 0) return;  // `values` may be null
   out->append(reinterpret_cast<const char*>(values), n * sizeof(T));
 }
 
@@ -244,7 +245,7 @@ bool ReadChampions(const uint8_t* p, const uint8_t* end, uint32_t num_docs, Cham
   std::memcpy(out->tfs.data(), p, size_t{n} * 2);
   p += tf_bytes;
   out->rest.resize(points);
-  std::memcpy(out->rest.data(), p, size_t{points} * 8);
+  if (points > 0) std::memcpy(out->rest.data(), p, size_t{points} * 8);  // data() may be null
   for (uint32_t i = 0; i < n; ++i) {
     if (out->docs[i] >= num_docs || (i > 0 && out->docs[i] <= out->docs[i - 1])) return false;
     if (out->tfs[i] == 0) return false;
