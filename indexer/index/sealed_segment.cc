@@ -621,13 +621,10 @@ class ListEncoder {
 // each champion is a posting of the list with the frequency it says. Returns a message or "".
 std::string CheckChampions(const uint8_t* base, const uint8_t* end, uint32_t doc_freq,
                            uint32_t num_docs) {
-  const uint32_t at = ReadListEntry(base).offset;
-  if (at == 0) return "";
-  Champions champions;
-  if (at >= end - base || !ReadChampions(base + at, end, num_docs, &champions)) {
-    return "bad champions";
-  }
+  if (ReadListEntry(base).offset == 0) return "";
   SealedCursor cursor(base, end, doc_freq, num_docs);
+  Champions champions;
+  if (!cursor.champions(&champions)) return "bad champions";
   for (size_t i = 0; i < champions.docs.size(); ++i) {
     cursor.Advance(champions.docs[i]);
     if (cursor.doc() != champions.docs[i] || cursor.freq() != champions.tfs[i]) {

@@ -1033,23 +1033,33 @@ class Evaluation {
             std::binary_search(champion_rows_.begin(), champion_rows_.end(), d));
   }
 
-  // The scored words of `node` in plan order (a phrase's every word), into *words, and
-  // whether every match of the node holds each (a term's own word, an AND's children's, not
-  // an OR's), into *required.
-  static void ScoredWords(const PlanNode& node, bool is_required,
-                          std::vector<const std::string*>* words, std::vector<bool>* required) {
-    if (node.kind == PlanNode::Kind::kTerm && node.scored) {
-      words->push_back(&node.term);
-      required->push_back(is_required);
-    }
+  // How many words of `node` score, and the first of them, with whether every match of the
+  // node holds it (a term's own word, under ANDs only: not under an OR).
+  struct ScoredWords {
+    int count = 0;
+    const std::string* first = nullptr;
+    bool first_required = false;
+  };
+  static void CountScoredWords(const PlanNode& node, bool required, ScoredWords* words) {
+    auto add = [&](const std::string& word) {
+      if (words->count++ > 0) return;
+      words->first = &word;
+      words->first_required = required;
+    };
+    if (node.kind == PlanNode::Kind::kTerm && node.scored) add(node.term);
     if (node.kind == PlanNode::Kind::kPhrase) {
-      for (const std::string& t : node.phrase_terms) {
-        words->push_back(&t);
-        required->push_back(is_required);
-      }
+      for (const std::string& t : node.phrase_terms) add(t);
     }
-    const bool children_required = is_required && node.kind == PlanNode::Kind::kAnd;
-    for (const PlanNode& c : node.children) ScoredWords(c, children_required, words, required);
+    for (const PlanNode& c : node.children) {
+      CountScoredWords(c, required && node.kind == PlanNode::Kind::kAnd, words);
+    }
+  }
+  // The word RunChampions ranks by: the plan's only scored word, if every match holds it;
+  // else null (`word OR from:x`: a match of from:x alone owes nothing to the word's list).
+  static const std::string* ChampionWord(const PlanNode& root) {
+    ScoredWords words;
+    CountScoredWords(root, true, &words);
+    return words.count == 1 && words.first_required ? words.first : nullptr;
   }
 
   // The most a posting of `word`'s list outside its `champions` can score with its text and
@@ -1091,12 +1101,8 @@ class Evaluation {
   // score for every such query measured (docs/benchmarks.md).
   bool RunChampions(const Segment& segment, MatcherBuilder& builder) {
     champion_rows_.clear();
-    std::vector<const std::string*> words;
-    std::vector<bool> required;
-    ScoredWords(plan_.root, true, &words, &required);
-    // A match that need not hold the word (`word OR from:x`) is bounded by no list of it.
-    if (words.size() != 1 || !required[0]) return false;
-    std::unique_ptr<TermMatcher> word = builder.Term(*words[0], /*scored=*/true);
+    if (champion_word_ == nullptr) return false;
+    std::unique_ptr<TermMatcher> word = builder.Term(*champion_word_, /*scored=*/true);
     index::Champions champions;
     if (word == nullptr || !word->cursor().champions(&champions)) return false;
     const Columns& c = segment.columns();
@@ -1105,7 +1111,6 @@ class Evaluation {
       pruned_ = true;
       return true;
     }
-    champion_rows_ = champions.docs;
     const double recency = RecencyBound(c, 0, visible - 1);
     if (plan_.root.kind == PlanNode::Kind::kTerm) {
       // The champions' frequencies are known: no list is read. With the top k full, a
@@ -1113,7 +1118,7 @@ class Evaluation {
       // passed over before its exact static score is computed (a logarithm and a power).
       for (size_t i = 0; i < champions.docs.size(); ++i) {
         const DocId d = champions.docs[i];
-        if (std::binary_search(changed_rows_.begin(), changed_rows_.end(), d)) continue;
+        if (AlreadyOffered(d)) continue;
         const double text = word->ScoreFor(champions.tfs[i], c.length(d));
         if (top_.full() && Inflate(text + band_popularity_[index::LikesBand(c.BaseLikes(d))] +
                                    recency) < top_.worst().primary) {
@@ -1122,12 +1127,11 @@ class Evaluation {
         OfferBestMatch(c, d, text);
       }
     } else {
-      VisitAmong(builder, champion_rows_, [&](DocId d, Matcher& m) {
-        if (!std::binary_search(changed_rows_.begin(), changed_rows_.end(), d)) {
-          OfferBestMatch(c, d, m.Score());
-        }
+      VisitAmong(builder, champions.docs, [&](DocId d, Matcher& m) {
+        if (!AlreadyOffered(d)) OfferBestMatch(c, d, m.Score());
       });
     }
+    champion_rows_ = std::move(champions.docs);  // offered: the walks pass over them
     if (!top_.full() || Inflate(RestBound(*word, champions) + recency) >= top_.worst().primary) {
       return false;
     }
@@ -1533,8 +1537,9 @@ class Evaluation {
   const Columns* recency_columns_ = nullptr;
   std::vector<double> recency_by_block_;
   double recency_segment_ = 0;
-  std::vector<DocId> changed_rows_;   // OfferChangedRows's, ascending
-  std::vector<DocId> champion_rows_;  // RunChampions's, ascending
+  std::vector<DocId> changed_rows_;                              // OfferChangedRows's, ascending
+  std::vector<DocId> champion_rows_;                             // RunChampions's, ascending
+  const std::string* champion_word_ = ChampionWord(plan_.root);  // RunChampions's word
   // RunWindowsByBound's windows of the segment being ranked, and its first batch's size.
   static constexpr size_t kFirstBatch = 16;
   static constexpr uint32_t kByBoundMinPostings = 32 * index::kBlockSize;
