@@ -110,8 +110,8 @@ class DaemonImpl final : public Daemon {
             spdlog::info("Redis is back: quotas are shared again");
           } else {
             spdlog::warn(
-                "Redis is unreachable: quotas are decided locally (fail-open) or refused "
-                "(fail: closed limits) until it returns");
+                "Redis is unreachable: quotas are decided locally, within this front door's "
+                "share (or refused, for fail: closed limits), until it returns");
           }
         }
       }

@@ -4,14 +4,19 @@
 //   build/release/bench/limiter_bench --benchmark_filter=OneKey
 //   build/release/bench/limiter_bench --redis=6379 --threads=8 --lanes=2   # Redis decisions/s
 //   build/release/bench/limiter_bench --redis=6379 --hot-key=10000   # one key held at its limit
+//   build/release/bench/limiter_bench --redis=6379 --freeze-pid=PID  # two front doors while the
+//                                                 # redis-server of PID is frozen (SIGSTOP)
 //
 // Decisions go through the whole Limiter (rule lookup, shard lock, state update, headers'
 // figures), as the front door calls it, with a ManualClock advancing 1 ms per call.
 #include <benchmark/benchmark.h>
 #include <malloc.h>
+#include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <iostream>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -150,6 +155,107 @@ void RedisThroughput(int port, int threads, int lanes, double seconds, uint64_t 
             << stats.redis_errors << " errors, " << stats.local_fallbacks << " local)\n";
 }
 
+// Two front doors (two Redis limiters on the same Redis) under paced load — 4 callers, one
+// check every 2 ms each, on 8 keys of a limit of 50 a second (the keys are asked 10 times
+// their rate) — while the redis-server of `pid` is frozen (SIGSTOP) for 0.1, 0.5 and 5 s, on
+// the real clock. Afterwards every admission is replayed, in time order, through one
+// in-process state of the same limit: "over" counts those it refuses (0: the two front doors
+// together stayed within the limit's definition). The slowest decision is set against the
+// 50 ms command timeout.
+// The system clock, remembering per thread the first time it told after Arm(): a check's
+// decision time (a Redis limiter reads the clock once, first, and decides by that reading).
+class RecordingClock final : public ts::Clock {
+ public:
+  int64_t NowUnixMillis() const override {
+    const int64_t now = ts::SystemClock().NowUnixMillis();
+    if (first_ < 0) first_ = now;
+    return now;
+  }
+  static void Arm() { first_ = -1; }
+  static int64_t first() { return first_; }
+
+ private:
+  static thread_local int64_t first_;
+};
+thread_local int64_t RecordingClock::first_ = -1;
+
+void FrozenRedis(int port, pid_t pid) {
+  using Clock = std::chrono::steady_clock;
+  static RecordingClock clock;
+  for (Algorithm a : {Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog, Algorithm::kGcra,
+                      Algorithm::kTokenBucket}) {
+    for (int64_t pause_ms : {100, 500, 5000}) {
+      const ts::limiter::Rules rules = OneLimit(a, 50, 1000);
+      ts::limiter::RedisOptions redis;
+      redis.port = port;
+      redis.key_prefix = "bench-freeze:" + std::to_string(static_cast<int>(a)) + ":" +
+                         std::to_string(pause_ms) + ":";
+      auto door_a = ts::limiter::CreateRedisLimiterWithRules(rules, {}, redis, clock);
+      auto door_b = ts::limiter::CreateRedisLimiterWithRules(rules, {}, redis, clock);
+      while (door_a->Stats().front_doors < 2 || door_b->Stats().front_doors < 2) {
+        door_a->Check({"warm", "free", "search", "", 1, {}});
+        door_b->Check({"warm", "free", "search", "", 1, {}});
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      std::mutex mu;
+      std::vector<std::pair<int64_t, int>> admitted;  // (time decided, key)
+      std::atomic<int64_t> slowest_us{0};
+      std::atomic<uint64_t> decisions{0}, over_timeout{0};
+      std::atomic<bool> stop{false};
+      std::vector<std::thread> callers;
+      for (int t = 0; t < 4; ++t) {
+        callers.emplace_back([&, t] {
+          ts::limiter::Limiter& door = t < 2 ? *door_a : *door_b;
+          auto next = Clock::now();
+          for (int i = t; !stop.load(); ++i) {
+            next += std::chrono::milliseconds(2);
+            std::this_thread::sleep_until(next);
+            const int key = i % 8;
+            const auto begin = Clock::now();
+            RecordingClock::Arm();
+            const bool ok =
+                door.Check({"ts_" + std::to_string(key), "free", "search", "", 1, {}}).allowed;
+            const int64_t us =
+                std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - begin).count();
+            int64_t seen = slowest_us.load();
+            while (us > seen && !slowest_us.compare_exchange_weak(seen, us)) {
+            }
+            ++decisions;
+            if (us > 50'000) ++over_timeout;
+            if (ok) {
+              std::lock_guard<std::mutex> lock(mu);
+              admitted.emplace_back(RecordingClock::first(), key);
+            }
+          }
+        });
+      }
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      kill(pid, SIGSTOP);
+      std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+      kill(pid, SIGCONT);
+      std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+      stop = true;
+      for (auto& c : callers) c.join();
+
+      std::sort(admitted.begin(), admitted.end());
+      ts::ManualClock replay(admitted.empty() ? 0 : admitted.front().first);
+      auto reference = ts::limiter::Limiter::CreateWithRules(rules, {}, replay);
+      uint64_t over = 0;
+      for (const auto& [time, key] : admitted) {
+        replay.SetUnixMillis(time);
+        over +=
+            !reference->Check({"ts_" + std::to_string(key), "free", "search", "", 1, {}}).allowed;
+      }
+      const auto sa = door_a->Stats(), sb = door_b->Stats();
+      std::cout << ts::limiter::AlgorithmName(a) << ", frozen " << pause_ms
+                << " ms: " << decisions.load() << " decisions, " << admitted.size()
+                << " admitted, over " << over << ", local "
+                << sa.local_fallbacks + sb.local_fallbacks << ", slowest "
+                << slowest_us.load() / 1000.0 << " ms, over 50 ms " << over_timeout.load() << "\n";
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   // As in tweetsearchd: the lock-order graph is a debugging aid, not for production.
   if (std::getenv("KEEP_DEADLOCK_DETECTION") == nullptr) {
@@ -159,12 +265,18 @@ int main(int argc, char** argv) {
   // exit.
   int redis_port = 0, threads = 8, lanes = 2;
   uint64_t hot_limit = 0;
+  pid_t freeze_pid = 0;
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
     if (a.starts_with("--redis=")) redis_port = std::stoi(std::string(a.substr(8)));
     if (a.starts_with("--threads=")) threads = std::stoi(std::string(a.substr(10)));
     if (a.starts_with("--lanes=")) lanes = std::stoi(std::string(a.substr(8)));
     if (a.starts_with("--hot-key=")) hot_limit = std::stoull(std::string(a.substr(10)));
+    if (a.starts_with("--freeze-pid=")) freeze_pid = std::stoi(std::string(a.substr(13)));
+  }
+  if (redis_port != 0 && freeze_pid != 0) {
+    FrozenRedis(redis_port, freeze_pid);
+    return 0;
   }
   if (redis_port != 0) {
     RedisThroughput(redis_port, threads, lanes, 5, hot_limit);

@@ -220,6 +220,50 @@ Decision DecideQueue(const Limit& l, TatState& s, int64_t now_ms, uint64_t cost,
   return d;
 }
 
+// Charge(), per family of states.
+void ChargeBucket(const Limit& l, BucketState& s, int64_t now, uint64_t units, bool meter) {
+  const int64_t capacity = static_cast<int64_t>(l.limit) * l.window_ms;
+  int64_t tokens = !s.started ? capacity : meter ? capacity - s.amount : s.amount;
+  const int64_t elapsed = s.started ? std::clamp<int64_t>(now - s.updated_ms, 0, l.window_ms) : 0;
+  tokens = std::min(capacity, tokens + elapsed * static_cast<int64_t>(l.limit));
+  // Never below empty; fractions of a unit count (a whole-unit cut would leave up to a unit
+  // per charge in the bucket that the admissions took).
+  const uint64_t fits = static_cast<uint64_t>(tokens / l.window_ms) + 1;
+  tokens = std::max<int64_t>(0, tokens - static_cast<int64_t>(std::min(units, fits)) * l.window_ms);
+  s.amount = meter ? capacity - tokens : tokens;
+  s.updated_ms = std::max(now, s.started ? s.updated_ms : now);
+  s.started = true;
+}
+
+void ChargeWindow(const Limit& l, WindowState& s, int64_t now, uint64_t units) {
+  const int64_t W = l.window_ms;
+  const int64_t start = now - (((now % W) + W) % W);
+  if (start != s.window_start_ms) {
+    s.previous = start == s.window_start_ms + W ? s.current : 0;
+    s.current = 0;
+    s.window_start_ms = start;
+  }
+  s.current = std::min<uint64_t>(l.limit, s.current + units);
+}
+
+// Unlike the others, a log is charged in full even beyond its limit: its entries expire one by
+// one, so units cut here would be missing once older entries expired.
+void ChargeLog(const Limit& l, LogState& s, int64_t now, uint64_t units) {
+  DecideLog(l, s, now, 1, /*commit=*/false);  // expires what no longer counts
+  const uint32_t cost = static_cast<uint32_t>(std::min<uint64_t>(units, 1u << 30));
+  s.entries.emplace_back(now, cost);
+  s.total += cost;
+}
+
+void ChargeTat(const Limit& l, TatState& s, int64_t now_ms, uint64_t units, int64_t ahead_ms) {
+  const int64_t now = now_ms * kMicrosPerMilli;
+  const int64_t most = now + ahead_ms * kMicrosPerMilli;
+  const int64_t tat = std::max(s.tat_us, now);
+  s.tat_us =
+      std::min(most, tat + static_cast<int64_t>(std::min(units, l.limit)) * EmissionMicros(l));
+  s.tat_us = std::max(s.tat_us, tat);
+}
+
 }  // namespace
 
 std::string_view AlgorithmName(Algorithm algorithm) {
@@ -285,6 +329,26 @@ Decision Decide(const Limit& limit, State& state, int64_t now_ms, uint64_t cost,
       return DecideQueue(limit, std::get<TatState>(state), now_ms, cost, commit);
   }
   return Decision{};
+}
+
+void Charge(const Limit& limit, State& state, int64_t now_ms, uint64_t units) {
+  if (units == 0) return;
+  switch (limit.algorithm) {
+    case Algorithm::kTokenBucket:
+    case Algorithm::kLeakyBucketMeter:
+      return ChargeBucket(limit, std::get<BucketState>(state), now_ms, units,
+                          limit.algorithm == Algorithm::kLeakyBucketMeter);
+    case Algorithm::kFixedWindow:
+    case Algorithm::kSlidingWindowCounter:
+      return ChargeWindow(limit, std::get<WindowState>(state), now_ms, units);
+    case Algorithm::kSlidingWindowLog:
+      return ChargeLog(limit, std::get<LogState>(state), now_ms, units);
+    case Algorithm::kGcra:
+      return ChargeTat(limit, std::get<TatState>(state), now_ms, units, limit.window_ms);
+    case Algorithm::kLeakyBucketQueue:
+      return ChargeTat(limit, std::get<TatState>(state), now_ms, units,
+                       limit.window_ms + limit.max_wait_ms);
+  }
 }
 
 size_t StateBytes(const State& state) {

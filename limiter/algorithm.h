@@ -90,6 +90,17 @@ int64_t StateLifetimeMs(const Limit& limit);
 Decision Decide(const Limit& limit, State& state, int64_t now_ms, uint64_t cost,
                 bool commit = true);
 
+// Counts `units` already admitted elsewhere (by a front door deciding on its own while Redis
+// was unreachable) as if admitted now, whether or not they fit: the state ends where the
+// admissions would have left it, but never beyond the fullest state the algorithm reaches by
+// itself (a bucket holds no fewer than 0 tokens, a window no more than the limit, a TAT no
+// further ahead than a window, plus max_wait for a queue), so every state lifetime above still
+// holds; a log takes every unit (its entries expire one by one: cut units would be missing
+// once older entries expired). A state so cut is still at least as full as the admissions
+// replayed through it one by one would leave it. The Redis script charges with the same
+// arithmetic.
+void Charge(const Limit& limit, State& state, int64_t now_ms, uint64_t units);
+
 // Bytes of memory a state holds (for the memory-per-key benchmark and the backend's bound).
 size_t StateBytes(const State& state);
 

@@ -5,14 +5,19 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <random>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/cleanup/cleanup.h"
+#include "absl/container/flat_hash_set.h"
 #include "common/strings.h"
+#include "limiter/local_limiter.h"
 #include "limiter/redis_script.h"
 #include "limiter/rule_match.h"
 
@@ -29,7 +34,40 @@ struct ReplyDeleter {
 };
 using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
 
-timeval Millis(int ms) { return timeval{ms / 1000, (ms % 1000) * 1000}; }
+timeval Micros(int64_t us) {
+  return timeval{static_cast<time_t>(us / 1'000'000), static_cast<suseconds_t>(us % 1'000'000)};
+}
+
+// Network waits (timeouts, deadlines, the registration period) are real time, as the socket
+// timeouts are; quotas are decided by the injected Clock.
+int64_t SteadyMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Registers a front door in the set of live ones (scored by Redis's clock, so the front doors'
+// clocks need not agree), drops those silent for ARGV[2] ms, and answers how many are left.
+constexpr char kRegisterScript[] = R"lua(
+local t = redis.call('TIME')
+local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[1], ms, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms - tonumber(ARGV[2]))
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
+return redis.call('ZCARD', KEYS[1])
+)lua";
+
+// The moment front doors back from an outage stop settling: set by the first (in ARGV[1] ms),
+// read by the others; ms left.
+constexpr char kSettleScript[] = R"lua(
+redis.call('SET', KEYS[1], '1', 'PX', tonumber(ARGV[1]), 'NX')
+return {math.max(0, redis.call('PTTL', KEYS[1]))}
+)lua";
+
+std::string RandomId() {
+  std::random_device device;
+  return StrCat(std::to_string(device()), std::to_string(device()));
+}
 
 // Redis names a script by the SHA-1 of its text; computing it here lets the first EVALSHA go
 // out without a SCRIPT LOAD round trip (NOSCRIPT then loads it once).
@@ -52,10 +90,20 @@ class RedisLimiter final : public Limiter {
       : options_(options),
         redis_(redis),
         clock_(clock),
-        local_(Limiter::CreateWithRules(rules, options, clock)) {
+        local_(CreateLocalLimiter(rules, options, clock)) {
     for (int i = 0; i < std::max(1, redis.pool_size); ++i)
       lanes_.push_back(std::make_unique<Lane>());
     SetRules(std::move(rules));
+    flusher_ = std::thread([this] { FlushLoop(); });
+  }
+
+  ~RedisLimiter() override {
+    {
+      std::lock_guard<std::mutex> lock(owed_mu_);
+      stopping_ = true;
+    }
+    owed_cv_.notify_all();
+    flusher_.join();
   }
 
   Verdict Check(const CheckRequest& request) override {
@@ -66,59 +114,39 @@ class RedisLimiter final : public Limiter {
     const size_t n = MatchRules(rules, request, key_buffers, buckets);
     if (n == 0) return Verdict{};
     const int64_t now = clock_.NowUnixMillis();
-
-    // EVALSHA sha <numkeys> keys... now (algorithm limit window max_wait cost shadow)...
-    std::vector<std::string> args = {"EVALSHA", script_sha_, ""};
     std::vector<const RuleLimit*> limits;
     for (size_t i = 0; i < n; ++i) {
-      for (const RuleLimit& r : buckets[i].set->limits) {
-        args.push_back(StrCat(redis_.key_prefix, *buckets[i].key, "|", r.limit.name));
-        limits.push_back(&r);
-      }
+      for (const RuleLimit& r : buckets[i].set->limits) limits.push_back(&r);
     }
-    args[2] = StrCat(limits.size());
-    args.push_back(StrCat(now));
-    for (const RuleLimit* r : limits) {
-      const uint64_t cost = r->per_request ? 1 : std::max<uint64_t>(1, request.units);
-      args.push_back(StrCat(static_cast<int>(r->limit.algorithm)));
-      args.push_back(StrCat(r->limit.limit));
-      args.push_back(StrCat(r->limit.window_ms));
-      args.push_back(StrCat(r->limit.max_wait_ms));
-      args.push_back(StrCat(cost));
-      args.push_back(r->limit.shadow ? "1" : "0");
+    if (!up_.load(std::memory_order_acquire) ||
+        now < settle_until_.load(std::memory_order_acquire)) {
+      return Degraded(request, buckets, n, limits, now);
     }
 
+    std::vector<uint64_t> debts(limits.size());
+    local_->TakeDebts(request, debts);
+    std::vector<std::string> args = ScriptArgs(request, buckets, n, limits, debts, now, false);
     std::vector<int64_t> numbers;
-    if (Evaluate(args, limits.size() * 5, &numbers)) {
-      Verdict v;
-      for (size_t k = 0; k < limits.size(); ++k) {
-        Decision d;
-        d.allowed = numbers[5 * k] == 1;
-        d.remaining = static_cast<uint64_t>(std::max<int64_t>(0, numbers[5 * k + 1]));
-        d.retry_after_ms = numbers[5 * k + 2];
-        d.reset_ms = numbers[5 * k + 3];
-        d.delay_ms = numbers[5 * k + 4];
-        Fold(*limits[k], d, &v);
-      }
-      v.policy = JoinedPolicy(buckets, n);
-      if (!v.allowed) v.delay_ms = 0;
-      Count(v);
-      return v;
+    if (!Evaluate(&args, DeadlineArg(limits.size()), limits.size() * 5, &numbers,
+                  /*probe=*/false, now)) {
+      local_->ReturnDebts(request, debts);
+      return Degraded(request, buckets, n, limits, now);
     }
-
-    // Redis is down or slow: fail closed where a limit says so, else decide locally.
-    fallbacks_.fetch_add(1, std::memory_order_relaxed);
-    for (const RuleLimit* r : limits) {
-      if (r->fail_closed && !r->limit.shadow) {
-        Verdict v;
-        v.allowed = false;
-        v.limited_by = StrCat(r->limit.name, " (quota store unavailable)");
-        v.retry_after_ms = redis_.retry_interval_ms;
-        Count(v);
-        return v;
-      }
+    Verdict v;
+    std::vector<uint64_t> remaining(limits.size());
+    for (size_t k = 0; k < limits.size(); ++k) {
+      Decision d;
+      d.allowed = numbers[5 * k] == 1;
+      d.remaining = static_cast<uint64_t>(std::max<int64_t>(0, numbers[5 * k + 1]));
+      d.retry_after_ms = numbers[5 * k + 2];
+      d.reset_ms = numbers[5 * k + 3];
+      d.delay_ms = numbers[5 * k + 4];
+      remaining[k] = d.remaining;
+      Fold(*limits[k], d, &v);
     }
-    Verdict v = local_->Check(request);
+    local_->Mirror(request, remaining, front_doors_.load(std::memory_order_acquire), now);
+    v.policy = JoinedPolicy(buckets, n);
+    if (!v.allowed) v.delay_ms = 0;
     Count(v);
     return v;
   }
@@ -128,7 +156,8 @@ class RedisLimiter final : public Limiter {
   }
 
   void SetRules(Rules rules) override {
-    local_->SetRules(rules);
+    std::lock_guard<std::mutex> lock(rules_mu_);
+    local_->SetRules(ShareRules(rules, front_doors_.load(std::memory_order_acquire)));
     rules_.Set(std::move(rules));
   }
 
@@ -143,12 +172,171 @@ class RedisLimiter final : public Limiter {
     s.redis_up = up_.load(std::memory_order_relaxed);
     s.redis_errors = errors_.load(std::memory_order_relaxed);
     s.local_fallbacks = fallbacks_.load(std::memory_order_relaxed);
+    s.front_doors = front_doors_.load(std::memory_order_relaxed);
     return s;
   }
 
   const std::string& rules_path() const override { return options_.rules_path; }
 
  private:
+  // EVALSHA sha <numkeys> keys... now deadline (algorithm limit window max_wait cost shadow
+  // debt)...; the deadline (DeadlineArg) is filled in when the call is sent.
+  // Where ScriptArgs puts the deadline: after the keys (one per limit) and `now`.
+  static size_t DeadlineArg(size_t limits) { return 4 + limits; }
+
+  // With `charge_only`, every cost is 0: the script charges the debts and decides nothing.
+  std::vector<std::string> ScriptArgs(const CheckRequest& request,
+                                      const std::array<Bucket, 2>& buckets, size_t n,
+                                      const std::vector<const RuleLimit*>& limits,
+                                      const std::vector<uint64_t>& debts, int64_t now,
+                                      bool charge_only) const {
+    std::vector<std::string> args = {"EVALSHA", script_sha_, StrCat(limits.size())};
+    for (size_t i = 0; i < n; ++i) {
+      for (const RuleLimit& r : buckets[i].set->limits) {
+        args.push_back(StrCat(redis_.key_prefix, *buckets[i].key, "|", r.limit.name));
+      }
+    }
+    args.push_back(StrCat(now));
+    args.push_back("0");
+    for (size_t k = 0; k < limits.size(); ++k) {
+      const RuleLimit& r = *limits[k];
+      const uint64_t cost = r.per_request ? 1 : std::max<uint64_t>(1, request.units);
+      args.push_back(StrCat(static_cast<int>(r.limit.algorithm)));
+      args.push_back(StrCat(r.limit.limit));
+      args.push_back(StrCat(r.limit.window_ms));
+      args.push_back(StrCat(r.limit.max_wait_ms));
+      args.push_back(charge_only ? "0" : StrCat(cost));
+      args.push_back(r.limit.shadow ? "1" : "0");
+      args.push_back(StrCat(debts[k]));
+    }
+    return args;
+  }
+
+  // Redis is unreachable, slow, or back only lately (settling): limits that may not go on
+  // without it refuse; the others are decided by the local limiter, within this front door's
+  // share. What it admits is owed to Redis: carried at once while Redis answers (settling),
+  // else by the flusher once it is back. Once per retry interval, while Redis is down, one
+  // caller probes it by carrying its own request's debts (deciding nothing there: another front
+  // door's debts may not be in Redis yet).
+  Verdict Degraded(const CheckRequest& request, const std::array<Bucket, 2>& buckets, size_t n,
+                   const std::vector<const RuleLimit*>& limits, int64_t now) {
+    bool idle = false;
+    if (!up_.load(std::memory_order_acquire) && now >= retry_at_.load(std::memory_order_acquire) &&
+        probing_.compare_exchange_strong(idle, true, std::memory_order_acq_rel)) {
+      absl::Cleanup end_probe = [&] { probing_.store(false, std::memory_order_release); };
+      // Settling starts before the probe can find Redis up: no other caller may take Redis's
+      // word in between.
+      settle_until_.store(now + SettleMs(), std::memory_order_release);
+      if (Carry(request, buckets, n, limits, /*probe=*/true, now)) {
+        settle_until_.store(now + SharedSettle(now), std::memory_order_release);
+        owed_cv_.notify_all();
+      }
+    }
+    fallbacks_.fetch_add(1, std::memory_order_relaxed);
+    const uint64_t front_doors = front_doors_.load(std::memory_order_acquire);
+    for (const RuleLimit* r : limits) {
+      if (RefusesWithoutRedis(*r, front_doors)) {
+        Verdict v;
+        v.allowed = false;
+        v.limited_by = StrCat(r->limit.name, " (quota store unavailable)");
+        v.retry_after_ms = redis_.retry_interval_ms;
+        Count(v);
+        return v;
+      }
+    }
+    Verdict v = local_->CheckAt(request, now);
+    Count(v);
+    if (v.allowed && !(up_.load(std::memory_order_acquire) &&
+                       Carry(request, buckets, n, limits, /*probe=*/false, now))) {
+      Owe(request);
+    }
+    return v;
+  }
+
+  // How long, from now, front doors back from an outage of Redis go on deciding locally while
+  // carrying what they admit. Every front door that lost Redis probes it within a retry
+  // interval of its return and carries its debts as it does; they all settle until the same
+  // moment, which the first to return sets in Redis (if one went back to Redis while another
+  // still decided locally, Redis would not know what the other admits meanwhile).
+  int64_t SettleMs() const { return redis_.retry_interval_ms + 2 * redis_.command_timeout_ms; }
+  int64_t SharedSettle(int64_t now) {
+    std::vector<std::string> args = {"EVAL", kSettleScript, "1",
+                                     StrCat(redis_.key_prefix, "settle"), StrCat(SettleMs())};
+    std::vector<int64_t> left;
+    if (!Evaluate(&args, 0, 1, &left, /*probe=*/false, now)) return SettleMs();
+    return std::min(SettleMs(), left[0]);
+  }
+
+  // Carries the request's debts to Redis (a script call that charges and decides nothing), as
+  // admitted at `now`: when they were decided, or later (never earlier: an entry of a log would
+  // expire too soon). False if Redis did not take them (they stay owed).
+  bool Carry(const CheckRequest& request, const std::array<Bucket, 2>& buckets, size_t n,
+             const std::vector<const RuleLimit*>& limits, bool probe, int64_t now) {
+    std::vector<uint64_t> debts(limits.size());
+    if (!local_->TakeDebts(request, debts) && !probe) return true;
+    std::vector<std::string> args = ScriptArgs(request, buckets, n, limits, debts, now, true);
+    std::vector<int64_t> numbers;
+    if (Evaluate(&args, DeadlineArg(limits.size()), limits.size() * 5, &numbers, probe, now)) {
+      return true;
+    }
+    local_->ReturnDebts(request, debts);
+    return false;
+  }
+
+  // A request with debts, kept to be carried by the flusher: its fields joined by '\0'.
+  void Owe(const CheckRequest& r) {
+    std::string owed = StrCat(r.key_prefix, std::string_view("\0", 1), r.tier,
+                              std::string_view("\0", 1), r.endpoint, std::string_view("\0", 1),
+                              r.client_ip, std::string_view("\0", 1), r.key_id);
+    std::lock_guard<std::mutex> lock(owed_mu_);
+    if (owed_.size() < options_.max_keys) owed_.insert(std::move(owed));
+  }
+
+  // The flusher: once Redis answers again, carries the debts of every request that owes some,
+  // so that other front doors' decisions see them even if no request for those limits comes
+  // to this front door again.
+  void FlushLoop() {
+    std::unique_lock<std::mutex> lock(owed_mu_);
+    while (true) {
+      owed_cv_.wait(lock, [&] {
+        return stopping_ || (!owed_.empty() && up_.load(std::memory_order_acquire));
+      });
+      if (stopping_) return;
+      absl::flat_hash_set<std::string> batch;
+      batch.swap(owed_);
+      lock.unlock();
+      for (auto it = batch.begin(); it != batch.end(); ++it) {
+        if (!CarryOwed(*it)) {  // Redis is gone again: keep the rest for next time
+          lock.lock();
+          owed_.insert(it, batch.end());
+          lock.unlock();
+          break;
+        }
+      }
+      lock.lock();
+    }
+  }
+
+  bool CarryOwed(std::string_view owed) {
+    std::array<std::string_view, 5> f;
+    for (size_t i = 0; i < 4; ++i) {
+      const size_t end = owed.find('\0');
+      f[i] = owed.substr(0, end);
+      owed.remove_prefix(end + 1);
+    }
+    f[4] = owed;
+    const CheckRequest request{f[0], f[1], f[2], f[3], 1, f[4]};
+    const Rules& rules = rules_.current();
+    thread_local std::array<std::string, 2> key_buffers;
+    std::array<Bucket, 2> buckets;
+    const size_t n = MatchRules(rules, request, key_buffers, buckets);
+    std::vector<const RuleLimit*> limits;
+    for (size_t i = 0; i < n; ++i) {
+      for (const RuleLimit& r : buckets[i].set->limits) limits.push_back(&r);
+    }
+    return n == 0 || Carry(request, buckets, n, limits, /*probe=*/false, clock_.NowUnixMillis());
+  }
+
   void Count(const Verdict& v) {
     if (!v.allowed) refused_.fetch_add(1, std::memory_order_relaxed);
     if (!v.shadow_exceeded.empty()) shadow_.fetch_add(1, std::memory_order_relaxed);
@@ -156,10 +344,13 @@ class RedisLimiter final : public Limiter {
 
   // One caller's script call, waiting in a lane.
   struct Call {
-    const std::vector<std::string>* args = nullptr;
+    std::vector<std::string>* args = nullptr;
+    size_t deadline_arg = 0;  // where the script takes its deadline (0: it takes none)
     size_t expected = 0;
     std::vector<int64_t>* out = nullptr;
-    bool probe = false;  // the one call trying a Redis that was down
+    int64_t deadline_us = 0;  // steady clock: the caller decides without Redis after it
+    bool probe = false;       // the one call trying a Redis that was down
+    bool taken = false;       // in a batch being sent
     bool ok = false;
     bool done = false;
     std::condition_variable cv;
@@ -172,40 +363,36 @@ class RedisLimiter final : public Limiter {
     std::deque<Call*> queue ABSL_GUARDED_BY(mu);
     Connection connection;    // touched only by the lane's current leader
     uint64_t generation = 0;  // failures_ when `connection` was made
+    int64_t offset_us = 0;    // Redis's clock (Unix µs) minus the steady clock, at connect
   };
   static constexpr size_t kMaxBatch = 256;
 
   // Runs the script; true with `expected` integers in `*out`, false if Redis failed (then the
-  // lane's connection is dropped and Redis is left alone for retry_interval_ms) or is known to
-  // be down. While it is down, one caller at a time probes it, once the retry interval has
-  // passed, and every other check is decided locally at once: no caller waits on a Redis known
-  // to be failing, and none waits longer than one command timeout.
-  bool Evaluate(const std::vector<std::string>& args, size_t expected, std::vector<int64_t>* out) {
-    const int64_t now = clock_.NowUnixMillis();
-    bool probe = false;
-    if (!up_.load(std::memory_order_acquire)) {
-      if (now < retry_at_.load(std::memory_order_acquire)) return false;
-      bool idle = false;
-      if (!probing_.compare_exchange_strong(idle, true, std::memory_order_acq_rel)) return false;
-      probe = true;
-    }
-    // Whichever way the call ends, the next probe may follow it.
-    absl::Cleanup end_probe = [&] {
-      if (probe) probing_.store(false, std::memory_order_release);
-    };
+  // lane's connection is dropped and Redis is left alone for retry_interval_ms), is known to be
+  // down (unless this call is the probe), or did not answer within one command timeout of the
+  // call: no caller waits on a Redis known to be failing, and none waits longer than one
+  // command timeout.
+  bool Evaluate(std::vector<std::string>* args, size_t deadline_arg, size_t expected,
+                std::vector<int64_t>* out, bool probe, int64_t now) {
+    if (!probe && !up_.load(std::memory_order_acquire)) return false;
     Lane& lane = *lanes_[next_lane_.fetch_add(1, std::memory_order_relaxed) % lanes_.size()];
     Call call;
-    call.args = &args;
+    call.args = args;
+    call.deadline_arg = deadline_arg;
     call.expected = expected;
     call.out = out;
     call.probe = probe;
+    call.deadline_us = SteadyMicros() + int64_t{redis_.command_timeout_ms} * 1000;
     std::unique_lock<std::mutex> lock(lane.mu);
     lane.queue.push_back(&call);
-    call.cv.wait(lock, [&] { return call.done || lane.queue.front() == &call; });
+    if (!WaitForTurn(lane, call, lock)) return false;
     if (call.done) return call.ok;
-    std::vector<Call*> batch(
-        lane.queue.begin(),
-        lane.queue.begin() + static_cast<long>(std::min(lane.queue.size(), kMaxBatch)));
+    std::vector<Call*> batch;
+    for (Call* c : lane.queue) {
+      if (batch.size() == kMaxBatch) break;
+      c->taken = true;
+      batch.push_back(c);
+    }
     lock.unlock();
     // Calls queued while Redis was up may find it down by their turn (an earlier batch failed):
     // then they are decided locally rather than each waiting out another timeout.
@@ -214,7 +401,7 @@ class RedisLimiter final : public Limiter {
     if (has_probe || up_.load(std::memory_order_acquire)) RunBatch(lane, batch, now);
     lock.lock();
     for (Call* c : batch) {
-      lane.queue.pop_front();
+      lane.queue.pop_front();  // the batch is the queue's head: taken calls never leave it
       c->done = true;
       if (c != &call) c->cv.notify_one();
     }
@@ -222,16 +409,51 @@ class RedisLimiter final : public Limiter {
     return call.ok;
   }
 
+  // Waits until `call` leads its lane or a leader has run it. False if its deadline passed
+  // first while it was still only queued: it leaves the queue, to be decided locally.
+  static bool WaitForTurn(Lane& lane, Call& call, std::unique_lock<std::mutex>& lock) {
+    const auto deadline =
+        std::chrono::steady_clock::time_point(std::chrono::microseconds(call.deadline_us));
+    auto turn = [&] { return call.done || lane.queue.front() == &call; };
+    if (call.cv.wait_until(lock, deadline, turn)) return true;
+    if (call.taken) {  // a leader is running it, within its own (earlier) deadline
+      call.cv.wait(lock, turn);
+      return true;
+    }
+    lane.queue.erase(std::find(lane.queue.begin(), lane.queue.end(), &call));
+    if (!lane.queue.empty()) lane.queue.front()->cv.notify_one();
+    return false;
+  }
+
   void RunBatch(Lane& lane, const std::vector<Call*>& batch, int64_t now) {
+    // Reading gives up a tenth of a timeout early: waking up and deciding locally then still
+    // fits in the timeout (the socket's timer is coarse).
+    int64_t deadline_us = batch.front()->deadline_us;
+    for (const Call* call : batch) deadline_us = std::min(deadline_us, call->deadline_us);
+    deadline_us -= int64_t{redis_.command_timeout_ms} * 100;
+    // The script must have run this long before the deadline for its answer to be read in
+    // time; one that runs later changes nothing (see redis_script.h).
+    const int64_t margin_us = int64_t{redis_.command_timeout_ms} * 1000 / 5;
+    if (SteadyMicros() >= deadline_us - margin_us) return;  // waited out its turn: decide locally
+
     // A failure on any lane means the other lanes' connections predate an outage too.
     const uint64_t generation = failures_.load(std::memory_order_acquire);
     if (lane.generation != generation) lane.connection.reset();
     if (lane.connection == nullptr) {
-      lane.connection = Connect();
+      lane.connection = Connect(deadline_us, &lane.offset_us);
       lane.generation = generation;
     }
     redisContext* c = lane.connection.get();
-    if (c == nullptr) return Fail(lane, now);
+    if (c == nullptr ||
+        redisSetTimeout(c, Micros(std::max<int64_t>(1, deadline_us - SteadyMicros()))) !=
+            REDIS_OK ||
+        !RegisterIfDue(c)) {
+      return Fail(lane, now);
+    }
+    const std::string deadline = StrCat(deadline_us - margin_us + lane.offset_us);
+    for (Call* call : batch) {
+      if (call->deadline_arg != 0) (*call->args)[call->deadline_arg] = deadline;
+    }
     std::vector<const char*> argv;
     std::vector<size_t> lengths;
     auto append = [&](const Call* call) {
@@ -257,6 +479,7 @@ class RedisLimiter final : public Limiter {
         unloaded.push_back(call);
         continue;
       }
+      if (Late(reply.get())) return Fail(lane, now);
       call->ok = Parse(reply.get(), call);
     }
     if (!unloaded.empty()) {
@@ -268,10 +491,17 @@ class RedisLimiter final : public Limiter {
         void* raw = nullptr;
         if (redisGetReply(c, &raw) != REDIS_OK) return Fail(lane, now);
         Reply reply(static_cast<redisReply*>(raw));
+        if (Late(reply.get())) return Fail(lane, now);
         call->ok = Parse(reply.get(), call);
       }
     }
     up_.store(true, std::memory_order_release);
+  }
+
+  // The script ran after its deadline (Redis is too slow): it changed nothing.
+  static bool Late(const redisReply* reply) {
+    return reply != nullptr && reply->type == REDIS_REPLY_ARRAY && reply->elements == 1 &&
+           reply->element[0]->type == REDIS_REPLY_INTEGER && reply->element[0]->integer == -1;
   }
 
   static bool Parse(const redisReply* reply, Call* call) {
@@ -287,7 +517,42 @@ class RedisLimiter final : public Limiter {
     return true;
   }
 
-  // The connection broke or Redis is unreachable: every call of the batch falls back.
+  // Once per registration period, this front door says it is alive and learns how many front
+  // doors share Redis; their number cuts each one's share while Redis is unreachable. False if
+  // Redis did not answer.
+  bool RegisterIfDue(redisContext* c) {
+    const int64_t now_us = SteadyMicros();
+    int64_t due = next_register_us_.load(std::memory_order_acquire);
+    if (now_us < due) return true;
+    const int64_t period_us = redis_.register_interval_ms * 1000;
+    if (!next_register_us_.compare_exchange_strong(due, now_us + period_us)) return true;
+    const std::string key = StrCat(redis_.key_prefix, "front_doors");
+    Reply reply(static_cast<redisReply*>(
+        redisCommand(c, "EVAL %s 1 %s %s %lld", kRegisterScript, key.c_str(), id_.c_str(),
+                     static_cast<long long>(5 * redis_.register_interval_ms))));
+    if (reply == nullptr || reply->type != REDIS_REPLY_INTEGER) {
+      next_register_us_.store(0, std::memory_order_release);
+      return false;
+    }
+    // More front doors count at once; fewer only once five registrations in a row have said
+    // so: after Redis was unreachable, the others may not have registered again yet, and a
+    // count too low would give this front door too large a share.
+    const uint64_t count = static_cast<uint64_t>(std::max<long long>(1, reply->integer));
+    const uint64_t current = front_doors_.load(std::memory_order_acquire);
+    if (count >= current) {
+      fewer_in_a_row_ = 0;
+    } else if (++fewer_in_a_row_ < 5) {
+      return true;
+    }
+    if (count != current) {
+      std::lock_guard<std::mutex> lock(rules_mu_);
+      front_doors_.store(count, std::memory_order_release);
+      local_->SetRules(ShareRules(rules_.current(), count));
+    }
+    return true;
+  }
+
+  // The connection broke, Redis is unreachable or too slow: every call of the batch falls back.
   void Fail(Lane& lane, int64_t now) {
     lane.connection.reset();
     failures_.fetch_add(1, std::memory_order_acq_rel);
@@ -296,11 +561,27 @@ class RedisLimiter final : public Limiter {
     retry_at_.store(now + redis_.retry_interval_ms, std::memory_order_release);
   }
 
-  Connection Connect() {
-    Connection c(redisConnectWithTimeout(redis_.host.c_str(), redis_.port,
-                                         Millis(redis_.connect_timeout_ms)));
+  // Connects, and measures Redis's clock against the steady clock (to within half a round
+  // trip) for the scripts' deadlines; all before `deadline_us`, and within the connect timeout.
+  Connection Connect(int64_t deadline_us, int64_t* offset_us) {
+    const int64_t left_us = deadline_us - SteadyMicros();
+    if (left_us <= 0) return nullptr;
+    Connection c(redisConnectWithTimeout(
+        redis_.host.c_str(), redis_.port,
+        Micros(std::min(left_us, int64_t{redis_.connect_timeout_ms} * 1000))));
     if (c == nullptr || c->err != 0) return nullptr;
-    if (redisSetTimeout(c.get(), Millis(redis_.command_timeout_ms)) != REDIS_OK) return nullptr;
+    if (redisSetTimeout(c.get(), Micros(std::max<int64_t>(1, deadline_us - SteadyMicros()))) !=
+        REDIS_OK) {
+      return nullptr;
+    }
+    const int64_t before = SteadyMicros();
+    Reply time(static_cast<redisReply*>(redisCommand(c.get(), "TIME")));
+    const int64_t after = SteadyMicros();
+    if (time == nullptr || time->type != REDIS_REPLY_ARRAY || time->elements != 2) return nullptr;
+    const int64_t redis_us =
+        std::stoll(std::string(time->element[0]->str, time->element[0]->len)) * 1'000'000 +
+        std::stoll(std::string(time->element[1]->str, time->element[1]->len));
+    *offset_us = redis_us - (before + after) / 2;
     return c;
   }
 
@@ -308,7 +589,9 @@ class RedisLimiter final : public Limiter {
   const RedisOptions redis_;
   const Clock& clock_;
   const std::string script_sha_ = ScriptSha();
-  std::unique_ptr<Limiter> local_;  // the fallback, with the same rules
+  const std::string id_ = RandomId();    // this front door, in the registry
+  std::unique_ptr<LocalLimiter> local_;  // the stand-in, with this front door's share
+  std::mutex rules_mu_;                  // orders SetRules with re-sharing
   RulesHolder rules_;
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::atomic<size_t> next_lane_{0};
@@ -316,7 +599,16 @@ class RedisLimiter final : public Limiter {
   std::atomic<bool> up_{true};
   std::atomic<bool> probing_{false};  // a caller is probing a Redis that was down
   std::atomic<int64_t> retry_at_{0};
+  std::atomic<int64_t> settle_until_{0};  // Redis is back: decide locally until then
+  std::atomic<uint64_t> front_doors_{1};  // live front doors, as last registered
+  std::atomic<int64_t> next_register_us_{0};
+  int fewer_in_a_row_ = 0;  // registrations that counted fewer front doors; by the registrant
   std::atomic<uint64_t> checks_{0}, refused_{0}, shadow_{0}, errors_{0}, fallbacks_{0};
+  std::mutex owed_mu_;
+  std::condition_variable owed_cv_;
+  absl::flat_hash_set<std::string> owed_ ABSL_GUARDED_BY(owed_mu_);  // requests with debts
+  bool stopping_ ABSL_GUARDED_BY(owed_mu_) = false;
+  std::thread flusher_;  // last: started once everything above is ready
 };
 
 }  // namespace

@@ -6,12 +6,16 @@
 // connect and command timeouts); on a lane, the checks that arrive while one is in flight are
 // pipelined together: all written, then all replies read. A lone check is one round trip.
 //
-// When Redis is unreachable or slow (an error or a timeout), the front door keeps serving:
-// limits marked `fail: closed` refuse, and everything else is decided by a local in-process
-// limiter with the same rules (fail-open to local limits). The limiter then retries Redis at
-// most once per `retry_interval_ms`, and goes back to it by itself once it answers; the switch
-// is logged by the caller through Stats().redis_up and counted in redis_errors /
-// local_fallbacks.
+// When Redis is unreachable or slow (an error, or no answer within one command timeout of the
+// check), the front door keeps serving (docs/limiter.md, "When Redis is unreachable"): limits
+// marked `fail: closed` refuse; the others are decided by a local limiter that went on from
+// Redis's last answers, a `fail: share` limit (the default) within this front door's share of
+// what was left (the front doors count themselves in Redis), a `fail: open` one as if this
+// front door were alone. What it admits is carried to Redis by the next call for the same
+// limits; a script that runs after its caller stopped waiting changes nothing, so no request
+// is counted twice. The limiter retries Redis at most once per `retry_interval_ms`, and goes
+// back to it by itself once it answers; the switch is logged by the caller through
+// Stats().redis_up and counted in redis_errors / local_fallbacks.
 //
 // Thread-safety: every method may be called from any thread.
 #ifndef TWEETSEARCH_LIMITER_REDIS_LIMITER_H_
@@ -38,6 +42,9 @@ struct RedisOptions {
   int64_t retry_interval_ms = 1000;
   // Prefix of every key the limiter writes. Default "tsrl:".
   std::string key_prefix = "tsrl:";
+  // How often a front door says it is alive in Redis (and learns how many share it), ms.
+  // Default 1000; one silent for five periods is no longer counted.
+  int64_t register_interval_ms = 1000;
 };
 
 // Loads the rules like Limiter::Create. Redis need not be up: checks fall back until it is.

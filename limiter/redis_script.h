@@ -2,10 +2,15 @@
 // definitions as algorithm.cc (same integer arithmetic, exact in Lua's doubles below 2^53),
 // dry-running every limit and committing only if every enforced one admits.
 //
-// KEYS[i]: the state key of limit i. ARGV[1]: now (Unix ms); then six per limit: algorithm
-// (the Algorithm enum's number), limit, window_ms, max_wait_ms, cost, shadow (0/1).
+// KEYS[i]: the state key of limit i. ARGV[1]: now (Unix ms); ARGV[2]: the deadline in Redis's
+// own clock (Unix µs; 0: none); then seven per limit: algorithm (the Algorithm enum's number),
+// limit, window_ms, max_wait_ms, cost, shadow (0/1), debt (units the front door admitted on
+// its own while Redis was unreachable, charged first as algorithm.h's Charge does). A cost of
+// 0 decides nothing (allowed, all else 0): the call only charges.
 // Returns five integers per limit: allowed (0/1), remaining, retry_after_ms, reset_ms,
-// delay_ms.
+// delay_ms; or the single integer -1, having changed nothing, when it runs after the deadline
+// (the caller has stopped waiting and decided without Redis: counting the request here too
+// would count it twice).
 #ifndef TWEETSEARCH_LIMITER_REDIS_SCRIPT_H_
 #define TWEETSEARCH_LIMITER_REDIS_SCRIPT_H_
 
@@ -13,6 +18,11 @@ namespace tweetsearch::limiter {
 
 inline constexpr char kDecideScript[] = R"lua(
 local now = tonumber(ARGV[1])
+local deadline = tonumber(ARGV[2])
+if deadline > 0 then
+  local t = redis.call('TIME')
+  if tonumber(t[1]) * 1000000 + tonumber(t[2]) > deadline then return {-1} end
+end
 local function num(x) return string.format('%.0f', x) end
 local function ceil_div(a, b) if a <= 0 then return 0 end return math.floor((a + b - 1) / b) end
 
@@ -110,6 +120,15 @@ end
 -- entries that must expire before the request fits (each costs at least 1).
 local function cost_of(member) return tonumber(string.match(member, ':(%d+)$')) end
 
+-- Appends an entry of `cost` at now to a log whose entries cost `total`.
+local function append_log(key, hkey, W, cost, total)
+  local seq = redis.call('HINCRBY', hkey, 'n', 1)
+  redis.call('HSET', hkey, 't', num(total + cost))
+  redis.call('ZADD', key, num(now), num(seq) .. ':' .. num(cost))
+  redis.call('PEXPIRE', key, W)
+  redis.call('PEXPIRE', hkey, W)
+end
+
 local function log(key, L, W, cost)
   local hkey = key .. ':h'
   local expired = redis.call('ZRANGEBYSCORE', key, '-inf', num(now - W))
@@ -136,11 +155,7 @@ local function log(key, L, W, cost)
         local n = redis.call('GET', key .. ':n')
         if n then redis.call('HSET', hkey, 'n', n) end
       end
-      local seq = redis.call('HINCRBY', hkey, 'n', 1)
-      redis.call('HSET', hkey, 't', num(total + cost))
-      redis.call('ZADD', key, num(now), num(seq) .. ':' .. num(cost))
-      redis.call('PEXPIRE', key, W)
-      redis.call('PEXPIRE', hkey, W)
+      append_log(key, hkey, W, cost, total)
     end
   elseif cost > L then r[3] = W
   else
@@ -199,14 +214,82 @@ local function queue(key, L, W, max_wait, cost)
   return r
 end
 
+-- Charges (algorithm.cc's Charge): units admitted elsewhere, counted as if admitted now,
+-- never beyond the fullest state the algorithm reaches by itself.
+local function charge_bucket(key, L, W, units, meter)
+  local cap = L * W
+  local st = redis.call('HMGET', key, 'a', 'u')
+  local tokens, u = cap, now
+  if st[1] ~= false then
+    local a = tonumber(st[1])
+    u = math.max(now, tonumber(st[2]))
+    if meter then tokens = cap - a else tokens = a end
+    tokens = math.min(cap, tokens + math.min(math.max(now - tonumber(st[2]), 0), W) * L)
+  end
+  tokens = math.max(0, tokens - math.min(units, math.floor(tokens / W) + 1) * W)
+  local stored = tokens
+  if meter then stored = cap - tokens end
+  redis.call('HSET', key, 'a', num(stored), 'u', num(u))
+  redis.call('PEXPIRE', key, 2 * W)
+end
+
+local function charge_window(key, L, W, units, ttl)
+  local start = now - (now % W)
+  local st = redis.call('HMGET', key, 's', 'c', 'p')
+  local cur, prev = 0, 0
+  if st[1] ~= false then
+    local s = tonumber(st[1])
+    if s == start then cur = tonumber(st[2]); prev = tonumber(st[3] or '0')
+    elseif s + W == start then prev = tonumber(st[2]) end
+  end
+  cur = math.min(L, cur + units)
+  redis.call('HSET', key, 's', num(start), 'c', num(cur), 'p', num(prev))
+  redis.call('PEXPIRE', key, ttl)
+end
+
+local function charge_log(key, L, W, units)
+  log(key, L, W, L + 1)  -- expires what no longer counts (a cost above the limit commits nothing)
+  local hkey = key .. ':h'
+  local total = tonumber(redis.call('HGET', hkey, 't') or '0')
+  -- every unit, even beyond the limit
+  append_log(key, hkey, W, math.min(units, 1073741824), total)
+end
+
+local function charge_tat(key, L, W, units, ahead)
+  local nowus = now * 1000
+  local T = math.max(1, math.floor(W * 1000 / L))
+  local tat = math.max(tonumber(redis.call('GET', key) or '0'), nowus)
+  local t = math.max(tat, math.min(nowus + ahead * 1000, tat + math.min(units, L) * T))
+  redis.call('SET', key, num(t), 'PX', math.floor((t - nowus) / 1000) + 1000)
+end
+
+local function charge(key, algo, L, W, max_wait, units)
+  if algo == 0 or algo == 1 then charge_bucket(key, L, W, units, algo == 1)
+  elseif algo == 2 then charge_tat(key, L, W, units, W + max_wait)
+  elseif algo == 3 then charge_window(key, L, W, units, now - (now % W) + W - now + 1000)
+  elseif algo == 4 then charge_log(key, L, W, units)
+  elseif algo == 5 then charge_window(key, L, W, units, 2 * W)
+  else charge_tat(key, L, W, units, W) end
+end
+
+for i = 1, #KEYS do
+  local b = 1 + (i - 1) * 7 + 1
+  local debt = tonumber(ARGV[b + 7])
+  if debt > 0 then
+    charge(KEYS[i], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]),
+           tonumber(ARGV[b + 4]), debt)
+  end
+end
+
 local results, all = {}, true
 for i = 1, #KEYS do
-  local b = 1 + (i - 1) * 6
+  local b = 1 + (i - 1) * 7 + 1
   local algo, L, W = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
   local max_wait, cost, shadow = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), ARGV[b + 6] == '1'
   local key = KEYS[i]
   local r
-  if algo == 0 then r = bucket(key, L, W, cost, false)
+  if cost == 0 then r = {1, 0, 0, 0, 0}  -- a call that only charges debts decides nothing
+  elseif algo == 0 then r = bucket(key, L, W, cost, false)
   elseif algo == 1 then r = bucket(key, L, W, cost, true)
   elseif algo == 2 then r = queue(key, L, W, max_wait, cost)
   elseif algo == 3 then r = fixed(key, L, W, cost)

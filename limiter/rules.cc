@@ -55,8 +55,15 @@ absl::StatusOr<RuleLimit> ParseLimit(const YAML::Node& node, const std::string& 
       if (value != "units" && value != "requests") return Bad(at, "units or requests");
       r.per_request = value == "requests";
     } else if (key == "fail") {
-      if (value != "open" && value != "closed") return Bad(at, "open or closed");
-      r.fail_closed = value == "closed";
+      if (value == "share") {
+        r.fail = FailMode::kShare;
+      } else if (value == "open") {
+        r.fail = FailMode::kOpen;
+      } else if (value == "closed") {
+        r.fail = FailMode::kClosed;
+      } else {
+        return Bad(at, "share, open or closed");
+      }
     } else if (key == "shadow") {
       if (value != "true" && value != "false") return Bad(at, "true or false");
       r.limit.shadow = value == "true";

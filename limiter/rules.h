@@ -20,7 +20,9 @@
 // "1h", "1d", or seconds), algorithm (default sliding_window_counter), cost ("units": the
 // request's own cost, such as the lines of a bulk ingest, default; or "requests": 1 per
 // request), max_wait (leaky_bucket_queue only), shadow (count and report, never block), fail
-// ("open", default: decide locally while Redis is down; "closed": refuse while it is down).
+// (what a front door does while Redis is unreachable: "share", default: decide locally within
+// its share of what Redis last said was left, so that the front doors together stay within
+// the limit; "open": decide locally as if it were the only front door; "closed": refuse).
 #ifndef TWEETSEARCH_LIMITER_RULES_H_
 #define TWEETSEARCH_LIMITER_RULES_H_
 
@@ -35,10 +37,17 @@
 
 namespace tweetsearch::limiter {
 
+// With the Redis backend unreachable (docs/limiter.md, "When Redis is unreachable").
+enum class FailMode {
+  kShare,   // decide locally within this front door's share of what is left
+  kOpen,    // decide locally as if this front door were the only one
+  kClosed,  // refuse
+};
+
 struct RuleLimit {
   Limit limit;
   bool per_request = false;  // cost 1 per request instead of the request's units
-  bool fail_closed = false;  // with the Redis backend down: refuse (true) or decide locally
+  FailMode fail = FailMode::kShare;
 };
 
 // The limits of one (tier or key, endpoint); evaluated together, all must admit.

@@ -9,6 +9,7 @@
 
 #include "common/file_util.h"
 #include "common/strings.h"
+#include "limiter/local_limiter.h"
 #include "tests/testing/corpus.h"
 
 namespace tweetsearch::limiter {
@@ -200,6 +201,8 @@ TEST(RulesTest, BrokenRulesSayWhereAndWhy) {
             std::string::npos);
   EXPECT_NE(message("tiers: {free: {search: [{limit: 5, max_wait: 1s}]}}").find("max_wait"),
             std::string::npos);
+  EXPECT_NE(message("tiers: {free: {search: [{limit: 5, fail: maybe}]}}").find("share, open"),
+            std::string::npos);
   EXPECT_NE(message("tier: {}").find("unknown key"), std::string::npos);
   EXPECT_NE(message("default_tier: gold\ntiers: {free: {}}").find("default_tier"),
             std::string::npos);
@@ -212,6 +215,63 @@ TEST(RulesTest, BrokenRulesSayWhereAndWhy) {
   EXPECT_EQ(*ParseDuration("30"), 30'000);
   EXPECT_FALSE(ParseDuration("-1s").ok());
   EXPECT_FALSE(ParseDuration("ms").ok());
+}
+
+// The Redis backend's stand-in: mirrored from Redis's answers, cut to a front door's share,
+// and keeping what it admits as debts until Redis is told.
+TEST(LocalLimiterTest, MirrorsAShareOfWhatRedisLeftAndOwesWhatItAdmits) {
+  auto rules = ParseRules(
+      "tiers:\n  free:\n    search:\n"
+      "      - {name: shared, limit: 21, window: 1m, algorithm: sliding_window_log}\n"
+      "      - {name: alone, limit: 30, window: 1m, algorithm: gcra, fail: open}\n"
+      "      - {name: tiny, limit: 1, window: 1m, algorithm: fixed_window}\n"
+      "      - {name: strict, limit: 50, window: 1m, fail: closed}\n");
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  const std::vector<RuleLimit>& limits = rules->tiers.at("free").at("search").limits;
+  EXPECT_FALSE(RefusesWithoutRedis(limits[0], 2));
+  EXPECT_FALSE(RefusesWithoutRedis(limits[1], 2));
+  EXPECT_TRUE(RefusesWithoutRedis(limits[2], 2));  // one unit cannot be shared by two
+  EXPECT_FALSE(RefusesWithoutRedis(limits[2], 1));
+  EXPECT_TRUE(RefusesWithoutRedis(limits[3], 1));
+  const Rules shared = ShareRules(*rules, 2);
+  const std::vector<RuleLimit>& cut = shared.tiers.at("free").at("search").limits;
+  EXPECT_EQ(cut[0].limit.limit, 10u);  // 21 / 2, rounded down
+  EXPECT_EQ(cut[1].limit.limit, 30u);  // fail: open keeps the whole limit
+  EXPECT_EQ(cut[0].limit.window_ms, 60'000);
+
+  // Without the two limits that refuse anyway: Redis said 9 of 21 and 12 of 30 were left.
+  Rules decided = shared;
+  decided.tiers["free"]["search"].limits.resize(2);
+  ManualClock clock(1'767'225'600'000);
+  auto local = CreateLocalLimiter(decided, {}, clock);
+  const CheckRequest request{"ts_a", "free", "search", "", 1, {}};
+  const uint64_t remaining[] = {9, 12};
+  local->Mirror(request, remaining, 2, clock.NowUnixMillis());
+  int admitted = 0;
+  while (local->Check(request).allowed) ++admitted;
+  EXPECT_EQ(admitted, 4);  // this front door's half of 9, rounded down
+
+  std::vector<uint64_t> debts(2);
+  EXPECT_TRUE(local->TakeDebts(request, debts));
+  EXPECT_EQ(debts, (std::vector<uint64_t>{4, 4}));
+  EXPECT_FALSE(local->TakeDebts(request, debts));  // taken: nothing more is owed
+  EXPECT_EQ(debts, (std::vector<uint64_t>{0, 0}));
+  const uint64_t back[] = {4, 4};
+  local->ReturnDebts(request, back);  // the call that carried them failed
+  EXPECT_TRUE(local->TakeDebts(request, debts));
+  EXPECT_EQ(debts, (std::vector<uint64_t>{4, 4}));
+
+  // A fail: open limit mirrors the whole remainder: 3 of 30 left admits 3.
+  const uint64_t low[] = {21, 3};
+  local->Mirror(request, low, 2, clock.NowUnixMillis());
+  admitted = 0;
+  while (local->Check(request).allowed) ++admitted;
+  EXPECT_EQ(admitted, 3);
+  // Once the window has passed, the share is half the limit again.
+  clock.AdvanceMillis(60'001);
+  admitted = 0;
+  while (local->Check(request).allowed) ++admitted;
+  EXPECT_EQ(admitted, 10);
 }
 
 TEST(RulesTest, TheExampleFileParses) {

@@ -2,12 +2,17 @@
 #include "limiter/redis_limiter.h"
 
 #include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
 
 #include <atomic>
+#include <barrier>
+#include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 
 #include "common/strings.h"
+#include "limiter/redis_script.h"
 #include "tests/testing/corpus.h"
 #include "tests/testing/redis_server.h"
 
@@ -19,18 +24,69 @@ constexpr Algorithm kAll[] = {
     Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog, Algorithm::kSlidingWindowCounter,
     Algorithm::kGcra};
 
-Rules TwoLimits(Algorithm a, uint64_t limit, int64_t window_ms, bool fail_closed = false) {
+Rules TwoLimits(Algorithm a, uint64_t limit, int64_t window_ms, FailMode fail = FailMode::kShare) {
   Rules rules;
   RuleSet set;
   RuleLimit fast;
   fast.limit = {"fast", a, limit, window_ms, a == Algorithm::kLeakyBucketQueue ? 300 : 0, false};
-  fast.fail_closed = fail_closed;
+  fast.fail = fail;
   RuleLimit slow;
   slow.limit = {"slow", Algorithm::kSlidingWindowCounter, limit * 3, window_ms * 10, 0, false};
   RuleLimit watch;
   watch.limit = {"watch", Algorithm::kFixedWindow, limit / 2 + 1, window_ms, 0, true};
   set.limits = {fast, slow, watch};
   set.max_window_ms = window_ms * 10;
+  rules.tiers["free"]["search"] = set;
+  return rules;
+}
+
+// A plain connection, for the tests that talk to Redis beside the limiter.
+struct RawRedis {
+  explicit RawRedis(int port) : c(redisConnect("127.0.0.1", port)) {}
+  ~RawRedis() { redisFree(c); }
+  // Runs a command; its reply's integer elements (or its integer).
+  std::vector<int64_t> Run(const std::vector<std::string>& args) {
+    std::vector<const char*> argv;
+    std::vector<size_t> lengths;
+    for (const std::string& a : args) {
+      argv.push_back(a.data());
+      lengths.push_back(a.size());
+    }
+    auto* reply = static_cast<redisReply*>(
+        redisCommandArgv(c, static_cast<int>(args.size()), argv.data(), lengths.data()));
+    std::vector<int64_t> out;
+    if (reply == nullptr) return out;
+    if (reply->type == REDIS_REPLY_INTEGER) out.push_back(reply->integer);
+    for (size_t i = 0; reply->type == REDIS_REPLY_ARRAY && i < reply->elements; ++i) {
+      if (reply->element[i]->type == REDIS_REPLY_INTEGER) out.push_back(reply->element[i]->integer);
+    }
+    freeReplyObject(reply);
+    return out;
+  }
+  // How many times Redis has run a script by its digest (EVALSHA).
+  int64_t ScriptsRun() {
+    auto* reply = static_cast<redisReply*>(redisCommand(c, "INFO commandstats"));
+    int64_t calls = 0;
+    if (reply != nullptr && reply->type == REDIS_REPLY_STRING) {
+      const std::string_view text(reply->str, reply->len);
+      const size_t at = text.find("cmdstat_evalsha:calls=");
+      if (at != std::string_view::npos) calls = std::atoll(text.data() + at + 22);
+    }
+    if (reply != nullptr) freeReplyObject(reply);
+    return calls;
+  }
+  redisContext* c;
+};
+
+// One search limit for tier "free".
+Rules OneLimit(std::string name, Algorithm a, uint64_t limit, int64_t window_ms) {
+  Rules rules;
+  RuleSet set;
+  RuleLimit r;
+  r.limit = {
+      std::move(name), a, limit, window_ms, a == Algorithm::kLeakyBucketQueue ? 200 : 0, false};
+  set.limits = {r};
+  set.max_window_ms = StateLifetimeMs(r.limit);
   rules.tiers["free"]["search"] = set;
   return rules;
 }
@@ -73,6 +129,43 @@ TEST_F(RedisLimiterTest, DecidesExactlyAsTheInProcessLimiter) {
     }
     EXPECT_TRUE(redis->Stats().redis_up);
     EXPECT_EQ(redis->Stats().local_fallbacks, 0u);
+  }
+}
+
+// Units a front door admitted on its own while Redis was unreachable are charged by the script
+// exactly as algorithm.h's Charge does: random traces of charges and decisions give the same
+// decisions, remaining counts and retry times through Redis's Lua and through the C++.
+TEST_F(RedisLimiterTest, ChargesOfUnitsAdmittedElsewhereAreAlikeInLuaAndCpp) {
+  RawRedis raw(redis_->port());
+  for (Algorithm a : kAll) {
+    const Limit limit{"l", a, 10, 1000, a == Algorithm::kLeakyBucketQueue ? 300 : 0, false};
+    std::map<int, State> states;
+    std::mt19937_64 rng(static_cast<uint64_t>(a) + 101);
+    int64_t now = 1'767'225'600'000;
+    int charged = 0;
+    for (int i = 0; i < 800; ++i) {
+      now += static_cast<int64_t>(rng() % 3 == 0 ? rng() % 700 : 0);
+      const int key = static_cast<int>(rng() % 2);
+      const uint64_t cost = 1 + rng() % 3;
+      const uint64_t debt = rng() % 4 == 0 ? rng() % 14 : 0;
+      charged += debt > 0;
+      auto [it, fresh] = states.try_emplace(key, NewState(a));
+      Charge(limit, it->second, now, debt);
+      // As the limiters do: a dry run decides, and an admitted request is then committed.
+      const Decision d = Decide(limit, it->second, now, cost, /*commit=*/false);
+      if (d.allowed) Decide(limit, it->second, now, cost);
+      const std::vector<int64_t> r =
+          raw.Run({"EVAL", kDecideScript, "1", StrCat("charge:", AlgorithmName(a), ":", key),
+                   StrCat(now), "0", StrCat(static_cast<int>(a)), "10", "1000",
+                   StrCat(limit.max_wait_ms), StrCat(cost), "0", StrCat(debt)});
+      ASSERT_EQ(r.size(), 5u) << AlgorithmName(a) << " step " << i;
+      ASSERT_EQ(d.allowed, r[0] == 1) << AlgorithmName(a) << " step " << i;
+      ASSERT_EQ(static_cast<int64_t>(d.remaining), r[1]) << AlgorithmName(a) << " step " << i;
+      ASSERT_EQ(d.retry_after_ms, r[2]) << AlgorithmName(a) << " step " << i;
+      ASSERT_EQ(d.reset_ms, r[3]) << AlgorithmName(a) << " step " << i;
+      ASSERT_EQ(d.delay_ms, r[4]) << AlgorithmName(a) << " step " << i;
+    }
+    EXPECT_GT(charged, 100) << AlgorithmName(a);
   }
 }
 
@@ -119,13 +212,7 @@ TEST_F(RedisLimiterTest, IdleGapsOfOneToTwoWindowsDecideAlikeInBothBackends) {
 // same keys never admit more than the limit together.
 TEST_F(RedisLimiterTest, TwoFrontDoorsShareExactQuotas) {
   ManualClock clock(1'767'225'600'000);
-  Rules rules;
-  RuleSet set;
-  RuleLimit hourly;
-  hourly.limit = {"hourly", Algorithm::kSlidingWindowLog, 40, 3'600'000, 0, false};
-  set.limits = {hourly};
-  set.max_window_ms = 3'600'000;
-  rules.tiers["free"]["search"] = set;
+  const Rules rules = OneLimit("hourly", Algorithm::kSlidingWindowLog, 40, 3'600'000);
   auto door_a = CreateRedisLimiterWithRules(rules, {}, options_, clock);
   auto door_b = CreateRedisLimiterWithRules(rules, {}, options_, clock);
   constexpr int kKeys = 20;
@@ -146,12 +233,12 @@ TEST_F(RedisLimiterTest, TwoFrontDoorsShareExactQuotas) {
   EXPECT_EQ(door_a->Stats().local_fallbacks + door_b->Stats().local_fallbacks, 0u);
 }
 
-// Redis down: fail-open limits are decided locally, fail-closed ones refuse; when Redis comes
-// back, the limiter returns to it by itself.
+// Redis down: limits are decided locally (from Redis's last answer), fail-closed ones refuse; when
+// Redis comes back, the limiter returns to it by itself.
 TEST_F(RedisLimiterTest, SurvivesAnOutageAndRecovers) {
   ManualClock clock(1'767'225'600'000);
   Rules rules = TwoLimits(Algorithm::kGcra, 5, 60'000);
-  Rules closed = TwoLimits(Algorithm::kGcra, 5, 60'000, /*fail_closed=*/true);
+  Rules closed = TwoLimits(Algorithm::kGcra, 5, 60'000, FailMode::kClosed);
   closed.tiers["strict"] = closed.tiers["free"];
   rules.tiers["strict"] = closed.tiers["strict"];
   RedisOptions o = options_;
@@ -172,12 +259,18 @@ TEST_F(RedisLimiterTest, SurvivesAnOutageAndRecovers) {
   EXPECT_GE(limiter->Stats().local_fallbacks, 12u);
 
   ASSERT_TRUE(redis_->Start());
-  // Within the retry interval the limiter stays local; after it, it uses Redis again (which
-  // lost its scripts and data: the script is loaded again).
+  // Within the retry interval the limiter stays local; after it, one check probes Redis
+  // (which lost its scripts and data: the script is loaded again) and carries what was
+  // admitted locally; then it settles, still deciding locally for a retry interval (and two
+  // timeouts) while other front doors carry theirs, and then it uses Redis again.
   clock.AdvanceMillis(1001);
   EXPECT_TRUE(limiter->Check({"ts_d", "free", "search", "", 1, {}}).allowed);
   EXPECT_TRUE(limiter->Stats().redis_up);
+  EXPECT_FALSE(limiter->Check({"ts_b", "strict", "search", "", 1, {}}).allowed);  // settling
+  const uint64_t fallbacks = limiter->Stats().local_fallbacks;
+  clock.AdvanceMillis(o.retry_interval_ms + 2 * o.command_timeout_ms);
   EXPECT_TRUE(limiter->Check({"ts_b", "strict", "search", "", 1, {}}).allowed);
+  EXPECT_EQ(limiter->Stats().local_fallbacks, fallbacks);
 }
 
 // A frozen Redis (SIGSTOP: connections open, nothing answers). The checks in flight when it
@@ -225,6 +318,132 @@ TEST_F(RedisLimiterTest, AFrozenRedisIsProbedByOneCallerWhileTheOthersDecideLoca
   EXPECT_TRUE(limiter->Stats().redis_up);
   EXPECT_EQ(hammer(), 200);
   EXPECT_EQ(limiter->Stats().redis_errors - errors_before, failed_in_flight + 1);
+}
+
+// A check whose script reaches a frozen Redis only after the check stopped waiting is decided
+// locally, and the script, run once Redis thaws, changes nothing: the request counts once.
+// (Before, it counted in Redis and locally, and the local admission was charged to nobody.)
+TEST_F(RedisLimiterTest, AScriptThatRunsAfterItsCallerGaveUpCountsNothing) {
+  ManualClock clock(1'767'225'600'000);
+  const Rules rules = OneLimit("fixed", Algorithm::kFixedWindow, 10, 60'000);
+  RedisOptions o = options_;
+  o.command_timeout_ms = 200;
+  o.pool_size = 1;  // the frozen call goes out on the connection the first one made
+  auto limiter = CreateRedisLimiterWithRules(rules, {}, o, clock);
+  const CheckRequest request{"ts_a", "free", "search", "", 1, {}};
+  RawRedis raw(redis_->port());
+  ASSERT_EQ(limiter->Check(request).remaining, 9u);
+  const int64_t scripts_before = raw.ScriptsRun();
+
+  redis_->Pause();
+  const Verdict local = limiter->Check(request);  // times out; decided locally
+  EXPECT_TRUE(local.allowed);
+  EXPECT_EQ(local.remaining, 8u);  // went on from Redis's last answer
+  EXPECT_FALSE(limiter->Stats().redis_up);
+  redis_->Resume();
+  // The frozen script runs now, late.
+  for (int i = 0; i < 10'000 && raw.ScriptsRun() < scripts_before + 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(raw.ScriptsRun(), scripts_before + 1);
+
+  clock.AdvanceMillis(o.retry_interval_ms + 1);
+  const Verdict probe = limiter->Check(request);  // carries the local admission; settles
+  EXPECT_TRUE(limiter->Stats().redis_up);
+  EXPECT_TRUE(probe.allowed);
+  EXPECT_EQ(probe.remaining, 7u);
+  clock.AdvanceMillis(o.retry_interval_ms + 2 * o.command_timeout_ms);
+  const Verdict back = limiter->Check(request);  // decided by Redis again
+  EXPECT_TRUE(back.allowed);
+  EXPECT_EQ(back.remaining, 6u);  // four requests admitted, each counted once
+  // The late one, the probe, the carrying of the probe's own local admission, the last.
+  EXPECT_EQ(raw.ScriptsRun(), scripts_before + 4);
+}
+
+// Two front doors under paced concurrent load on two keys while Redis freezes (SIGSTOP) for
+// 0.1, 0.5 and 5 s of the limiters' clock, for every algorithm: the requests the two admitted
+// together, replayed in time order through one in-process state of the same limit, all pass,
+// so together they never exceed the limit's own definition (at most L in any rolling window
+// for the sliding log). Each decides within its share while Redis is frozen, and what they
+// admitted is charged to Redis once it is back. (Before, each front door went on from an
+// empty state while Redis was unreachable and then Redis's own count resumed: two front
+// doors could let three limits' worth through in one window.)
+TEST_F(RedisLimiterTest, AFrozenRedisNeverLetsTwoFrontDoorsExceedTheLimitTogether) {
+  constexpr int64_t kStepMs = 10;
+  for (Algorithm a : kAll) {
+    for (int64_t pause_ms : {100, 500, 5000}) {
+      SCOPED_TRACE(StrCat(AlgorithmName(a), ", Redis frozen for ", pause_ms, " ms"));
+      const Rules rules = OneLimit("l", a, 20, 1000);
+      ManualClock clock(1'767'225'600'000);
+      RedisOptions o = options_;
+      o.key_prefix = StrCat("frozen:", AlgorithmName(a), ":", pause_ms, ":");
+      o.command_timeout_ms = 100;
+      o.register_interval_ms = 20;
+      auto door_a = CreateRedisLimiterWithRules(rules, {}, o, clock);
+      auto door_b = CreateRedisLimiterWithRules(rules, {}, o, clock);
+      // Both front doors count each other before the load starts.
+      for (int i = 0;
+           i < 2000 && (door_a->Stats().front_doors < 2 || door_b->Stats().front_doors < 2); ++i) {
+        door_a->Check({"warm", "free", "search", "", 1, {}});
+        door_b->Check({"warm", "free", "search", "", 1, {}});
+        std::this_thread::yield();
+      }
+      ASSERT_EQ(door_a->Stats().front_doors, 2u);
+      ASSERT_EQ(door_b->Stats().front_doors, 2u);
+
+      // Four callers, two per front door; each step every caller checks one of the two keys
+      // (each key is asked five times its rate).
+      std::mutex mu;
+      std::vector<std::pair<int64_t, int>> admitted;  // (time, key)
+      const int64_t start = clock.NowUnixMillis();
+      const int64_t freeze_at = start + 1000, thaw_at = freeze_at + pause_ms;
+      const int64_t end = thaw_at + 2000;
+      std::atomic<bool> running{true};
+      std::barrier step(5);
+      std::vector<std::thread> callers;
+      for (int t = 0; t < 4; ++t) {
+        callers.emplace_back([&, t] {
+          Limiter& door = t < 2 ? *door_a : *door_b;
+          for (int64_t i = 0;; ++i) {
+            step.arrive_and_wait();
+            if (!running.load()) return;
+            const int key = static_cast<int>((i + t) % 2);
+            const int64_t now = clock.NowUnixMillis();
+            if (door.Check({StrCat("ts_", key), "free", "search", "", 1, {}}).allowed) {
+              std::lock_guard<std::mutex> lock(mu);
+              admitted.emplace_back(now, key);
+            }
+            step.arrive_and_wait();
+          }
+        });
+      }
+      for (int64_t now = start; now < end; now += kStepMs) {
+        if (now == freeze_at) redis_->Pause();
+        if (now == thaw_at) redis_->Resume();
+        clock.SetUnixMillis(now);
+        step.arrive_and_wait();  // the callers check
+        step.arrive_and_wait();  // all have decided
+      }
+      running = false;
+      step.arrive_and_wait();
+      for (auto& c : callers) c.join();
+
+      EXPECT_GT(door_a->Stats().local_fallbacks + door_b->Stats().local_fallbacks, 0u);
+      EXPECT_TRUE(door_a->Stats().redis_up && door_b->Stats().redis_up);
+      std::sort(admitted.begin(), admitted.end());
+      ManualClock replay_clock(start);
+      auto reference = Limiter::CreateWithRules(rules, {}, replay_clock);
+      size_t over = 0;
+      for (const auto& [time, key] : admitted) {
+        replay_clock.SetUnixMillis(time);
+        over += !reference->Check({StrCat("ts_", key), "free", "search", "", 1, {}}).allowed;
+      }
+      EXPECT_EQ(over, 0u) << "of " << admitted.size() << " admitted";
+      // The front doors did not simply refuse: they admitted most of what the limit allows.
+      const int64_t seconds = (end - start) / 1000;
+      EXPECT_GT(admitted.size(), static_cast<size_t>(2 * 20 * seconds / 2));
+    }
+  }
 }
 
 }  // namespace
