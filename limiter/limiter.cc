@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <array>
+#include <memory>
 #include <mutex>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/node_hash_map.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/hash/hash.h"
 #include "common/strings.h"
 #include "limiter/local_limiter.h"
@@ -24,45 +26,55 @@ struct Slot {
 };
 
 struct Entry {
+  BucketId key;
   uint64_t fingerprint = 0;
-  std::vector<Slot> slots;  // one per limit of the rule set
   int64_t last_ms = 0;
-  int64_t idle_ms = 0;  // the rule set's longest window
-  // LRU list through the entries (node_hash_map keeps their addresses stable).
-  Entry* newer = nullptr;
-  Entry* older = nullptr;
-  const std::string* key = nullptr;
+  int64_t idle_ms = 0;                 // the rule set's longest state lifetime
+  bool live = false;                   // false: a free place in the shard's slab
+  bool used = false;                   // touched since the clock hand last passed (second chance)
+  absl::InlinedVector<Slot, 2> slots;  // one per limit of the rule set
 };
 
+// Entries in chunks of a fixed size: adding one moves none, and finding one by its place costs
+// one step (a deque's small blocks cost another cache miss at a million keys).
+class Slab {
+ public:
+  Entry& operator[](size_t i) { return chunks_[i / kChunk][i % kChunk]; }
+  size_t size() const { return size_; }
+  void grow() {
+    if (size_ % kChunk == 0) chunks_.push_back(std::make_unique<Entry[]>(kChunk));
+    ++size_;
+  }
+
+ private:
+  static constexpr size_t kChunk = 64;
+  std::vector<std::unique_ptr<Entry[]>> chunks_;
+  size_t size_ = 0;
+};
+
+// A shard: its entries in a slab, found through a flat index by bucket id. A clock hand goes round
+// the slab — a few places per call — dropping states idle past their lifetime, and, while more than
+// max_keys are kept in all, the first it finds not used since it last passed (CLOCK, an
+// approximation of least recently used that needs no list to relink on every hit).
 struct Shard {
   // std::mutex rather than absl::Mutex: ThreadSanitizer sees its ordering (Debian's Abseil is
   // not built with it), and the limiter's tests run under it.
   mutable std::mutex mu;
-  absl::node_hash_map<std::string, Entry> map ABSL_GUARDED_BY(mu);
-  Entry* newest ABSL_GUARDED_BY(mu) = nullptr;
-  Entry* oldest ABSL_GUARDED_BY(mu) = nullptr;
-
-  void Unlink(Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    (e->newer ? e->newer->older : newest) = e->older;
-    (e->older ? e->older->newer : oldest) = e->newer;
-    e->newer = e->older = nullptr;
-  }
-  void PushNewest(Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    e->older = newest;
-    e->newer = nullptr;
-    if (newest) newest->newer = e;
-    newest = e;
-    if (!oldest) oldest = e;
-  }
+  absl::flat_hash_map<BucketId, uint32_t, BucketIdHash> index ABSL_GUARDED_BY(mu);
+  Slab slab ABSL_GUARDED_BY(mu);
+  std::vector<uint32_t> free ABSL_GUARDED_BY(mu);  // places of dropped entries
+  size_t hand ABSL_GUARDED_BY(mu) = 0;
 };
+
+size_t ShardOf(const Bucket& b) { return b.id.hi % kShards; }
 
 // Locks the shards of a request's buckets, in shard order (no deadlock).
 class ShardLocks {
  public:
   ShardLocks(std::array<Shard, kShards>& shards, const std::array<Bucket, 2>& buckets, size_t n)
       : shards_(shards) {
-    first_ = buckets[0].hash % kShards;
-    second_ = n == 2 ? buckets[1].hash % kShards : first_;
+    first_ = ShardOf(buckets[0]);
+    second_ = n == 2 ? ShardOf(buckets[1]) : first_;
     if (second_ < first_) std::swap(first_, second_);
     shards_[first_].mu.lock();
     if (second_ != first_) shards_[second_].mu.lock();
@@ -106,9 +118,8 @@ class MemoryLimiter final : public LocalLimiter {
   Verdict CheckAt(const CheckRequest& request, int64_t now) override {
     checks_.fetch_add(1, std::memory_order_relaxed);
     const Rules& rules = rules_.current();
-    thread_local std::array<std::string, 2> key_buffers;
     std::array<Bucket, 2> buckets;
-    const size_t n = MatchRules(rules, request, key_buffers, buckets);
+    const size_t n = MatchRules(rules, request, nullptr, buckets);
     Verdict v;
     if (n == 0) return v;
 
@@ -135,8 +146,8 @@ class MemoryLimiter final : public LocalLimiter {
       } else {
         v.delay_ms = 0;
       }
-      Trim(locks.first(), now);
-      if (Shard* second = locks.second()) Trim(*second, now);
+      Trim(locks.first(), now, entries);
+      if (Shard* second = locks.second()) Trim(*second, now, entries);
     }
 
     v.policy = JoinedPolicy(buckets, n);
@@ -154,9 +165,8 @@ class MemoryLimiter final : public LocalLimiter {
   void Mirror(const CheckRequest& request, std::span<const uint64_t> remaining,
               uint64_t front_doors, int64_t now_ms) override {
     const Rules& rules = rules_.current();
-    thread_local std::array<std::string, 2> key_buffers;
     std::array<Bucket, 2> buckets;
-    const size_t n = MatchRules(rules, request, key_buffers, buckets);
+    const size_t n = MatchRules(rules, request, nullptr, buckets);
     if (n == 0 || LimitCount(buckets, n) != remaining.size()) return;
     ShardLocks locks(shards_, buckets, n);
     size_t k = 0;
@@ -195,7 +205,7 @@ class MemoryLimiter final : public LocalLimiter {
     s.reload_errors = rules_.reload_errors();
     for (const Shard& shard : shards_) {
       std::lock_guard<std::mutex> lock(shard.mu);
-      s.keys += shard.map.size();
+      s.keys += shard.index.size();
     }
     return s;
   }
@@ -205,59 +215,92 @@ class MemoryLimiter final : public LocalLimiter {
  private:
   // The bucket's entry, created (or reset, after a rule change or a long idle) as needed.
   Entry* Find(const Bucket& b, int64_t now) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    Shard& shard = shards_[b.hash % kShards];
-    const uint64_t fingerprint = b.set->fingerprint;
-    auto it = shard.map.find(absl::string_view(*b.key));
-    const bool inserted = it == shard.map.end();
+    Shard& shard = shards_[ShardOf(b)];
+    auto [it, inserted] = shard.index.try_emplace(b.id, 0);
     if (inserted) {
-      it = shard.map.try_emplace(*b.key).first;
       keys_.fetch_add(1, std::memory_order_relaxed);
-    }
-    Entry* e = &it->second;
-    if (inserted) {
-      e->key = &it->first;
-    } else {
-      shard.Unlink(e);
-    }
-    if (inserted || e->fingerprint != fingerprint || now - e->last_ms > e->idle_ms) {
-      // Debts outlive a change of the rules (a front door's share changes with the number of
-      // front doors), not an idle lifetime (then they no longer matter).
-      const bool keep_debts =
-          !inserted && now - e->last_ms <= e->idle_ms && e->slots.size() == b.set->limits.size();
-      std::vector<uint64_t> debts;
-      if (keep_debts) {
-        for (const Slot& slot : e->slots) debts.push_back(slot.debt);
+      if (!shard.free.empty()) {
+        it->second = shard.free.back();
+        shard.free.pop_back();
       } else {
-        Forget(*e);
+        it->second = static_cast<uint32_t>(shard.slab.size());
+        shard.slab.grow();
       }
-      e->fingerprint = fingerprint;
-      e->idle_ms = b.set->max_window_ms;
-      e->slots.clear();
-      for (size_t j = 0; j < b.set->limits.size(); ++j) {
-        e->slots.push_back({NewState(b.set->limits[j].limit.algorithm), keep_debts ? debts[j] : 0});
-      }
-      e->last_ms = now;
+      Entry& fresh = shard.slab[it->second];
+      fresh.key = b.id;
+      fresh.live = true;
+      fresh.slots.clear();
     }
-    shard.PushNewest(e);
+    Entry* e = &shard.slab[it->second];
+    e->used = true;
+    if (inserted || e->fingerprint != b.set->fingerprint || now - e->last_ms > e->idle_ms) {
+      Reset(*e, *b.set, !inserted && now - e->last_ms <= e->idle_ms, now);
+    }
     return e;
   }
 
-  // Drops the shard's expired states from its old end, then, while more than max_keys states
-  // are kept in all, the shard's least recently used ones: the bound holds over all shards (a
-  // per-shard share would evict early in the shards hashing gives more than their share), and
-  // the state dropped is the least recently used of its shard, an approximation of the least
-  // recently used of all. The newest entry (this request's) always stays.
-  void Trim(Shard& shard, int64_t now) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    while (shard.oldest != nullptr && shard.oldest != shard.newest) {
-      const bool over = keys_.load(std::memory_order_relaxed) > max_keys_;
-      if (!over && now - shard.oldest->last_ms <= shard.oldest->idle_ms) break;
-      Entry* victim = shard.oldest;
-      Forget(*victim);
-      shard.Unlink(victim);
-      shard.map.erase(*victim->key);
-      keys_.fetch_sub(1, std::memory_order_relaxed);
-      if (over) evicted_.fetch_add(1, std::memory_order_relaxed);
+  // Fresh states for the entry's rule set. Debts outlive a change of the rules (a front door's
+  // share changes with the number of front doors), not an idle lifetime (then they no longer
+  // matter).
+  void Reset(Entry& e, const RuleSet& set, bool recent, int64_t now) {
+    const bool keep_debts = recent && e.slots.size() == set.limits.size();
+    absl::InlinedVector<uint64_t, 2> debts;
+    if (keep_debts) {
+      for (const Slot& slot : e.slots) debts.push_back(slot.debt);
+    } else {
+      Forget(e);
     }
+    e.fingerprint = set.fingerprint;
+    e.idle_ms = set.max_window_ms;
+    e.slots.clear();
+    for (size_t j = 0; j < set.limits.size(); ++j) {
+      e.slots.push_back({NewState(set.limits[j].limit.algorithm), keep_debts ? debts[j] : 0});
+    }
+    e.last_ms = now;
+  }
+
+  // Moves the clock hand: a few places are checked for states idle past their lifetime (as
+  // good as new: dropped), and while more than max_keys states are kept in all, entries are
+  // dropped at the hand, passing over (once) those used since it last passed. The bound holds
+  // over all shards (a per-shard share would evict early in the shards hashing gives more than
+  // their share). `keep` (this request's entries) always stays.
+  void Trim(Shard& shard, int64_t now,
+            const std::array<Entry*, 2>& keep) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    const size_t size = shard.slab.size();
+    if (size == 0) return;
+    // One place per call at least, and on while they hold idle states (up to kSweep).
+    constexpr size_t kSweep = 16;
+    bool sweep = true;
+    for (size_t step = 0; step < 2 * size + kSweep; ++step) {
+      const bool over = keys_.load(std::memory_order_relaxed) > max_keys_;
+      if (!over && (!sweep || step >= kSweep)) break;
+      Entry& e = shard.slab[shard.hand];
+      shard.hand = (shard.hand + 1) % size;
+      if (!e.live) continue;
+      if (&e == keep[0] || &e == keep[1]) {
+        sweep = false;
+        continue;
+      }
+      const bool idle = now - e.last_ms > e.idle_ms;
+      sweep = idle;
+      if (!idle && over && e.used) {
+        e.used = false;  // a second chance
+        continue;
+      }
+      if (!idle && !over) continue;
+      Drop(shard, e);
+      if (!idle) evicted_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  void Drop(Shard& shard, Entry& e) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    Forget(e);
+    auto it = shard.index.find(e.key);
+    shard.free.push_back(it->second);
+    shard.index.erase(it);
+    e.live = false;
+    e.slots.clear();
+    keys_.fetch_sub(1, std::memory_order_relaxed);
   }
 
   static uint64_t CostOf(const RuleLimit& r, const CheckRequest& request) {
@@ -292,9 +335,8 @@ class MemoryLimiter final : public LocalLimiter {
   // Takes the request's debts into `debts`, or adds `debts` back to them.
   bool MoveDebts(const CheckRequest& request, std::span<uint64_t> debts, bool take) {
     const Rules& rules = rules_.current();
-    thread_local std::array<std::string, 2> key_buffers;
     std::array<Bucket, 2> buckets;
-    const size_t n = MatchRules(rules, request, key_buffers, buckets);
+    const size_t n = MatchRules(rules, request, nullptr, buckets);
     if (n == 0 || LimitCount(buckets, n) != debts.size()) return false;
     const int64_t now = clock_.NowUnixMillis();
     ShardLocks locks(shards_, buckets, n);

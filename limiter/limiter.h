@@ -8,10 +8,11 @@
 // evaluated and reported but never refuse.
 //
 // State lives in process memory (the embedded default): 64 shards, each with its own mutex,
-// hash map and LRU list, so there is no global lock; idle keys expire (a state idle for its
-// lifetime, StateLifetimeMs, is as good as new) and at most `max_keys` states are kept in all
-// (beyond it a new key evicts the least recently used state of its shard, which always keeps
-// its newest), so a flood of distinct keys (IPv6 addresses) cannot exhaust memory.
+// flat index and slab of entries, so there is no global lock; idle keys expire (a state idle
+// for its lifetime, StateLifetimeMs, is as good as new) and at most `max_keys` states are kept
+// in all (beyond it a new key evicts a state of its shard not used lately, by a clock hand;
+// never the request's own), so a flood of distinct keys (IPv6 addresses) cannot exhaust
+// memory.
 //
 // Rules are reloaded without a restart (Reload(), driven by the caller on SIGHUP or a file
 // change); a broken file is rejected with its message and the previous rules stay in force.
@@ -37,7 +38,7 @@ namespace tweetsearch::limiter {
 struct LimiterOptions {
   // The YAML rules file; empty means no limits. Default empty.
   std::string rules_path;
-  // Most per-key states kept in memory; beyond it the least recently used are dropped (their
+  // Most per-key states kept in memory; beyond it states not used lately are dropped (their
   // keys start afresh). Default 1,000,000.
   size_t max_keys = 1'000'000;
 };

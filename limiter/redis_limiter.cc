@@ -111,7 +111,7 @@ class RedisLimiter final : public Limiter {
     const Rules& rules = rules_.current();
     thread_local std::array<std::string, 2> key_buffers;
     std::array<Bucket, 2> buckets;
-    const size_t n = MatchRules(rules, request, key_buffers, buckets);
+    const size_t n = MatchRules(rules, request, &key_buffers, buckets);
     if (n == 0) return Verdict{};
     const int64_t now = clock_.NowUnixMillis();
     std::vector<const RuleLimit*> limits;
@@ -329,7 +329,7 @@ class RedisLimiter final : public Limiter {
     const Rules& rules = rules_.current();
     thread_local std::array<std::string, 2> key_buffers;
     std::array<Bucket, 2> buckets;
-    const size_t n = MatchRules(rules, request, key_buffers, buckets);
+    const size_t n = MatchRules(rules, request, &key_buffers, buckets);
     std::vector<const RuleLimit*> limits;
     for (size_t i = 0; i < n; ++i) {
       for (const RuleLimit& r : buckets[i].set->limits) limits.push_back(&r);

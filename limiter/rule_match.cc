@@ -8,40 +8,86 @@
 
 namespace tweetsearch::limiter {
 
-size_t MatchRules(const Rules& rules, const CheckRequest& r, std::array<std::string, 2>& keys,
-                  std::array<Bucket, 2>& out) {
+namespace {
+
+// The rule sets a request's (key prefix, tier, endpoint, with a key or not) selects: the same
+// for every request of a client, so each thread remembers its last selection per rules version
+// and skips the map lookups when the next request asks the same.
+struct Selection {
+  uint64_t version = 0;
+  bool anonymous = false;
+  std::string prefix, tier, endpoint;
   size_t n = 0;
-  auto add = [&](const RuleSet& set, auto&&... parts) {
-    if (set.limits.empty()) return;
-    std::string& key = keys[n];
-    key.clear();
-    (key.append(parts), ...);
-    out[n++] = {&key, &set, absl::HashOf(absl::string_view(key))};
-  };
+  std::array<const RuleSet*, 2> sets{};
+};
+
+void Select(const Rules& rules, const CheckRequest& r, bool anonymous, Selection& s) {
+  s.n = 0;
+  for (std::string_view endpoint : {r.endpoint, std::string_view("all")}) {
+    const RuleSet* set = nullptr;
+    if (anonymous) {
+      if (auto it = rules.anonymous.find(endpoint); it != rules.anonymous.end()) set = &it->second;
+    } else {
+      if (auto k = rules.keys.find(r.key_prefix); k != rules.keys.end()) {
+        if (auto e = k->second.find(endpoint); e != k->second.end()) set = &e->second;
+      }
+      if (set == nullptr) {
+        auto tier = rules.tiers.find(r.tier);
+        if (tier == rules.tiers.end()) tier = rules.tiers.find(rules.default_tier);
+        if (tier != rules.tiers.end()) {
+          if (auto e = tier->second.find(endpoint); e != tier->second.end()) set = &e->second;
+        }
+      }
+    }
+    if (set != nullptr && !set->limits.empty()) s.sets[s.n++] = set;
+  }
+  s.version = rules.version;
+  s.anonymous = anonymous;
+  s.prefix.assign(r.key_prefix);
+  s.tier.assign(r.tier);
+  s.endpoint.assign(r.endpoint);
+}
+
+}  // namespace
+
+size_t MatchRules(const Rules& rules, const CheckRequest& r, std::array<std::string, 2>* keys,
+                  std::array<Bucket, 2>& out) {
   // Quota state belongs to the key's id; the prefix only selects overrides. (Prefixes are
   // short and may be shared by several keys.)
   const std::string_view id = r.key_id.empty() ? r.key_prefix : r.key_id;
-  for (std::string_view endpoint : {r.endpoint, std::string_view("all")}) {
-    if (id.empty()) {
-      auto it = rules.anonymous.find(endpoint);
-      if (it != rules.anonymous.end()) add(it->second, "a|", endpoint, "|", r.client_ip);
-      continue;
-    }
-    if (auto k = rules.keys.find(r.key_prefix); k != rules.keys.end()) {
-      if (auto e = k->second.find(endpoint); e != k->second.end()) {
-        add(e->second, "k|", id, "|", endpoint);
-        continue;
-      }
-    }
-    auto tier = rules.tiers.find(r.tier);
-    if (tier == rules.tiers.end()) tier = rules.tiers.find(rules.default_tier);
-    if (tier == rules.tiers.end()) continue;
-    if (auto e = tier->second.find(endpoint); e != tier->second.end()) {
-      // Keyed by the key, not the tier: every key of a tier has its own quota.
-      add(e->second, "t|", tier->first, "|", id, "|", endpoint);
-    }
+  const bool anonymous = id.empty();
+  thread_local Selection last;
+  Selection fresh;
+  Selection* s = &last;
+  if (rules.version == 0) {
+    s = &fresh;  // rules no limiter took: not remembered
+    Select(rules, r, anonymous, fresh);
+  } else if (last.version != rules.version || last.anonymous != anonymous ||
+             last.endpoint != r.endpoint || last.tier != r.tier || last.prefix != r.key_prefix) {
+    Select(rules, r, anonymous, last);
   }
-  return n;
+  // Every key of a tier has its own quota: buckets are named by the key (or the client's IP).
+  const std::string_view name = anonymous ? r.client_ip : id;
+  const absl::string_view hashed(name.data(), name.size());
+  for (size_t i = 0; i < s->n; ++i) {
+    const RuleSet& set = *s->sets[i];
+    const std::string* text = nullptr;
+    if (keys != nullptr) {
+      std::string& key = (*keys)[i];
+      key.clear();
+      if (set.kind == 'a') {
+        StrAppend(&key, "a|", set.endpoint, "|", name);
+      } else if (set.kind == 'k') {
+        StrAppend(&key, "k|", name, "|", set.endpoint);
+      } else {
+        StrAppend(&key, "t|", set.owner, "|", name, "|", set.endpoint);
+      }
+      text = &key;
+    }
+    out[i] = {text, &set,
+              BucketId{absl::HashOf(~set.seed, hashed), absl::HashOf(set.seed, hashed)}};
+  }
+  return s->n;
 }
 
 std::string JoinedPolicy(const std::array<Bucket, 2>& buckets, size_t n) {
@@ -54,7 +100,14 @@ std::string JoinedPolicy(const std::array<Bucket, 2>& buckets, size_t n) {
 }
 
 void PrepareRules(Rules& rules) {
-  auto prepare = [](RuleSet& set) {
+  auto prepare = [](RuleSet& set, std::string_view kind, std::string_view name,
+                    std::string_view endpoint) {
+    set.seed = absl::HashOf(absl::string_view(kind.data(), kind.size()),
+                            absl::string_view(name.data(), name.size()),
+                            absl::string_view(endpoint.data(), endpoint.size()));
+    set.kind = kind[0];
+    set.owner = name;
+    set.endpoint = endpoint;
     set.policy.clear();
     uint64_t h = 0x51ed270b;
     for (const RuleLimit& r : set.limits) {
@@ -67,12 +120,12 @@ void PrepareRules(Rules& rules) {
     set.fingerprint = h;
   };
   for (auto& [tier, endpoints] : rules.tiers) {
-    for (auto& [endpoint, set] : endpoints) prepare(set);
+    for (auto& [endpoint, set] : endpoints) prepare(set, "t", tier, endpoint);
   }
   for (auto& [key, endpoints] : rules.keys) {
-    for (auto& [endpoint, set] : endpoints) prepare(set);
+    for (auto& [endpoint, set] : endpoints) prepare(set, "k", key, endpoint);
   }
-  for (auto& [endpoint, set] : rules.anonymous) prepare(set);
+  for (auto& [endpoint, set] : rules.anonymous) prepare(set, "a", "", endpoint);
 }
 
 bool Fold(const RuleLimit& r, const Decision& d, Verdict* v) {
@@ -97,7 +150,9 @@ bool Fold(const RuleLimit& r, const Decision& d, Verdict* v) {
 }
 
 void RulesHolder::Set(Rules rules) {
+  static std::atomic<uint64_t> versions{0};
   PrepareRules(rules);
+  rules.version = versions.fetch_add(1, std::memory_order_relaxed) + 1;
   auto owned = std::make_unique<const Rules>(std::move(rules));
   std::lock_guard<std::mutex> lock(mu_);
   current_.store(owned.get(), std::memory_order_release);

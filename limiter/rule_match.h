@@ -17,18 +17,30 @@
 
 namespace tweetsearch::limiter {
 
+// A bucket's name in process: 128 bits of hash of its rule set's place and the key's id (or
+// the client's IP), so that no key text is built or compared on the hot path. (Two buckets
+// collide with probability about n² / 2^129: never, for any number of keys that fits in memory.)
+struct BucketId {
+  uint64_t hi = 0, lo = 0;
+  bool operator==(const BucketId&) const = default;
+};
+struct BucketIdHash {
+  size_t operator()(const BucketId& id) const { return id.lo; }
+};
+
 // One rule set to apply under one bucket key.
 struct Bucket {
-  const std::string* key = nullptr;  // points into the caller's buffers
+  const std::string* key = nullptr;  // its text, in the caller's buffers (when asked for)
   const RuleSet* set = nullptr;
-  size_t hash = 0;  // of the key
+  BucketId id;
 };
 
 // The rule sets that apply to `request` (at most two: the endpoint's and "all"), with their
-// bucket keys written into `keys`: a per-key override (by prefix), else the key's tier (or
-// default_tier), else — without a key — the anonymous limits per client IP. Buckets of a key are
-// named by its id (or its prefix when no id is given). Returns how many.
-size_t MatchRules(const Rules& rules, const CheckRequest& request, std::array<std::string, 2>& keys,
+// bucket ids and — when `keys` is given — their keys' text written into `*keys`: a per-key
+// override (by prefix), else the key's tier (or default_tier), else — without a key — the
+// anonymous limits per client IP. Buckets of a key are named by its id (or its prefix when no
+// id is given). Returns how many.
+size_t MatchRules(const Rules& rules, const CheckRequest& request, std::array<std::string, 2>* keys,
                   std::array<Bucket, 2>& out);
 
 // The RateLimit-Policy text of the first `n` buckets' rule sets.

@@ -58,6 +58,10 @@ struct RuleSet {
   // and a fingerprint of the definitions (states survive reloads that keep it).
   std::string policy;
   uint64_t fingerprint = 0;
+  uint64_t seed = 0;  // of its place (tier or key prefix, and endpoint): names its buckets
+  char kind = 't';    // its place: 't' a tier's, 'k' a key prefix's, 'a' anonymous
+  std::string owner;  // the tier's name (for 't')
+  std::string endpoint;
 };
 
 inline constexpr size_t kMaxLimitsPerSet = 16;
@@ -71,6 +75,7 @@ struct Rules {
   NameMap<NameMap<RuleSet>> keys;   // key prefix → endpoint → limits
   NameMap<RuleSet> anonymous;       // endpoint → limits
   std::string default_tier;
+  uint64_t version = 0;  // set by the limiter when it takes them: unique in the process
 };
 
 // Parses and validates rules. InvalidArgument naming the place of the first problem
