@@ -34,6 +34,14 @@ struct ReplyDeleter {
 };
 using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
 
+// What a caller sends: a check for the decide script (its keys, and its part of the
+// arguments; the lane's leader joins the checks of a batch into one script call), or any other
+// command, sent as it is (`raw`).
+struct Command {
+  std::vector<std::string> keys, args;
+  std::vector<std::string> raw;
+};
+
 timeval Micros(int64_t us) {
   return timeval{static_cast<time_t>(us / 1'000'000), static_cast<suseconds_t>(us % 1'000'000)};
 }
@@ -125,10 +133,9 @@ class RedisLimiter final : public Limiter {
 
     std::vector<uint64_t> debts(limits.size());
     local_->TakeDebts(request, debts);
-    std::vector<std::string> args = ScriptArgs(request, buckets, n, limits, debts, now, false);
+    Command command = ScriptCommand(request, buckets, n, limits, debts, now, false);
     std::vector<int64_t> numbers;
-    if (!Evaluate(&args, DeadlineArg(limits.size()), limits.size() * 5, &numbers,
-                  /*probe=*/false, now)) {
+    if (!Evaluate(&command, limits.size() * 5, &numbers, /*probe=*/false, now)) {
       local_->ReturnDebts(request, debts);
       return Degraded(request, buckets, n, limits, now);
     }
@@ -179,25 +186,21 @@ class RedisLimiter final : public Limiter {
   const std::string& rules_path() const override { return options_.rules_path; }
 
  private:
-  // EVALSHA sha <numkeys> keys... now deadline (algorithm limit window max_wait cost shadow
-  // debt)...; the deadline (DeadlineArg) is filled in when the call is sent.
-  // Where ScriptArgs puts the deadline: after the keys (one per limit) and `now`.
-  static size_t DeadlineArg(size_t limits) { return 4 + limits; }
-
-  // With `charge_only`, every cost is 0: the script charges the debts and decides nothing.
-  std::vector<std::string> ScriptArgs(const CheckRequest& request,
-                                      const std::array<Bucket, 2>& buckets, size_t n,
-                                      const std::vector<const RuleLimit*>& limits,
-                                      const std::vector<uint64_t>& debts, int64_t now,
-                                      bool charge_only) const {
-    std::vector<std::string> args = {"EVALSHA", script_sha_, StrCat(limits.size())};
+  // A check for the decide script (redis_script.h): its limits' keys, and its part of the
+  // arguments (now, the number of limits, seven per limit). With `charge_only`, every cost is
+  // 0: the script charges the debts and decides nothing.
+  Command ScriptCommand(const CheckRequest& request, const std::array<Bucket, 2>& buckets, size_t n,
+                        const std::vector<const RuleLimit*>& limits,
+                        const std::vector<uint64_t>& debts, int64_t now, bool charge_only) const {
+    Command command;
     for (size_t i = 0; i < n; ++i) {
       for (const RuleLimit& r : buckets[i].set->limits) {
-        args.push_back(StrCat(redis_.key_prefix, *buckets[i].key, "|", r.limit.name));
+        command.keys.push_back(StrCat(redis_.key_prefix, *buckets[i].key, "|", r.limit.name));
       }
     }
+    std::vector<std::string>& args = command.args;
     args.push_back(StrCat(now));
-    args.push_back("0");
+    args.push_back(StrCat(limits.size()));
     for (size_t k = 0; k < limits.size(); ++k) {
       const RuleLimit& r = *limits[k];
       const uint64_t cost = r.per_request ? 1 : std::max<uint64_t>(1, request.units);
@@ -209,7 +212,7 @@ class RedisLimiter final : public Limiter {
       args.push_back(r.limit.shadow ? "1" : "0");
       args.push_back(StrCat(debts[k]));
     }
-    return args;
+    return command;
   }
 
   // Redis is unreachable, slow, or back only lately (settling): limits that may not go on
@@ -260,10 +263,11 @@ class RedisLimiter final : public Limiter {
   // still decided locally, Redis would not know what the other admits meanwhile).
   int64_t SettleMs() const { return redis_.retry_interval_ms + 2 * redis_.command_timeout_ms; }
   int64_t SharedSettle(int64_t now) {
-    std::vector<std::string> args = {"EVAL", kSettleScript, "1",
-                                     StrCat(redis_.key_prefix, "settle"), StrCat(SettleMs())};
+    Command command;
+    command.raw = {"EVAL", kSettleScript, "1", StrCat(redis_.key_prefix, "settle"),
+                   StrCat(SettleMs())};
     std::vector<int64_t> left;
-    if (!Evaluate(&args, 0, 1, &left, /*probe=*/false, now)) return SettleMs();
+    if (!Evaluate(&command, 1, &left, /*probe=*/false, now)) return SettleMs();
     return std::min(SettleMs(), left[0]);
   }
 
@@ -274,9 +278,9 @@ class RedisLimiter final : public Limiter {
              const std::vector<const RuleLimit*>& limits, bool probe, int64_t now) {
     std::vector<uint64_t> debts(limits.size());
     if (!local_->TakeDebts(request, debts) && !probe) return true;
-    std::vector<std::string> args = ScriptArgs(request, buckets, n, limits, debts, now, true);
+    Command command = ScriptCommand(request, buckets, n, limits, debts, now, true);
     std::vector<int64_t> numbers;
-    if (Evaluate(&args, DeadlineArg(limits.size()), limits.size() * 5, &numbers, probe, now)) {
+    if (Evaluate(&command, limits.size() * 5, &numbers, probe, now)) {
       return true;
     }
     local_->ReturnDebts(request, debts);
@@ -342,10 +346,9 @@ class RedisLimiter final : public Limiter {
     if (!v.shadow_exceeded.empty()) shadow_.fetch_add(1, std::memory_order_relaxed);
   }
 
-  // One caller's script call, waiting in a lane.
+  // One caller's call, waiting in a lane.
   struct Call {
-    std::vector<std::string>* args = nullptr;
-    size_t deadline_arg = 0;  // where the script takes its deadline (0: it takes none)
+    const Command* command = nullptr;
     size_t expected = 0;
     std::vector<int64_t>* out = nullptr;
     int64_t deadline_us = 0;  // steady clock: the caller decides without Redis after it
@@ -372,13 +375,12 @@ class RedisLimiter final : public Limiter {
   // down (unless this call is the probe), or did not answer within one command timeout of the
   // call: no caller waits on a Redis known to be failing, and none waits longer than one
   // command timeout.
-  bool Evaluate(std::vector<std::string>* args, size_t deadline_arg, size_t expected,
-                std::vector<int64_t>* out, bool probe, int64_t now) {
+  bool Evaluate(const Command* command, size_t expected, std::vector<int64_t>* out, bool probe,
+                int64_t now) {
     if (!probe && !up_.load(std::memory_order_acquire)) return false;
     Lane& lane = *lanes_[next_lane_.fetch_add(1, std::memory_order_relaxed) % lanes_.size()];
     Call call;
-    call.args = args;
-    call.deadline_arg = deadline_arg;
+    call.command = command;
     call.expected = expected;
     call.out = out;
     call.probe = probe;
@@ -450,67 +452,96 @@ class RedisLimiter final : public Limiter {
         !RegisterIfDue(c)) {
       return Fail(lane, now);
     }
+    // The checks go out as one call of the decide script; other commands alone, after it.
+    std::vector<Call*> checks, others;
+    for (Call* call : batch) (call->command->raw.empty() ? checks : others).push_back(call);
+    std::vector<std::string_view> decide;
     const std::string deadline = StrCat(deadline_us - margin_us + lane.offset_us);
-    for (Call* call : batch) {
-      if (call->deadline_arg != 0) (*call->args)[call->deadline_arg] = deadline;
-    }
-    std::vector<const char*> argv;
-    std::vector<size_t> lengths;
-    auto append = [&](const Call* call) {
-      argv.clear();
-      lengths.clear();
-      for (const std::string& a : *call->args) {
-        argv.push_back(a.data());
-        lengths.push_back(a.size());
+    std::string key_count, check_count;
+    if (!checks.empty()) {
+      size_t keys = 0;
+      for (const Call* call : checks) keys += call->command->keys.size();
+      key_count = StrCat(keys);
+      check_count = StrCat(checks.size());
+      decide = {"EVALSHA", script_sha_, key_count};
+      for (const Call* call : checks) {
+        for (const std::string& k : call->command->keys) decide.push_back(k);
       }
-      return redisAppendCommandArgv(c, static_cast<int>(argv.size()), argv.data(),
-                                    lengths.data()) == REDIS_OK;
-    };
-    for (const Call* call : batch) {
-      if (!append(call)) return Fail(lane, now);
+      decide.push_back(deadline);
+      decide.push_back(check_count);
+      for (const Call* call : checks) {
+        for (const std::string& a : call->command->args) decide.push_back(a);
+      }
     }
-    std::vector<Call*> unloaded;  // NOSCRIPT: a restarted Redis lost the script
-    for (Call* call : batch) {
-      void* raw = nullptr;
-      if (redisGetReply(c, &raw) != REDIS_OK) return Fail(lane, now);
-      Reply reply(static_cast<redisReply*>(raw));
+    if (!checks.empty() && !Send(c, decide)) return Fail(lane, now);
+    for (const Call* call : others) {
+      if (!Send(c, {call->command->raw.begin(), call->command->raw.end()})) return Fail(lane, now);
+    }
+    Reply reply;
+    if (!checks.empty() && (reply = Receive(c)) == nullptr) return Fail(lane, now);
+    for (Call* call : others) {
+      Reply other = Receive(c);
+      if (other == nullptr) return Fail(lane, now);
+      call->ok = Parse(other.get(), 0, call);
+    }
+    if (!checks.empty()) {
       if (reply->type == REDIS_REPLY_ERROR &&
           std::string_view(reply->str, reply->len).starts_with("NOSCRIPT")) {
-        unloaded.push_back(call);
-        continue;
+        // A restarted Redis lost the script: load it, and send the checks again.
+        Reply loaded(static_cast<redisReply*>(
+            redisCommand(c, "SCRIPT LOAD %b", kDecideScript, sizeof(kDecideScript) - 1)));
+        if (loaded == nullptr || loaded->type != REDIS_REPLY_STRING || !Send(c, decide) ||
+            (reply = Receive(c)) == nullptr) {
+          return Fail(lane, now);
+        }
       }
-      if (Late(reply.get())) return Fail(lane, now);
-      call->ok = Parse(reply.get(), call);
-    }
-    if (!unloaded.empty()) {
-      Reply loaded(static_cast<redisReply*>(
-          redisCommand(c, "SCRIPT LOAD %b", kDecideScript, sizeof(kDecideScript) - 1)));
-      if (loaded == nullptr || loaded->type != REDIS_REPLY_STRING) return Fail(lane, now);
-      for (Call* call : unloaded) {
-        if (!append(call)) return Fail(lane, now);
-        void* raw = nullptr;
-        if (redisGetReply(c, &raw) != REDIS_OK) return Fail(lane, now);
-        Reply reply(static_cast<redisReply*>(raw));
-        if (Late(reply.get())) return Fail(lane, now);
-        call->ok = Parse(reply.get(), call);
-      }
+      if (!Split(reply.get(), checks)) return Fail(lane, now);
     }
     up_.store(true, std::memory_order_release);
   }
 
-  // The script ran after its deadline (Redis is too slow): it changed nothing.
-  static bool Late(const redisReply* reply) {
-    return reply != nullptr && reply->type == REDIS_REPLY_ARRAY && reply->elements == 1 &&
-           reply->element[0]->type == REDIS_REPLY_INTEGER && reply->element[0]->integer == -1;
+  static bool Send(redisContext* c, const std::vector<std::string_view>& args) {
+    std::vector<const char*> argv;
+    std::vector<size_t> lengths;
+    for (std::string_view a : args) {
+      argv.push_back(a.data());
+      lengths.push_back(a.size());
+    }
+    return redisAppendCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lengths.data()) ==
+           REDIS_OK;
   }
 
-  static bool Parse(const redisReply* reply, Call* call) {
-    if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY || reply->elements != call->expected) {
-      return false;
+  static Reply Receive(redisContext* c) {
+    void* raw = nullptr;
+    if (redisGetReply(c, &raw) != REDIS_OK) return nullptr;
+    return Reply(static_cast<redisReply*>(raw));
+  }
+
+  // Hands the decide script's reply to its checks, in order. False if the script ran after its
+  // deadline (Redis is too slow: it changed nothing); a reply of another shape (an error) fails
+  // the checks alone.
+  static bool Split(const redisReply* reply, const std::vector<Call*>& checks) {
+    const bool late = reply->type == REDIS_REPLY_ARRAY && reply->elements == 1 &&
+                      reply->element[0]->type == REDIS_REPLY_INTEGER &&
+                      reply->element[0]->integer == -1;
+    if (late) return false;
+    size_t total = 0;
+    for (const Call* call : checks) total += call->expected;
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != total) return true;
+    size_t at = 0;
+    for (Call* call : checks) {
+      call->ok = Parse(reply, at, call);
+      at += call->expected;
     }
+    return true;
+  }
+
+  // The call's integers: `expected` of them from `reply`'s element `at`.
+  static bool Parse(const redisReply* reply, size_t at, Call* call) {
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements < at + call->expected) return false;
     call->out->resize(call->expected);
     for (size_t i = 0; i < call->expected; ++i) {
-      const redisReply* e = reply->element[i];
+      const redisReply* e = reply->element[at + i];
       if (e->type != REDIS_REPLY_INTEGER) return false;
       (*call->out)[i] = e->integer;
     }

@@ -1,10 +1,11 @@
 // RedisLimiter: the limiter with its state in Redis, so that several front doors share exact
 // quotas.
 //
-// Each Check is one EVALSHA (limiter/redis_script.h decides every limit of the request
-// atomically inside Redis). Checks are spread over `pool_size` connections ("lanes", each with
-// connect and command timeouts); on a lane, the checks that arrive while one is in flight are
-// pipelined together: all written, then all replies read. A lone check is one round trip.
+// Checks are decided by one Lua script inside Redis (limiter/redis_script.h decides every
+// limit of a check atomically). Checks are spread over `pool_size` connections ("lanes", each
+// with connect and command timeouts); on a lane, the checks that arrive while one is in flight
+// go out together as one call of the script (one EVALSHA deciding them one after the other),
+// so Redis pays the script call once per batch. A lone check is one round trip.
 //
 // When Redis is unreachable or slow (an error, or no answer within one command timeout of the
 // check), the front door keeps serving (docs/limiter.md, "When Redis is unreachable"): limits

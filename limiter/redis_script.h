@@ -1,24 +1,27 @@
-// The Lua script that decides a request's limits inside Redis, atomically: the same
-// definitions as algorithm.cc (same integer arithmetic, exact in Lua's doubles below 2^53),
-// dry-running every limit and committing only if every enforced one admits.
+// The Lua script that decides checks' limits inside Redis, atomically: the same definitions as
+// algorithm.cc (same integer arithmetic, exact in Lua's doubles below 2^53), dry-running every
+// limit of a check and committing only if every enforced one admits. One call decides several
+// checks (a pipelined batch of them) one after the other, as separate calls would: Redis pays
+// a script call once for the batch.
 //
-// KEYS[i]: the state key of limit i. ARGV[1]: now (Unix ms); ARGV[2]: the deadline in Redis's
-// own clock (Unix µs; 0: none); then seven per limit: algorithm (the Algorithm enum's number),
-// limit, window_ms, max_wait_ms, cost, shadow (0/1), debt (units the front door admitted on
-// its own while Redis was unreachable, charged first as algorithm.h's Charge does). A cost of
-// 0 decides nothing (allowed, all else 0): the call only charges.
-// Returns five integers per limit: allowed (0/1), remaining, retry_after_ms, reset_ms,
-// delay_ms; or the single integer -1, having changed nothing, when it runs after the deadline
-// (the caller has stopped waiting and decided without Redis: counting the request here too
-// would count it twice).
+// KEYS: the state keys of every check's limits, check after check. ARGV[1]: the deadline in
+// Redis's own clock (Unix µs; 0: none); ARGV[2]: the number of checks; then per check: now
+// (Unix ms), its number of limits, and seven per limit: algorithm (the Algorithm enum's
+// number), limit, window_ms, max_wait_ms, cost, shadow (0/1), debt (units the front door
+// admitted on its own while Redis was unreachable, charged first as algorithm.h's Charge
+// does). A cost of 0 decides nothing (allowed, all else 0): the check only charges.
+// Returns five integers per limit, check after check: allowed (0/1), remaining,
+// retry_after_ms, reset_ms, delay_ms; or the single integer -1, having changed nothing, when
+// it runs after the deadline (the callers have stopped waiting and decided without Redis:
+// counting the checks here too would count them twice).
 #ifndef TWEETSEARCH_LIMITER_REDIS_SCRIPT_H_
 #define TWEETSEARCH_LIMITER_REDIS_SCRIPT_H_
 
 namespace tweetsearch::limiter {
 
 inline constexpr char kDecideScript[] = R"lua(
-local now = tonumber(ARGV[1])
-local deadline = tonumber(ARGV[2])
+local now = 0  -- the current check's
+local deadline = tonumber(ARGV[1])
 if deadline > 0 then
   local t = redis.call('TIME')
   if tonumber(t[1]) * 1000000 + tonumber(t[2]) > deadline then return {-1} end
@@ -272,39 +275,49 @@ local function charge(key, algo, L, W, max_wait, units)
   else charge_tat(key, L, W, units, W) end
 end
 
-for i = 1, #KEYS do
-  local b = 1 + (i - 1) * 7 + 1
-  local debt = tonumber(ARGV[b + 7])
-  if debt > 0 then
-    charge(KEYS[i], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]),
-           tonumber(ARGV[b + 4]), debt)
+-- Decides one check: its limits are KEYS[k0 + i] and ARGV[a + 7 (i - 1) + 1 ..+ 7] (i = 1..n).
+local function decide(k0, a, n, out)
+  for i = 1, n do
+    local b = a + (i - 1) * 7
+    local debt = tonumber(ARGV[b + 7])
+    if debt > 0 then
+      charge(KEYS[k0 + i], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]),
+             tonumber(ARGV[b + 4]), debt)
+    end
+  end
+  local results, all = {}, true
+  for i = 1, n do
+    local b = a + (i - 1) * 7
+    local algo, L, W = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
+    local max_wait, cost, shadow = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), ARGV[b + 6] == '1'
+    local key = KEYS[k0 + i]
+    local r
+    if cost == 0 then r = {1, 0, 0, 0, 0}  -- a check that only charges debts decides nothing
+    elseif algo == 0 then r = bucket(key, L, W, cost, false)
+    elseif algo == 1 then r = bucket(key, L, W, cost, true)
+    elseif algo == 2 then r = queue(key, L, W, max_wait, cost)
+    elseif algo == 3 then r = fixed(key, L, W, cost)
+    elseif algo == 4 then r = log(key, L, W, cost)
+    elseif algo == 5 then r = counter(key, L, W, cost)
+    else r = gcra(key, L, W, cost) end
+    results[i] = r
+    if r[1] == 0 and not shadow then all = false end
+  end
+  for i = 1, n do
+    local r = results[i]
+    if all and r[1] == 1 and r.commit then r.commit() end
+    for k = 1, 5 do out[#out + 1] = r[k] end
   end
 end
 
-local results, all = {}, true
-for i = 1, #KEYS do
-  local b = 1 + (i - 1) * 7 + 1
-  local algo, L, W = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
-  local max_wait, cost, shadow = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), ARGV[b + 6] == '1'
-  local key = KEYS[i]
-  local r
-  if cost == 0 then r = {1, 0, 0, 0, 0}  -- a call that only charges debts decides nothing
-  elseif algo == 0 then r = bucket(key, L, W, cost, false)
-  elseif algo == 1 then r = bucket(key, L, W, cost, true)
-  elseif algo == 2 then r = queue(key, L, W, max_wait, cost)
-  elseif algo == 3 then r = fixed(key, L, W, cost)
-  elseif algo == 4 then r = log(key, L, W, cost)
-  elseif algo == 5 then r = counter(key, L, W, cost)
-  else r = gcra(key, L, W, cost) end
-  r.shadow = shadow
-  results[i] = r
-  if r[1] == 0 and not shadow then all = false end
-end
 local out = {}
-for i = 1, #results do
-  local r = results[i]
-  if all and r[1] == 1 and r.commit then r.commit() end
-  for k = 1, 5 do out[#out + 1] = r[k] end
+local k0, a = 0, 3
+for _ = 1, tonumber(ARGV[2]) do
+  now = tonumber(ARGV[a])
+  local n = tonumber(ARGV[a + 1])
+  decide(k0, a + 1, n, out)
+  k0 = k0 + n
+  a = a + 2 + 7 * n
 end
 return out
 )lua";

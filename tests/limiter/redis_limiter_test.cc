@@ -154,9 +154,10 @@ TEST_F(RedisLimiterTest, ChargesOfUnitsAdmittedElsewhereAreAlikeInLuaAndCpp) {
       // As the limiters do: a dry run decides, and an admitted request is then committed.
       const Decision d = Decide(limit, it->second, now, cost, /*commit=*/false);
       if (d.allowed) Decide(limit, it->second, now, cost);
+      // One check: no deadline, one check, its now, one limit and the limit's seven.
       const std::vector<int64_t> r =
-          raw.Run({"EVAL", kDecideScript, "1", StrCat("charge:", AlgorithmName(a), ":", key),
-                   StrCat(now), "0", StrCat(static_cast<int>(a)), "10", "1000",
+          raw.Run({"EVAL", kDecideScript, "1", StrCat("charge:", AlgorithmName(a), ":", key), "0",
+                   "1", StrCat(now), "1", StrCat(static_cast<int>(a)), "10", "1000",
                    StrCat(limit.max_wait_ms), StrCat(cost), "0", StrCat(debt)});
       ASSERT_EQ(r.size(), 5u) << AlgorithmName(a) << " step " << i;
       ASSERT_EQ(d.allowed, r[0] == 1) << AlgorithmName(a) << " step " << i;
