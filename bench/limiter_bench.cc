@@ -4,12 +4,14 @@
 //   build/release/bench/limiter_bench --benchmark_filter=OneKey
 //   build/release/bench/limiter_bench --redis=6379 --threads=8 --lanes=2   # Redis decisions/s
 //   build/release/bench/limiter_bench --redis=6379 --hot-key=10000   # one key held at its limit
+//   build/release/bench/limiter_bench --redis=6379 --memory   # Redis memory per key and algorithm
 //   build/release/bench/limiter_bench --redis=6379 --freeze-pid=PID  # two front doors while the
 //                                                 # redis-server of PID is frozen (SIGSTOP)
 //
 // Decisions go through the whole Limiter (rule lookup, shard lock, state update, headers'
 // figures), as the front door calls it, with a ManualClock advancing 1 ms per call.
 #include <benchmark/benchmark.h>
+#include <hiredis/hiredis.h>
 #include <malloc.h>
 #include <signal.h>
 
@@ -274,6 +276,53 @@ void FrozenRedis(int port, pid_t pid) {
   }
 }
 
+// Redis's used_memory, from INFO memory; with `flush`, after emptying it (FLUSHALL SYNC).
+int64_t RedisUsedMemory(int port, bool flush = false) {
+  redisContext* c = redisConnect("127.0.0.1", port);
+  if (c == nullptr || c->err != 0) return -1;
+  if (flush) freeReplyObject(redisCommand(c, "FLUSHALL SYNC"));
+  auto* reply = static_cast<redisReply*>(redisCommand(c, "INFO memory"));
+  int64_t used = -1;
+  if (reply != nullptr && reply->type == REDIS_REPLY_STRING) {
+    const std::string_view text(reply->str, reply->len);
+    const size_t at = text.find("used_memory:");
+    if (at != std::string_view::npos) used = std::atoll(text.data() + at + 12);
+  }
+  if (reply != nullptr) freeReplyObject(reply);
+  redisFree(c);
+  return used;
+}
+
+// Redis memory per key: 100,000 keys, each with one request under one limit of 500 an hour,
+// per algorithm, in an emptied Redis (FLUSHALL: run it on a Redis of its own); used_memory
+// before and after, over the keys (the key tables' growth included). A sliding log's state
+// grows with its requests: one entry here.
+void RedisMemoryPerKey(int port) {
+  constexpr size_t kKeys = 100'000;
+  const std::vector<std::string> keys = Keys(kKeys);
+  std::cout << "redis memory per key, one request each (used_memory, " << kKeys << " keys):\n";
+  for (Algorithm a : kAll) {
+    ts::limiter::RedisOptions redis;
+    redis.port = port;
+    redis.key_prefix = "mem:" + std::to_string(static_cast<int>(a)) + ":";
+    auto limiter = ts::limiter::CreateRedisLimiterWithRules(OneLimit(a, 500, 3'600'000), {}, redis,
+                                                            ts::SystemClock());
+    const int64_t before = RedisUsedMemory(port, /*flush=*/true);
+    std::vector<std::thread> workers;
+    for (int t = 0; t < 4; ++t) {
+      workers.emplace_back([&, t] {
+        for (size_t i = static_cast<size_t>(t); i < kKeys; i += 4) {
+          limiter->Check({keys[i], "free", "search", "", 1, {}});
+        }
+      });
+    }
+    for (auto& w : workers) w.join();
+    const int64_t after = RedisUsedMemory(port);
+    std::cout << "  " << ts::limiter::AlgorithmName(a) << ": "
+              << (after - before) / static_cast<int64_t>(kKeys) << " B/key\n";
+  }
+}
+
 int main(int argc, char** argv) {
   // As in tweetsearchd: the lock-order graph is a debugging aid, not for production.
   if (std::getenv("KEEP_DEADLOCK_DETECTION") == nullptr) {
@@ -284,6 +333,7 @@ int main(int argc, char** argv) {
   int redis_port = 0, threads = 8, lanes = 2;
   uint64_t hot_limit = 0;
   pid_t freeze_pid = 0;
+  bool memory = false;
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
     if (a.starts_with("--redis=")) redis_port = std::stoi(std::string(a.substr(8)));
@@ -291,6 +341,11 @@ int main(int argc, char** argv) {
     if (a.starts_with("--lanes=")) lanes = std::stoi(std::string(a.substr(8)));
     if (a.starts_with("--hot-key=")) hot_limit = std::stoull(std::string(a.substr(10)));
     if (a.starts_with("--freeze-pid=")) freeze_pid = std::stoi(std::string(a.substr(13)));
+    if (a == "--memory") memory = true;
+  }
+  if (redis_port != 0 && memory) {
+    RedisMemoryPerKey(redis_port);
+    return 0;
   }
   if (redis_port != 0 && freeze_pid != 0) {
     FrozenRedis(redis_port, freeze_pid);

@@ -65,11 +65,11 @@ redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
 return redis.call('ZCARD', KEYS[1])
 )lua";
 
-// The moment front doors back from an outage stop settling: set by the first (in ARGV[1] ms),
-// read by the others; ms left.
+// The moment front doors back from an outage stop settling, on their clocks (Unix ms): the
+// first sets it (ARGV[1], kept ARGV[2] ms), the others read it.
 constexpr char kSettleScript[] = R"lua(
-redis.call('SET', KEYS[1], '1', 'PX', tonumber(ARGV[1]), 'NX')
-return {math.max(0, redis.call('PTTL', KEYS[1]))}
+redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]), 'NX')
+return {tonumber(redis.call('GET', KEYS[1]) or ARGV[1])}
 )lua";
 
 std::string RandomId() {
@@ -231,7 +231,7 @@ class RedisLimiter final : public Limiter {
       // word in between.
       settle_until_.store(now + SettleMs(), std::memory_order_release);
       if (Carry(request, buckets, n, limits, /*probe=*/true, now)) {
-        settle_until_.store(now + SharedSettle(now), std::memory_order_release);
+        settle_until_.store(SharedSettle(now), std::memory_order_release);
         owed_cv_.notify_all();
       }
     }
@@ -256,19 +256,23 @@ class RedisLimiter final : public Limiter {
     return v;
   }
 
-  // How long, from now, front doors back from an outage of Redis go on deciding locally while
-  // carrying what they admit. Every front door that lost Redis probes it within a retry
-  // interval of its return and carries its debts as it does; they all settle until the same
-  // moment, which the first to return sets in Redis (if one went back to Redis while another
-  // still decided locally, Redis would not know what the other admits meanwhile).
+  // How long front doors back from an outage of Redis go on deciding locally while carrying
+  // what they admit. Every front door that lost Redis probes it within a retry interval of its
+  // return and carries its debts as it does; they all settle until the same moment on their
+  // clocks, which the first to return sets in Redis (if one went back to Redis's decisions
+  // while another still decided locally, Redis would not know what the other admits
+  // meanwhile). Front doors' clocks are assumed to agree to a few ms (NTP).
   int64_t SettleMs() const { return redis_.retry_interval_ms + 2 * redis_.command_timeout_ms; }
+  // The moment to settle until.
   int64_t SharedSettle(int64_t now) {
+    const int64_t own = now + SettleMs();
     Command command;
-    command.raw = {"EVAL", kSettleScript, "1", StrCat(redis_.key_prefix, "settle"),
-                   StrCat(SettleMs())};
-    std::vector<int64_t> left;
-    if (!Evaluate(&command, 1, &left, /*probe=*/false, now)) return SettleMs();
-    return std::min(SettleMs(), left[0]);
+    command.raw = {"EVAL",      kSettleScript,     "1", StrCat(redis_.key_prefix, "settle"),
+                   StrCat(own), StrCat(SettleMs())};
+    std::vector<int64_t> until;
+    if (!Evaluate(&command, 1, &until, /*probe=*/false, now)) return own;
+    // Another front door's moment, unless it makes no sense on this clock.
+    return until[0] >= now && until[0] <= own ? until[0] : own;
   }
 
   // Carries the request's debts to Redis (a script call that charges and decides nothing), as
