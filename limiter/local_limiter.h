@@ -34,7 +34,7 @@ class LocalLimiter : public Limiter {
   virtual void Mirror(const CheckRequest& request, std::span<const uint64_t> remaining,
                       uint64_t front_doors, int64_t now_ms) = 0;
   // Moves the units admitted locally for `request`'s limits, not yet carried to Redis, into
-  // `debts` (zero where none; resized to the number of limits). False when nothing is owed.
+  // `debts` (one per limit; zero where none). False when nothing is owed.
   virtual bool TakeDebts(const CheckRequest& request, std::span<uint64_t> debts) = 0;
   // Gives debts back after the Redis call that was to carry them failed.
   virtual void ReturnDebts(const CheckRequest& request, std::span<const uint64_t> debts) = 0;
