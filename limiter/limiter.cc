@@ -93,6 +93,7 @@ class ShardLocks {
   size_t first_, second_;
 };
 
+// How many limits the first `n` buckets' rule sets hold (LimitsOf without building the list).
 size_t LimitCount(const std::array<Bucket, 2>& buckets, size_t n) {
   size_t count = 0;
   for (size_t i = 0; i < n; ++i) count += buckets[i].set->limits.size();
@@ -402,20 +403,13 @@ bool RefusesWithoutRedis(const RuleLimit& limit, uint64_t front_doors) {
 
 Rules ShareRules(const Rules& rules, uint64_t front_doors) {
   Rules shared = rules;
-  auto cut = [front_doors](RuleSet& set) {
+  ForEachRuleSet(shared, [front_doors](RuleSet& set, auto...) {
     for (RuleLimit& r : set.limits) {
       if (r.fail == FailMode::kShare) {
         r.limit.limit = std::max<uint64_t>(1, r.limit.limit / std::max<uint64_t>(1, front_doors));
       }
     }
-  };
-  for (auto& [tier, endpoints] : shared.tiers) {
-    for (auto& [endpoint, set] : endpoints) cut(set);
-  }
-  for (auto& [key, endpoints] : shared.keys) {
-    for (auto& [endpoint, set] : endpoints) cut(set);
-  }
-  for (auto& [endpoint, set] : shared.anonymous) cut(set);
+  });
   return shared;
 }
 

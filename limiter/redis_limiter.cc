@@ -122,10 +122,7 @@ class RedisLimiter final : public Limiter {
     const size_t n = MatchRules(rules, request, &key_buffers, buckets);
     if (n == 0) return Verdict{};
     const int64_t now = clock_.NowUnixMillis();
-    std::vector<const RuleLimit*> limits;
-    for (size_t i = 0; i < n; ++i) {
-      for (const RuleLimit& r : buckets[i].set->limits) limits.push_back(&r);
-    }
+    const std::vector<const RuleLimit*> limits = LimitsOf(buckets, n);
     if (!up_.load(std::memory_order_acquire) ||
         now < settle_until_.load(std::memory_order_acquire)) {
       return Degraded(request, buckets, n, limits, now);
@@ -338,10 +335,7 @@ class RedisLimiter final : public Limiter {
     thread_local std::array<std::string, 2> key_buffers;
     std::array<Bucket, 2> buckets;
     const size_t n = MatchRules(rules, request, &key_buffers, buckets);
-    std::vector<const RuleLimit*> limits;
-    for (size_t i = 0; i < n; ++i) {
-      for (const RuleLimit& r : buckets[i].set->limits) limits.push_back(&r);
-    }
+    const std::vector<const RuleLimit*> limits = LimitsOf(buckets, n);
     return n == 0 || Carry(request, buckets, n, limits, /*probe=*/false, clock_.NowUnixMillis());
   }
 

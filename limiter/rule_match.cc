@@ -119,13 +119,27 @@ void PrepareRules(Rules& rules) {
     }
     set.fingerprint = h;
   };
+  ForEachRuleSet(rules, prepare);
+}
+
+void ForEachRuleSet(Rules& rules,
+                    const std::function<void(RuleSet&, std::string_view, std::string_view,
+                                             std::string_view)>& visit) {
   for (auto& [tier, endpoints] : rules.tiers) {
-    for (auto& [endpoint, set] : endpoints) prepare(set, "t", tier, endpoint);
+    for (auto& [endpoint, set] : endpoints) visit(set, "t", tier, endpoint);
   }
   for (auto& [key, endpoints] : rules.keys) {
-    for (auto& [endpoint, set] : endpoints) prepare(set, "k", key, endpoint);
+    for (auto& [endpoint, set] : endpoints) visit(set, "k", key, endpoint);
   }
-  for (auto& [endpoint, set] : rules.anonymous) prepare(set, "a", "", endpoint);
+  for (auto& [endpoint, set] : rules.anonymous) visit(set, "a", "", endpoint);
+}
+
+std::vector<const RuleLimit*> LimitsOf(const std::array<Bucket, 2>& buckets, size_t n) {
+  std::vector<const RuleLimit*> limits;
+  for (size_t i = 0; i < n; ++i) {
+    for (const RuleLimit& r : buckets[i].set->limits) limits.push_back(&r);
+  }
+  return limits;
 }
 
 bool Fold(const RuleLimit& r, const Decision& d, Verdict* v) {

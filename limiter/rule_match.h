@@ -43,6 +43,16 @@ struct Bucket {
 size_t MatchRules(const Rules& rules, const CheckRequest& request, std::array<std::string, 2>* keys,
                   std::array<Bucket, 2>& out);
 
+// The limits of the first `n` buckets' rule sets, in order (the first bucket's, then the
+// second's): the order of a check's limits everywhere (Redis script arguments, debts, mirror).
+std::vector<const RuleLimit*> LimitsOf(const std::array<Bucket, 2>& buckets, size_t n);
+
+// Calls `visit(set, kind, owner, endpoint)` for every rule set: kind "t" (owner: the tier), "k"
+// (owner: the key prefix) or "a" (anonymous, no owner).
+void ForEachRuleSet(Rules& rules,
+                    const std::function<void(RuleSet&, std::string_view, std::string_view,
+                                             std::string_view)>& visit);
+
 // The RateLimit-Policy text of the first `n` buckets' rule sets.
 std::string JoinedPolicy(const std::array<Bucket, 2>& buckets, size_t n);
 
