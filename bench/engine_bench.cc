@@ -3,6 +3,7 @@
 //
 //   engine_bench --tweets 1000000            # the numbers docs/benchmarks.md records
 //   engine_bench --sentiment140 ../shared/data/sentiment140-20k.csv
+//   engine_bench --tweets 10000000 --index-dir /tmp/idx10m   # builds once, reuses after
 //
 // Single-threaded throughout: indexing runs on one core, and each query runs alone.
 #include <CLI/CLI.hpp>
@@ -13,12 +14,15 @@
 #include <iostream>
 #include <optional>
 #include <random>
+#include <sstream>
 
 #include "bench/query_mix.h"
+#include "common/file_util.h"
 #include "common/memory.h"
 #include "common/synthetic.h"
 #include "common/tweet_csv.h"
 #include "indexer/index/index.h"
+#include "indexer/index/sealed_segment.h"
 #include "indexer/index/tweet_sources.h"
 #include "indexer/query/searcher.h"
 
@@ -51,14 +55,20 @@ struct Latency {
   std::string slowest;  // the slowest query and its time
 };
 
+// With counts_cached, each query first runs once newest first with the segments' count caches
+// on, and is then timed with them: the ranking alone.
 Latency Measure(const ts::index::Index& index, const std::vector<std::string>& queries,
-                ts::query::SortMode sort, int64_t now_ms) {
+                ts::query::SortMode sort, int64_t now_ms, bool counts_cached) {
   std::vector<double> micros;
   double hits = 0;
   double slowest = -1;
   std::string slowest_query;
   for (const std::string& q : queries) {
-    std::optional<ts::bench::TimedQuery> timed = ts::bench::TimeQuery(index, q, sort, now_ms);
+    if (counts_cached) {
+      (void)ts::bench::TimeQuery(index, q, ts::query::SortMode::kNewest, now_ms, false, true);
+    }
+    std::optional<ts::bench::TimedQuery> timed =
+        ts::bench::TimeQuery(index, q, sort, now_ms, false, counts_cached);
     if (!timed.has_value()) continue;
     micros.push_back(timed->micros);
     if (micros.back() > slowest) {
@@ -130,7 +140,21 @@ struct Flags {
   std::vector<int> sorts;
   std::vector<std::string> kind_names;
   bool compacted_only = false;
+  std::string index_dir;
+  bool counts_cached = false;
+  std::vector<std::string> query_texts;
 };
+
+// The query mixes, or the queries the flags name (each repeated --queries times).
+std::vector<ts::bench::QueryKind> Queries(const std::vector<std::string>& words,
+                                          const Flags& flags) {
+  if (flags.query_texts.empty()) return ts::bench::MakeQueries(words, flags.queries, 7);
+  std::vector<ts::bench::QueryKind> kinds;
+  for (const std::string& q : flags.query_texts) {
+    kinds.push_back({q, std::vector<std::string>(flags.queries, q)});
+  }
+  return kinds;
+}
 
 // The corpus, built before indexing so that indexing is timed alone; nullopt (after printing
 // why) if the CSV cannot be read.
@@ -226,7 +250,8 @@ std::vector<std::string> WordsByRank(const ts::index::Index& index,
 void PrintQueryLatency(const ts::index::Index& index,
                        const std::vector<ts::bench::QueryKind>& kinds, const Flags& flags,
                        int64_t now_ms, const std::string& layout) {
-  std::cout << "## Query latency, top 20, single thread, " << layout << "\n\n";
+  std::cout << "## Query latency, top 20, single thread, " << layout
+            << (flags.counts_cached ? ", counts cached (ranking alone)" : "") << "\n\n";
   std::cout << "| query | sort | p50 µs | p99 µs | mean µs | hits | slowest |\n"
                "|---|---|---|---|---|---|---|\n";
   for (const ts::bench::QueryKind& kind : kinds) {
@@ -241,7 +266,7 @@ void PrintQueryLatency(const ts::index::Index& index,
                                             static_cast<int>(sort)) == flags.sorts.end()) {
         continue;
       }
-      const Latency l = Measure(index, kind.queries, sort, now_ms);
+      const Latency l = Measure(index, kind.queries, sort, now_ms, flags.counts_cached);
       std::cout << "| " << kind.name << " | " << name << " | " << std::setprecision(1) << l.p50_us
                 << " | " << l.p99_us << " | " << l.mean_us << " | " << std::setprecision(1)
                 << l.avg_hits << " | " << l.slowest << " |\n";
@@ -272,6 +297,50 @@ void CompareStopWords(const ts::index::IndexOptions& options,
             << "% smaller).\n\n";
 }
 
+// What a compacted index saved by --index-dir needs beside it to be queried as when it was
+// built: the query time and the vocabulary by rank.
+constexpr char kVocabularyFile[] = "/engine_bench_vocabulary";
+
+void SaveForReuse(ts::index::Index& index, const std::string& dir, int64_t now_ms,
+                  const std::vector<std::string>& words) {
+  std::string text = std::to_string(now_ms) + "\n";
+  for (const std::string& w : words) text += w + "\n";
+  if (absl::Status s = index.Save(dir); !s.ok()) {
+    std::cerr << "cannot save the index: " << s << "\n";
+  } else if (s = ts::WriteFileAtomically(dir + kVocabularyFile, text); !s.ok()) {
+    std::cerr << "cannot save the vocabulary: " << s << "\n";
+  }
+}
+
+// Queries the compacted index an earlier run saved in flags.index_dir, if there is one.
+bool RunOnSavedIndex(const ts::index::IndexOptions& options, const Flags& flags) {
+  absl::StatusOr<std::string> vocabulary = ts::ReadFile(flags.index_dir + kVocabularyFile);
+  if (!vocabulary.ok()) return false;
+  absl::StatusOr<std::unique_ptr<ts::index::Index>> index =
+      ts::index::Index::Open(options, flags.index_dir);
+  if (!index.ok()) {
+    std::cerr << "cannot open " << flags.index_dir << ": " << index.status() << "\n";
+    return false;
+  }
+  // Every byte read and checked once, so that queries time the lists rather than their
+  // first verification and page faults.
+  for (const auto& segment : (*index)->Snapshot()->segments) {
+    if (const auto* sealed = dynamic_cast<const ts::index::SealedSegment*>(segment.get())) {
+      if (absl::Status s = sealed->VerifyAll(); !s.ok()) std::cerr << s << "\n";
+    }
+  }
+  std::cout << std::fixed;
+  std::istringstream in(*vocabulary);
+  int64_t now_ms = 0;
+  in >> now_ms;
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  std::cout << "Reusing the compacted index of " << (*index)->Stats().documents
+            << " tweets saved in " << flags.index_dir << ".\n\n";
+  PrintQueryLatency(**index, Queries(words, flags), flags, now_ms, "compacted into 1 segment");
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -291,15 +360,24 @@ int main(int argc, char** argv) {
   app.add_option("--stop-word-comparison", flags.stop_words,
                  "Also index without stop words and compare memory")
       ->capture_default_str();
+  app.add_option("--index-dir", flags.index_dir,
+                 "Save the compacted index here, or query the one an earlier run saved here "
+                 "(same flags) without building it again");
+  app.add_option("--query", flags.query_texts,
+                 "Time these queries, each --queries times, instead of the query mixes");
+  app.add_flag("--counts-cached", flags.counts_cached,
+               "Time the ranking alone: each query's counts come from the segments' caches, "
+               "filled by running it once before");
   CLI11_PARSE(app, argc, argv);
+  const ts::index::IndexOptions options;
+  if (!flags.index_dir.empty() && RunOnSavedIndex(options, flags)) return 0;
 
   std::optional<std::vector<ts::index::IndexDoc>> docs = LoadCorpus(flags);
   if (!docs.has_value()) return 1;
-  const ts::index::IndexOptions options;
   std::unique_ptr<ts::index::Index> index = IndexAndReport(options, *docs);
   const int64_t now_ms = docs->empty() ? 0 : docs->back().created_at_ms;
-  const std::vector<ts::bench::QueryKind> kinds =
-      ts::bench::MakeQueries(WordsByRank(*index, *docs), flags.queries, 7);
+  const std::vector<std::string> words = WordsByRank(*index, *docs);
+  const std::vector<ts::bench::QueryKind> kinds = Queries(words, flags);
 
   const ts::index::IndexStats segmented = index->Stats();
   std::cout << std::fixed;
@@ -320,6 +398,7 @@ int main(int argc, char** argv) {
   PrintMemory(label.c_str(), segmented);
   PrintMemory("compacted into 1 segment", compacted);
   std::cout << "\nCompaction took " << std::setprecision(2) << compact_seconds << " s.\n\n";
+  if (!flags.index_dir.empty()) SaveForReuse(*index, flags.index_dir, now_ms, words);
   if (flags.stop_words && flags.sentiment140.empty()) CompareStopWords(options, *docs, compacted);
 
   PrintQueryLatency(*index, kinds, flags, now_ms, "compacted into 1 segment");
