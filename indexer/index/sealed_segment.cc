@@ -38,9 +38,18 @@ constexpr size_t kSingleHeaderBytes = 3;  // doc_bits, freq_bits, pos_bits
 constexpr uint8_t kManyTf = 255;
 // A doc_bits value meaning: the block's DocIds are a bitmap, one bit per DocId from the block's
 // start (the previous block's last DocId + 1) to its last DocId. Chosen for blocks of more-than-
-// one-block lists when smaller than the packed gaps; a dense term then answers "is DocId x in
-// this block, or which is the next one" from the bits alone, without decoding the block.
+// one-block lists when smaller than the packed gaps, or when dense: at least one posting per
+// kBitmapDensity DocIds (Roaring's container rule). A dense term then answers "is DocId x in
+// this block, or which is the next one" from the bits alone, without decoding the block: a
+// conjunction of a rare and a dense word, ranked or counted, then decodes only the rare list.
 constexpr uint8_t kBitmapDocs = 0x40;
+constexpr uint32_t kBitmapDensity = 16;
+
+uint64_t LoadWordAt(const uint8_t* p) {
+  uint64_t x;
+  std::memcpy(&x, p, sizeof(x));
+  return x;
+}
 
 uint64_t LoadWord(const uint8_t* bits, uint32_t word) {
   uint64_t x;
@@ -127,6 +136,21 @@ void PackBands(const EntryBands& bands, SkipEntry* e) {
     e->band_tf[b / 4] =
         static_cast<uint8_t>(e->band_tf[b / 4] | (bands.tf[b] - 1) << (2 * (b % 4)));
   }
+}
+
+// The likes bands (bit b) an entry's block holds a posting of: those with a length code.
+uint32_t BandsOf(const SkipEntry& e) {
+  static_assert(sizeof(e.band_lengths) > 8 && sizeof(e.band_lengths) <= 16);
+  uint64_t lo = 0, hi = 0;  // bits 0-63 and 64-79 of the codes
+  std::memcpy(&lo, e.band_lengths, 8);
+  std::memcpy(&hi, e.band_lengths + 8, sizeof(e.band_lengths) - 8);
+  uint32_t bands = 0;
+  for (int b = 0; b < kLikesBands; ++b) {
+    const int bit = 5 * b;
+    const uint64_t v = bit >= 64 ? hi >> (bit - 64) : lo >> bit | (bit > 59 ? hi << (64 - bit) : 0);
+    bands |= static_cast<uint32_t>((v & 31) != 0) << b;
+  }
+  return bands;
 }
 
 PostingBound BoundOf(const SkipEntry& e, bool single_block) {
@@ -295,6 +319,11 @@ class SealedCursor final : public PostingCursor {
     if (shallow_ == kNoBlock || shallow_ >= num_blocks_) return BoundOf(entry_, false);
     return BoundOf(ReadSkip(base_, doc_freq_, shallow_), false);
   }
+  uint32_t shallow_bands() const override {
+    if (num_blocks_ <= 1) return PostingCursor::shallow_bands();
+    if (shallow_ == kNoBlock || shallow_ >= num_blocks_) return BandsOf(entry_);
+    return BandsOf(ReadSkip(base_, doc_freq_, shallow_));
+  }
 
  private:
   // Moves to the next block's first posting, or to kEndDoc after the last block.
@@ -326,25 +355,18 @@ class SealedCursor final : public PostingCursor {
   }
 
   // ORs bits [lo, hi) of the bitmap block into `words`, whose bit 0 is DocId `from`
-  // (start_ + lo >= from), a byte at a time.
+  // (start_ + lo >= from).
   void CopyBits(uint32_t lo, uint32_t hi, DocId from, uint64_t* words) const {
-    if (lo >= hi) return;
-    const uint32_t last = (hi - 1) / 8;
-    for (uint32_t j = lo / 8; j <= last; ++j) {
-      uint64_t b = bits_[j];
-      if (j == lo / 8) b &= 0xFFu << (lo % 8);
-      if (j == last) b &= 0xFFu >> (7 - (hi - 1) % 8);
-      if (b == 0) continue;
-      // The byte's bit 0 is DocId start_ + 8j, which may lie before `from` (its bits there
-      // are masked off above).
-      int64_t at = int64_t{start_} + 8 * int64_t{j} - from;
-      if (at < 0) {
-        b >>= -at;
-        at = 0;
-      }
-      const uint64_t w = static_cast<uint64_t>(at) / 64, shift = static_cast<uint64_t>(at) % 64;
-      words[w] |= b << shift;
-      if (shift > 56 && (b >> (64 - shift)) != 0) words[w + 1] |= b >> (64 - shift);
+    // 56 bits at a time: a word loaded at any byte holds at least 56 bits from any of its
+    // byte's bits (the postings buffer is padded past every bitmap).
+    for (uint32_t i = lo; i < hi;) {
+      const uint32_t n = std::min<uint32_t>(56, hi - i);
+      const uint64_t b = LoadWordAt(bits_ + i / 8) >> (i % 8) & ((uint64_t{1} << n) - 1);
+      // The block's bit i is DocId start_ + i, at or past `from`.
+      const uint64_t at = uint64_t{start_} + i - from, shift = at % 64;
+      words[at / 64] |= b << shift;
+      if (shift + n > 64) words[at / 64 + 1] |= b >> (64 - shift);
+      i += n;
     }
   }
 
@@ -552,7 +574,7 @@ class ListEncoder {
     block_.clear();
     entry.doc_bits = PackPFor(gaps_, &block_);
     const uint32_t span = entry.last_doc - block_start + 1;
-    if (!single && (span + 7) / 8 < block_.size()) {
+    if (!single && (span <= kBitmapDensity * docs_.size() || (span + 7) / 8 < block_.size())) {
       block_.assign((span + 7) / 8, '\0');
       for (DocId doc : docs_) {
         const uint32_t bit = doc - block_start;

@@ -128,6 +128,15 @@ class PostingCursor {
     return doc() == kEndDoc ? kEndDoc : kEndDoc - 1;
   }
   virtual PostingBound shallow_bound() const { return list_bound(); }
+  // The likes bands (bit b) of shallow_bound() that hold a posting, without the rest.
+  virtual uint32_t shallow_bands() const {
+    const PostingBound b = shallow_bound();
+    uint32_t bands = 0;
+    for (int i = 0; i < kLikesBands; ++i) {
+      bands |= static_cast<uint32_t>(b.band_length[i] != kBandEmpty) << i;
+    }
+    return bands;
+  }
   // The list's champions (champions.h), if it has them: false for short lists, active
   // segments and files written before champions existed.
   virtual bool champions(Champions* out) const {
@@ -361,8 +370,8 @@ class Segment {
   CountCache& count_cache() const { return count_cache_; }
 
   // The segment's most liked tweets in tiers (likes_tiers.h), smallest first, built on first
-  // use; empty where the segment keeps none (an active segment, whose likes all change in
-  // place).
+  // use (the index asks once it has written or loaded the segment); empty where the segment keeps
+  // none (an active segment, whose likes all change in place).
   virtual std::span<const LikesTier> likes_tiers() const { return {}; }
 
   // OK, or DataLoss once a damaged part of the segment was met (a query that opened terms of

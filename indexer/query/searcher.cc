@@ -53,8 +53,9 @@ class Matcher {
   // For pruning, from block bounds and without decoding: the likes bands (bit b) in which a
   // match in DocIds [target, *end] may lie, lowering *end to where that answer may change,
   // and adding to sums[b] the most its Score() can be for such a match of band b (for bands
-  // it answers; more elsewhere is harmless). Requires: targets do not decrease, and no
-  // target is below a DocId the matcher was moved to. (Not for excluded matchers.)
+  // it answers; more elsewhere is harmless; no sums when null). Requires: targets do not
+  // decrease, and no target is below a DocId the matcher was moved to. (Not for excluded
+  // matchers.)
   virtual uint32_t WindowBands(DocId target, DocId* end, double* sums) = 0;
 
  protected:
@@ -120,6 +121,7 @@ class TermMatcher final : public Matcher {
     const DocId last = cursor_->ShallowAdvance(target);
     if (last == kEndDoc) return 0;
     *end = std::min(*end, last);
+    if (sums == nullptr) return cursor_->shallow_bands();
     return AddBandText(cursor_->shallow_bound(), sums);
   }
 
@@ -758,11 +760,10 @@ class Evaluation {
         (plan_.root.kind == PlanNode::Kind::kTerm || plan_.root.kind == PlanNode::Kind::kOr);
     const std::span<const index::LikesTier> tiers =
         counted ? segment.likes_tiers() : std::span<const index::LikesTier>();
-    if (tiers.empty()) {
-      RunExhaustive(segment, builder.Build(plan_.root));
-      return;
-    }
     const Columns& c = segment.columns();
+    // Rows whose likes changed since the segment was written have no place in its block
+    // bounds or tiers (which count the likes it was written with): offered first, then passed
+    // over.
     std::vector<DocId> changed;
     c.ChangedLikesRows(&changed);
     uint64_t offered_likes = UINT64_MAX;  // rows written with this many likes were offered
@@ -777,6 +778,10 @@ class Evaluation {
     VisitAmong(builder, changed, [&](DocId d, Matcher& m) {
       if (std::optional<SortKey> key = Accept(c, d)) Offer(c, d, *key, m);
     });
+    if (tiers.empty()) {
+      RunExhaustive(segment, builder.Build(plan_.root), offered);
+      return;
+    }
     // At most this many rows match (about as many: an OR's terms overlap little).
     const uint64_t matches = builder.Build(plan_.root)->Cost();
     const index::LikesTier* first = &PickTier(tiers, matches, segment.VisibleDocs());
@@ -834,19 +839,27 @@ class Evaluation {
     return tiers.back();
   }
 
-  // Offers every match of `m` (but those `offered` says were), in the order of the sort.
+  // Offers every match of `m` in most-liked order but those `offered` says were (which must
+  // include every row whose likes changed since the segment was written), skipping the
+  // windows whose block bounds hold no likes band that can reach the k-th hit, and the ranges
+  // of DocIds with too few likes.
   void RunExhaustive(const Segment& segment, std::unique_ptr<Matcher> m,
-                     const std::function<bool(DocId)>& offered = nullptr) {
+                     const std::function<bool(DocId)>& offered) {
     const Columns& c = segment.columns();
     const DocId visible = segment.VisibleDocs();
-    const bool by_likes = options_.sort == SortMode::kMostLiked;
+    DocId window_end = 0;  // [d, window_end] holds a band that passed
+    bool in_window = false;
     for (DocId d = m->doc(); d != kEndDoc;) {
-      if (by_likes && top_.full()) {
-        // Skip the ranges where no tweet has enough likes to enter the top k.
+      if (top_.full()) {
+        const auto likes = static_cast<uint64_t>(top_.worst().primary);
         DocId target = d;
-        if (!SkipToLikes(c, visible, static_cast<uint64_t>(top_.worst().primary), &target)) {
-          return;
+        if (!in_window || d > window_end) {
+          target = SkipBandWindows(*m, visible, d, likes, &window_end);
+          in_window = target != kEndDoc;
+          if (target == kEndDoc) return;
         }
+        // Skip the ranges where no tweet has enough likes to enter the top k.
+        if (target == d && !SkipToLikes(c, visible, likes, &target)) return;
         if (target != d) {
           m->Advance(target);
           d = m->doc();
@@ -872,6 +885,24 @@ class Evaluation {
                            options_.now_ms);
     }
     return bound_;
+  }
+
+  // From `target` on, skips the windows in which `m`'s block bounds (WindowBands) hold no
+  // posting of a likes band that reaches `likes`: every tweet there was written with fewer
+  // likes (rows whose likes changed are offered apart). Returns the first DocId not ruled
+  // out, with *end the last DocId of its window, or kEndDoc.
+  DocId SkipBandWindows(Matcher& m, DocId visible, DocId target, uint64_t likes, DocId* end) {
+    const int band = likes > UINT32_MAX ? index::kLikesBands - 1
+                                        : index::LikesBand(static_cast<uint32_t>(likes));
+    const uint32_t wanted = ~((1u << band) - 1);
+    while (target < visible) {
+      *end = visible - 1;
+      if ((m.WindowBands(target, end, nullptr) & wanted) != 0) return target;
+      pruned_ = true;
+      if (*end >= visible - 1) return kEndDoc;
+      target = *end + 1;
+    }
+    return kEndDoc;
   }
 
   // Moves `d` past the ranges that cannot hold a tweet with `likes` likes. Returns false when

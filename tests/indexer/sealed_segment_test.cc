@@ -203,6 +203,11 @@ TEST(SealedSegmentTest, BlockBoundsHoldEveryPostingsLikesBandLengthAndFrequency)
       ASSERT_EQ(walker->block_last_doc(), last) << target;
       ASSERT_EQ(walker->block_bound().band_length, shallow->shallow_bound().band_length);
       ASSERT_EQ(walker->block_bound().band_tf, shallow->shallow_bound().band_tf);
+      uint32_t bands = 0;  // shallow_bands() names the bands the bound holds a posting of
+      for (int band = 0; band < kLikesBands; ++band) {
+        if (shallow->shallow_bound().band_length[band] != kBandEmpty) bands |= 1u << band;
+      }
+      ASSERT_EQ(shallow->shallow_bands(), bands) << target;
     }
   }
 }
@@ -223,6 +228,18 @@ TEST(SealedSegmentTest, DenseBlocksAreBitmapsAndCursorsAgreeWithTheirDocs) {
   }
   auto segment = builder.Build();
   EXPECT_GT(segment->stats().bitmap_blocks, 0u);
+  {
+    // A term in one tweet of ten is stored as bitmaps too (a block spanning at most 16 DocIds
+    // per posting is one), though its packed gaps would take less room: 300 postings, three
+    // blocks.
+    SealedSegmentBuilder tenth;
+    for (uint32_t i = 0; i < 3000; ++i) {
+      const uint32_t doc = tenth.AddDoc({TweetId{i + 1}, 0, 1, 0, 20, 0});
+      const uint32_t position = 0;
+      if (i % 10 == 0) tenth.AddPosting("tenth", doc, std::span(&position, 1));
+    }
+    EXPECT_EQ(tenth.Build()->stats().bitmap_blocks, 3u);
+  }
   // DocId d holds tweet 3000 - d, built from i = 2999 - d.
   auto expected = [&](const std::vector<bool>& has) {
     std::vector<DocId> docs;
