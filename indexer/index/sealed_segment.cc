@@ -1322,9 +1322,23 @@ std::span<const LikesTier> SealedSegment::likes_tiers() const {
     tiers_ = BuildLikesTiers(columns(), num_docs_);
     size_t bytes = 0;
     for (const LikesTier& t : tiers_) bytes += t.docs.capacity() * sizeof(DocId);
+    if (const LikesTier* tier = TierForPostings(tiers_, num_docs_)) {
+      const uint32_t long_list = std::max(kTierListMinDocs, num_docs_ / kTierListMinShare);
+      std::vector<std::string> terms;
+      dictionary_.ForEach([&](std::string_view term, TermDictionary::Entry entry) {
+        if (entry.doc_freq >= long_list) terms.emplace_back(term);
+      });
+      tier_postings_ = BuildTierPostings(*this, num_docs_, *tier, terms);
+      bytes += tier_postings_->MemoryBytes();
+    }
     tiers_bytes_.store(bytes, std::memory_order_release);
   });
   return tiers_;
+}
+
+const TierPostings* SealedSegment::tier_postings() const {
+  (void)likes_tiers();  // built with them
+  return tier_postings_.get();
 }
 
 absl::Status SealedSegment::Health() const {

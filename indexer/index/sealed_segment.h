@@ -100,6 +100,7 @@ class SealedSegment final : public Segment {
   size_t MemoryBytes() const override;
   absl::Status Health() const override;
   std::span<const LikesTier> likes_tiers() const override;
+  const TierPostings* tier_postings() const override;
 
   uint32_t num_docs() const { return num_docs_; }
   uint32_t num_live_docs() const;
@@ -134,7 +135,8 @@ class SealedSegment final : public Segment {
   SealedStats stats_;
   mutable std::once_flag tiers_once_;
   mutable std::vector<LikesTier> tiers_;
-  mutable std::atomic<size_t> tiers_bytes_{0};  // set once the tiers are built
+  mutable std::unique_ptr<TierPostings> tier_postings_;  // built with tiers_
+  mutable std::atomic<size_t> tiers_bytes_{0};           // set once the tiers are built
 };
 
 // Builds a sealed segment from documents in any order, renumbering them newest first.

@@ -35,6 +35,7 @@ namespace tweetsearch::index {
 using DocId = uint32_t;  // segment-local
 struct Champions;
 struct LikesTier;
+class TierPostings;
 inline constexpr DocId kEndDoc = std::numeric_limits<DocId>::max();
 
 // A tweet as the index receives it.
@@ -373,6 +374,9 @@ class Segment {
   // use (the index asks once it has written or loaded the segment); empty where the segment keeps
   // none (an active segment, whose likes all change in place).
   virtual std::span<const LikesTier> likes_tiers() const { return {}; }
+  // The postings of the segment's long lists among one of those tiers (likes_tiers.h), built
+  // with them; null where there are none.
+  virtual const TierPostings* tier_postings() const { return nullptr; }
 
   // OK, or DataLoss once a damaged part of the segment was met (a query that opened terms of
   // the segment checks this before trusting their cursors).

@@ -348,12 +348,18 @@ class OrMatcher final : public Matcher {
 
 class MatcherBuilder {
  public:
+  // With `tier`, every term is read from the tier's postings (tier_postings()), which must
+  // keep them all and the plan hold no phrase (TierCovers): the matchers then walk the
+  // matches among the tier's rows by rank, most liked first, and their scores mean nothing.
   MatcherBuilder(const Segment& segment, DocId visible, const CollectionStats& stats,
-                 const Context& ctx)
-      : segment_(segment), visible_(visible), stats_(stats), ctx_(ctx) {}
+                 const Context& ctx, const index::TierPostings* tier = nullptr)
+      : segment_(segment), visible_(visible), stats_(stats), ctx_(ctx), tier_(tier) {}
 
   std::unique_ptr<TermMatcher> Term(const std::string& term, bool scored) {
-    std::unique_ptr<PostingCursor> cursor = segment_.OpenTerm(term, visible_);
+    const index::TierPostings::List* tier_list = tier_ != nullptr ? tier_->Find(term) : nullptr;
+    if (tier_ != nullptr && tier_list == nullptr) return nullptr;
+    std::unique_ptr<PostingCursor> cursor =
+        tier_list != nullptr ? index::OpenTierList(*tier_list) : segment_.OpenTerm(term, visible_);
     if (cursor == nullptr) return nullptr;
     auto df = stats_.doc_freq.find(AsAbsl(term));
     const uint64_t doc_freq = df == stats_.doc_freq.end() ? 0 : df->second;
@@ -406,6 +412,7 @@ class MatcherBuilder {
   const DocId visible_;
   const CollectionStats& stats_;
   const Context& ctx_;
+  const index::TierPostings* const tier_;
 };
 
 // A matcher's DocIds, for the counter (which asks for those of phrases).
@@ -437,6 +444,11 @@ class TopK {
     }
     heap_.push_back(hit);
     std::push_heap(heap_.begin(), heap_.end(), HeapLess);
+  }
+  // Calls fn(hit) for each kept hit, which may change anything but its key.
+  template <typename Fn>
+  void ForEach(const Fn& fn) {
+    for (Hit& hit : heap_) fn(hit);
   }
   std::vector<Hit> Take() {
     std::sort(heap_.begin(), heap_.end(),
@@ -546,6 +558,7 @@ class Evaluation {
     CapTotal(options_.exact_total, &result.total_hits, &result.total_is_exact);
     result.pruned = pruned_;
     result.champion_cutoffs = champion_cutoffs_;
+    result.tier_cutoffs = tier_cutoffs_;
     return result;
   }
 
@@ -758,8 +771,7 @@ class Evaluation {
     const bool counted =
         FlatTerms(plan_.root, &terms) &&
         (plan_.root.kind == PlanNode::Kind::kTerm || plan_.root.kind == PlanNode::Kind::kOr);
-    const std::span<const index::LikesTier> tiers =
-        counted ? segment.likes_tiers() : std::span<const index::LikesTier>();
+    const std::span<const index::LikesTier> tiers = segment.likes_tiers();
     const Columns& c = segment.columns();
     // Rows whose likes changed since the segment was written have no place in its block
     // bounds or tiers (which count the likes it was written with): offered first, then passed
@@ -778,6 +790,17 @@ class Evaluation {
     VisitAmong(builder, changed, [&](DocId d, Matcher& m) {
       if (std::optional<SortKey> key = Accept(c, d)) Offer(c, d, *key, m);
     });
+    if (!counted) {
+      // Any other shape: its matches among the rows of the tier the segment keeps postings
+      // for, most liked first, then, unless they decided, the rest.
+      if (const index::TierPostings* postings = segment.tier_postings();
+          postings != nullptr && TierCovers(plan_.root, *postings)) {
+        if (RunTierPostings(segment, builder, *postings, changed)) return;
+        offered_likes = postings->min_likes();
+      }
+      RunExhaustive(segment, builder.Build(plan_.root), offered);
+      return;
+    }
     if (tiers.empty()) {
       RunExhaustive(segment, builder.Build(plan_.root), offered);
       return;
@@ -808,6 +831,78 @@ class Evaluation {
       }
     }
     RunExhaustive(segment, builder.Build(plan_.root), offered);
+  }
+
+  // Whether `postings` keep every list the plan `node` reads, and it needs no positions.
+  static bool TierCovers(const PlanNode& node, const index::TierPostings& postings) {
+    switch (node.kind) {
+      case PlanNode::Kind::kTerm:
+        return postings.Find(node.term) != nullptr;
+      case PlanNode::Kind::kPhrase:
+        return false;
+      case PlanNode::Kind::kNothing:
+        return true;
+      case PlanNode::Kind::kAnd:
+      case PlanNode::Kind::kOr:
+        for (const auto* nodes : {&node.children, &node.excluded}) {
+          for (const PlanNode& child : *nodes) {
+            if (!TierCovers(child, postings)) return false;
+          }
+        }
+        return true;
+    }
+    return false;
+  }
+
+  // Offers the query's matches among the rows of `postings`' tier, most liked first (rows whose
+  // likes changed were offered already), and stops at the first that cannot enter the top k:
+  // every later one ranks lower. True if that decided the segment: every row outside the tier
+  // was written with fewer likes than the k-th hit has, and kept them.
+  bool RunTierPostings(const Segment& segment, MatcherBuilder& builder,
+                       const index::TierPostings& postings, const std::vector<DocId>& changed) {
+    const Columns& c = segment.columns();
+    Context ctx{&c, &options_.scoring, stats_.avg_length, TfTable()};
+    MatcherBuilder by_rank(segment, segment.VisibleDocs(), stats_, ctx, &postings);
+    std::unique_ptr<Matcher> m = by_rank.Build(plan_.root);
+    std::vector<std::pair<TweetId, DocId>> kept;  // hits pushed, scored below
+    for (DocId rank = m->doc(); rank != kEndDoc; m->Next(), rank = m->doc()) {
+      const DocId d = postings.doc(rank);
+      if (std::binary_search(changed.begin(), changed.end(), d)) continue;
+      const std::optional<SortKey> key = Accept(c, d);
+      if (!key) continue;
+      if (!top_.Wants(*key)) {
+        pruned_ = true;
+        break;
+      }
+      top_.Push(Hit{key->id, 0, c.likes(d), c.created_at_ms(d), *key});
+      kept.emplace_back(key->id, d);
+    }
+    ScoreHits(builder, c, &kept);
+    if (top_.full() && top_.worst().primary >= postings.min_likes()) {
+      pruned_ = true;
+      ++tier_cutoffs_;
+      return true;
+    }
+    return false;
+  }
+
+  // Sets the best-match score of the hits among `pushed` (TweetId, DocId) still in the top k,
+  // from matchers over the segment's own lists.
+  void ScoreHits(MatcherBuilder& builder, const Columns& c,
+                 std::vector<std::pair<TweetId, DocId>>* pushed) {
+    if (pushed->empty()) return;
+    std::sort(pushed->begin(), pushed->end());
+    std::vector<std::pair<DocId, Hit*>> hits;
+    top_.ForEach([&](Hit& hit) {
+      auto it = std::lower_bound(pushed->begin(), pushed->end(), std::pair{hit.id, DocId{0}});
+      if (it != pushed->end() && it->first == hit.id) hits.emplace_back(it->second, &hit);
+    });
+    std::sort(hits.begin(), hits.end());
+    std::unique_ptr<Matcher> m = builder.Build(plan_.root);
+    for (auto [d, hit] : hits) {
+      m->Advance(d);  // a match: the tier's lists are the segment's, restricted
+      hit->score = FullScore(c, d, m->doc() == d ? m->Score() : 0);
+    }
   }
 
   // Calls visit(d, matcher) for each match d among `rows` (ascending), the matcher standing on
@@ -1538,6 +1633,7 @@ class Evaluation {
   uint64_t total_ = 0;                 // matches counted, up to the cap plus one
   bool pruned_ = false;                // the ranking skipped documents
   uint32_t champion_cutoffs_ = 0;      // segments RunChampions decided
+  uint32_t tier_cutoffs_ = 0;          // segments their tier postings decided (most liked)
   bool count_missed_damaged_ = false;  // CountTotal met a damaged segment
   // Counting stops at one past the cap (never, with exact_total).
   std::string count_key_;  // CountKey()

@@ -90,6 +90,8 @@ struct SearchResult {
   bool pruned = false;
   // Diagnostics: segments whose champions alone decided a best-match ranking.
   uint32_t champion_cutoffs = 0;
+  // Diagnostics: segments whose tier postings alone decided a most-liked ranking.
+  uint32_t tier_cutoffs = 0;
 };
 
 // Applies the kTrackTotalHitsUpTo rule to a total (one partition's, or partitions' summed,

@@ -261,6 +261,8 @@ void ExpectSameHits(const std::vector<Hit>& got, const std::vector<Hit>& want,
 int g_pruned_pages[3] = {0, 0, 0};
 // Segments whose champions alone decided a best-match page (champions.h).
 int g_champion_cutoffs = 0;
+// Segments whose tier postings alone decided a most-liked page (likes_tiers.h).
+int g_tier_cutoffs = 0;
 
 // Runs `count` random queries in all sort modes, paging to the end, against the oracle.
 // Runs `q` in every sort mode, page after page, against the oracle; counts it in *answered
@@ -292,6 +294,7 @@ void CheckQuery(const index::Index& index, const Oracle& oracle, std::mt19937_64
       ASSERT_EQ(r->total_hits, want.size()) << context;
       if (r->pruned) ++g_pruned_pages[static_cast<int>(sort)];
       g_champion_cutoffs += static_cast<int>(r->champion_cutoffs);
+      g_tier_cutoffs += static_cast<int>(r->tier_cutoffs);
       ASSERT_EQ(r->hits.size(), std::min<size_t>(options.limit, remaining)) << context;
       got.insert(got.end(), r->hits.begin(), r->hits.end());
       if (r->hits.empty() || got.size() >= want.size()) break;
@@ -461,11 +464,13 @@ TEST(OracleTest, BestMatchOfOneTermByWindowBoundsOnLongRepetitiveTweets) {
 // Best match over champions (champions.h): lists of more than kChampionMinPostings postings
 // in segments of 12,000 tweets, power-law likes, repeated words; likes changed after sealing
 // (champions and others, some far beyond every written like count) and deletes; every shape of
-// query, paged; in segments and compacted. The champions must have decided some pages alone.
+// query, paged; in segments and compacted. The champions must have decided some best-match
+// pages alone, and the tier postings some most-liked pages of ANDs, phrases and nested shapes.
 TEST(OracleTest, BestMatchOverChampionsEqualsBruteForce) {
   std::mt19937_64 rng(45);
   std::fill(std::begin(g_pruned_pages), std::end(g_pruned_pages), 0);
   g_champion_cutoffs = 0;
+  g_tier_cutoffs = 0;
   index::IndexOptions options;
   options.segment_max_docs = 12000;
   std::unique_ptr<index::Index> index = *index::Index::Create(options);
@@ -507,6 +512,7 @@ TEST(OracleTest, BestMatchOverChampionsEqualsBruteForce) {
   for (const std::string& q : queries) CheckQuery(*index, oracle, rng, q, "compacted", &answered);
   EXPECT_EQ(answered, 2 * static_cast<int>(queries.size()));
   EXPECT_GT(g_champion_cutoffs, 0);
+  EXPECT_GT(g_tier_cutoffs, 0);
 }
 
 // Compares exact totals (exact_total, and the default cap) with the brute-force count.
