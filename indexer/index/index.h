@@ -125,7 +125,8 @@ class Index {
   // to include it.
   absl::Status Save(const std::string& dir);
 
-  // Waits until the background merge thread has nothing to do (for tests and benchmarks).
+  // Waits until the background threads have nothing to do: seals, merges, and the tier
+  // postings of loaded segments (for tests and benchmarks).
   void WaitForMerges();
 
   std::shared_ptr<const IndexSnapshot> Snapshot() const { return snapshot_.load(); }
@@ -164,6 +165,9 @@ class Index {
     std::string updates_dir;     // where that file was written
   };
   std::vector<Sealed> sealed_ ABSL_GUARDED_BY(mu_);
+  // Loaded segments whose tier postings the seal thread has yet to build, and whether it is.
+  std::vector<std::shared_ptr<const SealedSegment>> unwarmed_ ABSL_GUARDED_BY(mu_);
+  bool warming_ ABSL_GUARDED_BY(mu_) = false;
   // Maps the segment a manifest line names and applies its updates file.
   static absl::StatusOr<Sealed> OpenSegment(const std::string& dir, std::string_view line);
   uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;

@@ -83,7 +83,8 @@ const LikesTier* TierForPostings(std::span<const LikesTier> tiers, DocId rows) {
 
 std::unique_ptr<TierPostings> BuildTierPostings(const Segment& segment, DocId rows,
                                                 const LikesTier& tier,
-                                                std::span<const std::string> terms) {
+                                                std::span<const std::string> terms,
+                                                const std::atomic<bool>* cancel) {
   const Columns& c = segment.columns();
   std::vector<DocId> docs;  // the tier's rows below `rows`, ascending
   for (DocId d : tier.docs) {
@@ -102,6 +103,7 @@ std::unique_ptr<TierPostings> BuildTierPostings(const Segment& segment, DocId ro
   absl::flat_hash_map<std::string, TierPostings::List> lists;
   std::vector<std::pair<uint32_t, uint16_t>> postings;
   for (const std::string& term : terms) {
+    if (cancel != nullptr && cancel->load(std::memory_order_acquire)) return nullptr;
     std::unique_ptr<PostingCursor> cursor = segment.OpenTerm(term, rows);
     if (cursor == nullptr) continue;
     postings.clear();

@@ -12,6 +12,7 @@
 #ifndef TWEETSEARCH_INDEXER_INDEX_LIKES_TIERS_H_
 #define TWEETSEARCH_INDEXER_INDEX_LIKES_TIERS_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -77,10 +78,11 @@ inline constexpr uint32_t kTierListMinDocs = 1024;
 inline constexpr uint32_t kTierListMinShare = 1024;
 
 // TierPostings of `tier` over `terms` (those whose lists are long) in `segment`'s first
-// `rows` rows.
+// `rows` rows; null if `cancel` (may be null) turned true meanwhile.
 std::unique_ptr<TierPostings> BuildTierPostings(const Segment& segment, DocId rows,
                                                 const LikesTier& tier,
-                                                std::span<const std::string> terms);
+                                                std::span<const std::string> terms,
+                                                const std::atomic<bool>* cancel = nullptr);
 
 // A cursor over a TierPostings list: its "DocIds" are ranks (no positions: phrases read the
 // segment's lists).

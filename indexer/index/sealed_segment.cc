@@ -1322,23 +1322,25 @@ std::span<const LikesTier> SealedSegment::likes_tiers() const {
     tiers_ = BuildLikesTiers(columns(), num_docs_);
     size_t bytes = 0;
     for (const LikesTier& t : tiers_) bytes += t.docs.capacity() * sizeof(DocId);
-    if (const LikesTier* tier = TierForPostings(tiers_, num_docs_)) {
-      const uint32_t long_list = std::max(kTierListMinDocs, num_docs_ / kTierListMinShare);
-      std::vector<std::string> terms;
-      dictionary_.ForEach([&](std::string_view term, TermDictionary::Entry entry) {
-        if (entry.doc_freq >= long_list) terms.emplace_back(term);
-      });
-      tier_postings_ = BuildTierPostings(*this, num_docs_, *tier, terms);
-      bytes += tier_postings_->MemoryBytes();
-    }
     tiers_bytes_.store(bytes, std::memory_order_release);
   });
   return tiers_;
 }
 
-const TierPostings* SealedSegment::tier_postings() const {
-  (void)likes_tiers();  // built with them
-  return tier_postings_.get();
+void SealedSegment::BuildTierPostings(const std::atomic<bool>* cancel) const {
+  std::call_once(tier_postings_once_, [&] {
+    const LikesTier* tier = TierForPostings(likes_tiers(), num_docs_);
+    if (tier == nullptr) return;
+    const uint32_t long_list = std::max(kTierListMinDocs, num_docs_ / kTierListMinShare);
+    std::vector<std::string> terms;
+    dictionary_.ForEach([&](std::string_view term, TermDictionary::Entry entry) {
+      if (entry.doc_freq >= long_list) terms.emplace_back(term);
+    });
+    tier_postings_owned_ = index::BuildTierPostings(*this, num_docs_, *tier, terms, cancel);
+    if (tier_postings_owned_ == nullptr) return;
+    tier_postings_bytes_.store(tier_postings_owned_->MemoryBytes(), std::memory_order_release);
+    tier_postings_.store(tier_postings_owned_.get(), std::memory_order_release);
+  });
 }
 
 absl::Status SealedSegment::Health() const {
@@ -1403,7 +1405,8 @@ uint32_t SealedSegment::num_live_docs() const { return num_docs_ - columns().del
 
 size_t SealedSegment::MemoryBytes() const {
   size_t bytes = columns().MemoryBytes() + (chunk_sums_.size() + 63) / 64 * 8 + sizeof(*this) +
-                 tiers_bytes_.load(std::memory_order_acquire);
+                 tiers_bytes_.load(std::memory_order_acquire) +
+                 tier_postings_bytes_.load(std::memory_order_acquire);
   if (!bytes_->mapped()) bytes += bytes_->size();
   return bytes;
 }

@@ -100,7 +100,14 @@ class SealedSegment final : public Segment {
   size_t MemoryBytes() const override;
   absl::Status Health() const override;
   std::span<const LikesTier> likes_tiers() const override;
-  const TierPostings* tier_postings() const override;
+  // Null until BuildTierPostings() ran (never waits for it).
+  const TierPostings* tier_postings() const override {
+    return tier_postings_.load(std::memory_order_acquire);
+  }
+  // Builds the tier postings (likes_tiers.h) once, reading every long list: by whoever writes
+  // the segment, or in the background after it is loaded (opening reads no postings).
+  // `cancel` (may be null) stops it early, leaving none.
+  void BuildTierPostings(const std::atomic<bool>* cancel = nullptr) const;
 
   uint32_t num_docs() const { return num_docs_; }
   uint32_t num_live_docs() const;
@@ -135,8 +142,11 @@ class SealedSegment final : public Segment {
   SealedStats stats_;
   mutable std::once_flag tiers_once_;
   mutable std::vector<LikesTier> tiers_;
-  mutable std::unique_ptr<TierPostings> tier_postings_;  // built with tiers_
-  mutable std::atomic<size_t> tiers_bytes_{0};           // set once the tiers are built
+  mutable std::once_flag tier_postings_once_;
+  mutable std::unique_ptr<TierPostings> tier_postings_owned_;
+  mutable std::atomic<const TierPostings*> tier_postings_{nullptr};  // once built
+  mutable std::atomic<size_t> tier_postings_bytes_{0};
+  mutable std::atomic<size_t> tiers_bytes_{0};  // set once the tiers are built
 };
 
 // Builds a sealed segment from documents in any order, renumbering them newest first.

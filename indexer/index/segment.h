@@ -374,8 +374,8 @@ class Segment {
   // use (the index asks once it has written or loaded the segment); empty where the segment keeps
   // none (an active segment, whose likes all change in place).
   virtual std::span<const LikesTier> likes_tiers() const { return {}; }
-  // The postings of the segment's long lists among one of those tiers (likes_tiers.h), built
-  // with them; null where there are none.
+  // The postings of the segment's long lists among one of those tiers (likes_tiers.h); null
+  // where there are none, or not yet (a loaded segment builds them in the background).
   virtual const TierPostings* tier_postings() const { return nullptr; }
 
   // OK, or DataLoss once a damaged part of the segment was met (a query that opened terms of

@@ -255,6 +255,50 @@ TEST(IndexTest, ADamagedSegmentFailsTheQueriesThatReachItAndIsCounted) {
   EXPECT_EQ((*opened)->Stats().sealed_segments, 2u);
 }
 
+// The postings of a segment's long lists among its most liked tweets (likes_tiers.h): built by
+// whoever writes the segment, and after loading in the background (opening reads no
+// postings); most liked ANDs are then decided by them.
+TEST(IndexTest, TierPostingsAreBuiltWhenASegmentIsWrittenAndAfterItIsLoaded) {
+  testing::TempDir dir;
+  IndexOptions options = InDirectory(dir.path(), 4096);
+  options.background_merges = true;
+  auto tier_postings = [](const Index& index) -> const TierPostings* {
+    for (const auto& segment : index.Snapshot()->segments) {
+      if (segment->newest_first()) return segment->tier_postings();  // the sealed one
+    }
+    ADD_FAILURE() << "no sealed segment";
+    return nullptr;
+  };
+  // One most liked AND page over the segment: how many segments the tier decided.
+  auto tier_cutoffs = [](const Index& index) {
+    absl::StatusOr<query::Plan> plan = query::PlanQuery("common word", index.analyzer());
+    EXPECT_TRUE(plan.ok());
+    query::SearchOptions search;
+    search.sort = query::SortMode::kMostLiked;
+    search.limit = 5;
+    absl::StatusOr<query::SearchResult> r = query::Search(*index.Snapshot(), *plan, search);
+    EXPECT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->hits.size(), 5u);
+    return r.ok() ? r->tier_cutoffs : 0;
+  };
+  {
+    std::unique_ptr<Index> index = *Index::Create(options);
+    for (TweetId id = 1; id <= 4096; ++id) {
+      // Likes spread from 0 to 4095, so a tier of a 32nd of the rows exists.
+      ASSERT_TRUE(index->Add(Doc(id, "common word", static_cast<uint32_t>(id * 7919 % 4096))).ok());
+    }
+    index->WaitForMerges();
+    ASSERT_NE(tier_postings(*index), nullptr);
+    EXPECT_NE(tier_postings(*index)->Find("common"), nullptr);
+    EXPECT_EQ(tier_cutoffs(*index), 1u);
+    ASSERT_TRUE(index->Save(dir.path()).ok());
+  }
+  std::unique_ptr<Index> opened = *Index::Open(options, dir.path());
+  opened->WaitForMerges();
+  ASSERT_NE(tier_postings(*opened), nullptr);
+  EXPECT_EQ(tier_cutoffs(*opened), 1u);
+}
+
 TEST(IndexTest, RejectsAbsurdSegmentSizes) {
   IndexOptions options;
   options.segment_max_docs = 0;
