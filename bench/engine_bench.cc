@@ -322,7 +322,6 @@ bool RunOnSavedIndex(const ts::index::IndexOptions& options, const Flags& flags)
     std::cerr << "cannot open " << flags.index_dir << ": " << index.status() << "\n";
     return false;
   }
-  (*index)->WaitForMerges();  // its tier postings, built in the background after loading
   // Every byte read and checked once, so that queries time the lists rather than their
   // first verification and page faults.
   for (const auto& segment : (*index)->Snapshot()->segments) {

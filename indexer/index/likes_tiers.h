@@ -44,7 +44,7 @@ std::vector<LikesTier> BuildLikesTiers(const Columns& columns, DocId rows);
 // it can stop after its first k (as newest first does over DocIds), and intersects lists about
 // rows / tier size times shorter than the segment's (leapfrogging the tier's rows through the
 // segment's lists would decode a block of each list per row). Short lists are not kept: a
-// query with a rarer word reads the segment's lists, which are short.
+// query with a rarer word is ranked over the segment's lists, where its word's is short.
 class TierPostings {
  public:
   struct List {

@@ -52,9 +52,7 @@ uint64_t LoadWordAt(const uint8_t* p) {
 }
 
 uint64_t LoadWord(const uint8_t* bits, uint32_t word) {
-  uint64_t x;
-  std::memcpy(&x, bits + 8 * static_cast<size_t>(word), sizeof(x));
-  return x;
+  return LoadWordAt(bits + 8 * static_cast<size_t>(word));
 }
 
 // The first set bit at or after `from` in a bitmap of `span` bits, or `span` if none. Reads
