@@ -541,7 +541,7 @@ void Index::MergeLoop(JobKind kind) {
     auto ready = [&] {
       if (stop_) return true;
       job = NextJobLocked(kind);
-      return job.has_value() || (kind == JobKind::kSeal && !unwarmed_.empty());
+      return job.has_value() || (kind == JobKind::kMerge && !unwarmed_.empty());
     };
     cv_.wait(mu_, ready);
     if (stop_) return;
@@ -682,8 +682,8 @@ absl::StatusOr<std::unique_ptr<Index>> Index::Open(const IndexOptions& options,
   }
   RemoveUnnamedFiles(dir, named, {});  // what a crash left (nothing runs yet)
   ix.PublishLocked();                  // the merge threads may start on them now
-  // Tier postings read every long list: on the seal thread, so that opening reads no postings
-  // (an index without background threads builds them here).
+  // Tier postings read every long list: on the merge thread (the seal thread keeps ingest
+  // moving), so that opening reads no postings (without background threads, here).
   for (const Sealed& s : ix.sealed_) {
     if (ix.options_.background_merges) {
       ix.unwarmed_.push_back(s.segment);

@@ -165,7 +165,7 @@ class Index {
     std::string updates_dir;     // where that file was written
   };
   std::vector<Sealed> sealed_ ABSL_GUARDED_BY(mu_);
-  // Loaded segments whose tier postings the seal thread has yet to build, and whether it is.
+  // Loaded segments whose tier postings the merge thread has yet to build, and whether it is.
   std::vector<std::shared_ptr<const SealedSegment>> unwarmed_ ABSL_GUARDED_BY(mu_);
   bool warming_ ABSL_GUARDED_BY(mu_) = false;
   // Maps the segment a manifest line names and applies its updates file.
