@@ -798,10 +798,8 @@ class Evaluation {
         if (RunTierPostings(segment, builder, *postings, changed)) return;
         offered_likes = postings->min_likes();
       }
-      RunExhaustive(segment, builder.Build(plan_.root), offered);
-      return;
     }
-    if (tiers.empty()) {
+    if (!counted || tiers.empty()) {
       RunExhaustive(segment, builder.Build(plan_.root), offered);
       return;
     }
@@ -942,15 +940,13 @@ class Evaluation {
                      const std::function<bool(DocId)>& offered) {
     const Columns& c = segment.columns();
     const DocId visible = segment.VisibleDocs();
-    DocId window_end = 0;  // [d, window_end] holds a band that passed
-    bool in_window = false;
+    DocId window_end = kEndDoc;  // [d, window_end] holds a band that passed; kEndDoc: none yet
     for (DocId d = m->doc(); d != kEndDoc;) {
       if (top_.full()) {
         const auto likes = static_cast<uint64_t>(top_.worst().primary);
         DocId target = d;
-        if (!in_window || d > window_end) {
+        if (window_end == kEndDoc || d > window_end) {
           target = SkipBandWindows(*m, visible, d, likes, &window_end);
-          in_window = target != kEndDoc;
           if (target == kEndDoc) return;
         }
         // Skip the ranges where no tweet has enough likes to enter the top k.
