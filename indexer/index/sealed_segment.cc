@@ -71,6 +71,8 @@ uint32_t NextSetBit(const uint8_t* bits, uint32_t span, uint32_t from) {
   return std::min(bit, span);
 }
 
+bool TestBit(const uint8_t* bits, uint32_t bit) { return (bits[bit / 8] >> (bit % 8) & 1) != 0; }
+
 // Set bits in [from, end) of a bitmap (from <= end).
 uint32_t Rank(const uint8_t* bits, uint32_t from, uint32_t end) {
   if (from == end) return 0;
@@ -287,6 +289,76 @@ class SealedCursor final : public PostingCursor {
       NextBlock();
     }
   }
+  size_t NextDocs(DocId end, DocId* out, size_t max) override {
+    size_t n = 0;
+    while (n < max && doc_ < end) {
+      if (bitmap_) {
+        uint32_t bit = doc_ - start_;
+        while (n < max && bit < span_ && start_ + bit < end) {
+          out[n++] = start_ + bit;
+          bit = NextSetBit(bits_, span_, bit + 1);
+        }
+        rank_known_ = false;
+        if (bit < span_) {
+          doc_ = start_ + bit;
+          return n;
+        }
+      } else {
+        uint32_t j = i_;
+        while (j < block_n_ && n < max && docs_[j] < end) out[n++] = docs_[j++];
+        if (j < block_n_) {
+          i_ = j;
+          doc_ = docs_[j];
+          return n;
+        }
+      }
+      NextBlock();
+    }
+    return n;
+  }
+  // The candidates of one block at a time: a bitmap block tests their bits, a packed block
+  // is merged with them; blocks holding none are never decoded.
+  size_t Filter(DocId* docs, size_t n, bool keep) override {
+    size_t kept = 0, i = 0;
+    while (i < n) {
+      if (doc_ == kEndDoc) {  // no posting left: none of the rest is held
+        if (!keep) {
+          std::memmove(docs + kept, docs + i, (n - i) * sizeof(DocId));
+          kept += n - i;
+        }
+        break;
+      }
+      if (docs[i] > block_last_) {
+        const uint32_t b = FindBlock(docs[i]);
+        if (b >= num_blocks_) {
+          doc_ = kEndDoc;
+          continue;
+        }
+        DecodeBlock(b);
+      }
+      // docs[i] <= block_last_: every candidate up to the block's last DocId is decided here.
+      if (bitmap_) {
+        DocId last = docs[i];
+        for (; i < n && docs[i] <= block_last_; ++i) {
+          last = docs[i];
+          const bool held = last >= start_ && TestBit(bits_, last - start_);
+          if (held == keep) docs[kept++] = last;
+        }
+        if (last > doc_) {  // the block's last bit is set, so a posting is found
+          doc_ = start_ + NextSetBit(bits_, span_, last - start_);
+          rank_known_ = false;
+        }
+      } else {
+        for (; i < n && docs[i] <= block_last_; ++i) {
+          const DocId d = docs[i];
+          while (docs_[i_] < d) ++i_;  // stops: the block's last DocId is >= d
+          if ((docs_[i_] == d) == keep) docs[kept++] = d;
+        }
+        doc_ = docs_[i_];
+      }
+    }
+    return kept;
+  }
   uint32_t size() const override { return doc_freq_; }
   DocId block_last_doc() const override { return block_last_; }
   PostingBound block_bound() const override { return BoundOf(entry_, num_blocks_ == 1); }
@@ -333,23 +405,23 @@ class SealedCursor final : public PostingCursor {
     }
   }
 
-  // ORs the bits of `n` ascending DocIds into `words` (bit 0: DocId `from`). The bits of one
-  // word gather in a register: OR-ing each into memory would make every posting wait for the
-  // previous one's store.
+  // ORs the bits of `n` ascending DocIds into `words` (bit 0: DocId `from`), whose words past
+  // the first DocId's must be clear (FillBits's callers clear the window, and the cursor sets
+  // its bits in DocId order). The bits of one word gather in a register, and the word is
+  // stored after every posting, without a branch: whether the next posting shares the word is
+  // a coin toss for a list of one posting in 16 to 64 DocIds, and a mispredicted branch per
+  // posting cost more than the stores (newest-first 2-word AND p99 at 10M tweets 3.1 → 2.6 ms).
   static void SetBits(const DocId* docs, uint32_t n, DocId from, uint64_t* words) {
     if (n == 0) return;
     uint32_t word = (docs[0] - from) / 64;
-    uint64_t bits = 0;
+    uint64_t bits = words[word];  // an earlier block may have set bits in the first word
     for (uint32_t j = 0; j < n; ++j) {
       const uint32_t d = docs[j] - from;
-      if (d / 64 != word) {
-        words[word] |= bits;
-        bits = 0;
-        word = d / 64;
-      }
-      bits |= uint64_t{1} << (d % 64);
+      const uint64_t keep = d / 64 == word ? ~uint64_t{0} : 0;
+      bits = (bits & keep) | uint64_t{1} << (d % 64);
+      word = d / 64;
+      words[word] = bits;
     }
-    words[word] |= bits;
   }
 
   // ORs bits [lo, hi) of the bitmap block into `words`, whose bit 0 is DocId `from`

@@ -144,10 +144,32 @@ class PostingCursor {
     (void)out;
     return false;
   }
-  // ORs into `words` bit (d - from) for every posting d in [from, end), and moves to the first
+  // Batch reading, one call for many postings (counting an AND without a call per posting):
+  // copies the postings from doc() on that are below `end`, at most `max` of them, into `out`,
+  // and moves past them. Returns how many were copied.
+  virtual size_t NextDocs(DocId end, DocId* out, size_t max) {
+    size_t n = 0;
+    for (DocId d = doc(); n < max && d < end; Next(), d = doc()) out[n++] = d;
+    return n;
+  }
+  // Keeps, in order, those of the ascending DocIds docs[0..n) that the list holds (keep) or
+  // does not hold (!keep), and returns how many are kept; the cursor moves to its first posting
+  // at or after the last DocId asked about. Requires: the DocIds asked about, over all calls
+  // and Advance targets, do not decrease.
+  virtual size_t Filter(DocId* docs, size_t n, bool keep) {
+    size_t kept = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (doc() < docs[i]) Advance(docs[i]);
+      if ((doc() == docs[i]) == keep) docs[kept++] = docs[i];
+    }
+    return kept;
+  }
+  // Sets in `words` bit (d - from) for every posting d in [from, end), and moves to the first
   // posting at or after `end` (or kEndDoc): for counting over bitmaps of a window of DocIds
-  // rather than a call per posting. `words` holds at least (end - from + 63) / 64 words.
-  // Postings before `from` are skipped.
+  // rather than a call per posting. `words` holds at least (end - from + 63) / 64 words, and
+  // the words past the one of the cursor's first posting in the window are clear (callers
+  // clear the window first): a sealed cursor stores whole words. Postings before `from` are
+  // skipped.
   virtual void FillBits(DocId from, DocId end, uint64_t* words) {
     if (doc() < from) Advance(from);
     for (DocId d = doc(); d < end; Next(), d = doc()) {

@@ -16,9 +16,15 @@ namespace {
 // DocIds per window: 2 KiB of bits per node, which stays in the first-level cache.
 constexpr DocId kWindow = DocId{1} << 14;
 constexpr size_t kWindowWords = kWindow / 64;
-// An AND whose rarest list holds fewer postings than one per this many DocIds is counted a
+// An AND whose rarest child is a term with fewer postings than one per this many DocIds (a
+// sealed list that dense is stored as bitmaps, which windows copy) is counted in batches of
+// that term's postings.
+constexpr uint64_t kDense = 16;
+// Other ANDs whose rarest child has fewer postings than one per this many DocIds are counted a
 // DocId at a time.
 constexpr uint64_t kSparse = 256;
+// Candidates looked up per batch.
+constexpr size_t kBatch = 128;
 
 size_t Words(DocId from, DocId end) { return (end - from + 63) / 64; }
 
@@ -247,12 +253,18 @@ bool MatchCounter::Contains(Node& node, DocId d) {
 }
 
 void MatchCounter::Count(DocId from, uint64_t stop, uint64_t* count) {
-  // A sparse AND is cheaper a DocId at a time: a window's bitmaps would cost more to clear
-  // and scan than its few candidates to look up, which leapfrog. (A term or an OR has nothing
-  // to skip: its windows are cheaper.)
-  if (root_->kind == PlanNode::Kind::kAnd && root_->postings * kSparse < visible_) {
-    CountSparse(from, stop, count);
-    return;
+  // An AND whose rarest list is not dense is cheaper in batches of its rarest list's postings:
+  // a window's bitmaps would cost more to clear and scan than its candidates to look up. (A
+  // term or an OR has nothing to skip: its windows are cheaper.)
+  if (root_->kind == PlanNode::Kind::kAnd) {
+    if (root_->children[0]->kind == PlanNode::Kind::kTerm && root_->postings * kDense < visible_) {
+      CountInBatches(from, stop, count);
+      return;
+    }
+    if (root_->postings * kSparse < visible_) {
+      CountSparse(from, stop, count);
+      return;
+    }
   }
   DocId at = from;  // DocIds before it are counted
   while (*count < stop && at < visible_) {
@@ -265,6 +277,36 @@ void MatchCounter::Count(DocId from, uint64_t stop, uint64_t* count) {
     *count += CountWindow(root_->bits, start, end);
     at = end;
   }
+}
+
+void MatchCounter::CountInBatches(DocId from, uint64_t stop, uint64_t* count) {
+  PostingCursor& lead = *root_->children[0]->cursor;
+  if (lead.doc() < from) lead.Advance(from);
+  DocId docs[kBatch];
+  while (*count < stop) {
+    size_t n = lead.NextDocs(visible_, docs, kBatch);
+    if (n == 0) return;
+    for (size_t i = 1; i < root_->children.size() && n > 0; ++i) {
+      n = Keep(*root_->children[i], docs, n, true);
+    }
+    for (size_t i = 0; i < root_->excluded.size() && n > 0; ++i) {
+      n = Keep(*root_->excluded[i], docs, n, false);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const DocId base = docs[i] & ~DocId{63};
+      const uint64_t bit = uint64_t{1} << (docs[i] - base);
+      *count += CountWindow(&bit, base, docs[i] + 1);
+    }
+  }
+}
+
+size_t MatchCounter::Keep(Node& node, DocId* docs, size_t n, bool keep) {
+  if (node.kind == PlanNode::Kind::kTerm) return node.cursor->Filter(docs, n, keep);
+  size_t kept = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (Contains(node, docs[i]) == keep) docs[kept++] = docs[i];
+  }
+  return kept;
 }
 
 void MatchCounter::CountSparse(DocId from, uint64_t stop, uint64_t* count) {

@@ -65,7 +65,12 @@ class MatchCounter {
   void Fill(Node& node, index::DocId from, index::DocId end);
   void Intersect(Node& node, Node& child, index::DocId from, index::DocId end, bool keep);
   static bool Contains(Node& node, index::DocId d);
-  // Counts a DocId at a time, for an AND whose rarest list is sparse.
+  // Counts an AND whose rarest child is a term that is not dense: batches of that term's
+  // postings, looked up in the other children.
+  void CountInBatches(index::DocId from, uint64_t stop, uint64_t* count);
+  // Keeps the DocIds of docs[0..n) that `node` matches (keep) or does not (!keep).
+  static size_t Keep(Node& node, index::DocId* docs, size_t n, bool keep);
+  // Counts a DocId at a time, for another AND whose rarest child is sparse.
   void CountSparse(index::DocId from, uint64_t stop, uint64_t* count);
   // The window's matches: the root's bits less the deleted, the invisible and the filtered.
   uint64_t CountWindow(const uint64_t* bits, index::DocId from, index::DocId end) const;

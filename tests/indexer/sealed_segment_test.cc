@@ -314,6 +314,55 @@ TEST(SealedSegmentTest, DenseBlocksAreBitmapsAndCursorsAgreeWithTheirDocs) {
       }
     }
   }
+  // Batches: NextDocs copies the postings below a random end, a random number at a time;
+  // Filter keeps the candidates a list holds (or does not), mixed with Advance and Next, and
+  // a frequency read after it belongs to the posting the cursor stands on.
+  for (auto [term, has] : {std::pair{"dense", &dense}, std::pair{"sparse", &sparse}}) {
+    const std::vector<DocId> want = expected(*has);
+    for (int trial = 0; trial < 50; ++trial) {
+      std::unique_ptr<PostingCursor> c = segment->OpenTerm(term, 3000);
+      std::vector<DocId> copied(128);
+      std::vector<DocId> got;
+      const DocId end = 1 + rng() % 3000;
+      while (true) {
+        const size_t n = c->NextDocs(end, copied.data(), 1 + rng() % 128);
+        if (n == 0) break;
+        got.insert(got.end(), copied.begin(), copied.begin() + static_cast<ptrdiff_t>(n));
+      }
+      const auto below = std::lower_bound(want.begin(), want.end(), end);
+      ASSERT_EQ(got, std::vector<DocId>(want.begin(), below)) << term << " end " << end;
+      ASSERT_EQ(c->doc(), below == want.end() ? kEndDoc : *below) << term;
+    }
+    for (int trial = 0; trial < 100; ++trial) {
+      const bool keep = trial % 2 == 0;
+      std::unique_ptr<PostingCursor> c = segment->OpenTerm(term, 3000);
+      DocId next = 0;  // no DocId below it is asked about again
+      while (next < 3000) {
+        std::vector<DocId> asked;
+        for (DocId d = next + rng() % 3; d < 3000 && asked.size() < 1 + rng() % 100;) {
+          asked.push_back(d);
+          d += 1 + rng() % (rng() % 4 == 0 ? 200 : 6);
+        }
+        if (asked.empty()) break;
+        std::vector<DocId> kept = asked, expect;
+        kept.resize(c->Filter(kept.data(), kept.size(), keep));
+        for (DocId d : asked) {
+          if (std::binary_search(want.begin(), want.end(), d) == keep) expect.push_back(d);
+        }
+        ASSERT_EQ(kept, expect) << term << " trial " << trial;
+        const auto at = std::lower_bound(want.begin(), want.end(), asked.back());
+        ASSERT_EQ(c->doc(), at == want.end() ? kEndDoc : *at) << term << " trial " << trial;
+        if (c->doc() == kEndDoc) break;
+        ASSERT_EQ(c->freq(), 1 + (2999 - c->doc()) % 3) << term;
+        next = asked.back() + 1;
+        if (rng() % 3 == 0) {
+          c->Advance(std::max(c->doc(), next + static_cast<DocId>(rng() % 50)));
+          if (c->doc() == kEndDoc) break;
+          next = c->doc();
+        }
+      }
+    }
+  }
   // And the same after a save and load.
   testing::TempDir dir;
   ASSERT_TRUE(segment->Save(dir.path() + "/d.tss").ok());
