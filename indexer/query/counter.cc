@@ -16,10 +16,10 @@ namespace {
 // DocIds per window: 2 KiB of bits per node, which stays in the first-level cache.
 constexpr DocId kWindow = DocId{1} << 14;
 constexpr size_t kWindowWords = kWindow / 64;
-// An AND whose rarest child is a term with fewer postings than one per this many DocIds (a
-// sealed list that dense is stored as bitmaps, which windows copy) is counted in batches of
-// that term's postings.
-constexpr uint64_t kDense = 16;
+// An AND whose rarest child is a term with fewer postings than one per this many DocIds is
+// counted in batches of that term's postings; denser, in windows (at 10M tweets, of 16, 32,
+// 64 and 128, 64 gave the lowest p99 at the same median: docs/benchmarks.md).
+constexpr uint64_t kDense = 64;
 // Other ANDs whose rarest child has fewer postings than one per this many DocIds are counted a
 // DocId at a time.
 constexpr uint64_t kSparse = 256;

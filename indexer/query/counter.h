@@ -6,8 +6,10 @@
 // exclusion clears; then the deleted tweets' words are cleared and the words popcounted. A child
 // of an AND whose window would cost far more to fill than looking up the few bits left is
 // probed instead. Windows start where the plan's next match can be, so a rare term jumps across
-// the segment. An AND whose rarest list is sparse (fewer postings than one per 256 DocIds) is
-// counted a DocId at a time instead, each candidate looked up. Only filters that may fail in a
+// the segment. An AND whose rarest child is a term with fewer postings than one per 64 DocIds
+// is counted in batches of that term's postings instead, each batch looked up in the other
+// children block by block (PostingCursor::Filter); another AND whose rarest child is sparse
+// (fewer postings than one per 256 DocIds) a DocId at a time. Only filters that may fail in a
 // range of 64 tweets (by the columns' per-range bounds) read a column, tweet by tweet.
 //
 // A phrase needs positions, which bitmaps do not hold: its matches come from a DocSource the
