@@ -322,6 +322,9 @@ bool RunOnSavedIndex(const ts::index::IndexOptions& options, const Flags& flags)
     std::cerr << "cannot open " << flags.index_dir << ": " << index.status() << "\n";
     return false;
   }
+  // The tier postings of a loaded segment are built in the background: queries are timed
+  // once they are there, as on a server that has been up for a few seconds.
+  (*index)->WaitForMerges();
   // Every byte read and checked once, so that queries time the lists rather than their
   // first verification and page faults.
   for (const auto& segment : (*index)->Snapshot()->segments) {

@@ -800,6 +800,7 @@ class Evaluation {
       }
     }
     if (!counted || tiers.empty()) {
+      if (!counted && RunSparseAnd(segment, builder, offered)) return;
       RunExhaustive(segment, builder.Build(plan_.root), offered);
       return;
     }
@@ -829,6 +830,49 @@ class Evaluation {
       }
     }
     RunExhaustive(segment, builder.Build(plan_.root), offered);
+  }
+
+  // Most liked over an AND of terms whose rarest list holds fewer than one posting per
+  // kSparseAndDensity DocIds (the tiers, if any, did not decide): every match, found in
+  // batches of the rarest list's postings looked up block by block in the others (as counting
+  // does, PostingCursor::Filter), is offered but those `offered` says were, and the hits kept
+  // are scored at the end. Its few matches cost less so than a leapfrog through windows.
+  // False, having done nothing, for any other plan.
+  bool RunSparseAnd(const Segment& segment, MatcherBuilder& builder,
+                    const std::function<bool(DocId)>& offered) {
+    std::vector<const PlanNode*> nodes;
+    if (plan_.root.kind != PlanNode::Kind::kAnd || !FlatTerms(plan_.root, &nodes) ||
+        nodes.size() < 2) {
+      return false;
+    }
+    std::vector<std::unique_ptr<TermMatcher>> terms;
+    for (const PlanNode* node : nodes) {
+      terms.push_back(builder.Term(node->term, /*scored=*/false));
+      if (terms.back() == nullptr) return true;  // a word the segment lacks: no match
+    }
+    std::sort(terms.begin(), terms.end(), [](auto& a, auto& b) { return a->Cost() < b->Cost(); });
+    if (terms[0]->Cost() * kSparseAndDensity >= segment.VisibleDocs()) return false;
+    std::vector<std::unique_ptr<Matcher>> excluded;
+    for (const PlanNode& e : plan_.root.excluded) excluded.push_back(builder.Build(e));
+    const Columns& c = segment.columns();
+    PostingCursor& lead = terms[0]->cursor();
+    std::array<DocId, kBatch> docs;
+    std::vector<std::pair<TweetId, DocId>> kept;  // hits pushed, scored below
+    while (size_t n = lead.NextDocs(segment.VisibleDocs(), docs.data(), docs.size())) {
+      for (size_t i = 1; i < terms.size() && n > 0; ++i) {
+        n = terms[i]->cursor().Filter(docs.data(), n, /*keep=*/true);
+      }
+      for (size_t i = 0; i < n; ++i) {
+        const DocId d = docs[i];
+        if (offered(d) || AnyMatches(excluded, d)) continue;
+        const std::optional<SortKey> key = Accept(c, d);
+        if (!key || !top_.Wants(*key)) continue;
+        top_.Push(Hit{key->id, 0, c.likes(d), c.created_at_ms(d), *key});
+        kept.emplace_back(key->id, d);
+      }
+    }
+    ScoreHits(builder, c, &kept);
+    return true;
   }
 
   // Whether `postings` keep every list the plan `node` reads, and it needs no positions.
@@ -1670,6 +1714,10 @@ class Evaluation {
   static constexpr DocId kBitmapWindow = 4096;
   // ... when the rarest list holds at least one DocId in this many.
   static constexpr uint64_t kBitmapDensity = 4;
+  // RunSparseAnd's lists: fewer postings than one per this many DocIds in the rarest.
+  static constexpr uint64_t kSparseAndDensity = 64;
+  // RunSparseAnd's candidates looked up at a time.
+  static constexpr size_t kBatch = 128;
   std::vector<ScoredWindow> windows_;
 };
 

@@ -515,6 +515,50 @@ TEST(OracleTest, BestMatchOverChampionsEqualsBruteForce) {
   EXPECT_GT(g_tier_cutoffs, 0);
 }
 
+// Most liked of an AND whose rarest word is sparse (fewer postings than one per 64 tweets)
+// walks every match in batches of that word's postings (RunSparseAnd): rare words in 24,000
+// tweets with power-law likes, some of their likes changed after sealing (far above or below
+// every written count) and some deleted; with exclusions and filters; in segments and in one.
+TEST(OracleTest, MostLikedOfSparseAndsEqualsBruteForce) {
+  std::mt19937_64 rng(57);
+  index::IndexOptions options;
+  options.segment_max_docs = 8000;
+  std::unique_ptr<index::Index> index = *index::Index::Create(options);
+  Oracle oracle(index->analyzer());
+  Corpus corpus = MakeCorpus(rng, 24000);
+  for (index::IndexDoc& d : corpus.docs) {
+    d.likes = ParetoLikes(rng);
+    if (rng() % 120 == 0) d.text += " zulu";
+    if (rng() % 90 == 0 || (d.text.ends_with("zulu") && rng() % 3 == 0)) d.text += " yankee";
+    if (rng() % 4 == 0) d.text += " xray";
+  }
+  AddInBatches(*index, oracle, corpus.docs, 1000);
+  ASSERT_TRUE(index->Seal().ok());
+  for (const index::IndexDoc& d : corpus.docs) {
+    if (d.text.find("zulu") == std::string::npos) continue;
+    if (rng() % 10 == 0) {
+      ASSERT_TRUE(index->Delete(d.id).ok());
+      oracle.at(d.id).deleted = true;
+    } else if (rng() % 6 == 0) {
+      const uint32_t likes = rng() % 2 ? static_cast<uint32_t>(rng() % 3) : 5000 + rng() % 90000;
+      ASSERT_TRUE(index->SetLikes(d.id, likes).ok());
+      oracle.at(d.id).doc.likes = likes;
+    }
+  }
+  const std::vector<std::string> queries = {"zulu yankee",
+                                            "yankee zulu -xray",
+                                            "zulu yankee lang:es",
+                                            "zulu yankee min_faves:3",
+                                            "zulu " + kVocabulary[0],
+                                            "zulu yankee -" + kVocabulary[1],
+                                            "zulu xray yankee"};
+  int answered = 0;
+  for (const std::string& q : queries) CheckQuery(*index, oracle, rng, q, "segments", &answered);
+  ASSERT_TRUE(index->Compact().ok());
+  for (const std::string& q : queries) CheckQuery(*index, oracle, rng, q, "compacted", &answered);
+  EXPECT_EQ(answered, 2 * static_cast<int>(queries.size()));
+}
+
 // Compares exact totals (exact_total, and the default cap) with the brute-force count.
 void CheckTotals(const index::Index& index, const Oracle& oracle, std::mt19937_64& rng,
                  const std::vector<TweetId>& ids, const std::string& stage) {
