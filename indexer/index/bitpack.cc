@@ -111,6 +111,30 @@ size_t UnpackPFor(const uint8_t* in, size_t n, uint8_t descriptor, uint32_t* out
   return pos;
 }
 
+namespace {
+// The `bits`-bit value at bit offset `bit` of `in` (bits <= 32; 8 bytes readable there).
+uint32_t PackedAt(const uint8_t* in, size_t bit, uint8_t bits) {
+  if (bits == 0) return 0;
+  uint64_t word;
+  std::memcpy(&word, in + bit / 8, sizeof(word));
+  return static_cast<uint32_t>(word >> (bit % 8) & ((uint64_t{1} << bits) - 1));
+}
+}  // namespace
+
+uint32_t PForAt(const uint8_t* in, size_t n, uint8_t descriptor, size_t i) {
+  const uint8_t b = descriptor & kPForWidthMask;
+  uint32_t value = PackedAt(in, i * b, b);
+  if ((descriptor & kPForExceptions) == 0) return value;
+  const size_t pos = PackedBytes(n, b);
+  const size_t count = in[pos];
+  const uint8_t* indices = in + pos + 2;
+  for (size_t e = 0; e < count; ++e) {
+    if (indices[e] == i)
+      return value | PackedAt(indices + count, e * in[pos + 1], in[pos + 1]) << b;
+  }
+  return value;
+}
+
 size_t PForBytes(const uint8_t* in, size_t n, uint8_t descriptor) {
   size_t pos = PackedBytes(n, descriptor & kPForWidthMask);
   if ((descriptor & kPForExceptions) == 0) return pos;

@@ -53,6 +53,10 @@ uint8_t PackPFor(std::span<const uint32_t> values, std::string* out);
 // Decodes n values written by PackPFor with `descriptor`; returns the bytes consumed.
 // Requires: a well-formed stream followed by kUnpackPadding readable bytes.
 size_t UnpackPFor(const uint8_t* in, size_t n, uint8_t descriptor, uint32_t* out);
+// Value i of the n values written by PackPFor with `descriptor`, without decoding the others:
+// one unaligned load, and a scan of the exceptions' positions if there are any. Requires: a
+// well-formed stream followed by kUnpackPadding readable bytes, i < n.
+uint32_t PForAt(const uint8_t* in, size_t n, uint8_t descriptor, size_t i);
 // The size of a PFor stream, from its descriptor and header, without decoding it.
 size_t PForBytes(const uint8_t* in, size_t n, uint8_t descriptor);
 // As UnpackPFor, for untrusted input in [in, end): returns false instead of reading past `end`

@@ -242,8 +242,13 @@ class SealedCursor final : public PostingCursor {
     while (docs_[i_] < target) ++i_;  // stops: the block's last DocId is >= target
     doc_ = docs_[i_];
   }
+  // A block's first few frequencies are read one at a time (a conjunction led by a rarer list
+  // scores a posting or two per block of a common one); then the block is decoded.
   uint32_t freq() const override {
     EnsureRank();
+    if (!freqs_decoded_ && ++freq_reads_ <= kFreqReadsBeforeDecode) {
+      return PForAt(freq_data_, block_n_, entry_.freq_bits, i_) + 1;
+    }
     DecodeFreqs();
     return freqs_[i_];
   }
@@ -467,6 +472,7 @@ class SealedCursor final : public PostingCursor {
     freq_data_ = p;
     pos_data_ = p + PForBytes(p, block_n_, entry_.freq_bits);
     freqs_decoded_ = false;
+    freq_reads_ = 0;
     positions_decoded_ = false;
   }
 
@@ -538,6 +544,8 @@ class SealedCursor final : public PostingCursor {
   uint32_t docs_[kBlockSize];
   mutable uint32_t freqs_[kBlockSize];
   mutable bool freqs_decoded_ = false;
+  mutable uint32_t freq_reads_ = 0;  // frequencies of the block read one at a time
+  static constexpr uint32_t kFreqReadsBeforeDecode = 8;
   const uint8_t* freq_data_ = nullptr;
   const uint8_t* pos_data_ = nullptr;
   bool positions_decoded_ = false;

@@ -122,7 +122,15 @@ class TermMatcher final : public Matcher {
     if (last == kEndDoc) return 0;
     *end = std::min(*end, last);
     if (sums == nullptr) return cursor_->shallow_bands();
-    return AddBandText(cursor_->shallow_bound(), sums);
+    // A window ends where the first of its terms' blocks ends: the others' blocks are asked
+    // again for the next window, and their bounds are kept (a block is named by its last DocId).
+    if (last != bound_block_last_) {
+      bound_block_last_ = last;
+      block_text_.fill(0);
+      block_bands_ = AddBandText(cursor_->shallow_bound(), block_text_.data());
+    }
+    for (int b = 0; b < index::kLikesBands; ++b) sums[b] += block_text_[b];
+    return block_bands_;
   }
 
   // Adds to sums[b] the largest text score this term can give a posting of likes band b
@@ -166,6 +174,10 @@ class TermMatcher final : public Matcher {
   const double idf_;
   const Context& ctx_;
   mutable double max_score_ = -1;  // unknown until MaxScore()
+  // WindowBands's last block: its last DocId, and AddBandText's answer for it.
+  DocId bound_block_last_ = kEndDoc;
+  uint32_t block_bands_ = 0;
+  std::array<double, index::kLikesBands> block_text_{};
 };
 
 // Moves every matcher to the first DocId >= target that all of them contain.
@@ -800,7 +812,10 @@ class Evaluation {
       }
     }
     if (!counted || tiers.empty()) {
-      if (!counted && RunSparseAnd(segment, builder, offered)) return;
+      if (!counted && IsSparseAnd(segment)) {
+        RunSparseAnd(segment, builder, offered);
+        return;
+      }
       RunExhaustive(segment, builder.Build(plan_.root), offered);
       return;
     }
@@ -832,47 +847,97 @@ class Evaluation {
     RunExhaustive(segment, builder.Build(plan_.root), offered);
   }
 
-  // Most liked over an AND of terms whose rarest list holds fewer than one posting per
-  // kSparseAndDensity DocIds (the tiers, if any, did not decide): every match, found in
-  // batches of the rarest list's postings looked up block by block in the others (as counting
-  // does, PostingCursor::Filter), is offered but those `offered` says were, and the hits kept
-  // are scored at the end. Its few matches cost less so than a leapfrog through windows.
-  // False, having done nothing, for any other plan.
-  bool RunSparseAnd(const Segment& segment, MatcherBuilder& builder,
-                    const std::function<bool(DocId)>& offered) {
-    std::vector<const PlanNode*> nodes;
-    if (plan_.root.kind != PlanNode::Kind::kAnd || !FlatTerms(plan_.root, &nodes) ||
-        nodes.size() < 2) {
-      return false;
+  // Whether the plan is an AND of terms (exclusions may join) whose rarest list in `segment`
+  // holds fewer than one posting per kSparseAndDensity DocIds.
+  bool IsSparseAnd(const Segment& segment) const {
+    const PlanNode& root = plan_.root;
+    if (root.kind != PlanNode::Kind::kAnd || root.children.size() < 2) return false;
+    uint64_t rarest = UINT64_MAX;
+    for (const PlanNode& child : root.children) {
+      if (child.kind != PlanNode::Kind::kTerm) return false;
+      rarest = std::min<uint64_t>(rarest, segment.DocFreq(child.term));
     }
+    return rarest * kSparseAndDensity < segment.VisibleDocs();
+  }
+
+  // Calls visit(d) for each match d of a sparse AND (IsSparseAnd), ascending: found in batches
+  // of the rarest list's postings looked up block by block in the others (as counting does,
+  // PostingCursor::Filter), then checked against the exclusions. A few matches cost less so
+  // than a leapfrog, which pays two virtual calls per posting, or windows, whose bounds are
+  // computed per block of the longer lists.
+  template <typename Visit>
+  void ForEachSparseAndMatch(const Segment& segment, MatcherBuilder& builder, const Visit& visit) {
     std::vector<std::unique_ptr<TermMatcher>> terms;
-    for (const PlanNode* node : nodes) {
-      terms.push_back(builder.Term(node->term, /*scored=*/false));
-      if (terms.back() == nullptr) return true;  // a word the segment lacks: no match
+    for (const PlanNode& node : plan_.root.children) {
+      terms.push_back(builder.Term(node.term, /*scored=*/false));
+      if (terms.back() == nullptr) return;  // a word the segment lacks: no match
     }
     std::sort(terms.begin(), terms.end(), [](auto& a, auto& b) { return a->Cost() < b->Cost(); });
-    if (terms[0]->Cost() * kSparseAndDensity >= segment.VisibleDocs()) return false;
     std::vector<std::unique_ptr<Matcher>> excluded;
     for (const PlanNode& e : plan_.root.excluded) excluded.push_back(builder.Build(e));
-    const Columns& c = segment.columns();
     PostingCursor& lead = terms[0]->cursor();
     std::array<DocId, kBatch> docs;
-    std::vector<std::pair<TweetId, DocId>> kept;  // hits pushed, scored below
     while (size_t n = lead.NextDocs(segment.VisibleDocs(), docs.data(), docs.size())) {
       for (size_t i = 1; i < terms.size() && n > 0; ++i) {
         n = terms[i]->cursor().Filter(docs.data(), n, /*keep=*/true);
       }
       for (size_t i = 0; i < n; ++i) {
-        const DocId d = docs[i];
-        if (offered(d) || AnyMatches(excluded, d)) continue;
-        const std::optional<SortKey> key = Accept(c, d);
-        if (!key || !top_.Wants(*key)) continue;
-        top_.Push(Hit{key->id, 0, c.likes(d), c.created_at_ms(d), *key});
-        kept.emplace_back(key->id, d);
+        if (!AnyMatches(excluded, docs[i])) visit(docs[i]);
       }
     }
+  }
+
+  // Most liked over a sparse AND (IsSparseAnd) that the tiers did not decide: every match is
+  // offered but those `offered` says were, and the hits kept are scored at the end.
+  void RunSparseAnd(const Segment& segment, MatcherBuilder& builder,
+                    const std::function<bool(DocId)>& offered) {
+    const Columns& c = segment.columns();
+    std::vector<std::pair<TweetId, DocId>> kept;  // hits pushed, scored below
+    ForEachSparseAndMatch(segment, builder, [&](DocId d) {
+      if (offered(d)) return;
+      const std::optional<SortKey> key = Accept(c, d);
+      if (!key || !top_.Wants(*key)) return;
+      top_.Push(Hit{key->id, 0, c.likes(d), c.created_at_ms(d), *key});
+      kept.emplace_back(key->id, d);
+    });
     ScoreHits(builder, c, &kept);
-    return true;
+  }
+
+  // Best match over a sparse AND (IsSparseAnd): every match not offered yet is scored by
+  // cursors that only move forward, unless the plan's text bound plus its likes band's
+  // popularity and its DocIds' recency bound cannot reach the k-th score. Windows of block
+  // bounds would pass nearly all of these matches anyway (docs/ranking.md).
+  void RunSparseAndBestMatch(const Segment& segment, MatcherBuilder& builder) {
+    const Columns& c = segment.columns();
+    std::vector<std::unique_ptr<TermMatcher>> scorers;  // plan order, as CanonicalScore sums
+    double max_text = 0;
+    for (const PlanNode& node : plan_.root.children) {
+      scorers.push_back(builder.Term(node.term, node.scored));
+      if (scorers.back() == nullptr) return;  // a word the segment lacks: no match
+      max_text += scorers.back()->MaxScore();
+    }
+    ForEachSparseAndMatch(segment, builder, [&](DocId d) {
+      if (AlreadyOffered(d)) return;
+      double static_bound = 0;
+      if (top_.full()) {
+        static_bound = band_popularity_[index::LikesBand(c.BaseLikes(d))] + RecencyBound(c, d, d);
+        if (Inflate(max_text + static_bound) < top_.worst().primary) {
+          pruned_ = true;
+          return;
+        }
+      }
+      const uint32_t length = c.length(d);
+      double text = 0;
+      for (auto& s : scorers) {
+        s->Advance(d);
+        text += s->ScoreAt(length);
+      }
+      if (top_.full() && Inflate(text + static_bound) < top_.worst().primary) {
+        pruned_ = true;
+        return;
+      }
+      PushBestMatch(c, d, text);
+    });
   }
 
   // Whether `postings` keep every list the plan `node` reads, and it needs no positions.
@@ -1056,6 +1121,10 @@ class Evaluation {
       pruned_ = true;
       return;
     }
+    PushBestMatch(c, d, text);
+  }
+  // Pushes `d`, whose text score is known, if the filters and the search-after key take it.
+  void PushBestMatch(const Columns& c, DocId d, double text) {
     std::optional<SortKey> key = Accept(c, d);
     if (!key) return;
     key->primary = FullScore(c, d, text);
@@ -1427,6 +1496,10 @@ class Evaluation {
   void RunBestMatch(const Segment& segment, MatcherBuilder& builder) {
     OfferChangedRows(segment, builder);
     if (RunChampions(segment, builder)) return;
+    if (IsSparseAnd(segment)) {
+      RunSparseAndBestMatch(segment, builder);
+      return;
+    }
     std::vector<const PlanNode*> nodes;
     if (!FlatTerms(plan_.root, &nodes)) {
       RunBestMatchTree(segment, builder);
@@ -1519,12 +1592,28 @@ class Evaluation {
     for (auto& t : terms) order.push_back(t.get());
     std::stable_sort(order.begin(), order.end(),
                      [](TermMatcher* a, TermMatcher* b) { return a->Cost() < b->Cost(); });
+    // A list kCoarseListRatio times longer than the rarest or more bounds every window by its
+    // bounds per likes band over the whole list: its blocks are short, so windows ending with
+    // them would cost a bound per candidate or two, and a common word's text varies little.
+    std::vector<TermMatcher*> fine;
+    uint32_t coarse_bands = (1u << index::kLikesBands) - 1;
+    std::array<double, index::kLikesBands> coarse_sums{};
+    for (TermMatcher* t : order) {
+      if (t != order[0] && t->Cost() >= kCoarseListRatio * order[0]->Cost()) {
+        coarse_bands &= t->AddBandText(t->cursor().list_bound(), coarse_sums.data());
+      } else {
+        fine.push_back(t);
+      }
+    }
+    auto bands = [&](DocId t, DocId* end, double* sums) {
+      const uint32_t mask = TermBands(fine, /*conjunctive=*/true, t, end, sums) & coarse_bands;
+      for (int b = 0; b < index::kLikesBands; ++b) sums[b] += coarse_sums[b];
+      return mask;
+    };
     for (const ScoredWindow& w : windows) {
       for (DocId d = Align(order, w.begin); d <= w.end;) {
         if (top_.full() && !InWindow(c, d)) {
-          const DocId next = SkipWindows(c, w.end + 1, d, [&](DocId t, DocId* end, double* sums) {
-            return TermBands(order, /*conjunctive=*/true, t, end, sums);
-          });
+          const DocId next = SkipWindows(c, w.end + 1, d, bands);
           if (next != d) {
             if (next == kEndDoc) break;
             d = Align(order, next);
@@ -1714,9 +1803,11 @@ class Evaluation {
   static constexpr DocId kBitmapWindow = 4096;
   // ... when the rarest list holds at least one DocId in this many.
   static constexpr uint64_t kBitmapDensity = 4;
-  // RunSparseAnd's lists: fewer postings than one per this many DocIds in the rarest.
+  // BlockMaxAnd bounds lists this many times longer than the rarest by their list bounds.
+  static constexpr uint64_t kCoarseListRatio = 8;
+  // IsSparseAnd: fewer postings than one per this many DocIds in the rarest list.
   static constexpr uint64_t kSparseAndDensity = 64;
-  // RunSparseAnd's candidates looked up at a time.
+  // ForEachSparseAndMatch's candidates looked up at a time.
   static constexpr size_t kBatch = 128;
   std::vector<ScoredWindow> windows_;
 };

@@ -52,6 +52,11 @@ TEST(BitpackTest, PForRoundTripsAndIsSmallerWithOutliers) {
         UnpackPFor(reinterpret_cast<const uint8_t*>(packed.data()), n, descriptor, out.data()),
         size);
     ASSERT_EQ(out, values);
+    for (size_t i = 0; i < n; ++i) {  // one value at a time, as a cursor reads a frequency
+      ASSERT_EQ(PForAt(reinterpret_cast<const uint8_t*>(packed.data()), n, descriptor, i),
+                values[i])
+          << "i=" << i << " n=" << n;
+    }
     size_t consumed = 0;
     const auto* begin = reinterpret_cast<const uint8_t*>(packed.data());
     ASSERT_TRUE(UnpackPForChecked(begin, begin + size, n, descriptor, checked.data(), &consumed));

@@ -515,12 +515,14 @@ TEST(OracleTest, BestMatchOverChampionsEqualsBruteForce) {
   EXPECT_GT(g_tier_cutoffs, 0);
 }
 
-// Most liked of an AND whose rarest word is sparse (fewer postings than one per 64 tweets)
-// walks every match in batches of that word's postings (RunSparseAnd): rare words in 24,000
-// tweets with power-law likes, some of their likes changed after sealing (far above or below
-// every written count) and some deleted; with exclusions and filters; in segments and in one.
-TEST(OracleTest, MostLikedOfSparseAndsEqualsBruteForce) {
+// Most liked and best match of an AND whose rarest word is sparse (fewer postings than one per
+// 64 tweets) walk every match in batches of that word's postings (ForEachSparseAndMatch): rare
+// words in 24,000 tweets with power-law likes, some of their likes changed after sealing (far
+// above or below every written count) and some deleted; with exclusions and filters; in
+// segments and in one. Best match must have pruned some pages.
+TEST(OracleTest, SparseAndsEqualBruteForce) {
   std::mt19937_64 rng(57);
+  std::fill(std::begin(g_pruned_pages), std::end(g_pruned_pages), 0);
   index::IndexOptions options;
   options.segment_max_docs = 8000;
   std::unique_ptr<index::Index> index = *index::Index::Create(options);
@@ -557,6 +559,7 @@ TEST(OracleTest, MostLikedOfSparseAndsEqualsBruteForce) {
   ASSERT_TRUE(index->Compact().ok());
   for (const std::string& q : queries) CheckQuery(*index, oracle, rng, q, "compacted", &answered);
   EXPECT_EQ(answered, 2 * static_cast<int>(queries.size()));
+  EXPECT_GT(g_pruned_pages[static_cast<int>(SortMode::kBestMatch)], 0);
 }
 
 // Compares exact totals (exact_total, and the default cap) with the brute-force count.
