@@ -1375,6 +1375,87 @@ class Evaluation {
     return true;
   }
 
+  // Best match of an OR of scored words over their champions (champions.h). A match of one
+  // of the words alone that is not among its champions scores at most that word's rest bound
+  // (and the segment's recency bound); a match of several words is a match of two of them.
+  // So the champions of every word, every posting of a word whose list is too short to have
+  // them, and every match of two of the words are offered first (the intersections are cheap
+  // because every list but the longest must be sparse); if then no word's rest bound can
+  // reach the k-th score, the segment is done. Otherwise the usual walk follows and passes
+  // over the rows offered here. False, having offered nothing, for other plans, or when a
+  // long list has no champions.
+  bool RunOrChampions(const Segment& segment, MatcherBuilder& builder) {
+    const PlanNode& root = plan_.root;
+    if (root.kind != PlanNode::Kind::kOr || root.children.size() < 2) return false;
+    const DocId visible = segment.VisibleDocs();
+    std::vector<std::pair<uint64_t, const std::string*>> words;  // (postings, word), present
+    for (const PlanNode& child : root.children) {
+      if (child.kind != PlanNode::Kind::kTerm || !child.scored) return false;
+      if (const uint64_t df = segment.DocFreq(child.term); df > 0)
+        words.emplace_back(df, &child.term);
+    }
+    std::sort(words.begin(), words.end());
+    for (size_t i = 0; i + 1 < words.size(); ++i) {
+      if (words[i].first * kSparseAndDensity >= visible) return false;
+    }
+    std::vector<DocId> rows;
+    double rest = -std::numeric_limits<double>::infinity();
+    for (auto [postings, word] : words) {
+      std::unique_ptr<TermMatcher> m = builder.Term(*word, /*scored=*/true);
+      index::Champions champions;
+      if (m == nullptr) continue;
+      if (m->cursor().champions(&champions)) {
+        rest = std::max(rest, RestBound(*m, champions));
+        rows.insert(rows.end(), champions.docs.begin(), champions.docs.end());
+      } else if (postings <= index::kChampionMinPostings) {
+        AppendDocs(m->cursor(), visible, &rows);
+      } else {
+        return false;
+      }
+    }
+    for (size_t i = 0; i < words.size(); ++i) {
+      for (size_t j = i + 1; j < words.size(); ++j) {
+        std::unique_ptr<TermMatcher> rarer = builder.Term(*words[i].second, /*scored=*/false);
+        std::unique_ptr<TermMatcher> other = builder.Term(*words[j].second, /*scored=*/false);
+        if (rarer != nullptr && other != nullptr) {
+          AppendDocs(rarer->cursor(), visible, &rows, &other->cursor());
+        }
+      }
+    }
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    const Columns& c = segment.columns();
+    const double recency = RecencyBound(c, 0, visible - 1);
+    VisitAmong(builder, rows, [&](DocId d, Matcher& m) {
+      if (AlreadyOffered(d)) return;
+      // Before its exact static score (a logarithm and a power): its likes band's bound.
+      const double text = m.Score();
+      if (top_.full() && Inflate(text + band_popularity_[index::LikesBand(c.likes(d))] + recency) <
+                             top_.worst().primary) {
+        return;
+      }
+      PushBestMatch(c, d, text);
+    });
+    champion_rows_ = std::move(rows);  // offered: the walk passes over them
+    if (!top_.full() || Inflate(rest + recency) >= top_.worst().primary) {
+      return false;
+    }
+    pruned_ = true;
+    ++champion_cutoffs_;
+    return true;
+  }
+
+  // Appends the DocIds of `cursor`'s postings below `visible` to *rows, in batches; with
+  // `filter`, only those it holds too.
+  static void AppendDocs(PostingCursor& cursor, DocId visible, std::vector<DocId>* rows,
+                         PostingCursor* filter = nullptr) {
+    std::array<DocId, kBatch> docs;
+    while (size_t n = cursor.NextDocs(visible, docs.data(), docs.size())) {
+      if (filter != nullptr) n = filter->Filter(docs.data(), n, /*keep=*/true);
+      rows->insert(rows->end(), docs.begin(), docs.begin() + static_cast<ptrdiff_t>(n));
+    }
+  }
+
   // The plan's root as a flat list of terms, if it is one term, an AND of terms (with any
   // exclusions) or an OR of terms; else empty.
   static bool FlatTerms(const PlanNode& root, std::vector<const PlanNode*>* terms) {
@@ -1495,7 +1576,7 @@ class Evaluation {
 
   void RunBestMatch(const Segment& segment, MatcherBuilder& builder) {
     OfferChangedRows(segment, builder);
-    if (RunChampions(segment, builder)) return;
+    if (RunChampions(segment, builder) || RunOrChampions(segment, builder)) return;
     if (IsSparseAnd(segment)) {
       RunSparseAndBestMatch(segment, builder);
       return;

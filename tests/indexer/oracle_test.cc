@@ -562,6 +562,49 @@ TEST(OracleTest, SparseAndsEqualBruteForce) {
   EXPECT_GT(g_pruned_pages[static_cast<int>(SortMode::kBestMatch)], 0);
 }
 
+// Best match of ORs whose lists are sparse but long enough to have champions (at least 2,048
+// postings and fewer than one per 64 tweets: one segment of 200,000 tweets): every champion,
+// every posting of a short list and every match of two words is offered, then the words' rest
+// bounds must decide some pages alone (RunOrChampions). Power-law likes, likes changed after
+// sealing far above and below every written count, deletes.
+TEST(OracleTest, BestMatchOfSparseOrsOverChampionsEqualsBruteForce) {
+  std::mt19937_64 rng(61);
+  g_champion_cutoffs = 0;
+  index::IndexOptions options;
+  options.segment_max_docs = 200000;
+  std::unique_ptr<index::Index> index = *index::Index::Create(options);
+  Oracle oracle(index->analyzer());
+  Corpus corpus = MakeCorpus(rng, 200000);
+  for (index::IndexDoc& d : corpus.docs) {
+    d.likes = ParetoLikes(rng);
+    if (rng() % 80 == 0) d.text += rng() % 4 == 0 ? " zulu zulu" : " zulu";
+    if (rng() % 90 == 0) d.text += " yankee";
+    if (rng() % 4 == 0) d.text += " xray";
+    if (rng() % 1000 == 0) d.text += " whisky";
+  }
+  AddInBatches(*index, oracle, corpus.docs, 5000);
+  ASSERT_TRUE(index->Seal().ok());
+  for (const index::IndexDoc& d : corpus.docs) {
+    if (d.text.find("zulu") == std::string::npos && d.text.find("yankee") == std::string::npos) {
+      continue;
+    }
+    if (rng() % 20 == 0) {
+      ASSERT_TRUE(index->Delete(d.id).ok());
+      oracle.at(d.id).deleted = true;
+    } else if (rng() % 10 == 0) {
+      const uint32_t likes = rng() % 2 ? static_cast<uint32_t>(rng() % 3) : 5000 + rng() % 90000;
+      ASSERT_TRUE(index->SetLikes(d.id, likes).ok());
+      oracle.at(d.id).doc.likes = likes;
+    }
+  }
+  const std::vector<std::string> queries = {"zulu OR yankee", "yankee OR zulu OR xray",
+                                            "zulu OR whisky", "whisky OR yankee"};
+  int answered = 0;
+  for (const std::string& q : queries) CheckQuery(*index, oracle, rng, q, "sealed", &answered);
+  EXPECT_EQ(answered, static_cast<int>(queries.size()));
+  EXPECT_GT(g_champion_cutoffs, 0);
+}
+
 // Compares exact totals (exact_total, and the default cap) with the brute-force count.
 void CheckTotals(const index::Index& index, const Oracle& oracle, std::mt19937_64& rng,
                  const std::vector<TweetId>& ids, const std::string& stage) {
