@@ -847,44 +847,88 @@ class Evaluation {
     RunExhaustive(segment, builder.Build(plan_.root), offered);
   }
 
-  // Whether the plan is an AND of terms (exclusions may join) whose rarest list in `segment`
-  // holds fewer than one posting per kSparseAndDensity DocIds.
+  // Whether the plan is an AND (exclusions may join) of terms and ORs of terms, one of whose
+  // terms' lists in `segment` holds fewer than one posting per kSparseAndDensity DocIds.
   bool IsSparseAnd(const Segment& segment) const {
     const PlanNode& root = plan_.root;
     if (root.kind != PlanNode::Kind::kAnd || root.children.size() < 2) return false;
     uint64_t rarest = UINT64_MAX;
     for (const PlanNode& child : root.children) {
-      if (child.kind != PlanNode::Kind::kTerm) return false;
-      rarest = std::min<uint64_t>(rarest, segment.DocFreq(child.term));
+      if (child.kind == PlanNode::Kind::kTerm) {
+        rarest = std::min<uint64_t>(rarest, segment.DocFreq(child.term));
+        continue;
+      }
+      if (child.kind != PlanNode::Kind::kOr) return false;
+      for (const PlanNode& alternative : child.children) {
+        if (alternative.kind != PlanNode::Kind::kTerm) return false;
+      }
     }
-    return rarest * kSparseAndDensity < segment.VisibleDocs();
+    return rarest != UINT64_MAX && rarest * kSparseAndDensity < segment.VisibleDocs();
   }
 
   // Calls visit(d) for each match d of a sparse AND (IsSparseAnd), ascending: found in batches
-  // of the rarest list's postings looked up block by block in the others (as counting does,
-  // PostingCursor::Filter), then checked against the exclusions. A few matches cost less so
-  // than a leapfrog, which pays two virtual calls per posting, or windows, whose bounds are
-  // computed per block of the longer lists.
+  // of the rarest term's postings looked up block by block in the other children's lists (as
+  // counting does, PostingCursor::Filter; an OR keeps those any of its words holds), then
+  // checked against the exclusions. A few matches cost less so than a leapfrog, which pays two
+  // virtual calls per posting, or windows, whose bounds are computed per block of the longer
+  // lists.
   template <typename Visit>
   void ForEachSparseAndMatch(const Segment& segment, MatcherBuilder& builder, const Visit& visit) {
-    std::vector<std::unique_ptr<TermMatcher>> terms;
+    // Per child, its words' cursors (one for a term; an OR's present words).
+    std::vector<std::vector<std::unique_ptr<TermMatcher>>> children;
     for (const PlanNode& node : plan_.root.children) {
-      terms.push_back(builder.Term(node.term, /*scored=*/false));
-      if (terms.back() == nullptr) return;  // a word the segment lacks: no match
+      std::vector<std::unique_ptr<TermMatcher>>& words = children.emplace_back();
+      for (const PlanNode* word : node.kind == PlanNode::Kind::kTerm
+                                      ? std::vector<const PlanNode*>{&node}
+                                      : PointersTo(node.children)) {
+        if (auto m = builder.Term(word->term, /*scored=*/false)) words.push_back(std::move(m));
+      }
+      if (words.empty()) return;  // a word or every alternative the segment lacks: no match
     }
-    std::sort(terms.begin(), terms.end(), [](auto& a, auto& b) { return a->Cost() < b->Cost(); });
+    // The lead: the term with the fewest postings; the other children filter its postings.
+    auto cost = [](const auto& words) { return words.size() == 1 ? words[0]->Cost() : UINT64_MAX; };
+    std::sort(children.begin(), children.end(),
+              [&](const auto& a, const auto& b) { return cost(a) < cost(b); });
     std::vector<std::unique_ptr<Matcher>> excluded;
     for (const PlanNode& e : plan_.root.excluded) excluded.push_back(builder.Build(e));
-    PostingCursor& lead = terms[0]->cursor();
+    PostingCursor& lead = children[0][0]->cursor();
     std::array<DocId, kBatch> docs;
     while (size_t n = lead.NextDocs(segment.VisibleDocs(), docs.data(), docs.size())) {
-      for (size_t i = 1; i < terms.size() && n > 0; ++i) {
-        n = terms[i]->cursor().Filter(docs.data(), n, /*keep=*/true);
-      }
+      for (size_t i = 1; i < children.size() && n > 0; ++i)
+        n = FilterAny(children[i], docs.data(), n);
       for (size_t i = 0; i < n; ++i) {
         if (!AnyMatches(excluded, docs[i])) visit(docs[i]);
       }
     }
+  }
+
+  static std::vector<const PlanNode*> PointersTo(const std::vector<PlanNode>& nodes) {
+    std::vector<const PlanNode*> pointers;
+    for (const PlanNode& n : nodes) pointers.push_back(&n);
+    return pointers;
+  }
+
+  // Keeps, in order, those of docs[0..n) (n <= kBatch) that any of `words` holds; returns how
+  // many.
+  static size_t FilterAny(std::vector<std::unique_ptr<TermMatcher>>& words, DocId* docs, size_t n) {
+    if (words.size() == 1) return words[0]->cursor().Filter(docs, n, /*keep=*/true);
+    std::array<bool, kBatch> held{};
+    std::array<DocId, kBatch> some;
+    for (auto& word : words) {
+      std::copy_n(docs, n, some.begin());
+      const size_t m = word->cursor().Filter(some.data(), n, /*keep=*/true);
+      for (size_t i = 0, j = 0; j < m; ++i) {  // some[0..m) is a subsequence of docs[0..n)
+        if (docs[i] == some[j]) {
+          held[i] = true;
+          ++j;
+        }
+      }
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (held[i]) docs[kept++] = docs[i];
+    }
+    return kept;
   }
 
   // Most liked over a sparse AND (IsSparseAnd) that the tiers did not decide: every match is
@@ -903,19 +947,14 @@ class Evaluation {
     ScoreHits(builder, c, &kept);
   }
 
-  // Best match over a sparse AND (IsSparseAnd): every match not offered yet is scored by
-  // cursors that only move forward, unless the plan's text bound plus its likes band's
+  // Best match over a sparse AND (IsSparseAnd): every match not offered yet is scored by the
+  // plan's matcher, moved forward to it, unless the plan's text bound plus its likes band's
   // popularity and its DocIds' recency bound cannot reach the k-th score. Windows of block
   // bounds would pass nearly all of these matches anyway (docs/ranking.md).
   void RunSparseAndBestMatch(const Segment& segment, MatcherBuilder& builder) {
     const Columns& c = segment.columns();
-    std::vector<std::unique_ptr<TermMatcher>> scorers;  // plan order, as CanonicalScore sums
-    double max_text = 0;
-    for (const PlanNode& node : plan_.root.children) {
-      scorers.push_back(builder.Term(node.term, node.scored));
-      if (scorers.back() == nullptr) return;  // a word the segment lacks: no match
-      max_text += scorers.back()->MaxScore();
-    }
+    std::unique_ptr<Matcher> m = builder.Build(plan_.root);  // scores as every walk does
+    const double max_text = m->MaxScore();
     ForEachSparseAndMatch(segment, builder, [&](DocId d) {
       if (AlreadyOffered(d)) return;
       double static_bound = 0;
@@ -926,12 +965,8 @@ class Evaluation {
           return;
         }
       }
-      const uint32_t length = c.length(d);
-      double text = 0;
-      for (auto& s : scorers) {
-        s->Advance(d);
-        text += s->ScoreAt(length);
-      }
+      m->Advance(d);  // a match: it stops there
+      const double text = m->Score();
       if (top_.full() && Inflate(text + static_bound) < top_.worst().primary) {
         pruned_ = true;
         return;

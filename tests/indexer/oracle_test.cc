@@ -515,8 +515,9 @@ TEST(OracleTest, BestMatchOverChampionsEqualsBruteForce) {
   EXPECT_GT(g_tier_cutoffs, 0);
 }
 
-// Most liked and best match of an AND whose rarest word is sparse (fewer postings than one per
-// 64 tweets) walk every match in batches of that word's postings (ForEachSparseAndMatch): rare
+// Most liked and best match of an AND (of words and ORs of words) whose rarest word is sparse
+// (fewer postings than one per 64 tweets) walk every match in batches of that word's postings
+// (ForEachSparseAndMatch): rare
 // words in 24,000 tweets with power-law likes, some of their likes changed after sealing (far
 // above or below every written count) and some deleted; with exclusions and filters; in
 // segments and in one. Best match must have pruned some pages.
@@ -553,7 +554,11 @@ TEST(OracleTest, SparseAndsEqualBruteForce) {
                                             "zulu yankee min_faves:3",
                                             "zulu " + kVocabulary[0],
                                             "zulu yankee -" + kVocabulary[1],
-                                            "zulu xray yankee"};
+                                            "zulu xray yankee",
+                                            "(xray OR yankee) zulu",
+                                            "(" + kVocabulary[0] + " OR xray) zulu -yankee",
+                                            "zulu (yankee OR nowhere) lang:en",
+                                            "(zulu OR nowhere) yankee"};
   int answered = 0;
   for (const std::string& q : queries) CheckQuery(*index, oracle, rng, q, "segments", &answered);
   ASSERT_TRUE(index->Compact().ok());
