@@ -547,6 +547,7 @@ class Evaluation {
       }
       Context ctx{&segment->columns(), &options_.scoring, stats_.avg_length, TfTable()};
       MatcherBuilder builder(*segment, visible, stats_, ctx);
+      segment_index_ = i;
       switch (options_.sort) {
         case SortMode::kNewest:
           RunNewest(*segment, builder, i);
@@ -871,7 +872,8 @@ class Evaluation {
   // counting does, PostingCursor::Filter; an OR keeps those any of its words holds), then
   // checked against the exclusions. A few matches cost less so than a leapfrog, which pays two
   // virtual calls per posting, or windows, whose bounds are computed per block of the longer
-  // lists.
+  // lists. Every match is met, so they are counted here too (unless the segment's count is
+  // cached), and CountTotal passes over the segment.
   template <typename Visit>
   void ForEachSparseAndMatch(const Segment& segment, MatcherBuilder& builder, const Visit& visit) {
     // Per child, its words' cursors (one for a term; an OR's present words).
@@ -883,8 +885,15 @@ class Evaluation {
                                       : PointersTo(node.children)) {
         if (auto m = builder.Term(word->term, /*scored=*/false)) words.push_back(std::move(m));
       }
-      if (words.empty()) return;  // a word or every alternative the segment lacks: no match
+      if (words.empty()) {  // a word or every alternative the segment lacks: no match
+        counted_.insert(segment_index_);
+        return;
+      }
     }
+    const Columns& c = segment.columns();
+    const bool counting = !UseCachedCount(segment);  // else the cached count was added
+    const bool by_id = segment.MaxTweetId() > options_.watermark;
+    const uint64_t generation = c.changes(), before = total_;
     // The lead: the term with the fewest postings; the other children filter its postings.
     auto cost = [](const auto& words) { return words.size() == 1 ? words[0]->Cost() : UINT64_MAX; };
     std::sort(children.begin(), children.end(),
@@ -893,13 +902,27 @@ class Evaluation {
     for (const PlanNode& e : plan_.root.excluded) excluded.push_back(builder.Build(e));
     PostingCursor& lead = children[0][0]->cursor();
     std::array<DocId, kBatch> docs;
-    while (size_t n = lead.NextDocs(segment.VisibleDocs(), docs.data(), docs.size())) {
-      for (size_t i = 1; i < children.size() && n > 0; ++i)
+    while (size_t n = lead.NextDocs(visible_docs_[segment_index_], docs.data(), docs.size())) {
+      for (size_t i = 1; i < children.size() && n > 0; ++i) {
         n = FilterAny(children[i], docs.data(), n);
+      }
       for (size_t i = 0; i < n; ++i) {
-        if (!AnyMatches(excluded, docs[i])) visit(docs[i]);
+        const DocId d = docs[i];
+        if (AnyMatches(excluded, d)) continue;
+        if (counting && total_ < stop_ && Counts(c, d, by_id)) ++total_;
+        visit(d);
       }
     }
+    counted_.insert(segment_index_);
+    if (counting && segment.Health().ok()) StoreCount(segment, generation, before);
+  }
+
+  // Whether match `d` counts toward the total: Accept() without the search-after key (by_id:
+  // the segment holds tweets above the watermark).
+  bool Counts(const Columns& c, DocId d, bool by_id) const {
+    if (c.deleted(d) || (by_id && c.tweet_id(d) > options_.watermark)) return false;
+    if (by_created_ && !CreatedInRange(c, d)) return false;
+    return plan_.min_likes == 0 || c.likes(d) >= plan_.min_likes;
   }
 
   static std::vector<const PlanNode*> PointersTo(const std::vector<PlanNode>& nodes) {
@@ -1886,6 +1909,7 @@ class Evaluation {
   const bool by_created_ =
       plan_.since_ms != std::numeric_limits<int64_t>::min() || plan_.has_until();
   absl::flat_hash_set<size_t> counted_;  // segments the ranking counted whole
+  size_t segment_index_ = 0;             // of the segment being ranked, in visible_docs_
   std::vector<DocId> visible_docs_;      // of each segment of Run(), read once
   // StaticBound's cache.
   const Columns* bound_columns_ = nullptr;
