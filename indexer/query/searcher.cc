@@ -972,17 +972,20 @@ class Evaluation {
 
   // Best match over a sparse AND (IsSparseAnd): every match not offered yet is scored by the
   // plan's matcher, moved forward to it, unless the plan's text bound plus its likes band's
-  // popularity and its DocIds' recency bound cannot reach the k-th score. Windows of block
+  // popularity and the segment's recency bound cannot reach the k-th score. Windows of block
   // bounds would pass nearly all of these matches anyway (docs/ranking.md).
   void RunSparseAndBestMatch(const Segment& segment, MatcherBuilder& builder) {
     const Columns& c = segment.columns();
     std::unique_ptr<Matcher> m = builder.Build(plan_.root);  // scores as every walk does
     const double max_text = m->MaxScore();
+    // The segment's: bounds per 4,096 DocIds cost a pass over their ranges each, and matches
+    // this sparse touch most of them (a candidate that passes gets its exact score anyway).
+    const double recency = RecencyBound(c, 0, segment.VisibleDocs() - 1);
     ForEachSparseAndMatch(segment, builder, [&](DocId d) {
       if (AlreadyOffered(d)) return;
       double static_bound = 0;
       if (top_.full()) {
-        static_bound = band_popularity_[index::LikesBand(c.BaseLikes(d))] + RecencyBound(c, d, d);
+        static_bound = band_popularity_[index::LikesBand(c.BaseLikes(d))] + recency;
         if (Inflate(max_text + static_bound) < top_.worst().primary) {
           pruned_ = true;
           return;
