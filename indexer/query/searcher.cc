@@ -1452,8 +1452,9 @@ class Evaluation {
     std::vector<std::pair<uint64_t, const std::string*>> words;  // (postings, word), present
     for (const PlanNode& child : root.children) {
       if (child.kind != PlanNode::Kind::kTerm || !child.scored) return false;
-      if (const uint64_t df = segment.DocFreq(child.term); df > 0)
+      if (const uint64_t df = segment.DocFreq(child.term); df > 0) {
         words.emplace_back(df, &child.term);
+      }
     }
     std::sort(words.begin(), words.end());
     for (size_t i = 0; i + 1 < words.size(); ++i) {
@@ -1463,8 +1464,8 @@ class Evaluation {
     double rest = -std::numeric_limits<double>::infinity();
     for (auto [postings, word] : words) {
       std::unique_ptr<TermMatcher> m = builder.Term(*word, /*scored=*/true);
-      index::Champions champions;
       if (m == nullptr) continue;
+      index::Champions champions;
       if (m->cursor().champions(&champions)) {
         rest = std::max(rest, RestBound(*m, champions));
         rows.insert(rows.end(), champions.docs.begin(), champions.docs.end());
