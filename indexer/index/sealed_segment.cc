@@ -354,12 +354,19 @@ class SealedCursor final : public PostingCursor {
           rank_known_ = false;
         }
       } else {
-        for (; i < n && docs[i] <= block_last_; ++i) {
-          const DocId d = docs[i];
-          while (docs_[i_] < d) ++i_;  // stops: the block's last DocId is >= d
-          if ((docs_[i_] == d) == keep) docs[kept++] = d;
+        // A merge without a branch per step (whether the next candidate is past the next
+        // posting is a coin toss): each step moves on the candidate, or the posting below it.
+        // Every candidate here is at most the block's last DocId, so j stays in the block.
+        uint32_t j = i_;
+        while (i < n && docs[i] <= block_last_) {
+          const DocId a = docs[i], b = docs_[j];
+          docs[kept] = a;  // kept <= i: a slot already read
+          kept += keep ? a == b : a < b;
+          i += a <= b;
+          j += b < a;
         }
-        doc_ = docs_[i_];
+        i_ = j;
+        doc_ = docs_[j];
       }
     }
     return kept;
