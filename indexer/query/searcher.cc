@@ -1439,12 +1439,13 @@ class Evaluation {
   // Best match of an OR of scored words over their champions (champions.h). A match of one
   // of the words alone that is not among its champions scores at most that word's rest bound
   // (and the segment's recency bound); a match of several words is a match of two of them.
-  // So the champions of every word, every posting of a word whose list is too short to have
-  // them, and every match of two of the words are offered first (the intersections are cheap
-  // because every list but the longest must be sparse); if then no word's rest bound can
-  // reach the k-th score, the segment is done. Otherwise the usual walk follows and passes
-  // over the rows offered here. False, having offered nothing, for other plans, or when a
-  // long list has no champions.
+  // So the champions of every word, every posting of a word whose list is no longer than
+  // champions are, and every match of two of the words are offered first (the intersections
+  // are cheap because every list but the longest must be sparse); if then no word's rest
+  // bound can reach the k-th score, the segment is done. Otherwise the usual walk follows and
+  // passes over the rows offered here. False, having offered nothing, for other plans, or
+  // when a list longer than that has no champions (in a small segment, offering a list of a
+  // few hundred postings whole cost more than MaxScore's walk: docs/benchmarks.md).
   bool RunOrChampions(const Segment& segment, MatcherBuilder& builder) {
     const PlanNode& root = plan_.root;
     if (root.kind != PlanNode::Kind::kOr || root.children.size() < 2) return false;
@@ -1469,7 +1470,7 @@ class Evaluation {
       if (m->cursor().champions(&champions)) {
         rest = std::max(rest, RestBound(*m, champions));
         rows.insert(rows.end(), champions.docs.begin(), champions.docs.end());
-      } else if (postings <= index::kChampionMinPostings) {
+      } else if (postings <= index::kMaxChampions) {  // no longer than champions are
         AppendDocs(m->cursor(), visible, &rows);
       } else {
         return false;
