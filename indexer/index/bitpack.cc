@@ -129,8 +129,9 @@ uint32_t PForAt(const uint8_t* in, size_t n, uint8_t descriptor, size_t i) {
   const size_t count = in[pos];
   const uint8_t* indices = in + pos + 2;
   for (size_t e = 0; e < count; ++e) {
-    if (indices[e] == i)
+    if (indices[e] == i) {
       return value | PackedAt(indices + count, e * in[pos + 1], in[pos + 1]) << b;
+    }
   }
   return value;
 }

@@ -310,6 +310,17 @@ void CheckQuery(const index::Index& index, const Oracle& oracle, std::mt19937_64
   }
 }
 
+// Runs every query of `queries` (all must parse) with CheckQuery over the index's segments,
+// then again after compacting them into one.
+void CheckInSegmentsAndCompacted(index::Index& index, const Oracle& oracle, std::mt19937_64& rng,
+                                 const std::vector<std::string>& queries) {
+  int answered = 0;
+  for (const std::string& q : queries) CheckQuery(index, oracle, rng, q, "segments", &answered);
+  ASSERT_TRUE(index.Compact().ok());
+  for (const std::string& q : queries) CheckQuery(index, oracle, rng, q, "compacted", &answered);
+  EXPECT_EQ(answered, 2 * static_cast<int>(queries.size()));
+}
+
 void CheckQueries(const index::Index& index, const Oracle& oracle, std::mt19937_64& rng, int count,
                   const std::string& stage) {
   QueryGenerator gen(rng);
@@ -453,11 +464,7 @@ TEST(OracleTest, BestMatchOfOneTermByWindowBoundsOnLongRepetitiveTweets) {
     queries.push_back(kVocabulary[w] + " -" + kVocabulary[w + 1] + " min_faves:3");
     queries.push_back(kVocabulary[w] + " from:" + kUsers[w % kUsers.size()]);
   }
-  int answered = 0;
-  for (const std::string& q : queries) CheckQuery(*index, oracle, rng, q, "segments", &answered);
-  ASSERT_TRUE(index->Compact().ok());
-  for (const std::string& q : queries) CheckQuery(*index, oracle, rng, q, "compacted", &answered);
-  EXPECT_EQ(answered, 2 * static_cast<int>(queries.size()));
+  CheckInSegmentsAndCompacted(*index, oracle, rng, queries);
   EXPECT_GT(g_pruned_pages[static_cast<int>(SortMode::kBestMatch)], 0);
 }
 
@@ -506,21 +513,17 @@ TEST(OracleTest, BestMatchOverChampionsEqualsBruteForce) {
     queries.push_back("(" + a + " OR " + b + ") " + kVocabulary[w + 2]);
     queries.push_back(a + " OR from:" + kUsers[w]);
   }
-  int answered = 0;
-  for (const std::string& q : queries) CheckQuery(*index, oracle, rng, q, "segments", &answered);
-  ASSERT_TRUE(index->Compact().ok());
-  for (const std::string& q : queries) CheckQuery(*index, oracle, rng, q, "compacted", &answered);
-  EXPECT_EQ(answered, 2 * static_cast<int>(queries.size()));
+  CheckInSegmentsAndCompacted(*index, oracle, rng, queries);
   EXPECT_GT(g_champion_cutoffs, 0);
   EXPECT_GT(g_tier_cutoffs, 0);
 }
 
 // Most liked and best match of an AND (of words and ORs of words) whose rarest word is sparse
 // (fewer postings than one per 64 tweets) walk every match in batches of that word's postings
-// (ForEachSparseAndMatch): rare
-// words in 24,000 tweets with power-law likes, some of their likes changed after sealing (far
-// above or below every written count) and some deleted; with exclusions and filters; in
-// segments and in one. Best match must have pruned some pages.
+// (ForEachSparseAndMatch), and count them on the way: rare words in 24,000 tweets with
+// power-law likes, some of their likes changed after sealing (far above or below every
+// written count) and some deleted; with exclusions and filters; in segments and in one. Best
+// match must have pruned some pages.
 TEST(OracleTest, SparseAndsEqualBruteForce) {
   std::mt19937_64 rng(57);
   std::fill(std::begin(g_pruned_pages), std::end(g_pruned_pages), 0);
@@ -559,19 +562,16 @@ TEST(OracleTest, SparseAndsEqualBruteForce) {
                                             "(" + kVocabulary[0] + " OR xray) zulu -yankee",
                                             "zulu (yankee OR nowhere) lang:en",
                                             "(zulu OR nowhere) yankee"};
-  int answered = 0;
-  for (const std::string& q : queries) CheckQuery(*index, oracle, rng, q, "segments", &answered);
-  ASSERT_TRUE(index->Compact().ok());
-  for (const std::string& q : queries) CheckQuery(*index, oracle, rng, q, "compacted", &answered);
-  EXPECT_EQ(answered, 2 * static_cast<int>(queries.size()));
+  CheckInSegmentsAndCompacted(*index, oracle, rng, queries);
   EXPECT_GT(g_pruned_pages[static_cast<int>(SortMode::kBestMatch)], 0);
 }
 
 // Best match of ORs whose lists are sparse but long enough to have champions (at least 2,048
 // postings and fewer than one per 64 tweets: one segment of 200,000 tweets): every champion,
-// every posting of a short list and every match of two words is offered, then the words' rest
-// bounds must decide some pages alone (RunOrChampions). Power-law likes, likes changed after
-// sealing far above and below every written count, deletes.
+// every posting of a list no longer than champions are (whisky, about 200) and every match of
+// two words is offered, then the words' rest bounds must decide some pages alone
+// (RunOrChampions). Power-law likes, likes changed after sealing far above and below every
+// written count, deletes.
 TEST(OracleTest, BestMatchOfSparseOrsOverChampionsEqualsBruteForce) {
   std::mt19937_64 rng(61);
   g_champion_cutoffs = 0;
