@@ -321,6 +321,26 @@ void CheckInSegmentsAndCompacted(index::Index& index, const Oracle& oracle, std:
   EXPECT_EQ(answered, 2 * static_cast<int>(queries.size()));
 }
 
+// After sealing: of the tweets `pick` selects, deletes one in `delete_one_in` and changes the
+// likes of one in `change_one_in` of the rest, to 0–2 or far above every written count (the
+// block bounds and tiers keep the likes a row was written with), in the index and the oracle.
+template <typename Pick>
+void DeleteOrChangeLikes(index::Index& index, Oracle& oracle, std::mt19937_64& rng,
+                         const std::vector<index::IndexDoc>& docs, const Pick& pick,
+                         uint64_t delete_one_in, uint64_t change_one_in) {
+  for (const index::IndexDoc& d : docs) {
+    if (!pick(d)) continue;
+    if (rng() % delete_one_in == 0) {
+      ASSERT_TRUE(index.Delete(d.id).ok());
+      oracle.at(d.id).deleted = true;
+    } else if (rng() % change_one_in == 0) {
+      const uint32_t likes = rng() % 2 ? static_cast<uint32_t>(rng() % 3) : 5000 + rng() % 90000;
+      ASSERT_TRUE(index.SetLikes(d.id, likes).ok());
+      oracle.at(d.id).doc.likes = likes;
+    }
+  }
+}
+
 void CheckQueries(const index::Index& index, const Oracle& oracle, std::mt19937_64& rng, int count,
                   const std::string& stage) {
   QueryGenerator gen(rng);
@@ -490,16 +510,8 @@ TEST(OracleTest, BestMatchOverChampionsEqualsBruteForce) {
   }
   AddInBatches(*index, oracle, corpus.docs, 2000);
   ASSERT_TRUE(index->Seal().ok());
-  for (const index::IndexDoc& d : corpus.docs) {
-    if (rng() % 40 == 0) {
-      ASSERT_TRUE(index->Delete(d.id).ok());
-      oracle.at(d.id).deleted = true;
-    } else if (rng() % 60 == 0) {
-      const uint32_t likes = rng() % 2 ? static_cast<uint32_t>(rng() % 3) : 5000 + rng() % 90000;
-      ASSERT_TRUE(index->SetLikes(d.id, likes).ok());
-      oracle.at(d.id).doc.likes = likes;
-    }
-  }
+  DeleteOrChangeLikes(
+      *index, oracle, rng, corpus.docs, [](const auto&) { return true; }, 40, 60);
   std::vector<std::string> queries;
   for (size_t w = 0; w < 5; ++w) {
     const std::string& a = kVocabulary[w];
@@ -540,17 +552,9 @@ TEST(OracleTest, SparseAndsEqualBruteForce) {
   }
   AddInBatches(*index, oracle, corpus.docs, 1000);
   ASSERT_TRUE(index->Seal().ok());
-  for (const index::IndexDoc& d : corpus.docs) {
-    if (d.text.find("zulu") == std::string::npos) continue;
-    if (rng() % 10 == 0) {
-      ASSERT_TRUE(index->Delete(d.id).ok());
-      oracle.at(d.id).deleted = true;
-    } else if (rng() % 6 == 0) {
-      const uint32_t likes = rng() % 2 ? static_cast<uint32_t>(rng() % 3) : 5000 + rng() % 90000;
-      ASSERT_TRUE(index->SetLikes(d.id, likes).ok());
-      oracle.at(d.id).doc.likes = likes;
-    }
-  }
+  DeleteOrChangeLikes(
+      *index, oracle, rng, corpus.docs,
+      [](const index::IndexDoc& d) { return d.text.find("zulu") != std::string::npos; }, 10, 6);
   const std::vector<std::string> queries = {"zulu yankee",
                                             "yankee zulu -xray",
                                             "zulu yankee lang:es",
@@ -589,19 +593,13 @@ TEST(OracleTest, BestMatchOfSparseOrsOverChampionsEqualsBruteForce) {
   }
   AddInBatches(*index, oracle, corpus.docs, 5000);
   ASSERT_TRUE(index->Seal().ok());
-  for (const index::IndexDoc& d : corpus.docs) {
-    if (d.text.find("zulu") == std::string::npos && d.text.find("yankee") == std::string::npos) {
-      continue;
-    }
-    if (rng() % 20 == 0) {
-      ASSERT_TRUE(index->Delete(d.id).ok());
-      oracle.at(d.id).deleted = true;
-    } else if (rng() % 10 == 0) {
-      const uint32_t likes = rng() % 2 ? static_cast<uint32_t>(rng() % 3) : 5000 + rng() % 90000;
-      ASSERT_TRUE(index->SetLikes(d.id, likes).ok());
-      oracle.at(d.id).doc.likes = likes;
-    }
-  }
+  DeleteOrChangeLikes(
+      *index, oracle, rng, corpus.docs,
+      [](const index::IndexDoc& d) {
+        return d.text.find("zulu") != std::string::npos ||
+               d.text.find("yankee") != std::string::npos;
+      },
+      20, 10);
   const std::vector<std::string> queries = {"zulu OR yankee", "yankee OR zulu OR xray",
                                             "zulu OR whisky", "whisky OR yankee"};
   int answered = 0;
