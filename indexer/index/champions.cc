@@ -9,26 +9,11 @@
 namespace tweetsearch::index {
 namespace {
 
-// The score's parameters the choice assumes (query/scoring.h's defaults). Only which postings
-// are champions depends on them, never a result: the rest's skyline bounds them under any.
 constexpr double kK1 = 1.2, kB = 0.75, kLikesReference = 10000;
-// Text is weighed against popularity at these multiples of the term's idf in the segment (the
-// query's idf, average length and weights differ; recency and filters leave popularity more
-// or less room).
-constexpr std::array<double, 4> kTextWeights = {0.5, 1, 2, 4};
 // Cells of postings: tfs 1 to kSmallTfs in an array, larger ones in a map; lengths from 255 on
 // share cells (as 255, a lower bound).
 constexpr uint32_t kSmallTfs = 16;
 constexpr uint32_t kLengths = 256;
-
-double Text(uint32_t tf, uint32_t length, double avg_length) {
-  const double norm = kK1 * (1.0 - kB + kB * length / avg_length);
-  return tf * (kK1 + 1.0) / (tf + norm);
-}
-
-double Popularity(uint32_t likes) {
-  return std::min(1.0, std::log1p(static_cast<double>(likes)) / std::log1p(kLikesReference));
-}
 
 template <typename T>
 void AppendRaw(const T* values, size_t n, std::string* out) {
@@ -37,6 +22,15 @@ void AppendRaw(const T* values, size_t n, std::string* out) {
 }
 
 }  // namespace
+
+double SelectionText(uint32_t tf, uint32_t length, double avg_length) {
+  const double norm = kK1 * (1.0 - kB + kB * length / avg_length);
+  return tf * (kK1 + 1.0) / (tf + norm);
+}
+
+double SelectionPopularity(uint32_t likes) {
+  return std::min(1.0, std::log1p(static_cast<double>(likes)) / std::log1p(kLikesReference));
+}
 
 std::vector<ImpactPoint> Skyline(std::vector<ImpactPoint> points) {
   // Any point that beats or matches another comes before it in this order, so each point
@@ -150,12 +144,12 @@ Champions ChampionSelector::Finish() {
   // agree at the top.
   std::vector<double> text(candidates.size()), popularity(candidates.size());
   for (size_t i = 0; i < candidates.size(); ++i) {
-    text[i] = idf * Text(candidates[i].tf, candidates[i].length, avg_length_);
-    popularity[i] = Popularity(candidates[i].likes);
+    text[i] = idf * SelectionText(candidates[i].tf, candidates[i].length, avg_length_);
+    popularity[i] = SelectionPopularity(candidates[i].likes);
   }
   std::vector<std::vector<uint32_t>> ranked;
   std::vector<std::pair<double, uint32_t>> keyed(candidates.size());
-  for (double weight : kTextWeights) {
+  for (double weight : kSelectionTextWeights) {
     for (uint32_t i = 0; i < candidates.size(); ++i) {
       keyed[i] = {weight * text[i] + popularity[i], i};
     }

@@ -17,6 +17,7 @@
 #ifndef TWEETSEARCH_INDEXER_INDEX_CHAMPIONS_H_
 #define TWEETSEARCH_INDEXER_INDEX_CHAMPIONS_H_
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -104,6 +105,17 @@ Champions SelectChampions(std::span<const DocId> docs, std::span<const uint32_t>
 // The skyline of `points`: those no other point matches or beats in tf, length (shorter) and
 // likes at once, in no particular order.
 std::vector<ImpactPoint> Skyline(std::vector<ImpactPoint> points);
+
+// How the selection weighs a posting (query/scoring.h's default parameters: only which
+// postings are champions depends on them, never a result). BM25's frequency part of `tf` in a
+// tweet of `length` tokens:
+double SelectionText(uint32_t tf, uint32_t length, double avg_length);
+// The popularity part of `likes`:
+double SelectionPopularity(uint32_t likes);
+// Text is weighed against popularity at these multiples of the term's idf in the segment (the
+// query's idf, average length and weights differ; recency and filters leave popularity more
+// or less room).
+inline constexpr std::array<double, 4> kSelectionTextWeights = {0.5, 1, 2, 4};
 
 // Appends `c` to `out` in the file's form: a count of champions, a count of points, the
 // DocIds, the tfs (padded to 4 bytes) and the points, all little-endian.

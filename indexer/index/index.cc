@@ -417,10 +417,10 @@ absl::StatusOr<std::unique_ptr<SealedSegment>> Index::WriteSegment(const Encoder
     if (!mapped.ok()) return mapped.status();
     segment = SealedSegment::FromBytes(*std::move(mapped), path, /*trusted=*/true);
   }
-  // Its likes tiers and tier postings are built here, by the writer or merger, rather than by
-  // the first query that ranks by likes (about 2 ms per million tweets for the tiers, 0.11 to
-  // 0.14 s for the postings).
-  if (segment.ok()) (*segment)->BuildTierPostings(&cancel_);
+  // Its likes tiers, tier postings and pair champions are built here, by the writer or merger,
+  // rather than by the first query that needs them (about 2 ms per million tweets for the
+  // tiers, 0.11 to 0.14 s for the postings; the pair champions: docs/capacity.md).
+  if (segment.ok()) (*segment)->BuildDerived(&cancel_);
   return segment;
 }
 
@@ -550,7 +550,7 @@ void Index::MergeLoop(JobKind kind) {
       unwarmed_.pop_back();
       warming_ = true;
       mu_.unlock();
-      segment->BuildTierPostings(&cancel_);
+      segment->BuildDerived(&cancel_);
       mu_.lock();
       warming_ = false;
       cv_.notify_all();
@@ -688,7 +688,7 @@ absl::StatusOr<std::unique_ptr<Index>> Index::Open(const IndexOptions& options,
     if (ix.options_.background_merges) {
       ix.unwarmed_.push_back(s.segment);
     } else {
-      s.segment->BuildTierPostings();
+      s.segment->BuildDerived();
     }
   }
   ix.cv_.notify_all();

@@ -14,6 +14,7 @@
 #include "common/strings.h"
 #include "indexer/index/bitpack.h"
 #include "indexer/index/champions.h"
+#include "indexer/index/pair_champions.h"
 #include "indexer/index/section_file.h"
 
 namespace tweetsearch::index {
@@ -1412,19 +1413,28 @@ std::span<const LikesTier> SealedSegment::likes_tiers() const {
   return tiers_;
 }
 
-void SealedSegment::BuildTierPostings(const std::atomic<bool>* cancel) const {
+void SealedSegment::BuildDerived(const std::atomic<bool>* cancel) const {
   std::call_once(tier_postings_once_, [&] {
-    const LikesTier* tier = TierForPostings(likes_tiers(), num_docs_);
-    if (tier == nullptr) return;
+    std::vector<std::pair<uint32_t, std::string>> doc_freqs;  // of the long lists
     const uint32_t long_list = std::max(kTierListMinDocs, num_docs_ / kTierListMinShare);
-    std::vector<std::string> terms;
     dictionary_.ForEach([&](std::string_view term, TermDictionary::Entry entry) {
-      if (entry.doc_freq >= long_list) terms.emplace_back(term);
+      if (entry.doc_freq >= long_list) doc_freqs.emplace_back(entry.doc_freq, term);
     });
-    tier_postings_owned_ = index::BuildTierPostings(*this, num_docs_, *tier, terms, cancel);
-    if (tier_postings_owned_ == nullptr) return;
-    tier_postings_bytes_.store(tier_postings_owned_->MemoryBytes(), std::memory_order_release);
-    tier_postings_.store(tier_postings_owned_.get(), std::memory_order_release);
+    if (const LikesTier* tier = TierForPostings(likes_tiers(), num_docs_); tier != nullptr) {
+      std::vector<std::string> terms;
+      for (const auto& [doc_freq, term] : doc_freqs) terms.push_back(term);
+      tier_postings_owned_ = index::BuildTierPostings(*this, num_docs_, *tier, terms, cancel);
+      if (tier_postings_owned_ != nullptr) {
+        tier_postings_bytes_.store(tier_postings_owned_->MemoryBytes(), std::memory_order_release);
+        tier_postings_.store(tier_postings_owned_.get(), std::memory_order_release);
+      }
+    }
+    const std::vector<std::string> words = PairWords(num_docs_, std::move(doc_freqs));
+    pair_champions_owned_ = BuildPairChampions(*this, num_docs_, words, cancel);
+    if (pair_champions_owned_ != nullptr) {
+      pair_champions_bytes_.store(pair_champions_owned_->MemoryBytes(), std::memory_order_release);
+      pair_champions_.store(pair_champions_owned_.get(), std::memory_order_release);
+    }
   });
 }
 
@@ -1491,7 +1501,8 @@ uint32_t SealedSegment::num_live_docs() const { return num_docs_ - columns().del
 size_t SealedSegment::MemoryBytes() const {
   size_t bytes = columns().MemoryBytes() + (chunk_sums_.size() + 63) / 64 * 8 + sizeof(*this) +
                  tiers_bytes_.load(std::memory_order_acquire) +
-                 tier_postings_bytes_.load(std::memory_order_acquire);
+                 tier_postings_bytes_.load(std::memory_order_acquire) +
+                 pair_champions_bytes_.load(std::memory_order_acquire);
   if (!bytes_->mapped()) bytes += bytes_->size();
   return bytes;
 }

@@ -38,6 +38,7 @@
 #include "absl/synchronization/mutex.h"
 #include "indexer/index/likes_tiers.h"
 #include "indexer/index/mapped_file.h"
+#include "indexer/index/pair_champions.h"
 #include "indexer/index/segment.h"
 #include "indexer/index/term_dictionary.h"
 
@@ -100,14 +101,18 @@ class SealedSegment final : public Segment {
   size_t MemoryBytes() const override;
   absl::Status Health() const override;
   std::span<const LikesTier> likes_tiers() const override;
-  // Null until BuildTierPostings() ran (never waits for it).
+  // Null until BuildDerived() ran (never waits for it).
   const TierPostings* tier_postings() const override {
     return tier_postings_.load(std::memory_order_acquire);
   }
-  // Builds the tier postings (likes_tiers.h) once, reading every long list: by whoever writes
-  // the segment, or in the background after it is loaded (opening reads no postings).
-  // `cancel` (may be null) stops it early, leaving none.
-  void BuildTierPostings(const std::atomic<bool>* cancel = nullptr) const;
+  const PairChampions* pair_champions() const override {
+    return pair_champions_.load(std::memory_order_acquire);
+  }
+  // Builds the tier postings (likes_tiers.h) and the pair champions (pair_champions.h) once,
+  // reading every long list: by whoever writes the segment, or in the background after it is
+  // loaded (opening reads no postings). `cancel` (may be null) stops it early, leaving those
+  // not built yet.
+  void BuildDerived(const std::atomic<bool>* cancel = nullptr) const;
 
   uint32_t num_docs() const { return num_docs_; }
   uint32_t num_live_docs() const;
@@ -146,6 +151,9 @@ class SealedSegment final : public Segment {
   mutable std::unique_ptr<TierPostings> tier_postings_owned_;
   mutable std::atomic<const TierPostings*> tier_postings_{nullptr};  // once built
   mutable std::atomic<size_t> tier_postings_bytes_{0};
+  mutable std::unique_ptr<PairChampions> pair_champions_owned_;
+  mutable std::atomic<const PairChampions*> pair_champions_{nullptr};  // once built
+  mutable std::atomic<size_t> pair_champions_bytes_{0};
   mutable std::atomic<size_t> tiers_bytes_{0};  // set once the tiers are built
 };
 

@@ -36,6 +36,7 @@ using DocId = uint32_t;  // segment-local
 struct Champions;
 struct LikesTier;
 class TierPostings;
+class PairChampions;
 inline constexpr DocId kEndDoc = std::numeric_limits<DocId>::max();
 
 // A tweet as the index receives it.
@@ -399,6 +400,9 @@ class Segment {
   // The postings of the segment's long lists among one of those tiers (likes_tiers.h); null
   // where there are none, or not yet (a loaded segment builds them in the background).
   virtual const TierPostings* tier_postings() const { return nullptr; }
+  // The champions of the pairs of the segment's densest words (pair_champions.h); null where
+  // there are none, or not yet (built with the tier postings).
+  virtual const PairChampions* pair_champions() const { return nullptr; }
 
   // OK, or DataLoss once a damaged part of the segment was met (a query that opened terms of
   // the segment checks this before trusting their cursors).

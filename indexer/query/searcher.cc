@@ -12,6 +12,7 @@
 #include "common/strings.h"
 #include "indexer/index/champions.h"
 #include "indexer/index/likes_tiers.h"
+#include "indexer/index/pair_champions.h"
 #include "indexer/query/counter.h"
 
 namespace tweetsearch::query {
@@ -1487,11 +1488,99 @@ class Evaluation {
     }
     std::sort(rows.begin(), rows.end());
     rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    OfferRows(segment, builder, rows);
+    champion_rows_ = std::move(rows);  // offered: the walk passes over them
+    const double recency = RecencyBound(segment.columns(), 0, visible - 1);
+    if (!top_.full() || Inflate(rest + recency) >= top_.worst().primary) {
+      return false;
+    }
+    pruned_ = true;
+    ++champion_cutoffs_;
+    return true;
+  }
+
+  // The two scored words of a plan best match can rank over their pair champions: an OR of
+  // two words, or an AND whose only scored children are two words (filters such as `from:`
+  // and exclusions may join them); else nulls.
+  static std::array<const std::string*, 2> PairPlanWords(const PlanNode& root) {
+    const bool disjunction = root.kind == PlanNode::Kind::kOr;
+    if (disjunction ? !root.excluded.empty() || root.children.size() != 2
+                    : root.kind != PlanNode::Kind::kAnd) {
+      return {};
+    }
+    std::array<const std::string*, 2> words{};
+    size_t n = 0;
+    for (const PlanNode& child : root.children) {
+      if (child.kind != PlanNode::Kind::kTerm || (disjunction && !child.scored)) return {};
+      if (!child.scored) continue;
+      if (n == words.size()) return {};
+      words[n++] = &child.term;
+    }
+    return n == words.size() ? words : std::array<const std::string*, 2>{};
+  }
+
+  // The most a match of both words outside their pair's champions can score with its text
+  // and popularity: the maximum over the rest's skyline (pair_champions.h); -infinity if
+  // every match is a champion.
+  double PairRestBound(const TermMatcher& first, const TermMatcher& second,
+                       const index::PairChampionList& pair) const {
+    const ScoringParams& p = options_.scoring;
+    double best = -std::numeric_limits<double>::infinity();
+    for (const index::PairPoint& q : pair.rest) {
+      best = std::max(best, first.idf() * TfPart(p, q.tf_first, q.length, stats_.avg_length) +
+                                second.idf() * TfPart(p, q.tf_second, q.length, stats_.avg_length) +
+                                p.popularity_weight * Popularity(p, q.likes));
+    }
+    return best;
+  }
+
+  // Best match of two common words, `a b` or `a OR b`, over their pair champions
+  // (pair_champions.h). A match of both that is not among the pair's champions scores at most
+  // the pair's rest bound (and the segment's recency bound); under OR, a match of one word
+  // alone that is not among that word's champions scores at most the word's rest bound. So
+  // the pair's champions (and, under OR, each word's) are offered first; if then no rest
+  // bound can reach the k-th score, the segment is done. Otherwise the usual walk follows and
+  // passes over the rows offered here. False, having offered nothing, for other plans and
+  // where the segment keeps no champions of the pair.
+  bool RunPairChampions(const Segment& segment, MatcherBuilder& builder) {
+    const std::array<const std::string*, 2> words = pair_words_;
+    const index::PairChampions* pairs = segment.pair_champions();
+    if (words[0] == nullptr || pairs == nullptr) return false;
+    bool swapped = false;
+    const index::PairChampionList* pair = pairs->Find(*words[0], *words[1], &swapped);
+    if (pair == nullptr) return false;
+    std::unique_ptr<TermMatcher> a = builder.Term(*words[0], /*scored=*/true);
+    std::unique_ptr<TermMatcher> b = builder.Term(*words[1], /*scored=*/true);
+    if (a == nullptr || b == nullptr) return false;
+    std::vector<DocId> rows = pair->docs;
+    double rest = swapped ? PairRestBound(*b, *a, *pair) : PairRestBound(*a, *b, *pair);
+    if (plan_.root.kind == PlanNode::Kind::kOr) {
+      for (TermMatcher* word : {a.get(), b.get()}) {
+        index::Champions champions;
+        if (!word->cursor().champions(&champions)) return false;
+        rest = std::max(rest, RestBound(*word, champions));
+        rows.insert(rows.end(), champions.docs.begin(), champions.docs.end());
+      }
+      std::sort(rows.begin(), rows.end());
+      rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    }
+    OfferRows(segment, builder, rows);
+    champion_rows_ = std::move(rows);  // offered: the walk passes over them
+    const double recency = RecencyBound(segment.columns(), 0, segment.VisibleDocs() - 1);
+    if (!top_.full() || Inflate(rest + recency) >= top_.worst().primary) return false;
+    pruned_ = true;
+    ++champion_cutoffs_;
+    return true;
+  }
+
+  // Offers the plan's matches among `rows` (ascending) not offered before; a row whose text
+  // plus its likes band's and the segment's recency bound falls short of the k-th score is
+  // passed over before its exact static score (a logarithm and a power) is computed.
+  void OfferRows(const Segment& segment, MatcherBuilder& builder, const std::vector<DocId>& rows) {
     const Columns& c = segment.columns();
-    const double recency = RecencyBound(c, 0, visible - 1);
+    const double recency = RecencyBound(c, 0, segment.VisibleDocs() - 1);
     VisitAmong(builder, rows, [&](DocId d, Matcher& m) {
       if (AlreadyOffered(d)) return;
-      // Before its exact static score (a logarithm and a power): its likes band's bound.
       const double text = m.Score();
       if (top_.full() && Inflate(text + band_popularity_[index::LikesBand(c.likes(d))] + recency) <
                              top_.worst().primary) {
@@ -1499,13 +1588,6 @@ class Evaluation {
       }
       PushBestMatch(c, d, text);
     });
-    champion_rows_ = std::move(rows);  // offered: the walk passes over them
-    if (!top_.full() || Inflate(rest + recency) >= top_.worst().primary) {
-      return false;
-    }
-    pruned_ = true;
-    ++champion_cutoffs_;
-    return true;
   }
 
   // Appends the DocIds of `cursor`'s postings below `visible` to *rows, in batches; with
@@ -1639,7 +1721,10 @@ class Evaluation {
 
   void RunBestMatch(const Segment& segment, MatcherBuilder& builder) {
     OfferChangedRows(segment, builder);
-    if (RunChampions(segment, builder) || RunOrChampions(segment, builder)) return;
+    if (RunChampions(segment, builder) || RunOrChampions(segment, builder) ||
+        RunPairChampions(segment, builder)) {
+      return;
+    }
     if (IsSparseAnd(segment)) {
       RunSparseAndBestMatch(segment, builder);
       return;
@@ -1941,6 +2026,7 @@ class Evaluation {
   std::vector<DocId> changed_rows_;                              // OfferChangedRows's, ascending
   std::vector<DocId> champion_rows_;                             // RunChampions's, ascending
   const std::string* champion_word_ = ChampionWord(plan_.root);  // RunChampions's word
+  const std::array<const std::string*, 2> pair_words_ = PairPlanWords(plan_.root);
   // RunWindowsByBound's windows of the segment being ranked, and its first batch's size.
   static constexpr size_t kFirstBatch = 16;
   static constexpr uint32_t kByBoundMinPostings = 32 * index::kBlockSize;

@@ -608,6 +608,48 @@ TEST(OracleTest, BestMatchOfSparseOrsOverChampionsEqualsBruteForce) {
   EXPECT_GT(g_champion_cutoffs, 0);
 }
 
+// Best match of two common words (`a b`, with filters and exclusions, and `a OR b`) over
+// their pair champions (RunPairChampions): three words in a third to a tenth of 60,000
+// tweets, often repeated, power-law likes; some of the pairs' matches deleted and some likes
+// changed after sealing, far above and below every written count; in two segments and in
+// one. The pairs' rest bounds must decide some pages alone (no query here has one scored
+// word, and no OR here has a sparse word, so no other champions can).
+TEST(OracleTest, BestMatchOfCommonPairsOverPairChampionsEqualsBruteForce) {
+  std::mt19937_64 rng(67);
+  g_champion_cutoffs = 0;
+  index::IndexOptions options;
+  options.segment_max_docs = 30000;
+  std::unique_ptr<index::Index> index = *index::Index::Create(options);
+  Oracle oracle(index->analyzer());
+  Corpus corpus = MakeCorpus(rng, 60000);
+  for (index::IndexDoc& d : corpus.docs) {
+    d.likes = ParetoLikes(rng);
+    for (const auto& [word, share] : {std::pair{"zulu", 3}, {"yankee", 5}, {"xray", 10}}) {
+      if (rng() % share != 0) continue;
+      d.text += std::string(" ") + word;
+      if (rng() % 6 == 0) d.text += std::string(" ") + word;
+    }
+  }
+  AddInBatches(*index, oracle, corpus.docs, 5000);
+  ASSERT_TRUE(index->Seal().ok());
+  DeleteOrChangeLikes(
+      *index, oracle, rng, corpus.docs,
+      [](const index::IndexDoc& d) {
+        return d.text.find("zulu") != std::string::npos &&
+               d.text.find("yankee") != std::string::npos;
+      },
+      20, 10);
+  const std::vector<std::string> queries = {"zulu yankee",
+                                            "yankee zulu -xray",
+                                            "xray zulu lang:es",
+                                            "zulu yankee min_faves:3",
+                                            "yankee xray from:" + kUsers[0],
+                                            "zulu OR yankee",
+                                            "xray OR zulu"};
+  CheckInSegmentsAndCompacted(*index, oracle, rng, queries);
+  EXPECT_GT(g_champion_cutoffs, 0);
+}
+
 // Compares exact totals (exact_total, and the default cap) with the brute-force count.
 void CheckTotals(const index::Index& index, const Oracle& oracle, std::mt19937_64& rng,
                  const std::vector<TweetId>& ids, const std::string& stage) {

@@ -1,0 +1,289 @@
+#include "indexer/index/pair_champions.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+
+#include "common/strings.h"
+#include "indexer/index/champions.h"
+
+namespace tweetsearch::index {
+namespace {
+
+// The lists are read a window of DocIds at a time, every word's postings of the window as a
+// bitmap and a frequency per row.
+constexpr DocId kWindow = 16384;
+constexpr size_t kWindowWords = kWindow / 64;
+// Text scores are looked up for frequencies up to kTableTfs and lengths below kLengths.
+constexpr uint32_t kTableTfs = 8;
+constexpr uint32_t kLengths = 256;
+constexpr uint32_t kPopularityTable = 4096;  // likes looked up below this
+// The rest is kept per (frequency, frequency, length) cell: the most likes of each. Cells of
+// frequencies up to kGridTfs and lengths below kGridLengths (most matches) in an array, the
+// others in a map; lengths from 255 on share cells (as 255, a lower bound).
+constexpr uint32_t kGridTfs = 2;
+constexpr uint32_t kGridLengths = 64;
+
+struct Match {
+  double text = 0;  // both words' SelectionText, weighed by their idfs in the segment
+  double popularity = 0;
+  DocId doc = 0;
+  uint32_t likes = 0;
+  uint16_t tf_first = 0, tf_second = 0, length = 0;
+};
+
+// Chooses one pair's champions as its matches stream by, in memory that does not grow with
+// them: per weighting of text against popularity a heap of the best kPairChampionsPerWeight
+// matches, and for every match that has left (or never entered) all heaps its grid cell.
+class PairSelector {
+ public:
+  void Add(const Match& m) {
+    bool kept = false;
+    for (size_t w = 0; w < kSelectionTextWeights.size(); ++w) {
+      std::vector<Match>& heap = heaps_[w];
+      const auto greater = [w](const Match& a, const Match& b) { return Less(b, a, w); };
+      if (heap.size() < kPairChampionsPerWeight) {
+        heap.push_back(m);
+        std::push_heap(heap.begin(), heap.end(), greater);
+        kept = true;
+        continue;
+      }
+      if (!Less(heap.front(), m, w)) continue;
+      std::pop_heap(heap.begin(), heap.end(), greater);
+      const Match out = heap.back();
+      heap.back() = m;
+      std::push_heap(heap.begin(), heap.end(), greater);
+      kept = true;
+      if (!InAnyHeap(out)) AddToRest(out);
+    }
+    if (!kept) AddToRest(m);
+  }
+
+  // Whether a match with these frequencies, length and likes need not be offered: a match of
+  // the same text score with more likes has left every heap (so this one could never enter
+  // one) and already stands for it in the rest.
+  bool Dominated(uint16_t tf_first, uint16_t tf_second, uint16_t length, uint32_t likes) const {
+    if (grid_.empty() || tf_first > kGridTfs || tf_second > kGridTfs || length >= kGridLengths) {
+      return false;
+    }
+    return static_cast<int64_t>(likes) < grid_[GridCell(tf_first, tf_second, length)];
+  }
+
+  PairChampionList Finish() const {
+    PairChampionList out;
+    for (const std::vector<Match>& heap : heaps_) {
+      for (const Match& m : heap) out.docs.push_back(m.doc);
+    }
+    std::sort(out.docs.begin(), out.docs.end());
+    out.docs.erase(std::unique(out.docs.begin(), out.docs.end()), out.docs.end());
+    out.docs.shrink_to_fit();
+    std::vector<PairPoint> points;
+    for (size_t at = 0; at < grid_.size(); ++at) {
+      if (grid_[at] < 0) continue;
+      const size_t tfs = at / kGridLengths;
+      points.push_back({static_cast<uint32_t>(grid_[at]), static_cast<uint16_t>(tfs / kGridTfs + 1),
+                        static_cast<uint16_t>(tfs % kGridTfs + 1),
+                        static_cast<uint16_t>(at % kGridLengths)});
+    }
+    for (const auto& [key, likes] : others_) {
+      points.push_back({likes, static_cast<uint16_t>(key >> 32), static_cast<uint16_t>(key >> 16),
+                        static_cast<uint16_t>(key & 0xFFFF)});
+    }
+    out.rest = PairSkyline(std::move(points));
+    return out;
+  }
+
+ private:
+  static double Key(const Match& m, size_t w) {
+    return kSelectionTextWeights[w] * m.text + m.popularity;
+  }
+  // A strict order of matches under weighting w (DocIds are distinct).
+  static bool Less(const Match& a, const Match& b, size_t w) {
+    const double ka = Key(a, w), kb = Key(b, w);
+    return ka != kb ? ka < kb : a.doc < b.doc;
+  }
+  // Every match was offered to every heap, and a heap only lets go of its smallest: a match
+  // is in a heap that is not full, or in a full one if it is not below its smallest.
+  bool InAnyHeap(const Match& m) const {
+    for (size_t w = 0; w < heaps_.size(); ++w) {
+      if (heaps_[w].size() < kPairChampionsPerWeight || !Less(m, heaps_[w].front(), w)) {
+        return true;
+      }
+    }
+    return false;
+  }
+  void AddToRest(const Match& m) {
+    if (m.tf_first <= kGridTfs && m.tf_second <= kGridTfs && m.length < kGridLengths) {
+      if (grid_.empty()) grid_.resize(size_t{kGridTfs} * kGridTfs * kGridLengths, -1);
+      int64_t& most = grid_[GridCell(m.tf_first, m.tf_second, m.length)];
+      most = std::max<int64_t>(most, m.likes);
+      return;
+    }
+    const uint64_t key = uint64_t{m.tf_first} << 32 | uint64_t{m.tf_second} << 16 |
+                         std::min<uint32_t>(m.length, 255);
+    uint32_t& most = others_.try_emplace(key, 0).first->second;
+    most = std::max(most, m.likes);
+  }
+
+  static size_t GridCell(uint32_t tf_first, uint32_t tf_second, uint32_t length) {
+    return ((tf_first - 1) * kGridTfs + (tf_second - 1)) * kGridLengths + length;
+  }
+
+  std::array<std::vector<Match>, kSelectionTextWeights.size()> heaps_;  // min-heaps
+  std::vector<int64_t> grid_;  // the most likes per cell (-1: none); empty until needed
+  absl::flat_hash_map<uint64_t, uint32_t> others_;  // by tf_first << 32 | tf_second << 16 | length
+};
+
+// One word's postings of the current window.
+struct WindowList {
+  std::unique_ptr<PostingCursor> cursor;
+  std::array<double, kTableTfs * kLengths> text{};  // idf * SelectionText, by (tf - 1, length)
+  double idf = 0;
+  std::array<uint64_t, kWindowWords> bits{};
+  std::vector<uint16_t> tfs = std::vector<uint16_t>(kWindow);
+  bool any = false;
+
+  void Read(DocId from, DocId end) {
+    bits.fill(0);
+    any = false;
+    if (cursor == nullptr) return;
+    for (DocId d = cursor->doc(); d < end; cursor->Next(), d = cursor->doc()) {
+      const DocId i = d - from;
+      bits[i / 64] |= uint64_t{1} << (i % 64);
+      tfs[i] = static_cast<uint16_t>(std::min<uint32_t>(cursor->freq(), UINT16_MAX));
+      any = true;
+    }
+  }
+  double Text(uint32_t tf, uint32_t length, double avg_length) const {
+    if (tf <= kTableTfs && length < kLengths) return text[(tf - 1) * kLengths + length];
+    return idf * SelectionText(tf, length, avg_length);
+  }
+};
+
+}  // namespace
+
+std::vector<PairPoint> PairSkyline(std::vector<PairPoint> points) {
+  // Any point that beats or matches another comes before it in this order, so each point
+  // need only be compared with the ones already kept.
+  std::sort(points.begin(), points.end(), [](const PairPoint& a, const PairPoint& b) {
+    if (a.tf_first != b.tf_first) return a.tf_first > b.tf_first;
+    if (a.tf_second != b.tf_second) return a.tf_second > b.tf_second;
+    if (a.length != b.length) return a.length < b.length;
+    return a.likes > b.likes;
+  });
+  std::vector<PairPoint> kept;
+  for (const PairPoint& p : points) {
+    const bool beaten = std::any_of(kept.begin(), kept.end(), [&](const PairPoint& q) {
+      return q.tf_first >= p.tf_first && q.tf_second >= p.tf_second && q.length <= p.length &&
+             q.likes >= p.likes;
+    });
+    if (!beaten) kept.push_back(p);
+  }
+  return kept;
+}
+
+PairChampions::PairChampions(std::vector<std::string> words, std::vector<PairChampionList> lists)
+    : words_(words.size()), lists_(std::move(lists)) {
+  for (uint32_t i = 0; i < words.size(); ++i) rank_.emplace(std::move(words[i]), i);
+  bytes_ = sizeof(*this) + lists_.capacity() * sizeof(PairChampionList) +
+           rank_.capacity() * (sizeof(std::string) + sizeof(uint32_t));
+  for (const PairChampionList& l : lists_) {
+    bytes_ += l.docs.capacity() * sizeof(DocId) + l.rest.capacity() * sizeof(PairPoint);
+  }
+}
+
+const PairChampionList* PairChampions::Find(std::string_view a, std::string_view b,
+                                            bool* swapped) const {
+  const auto ia = rank_.find(AsAbsl(a)), ib = rank_.find(AsAbsl(b));
+  if (ia == rank_.end() || ib == rank_.end() || ia->second == ib->second) return nullptr;
+  *swapped = ib->second < ia->second;
+  const size_t first = std::min(ia->second, ib->second), second = std::max(ia->second, ib->second);
+  return &lists_[first * words_ + second];
+}
+
+std::vector<std::string> PairWords(DocId rows,
+                                   std::vector<std::pair<uint32_t, std::string>> doc_freqs) {
+  const uint64_t least = std::max<uint64_t>(kPairWordMinPostings,
+                                            (uint64_t{rows} + kPairWordShare - 1) / kPairWordShare);
+  std::erase_if(doc_freqs, [&](const auto& e) { return e.first < least; });
+  std::sort(doc_freqs.begin(), doc_freqs.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  std::vector<std::string> words;
+  for (size_t i = 0; i < doc_freqs.size() && i < kMaxPairWords; ++i) {
+    words.push_back(std::move(doc_freqs[i].second));
+  }
+  return words;
+}
+
+std::unique_ptr<PairChampions> BuildPairChampions(const Segment& segment, DocId rows,
+                                                  std::span<const std::string> words,
+                                                  const std::atomic<bool>* cancel) {
+  const size_t n = words.size();
+  if (n < 2 || rows == 0) return nullptr;
+  const Columns& c = segment.columns();
+  const double avg_length = static_cast<double>(segment.TotalLength()) / rows;
+  std::vector<WindowList> lists(n);
+  for (size_t i = 0; i < n; ++i) {
+    WindowList& l = lists[i];
+    const double df = segment.DocFreq(words[i]);
+    l.idf = std::log(1.0 + (rows - df + 0.5) / (df + 0.5));
+    for (uint32_t tf = 1; tf <= kTableTfs; ++tf) {
+      for (uint32_t length = 0; length < kLengths; ++length) {
+        l.text[(tf - 1) * kLengths + length] = l.idf * SelectionText(tf, length, avg_length);
+      }
+    }
+    l.cursor = segment.OpenTerm(words[i], rows);
+  }
+  std::vector<double> popularity(kPopularityTable);
+  for (uint32_t likes = 0; likes < kPopularityTable; ++likes) {
+    popularity[likes] = SelectionPopularity(likes);
+  }
+  std::vector<PairSelector> selectors(n * n);  // (i, j) at i * n + j, for i < j
+  std::vector<uint16_t> lengths(kWindow);
+  std::vector<uint32_t> likes(kWindow);
+  for (DocId from = 0; from < rows; from += std::min(kWindow, rows - from)) {
+    if (cancel != nullptr && cancel->load(std::memory_order_acquire)) return nullptr;
+    const DocId end = from + std::min(kWindow, rows - from);
+    for (WindowList& l : lists) l.Read(from, end);
+    for (DocId d = from; d < end; ++d) {
+      lengths[d - from] = c.length(d);
+      likes[d - from] = c.BaseLikes(d);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (!lists[i].any) continue;
+      for (size_t j = i + 1; j < n; ++j) {
+        if (!lists[j].any) continue;
+        PairSelector& selector = selectors[i * n + j];
+        for (size_t w = 0; w < kWindowWords; ++w) {
+          for (uint64_t m = lists[i].bits[w] & lists[j].bits[w]; m != 0; m &= m - 1) {
+            const auto at = static_cast<DocId>(w * 64 + static_cast<size_t>(std::countr_zero(m)));
+            Match match;
+            match.doc = from + at;
+            match.likes = likes[at];
+            match.length = lengths[at];
+            match.tf_first = lists[i].tfs[at];
+            match.tf_second = lists[j].tfs[at];
+            if (selector.Dominated(match.tf_first, match.tf_second, match.length, match.likes)) {
+              continue;
+            }
+            match.text = lists[i].Text(match.tf_first, match.length, avg_length) +
+                         lists[j].Text(match.tf_second, match.length, avg_length);
+            match.popularity = match.likes < kPopularityTable ? popularity[match.likes]
+                                                              : SelectionPopularity(match.likes);
+            selector.Add(match);
+          }
+        }
+      }
+    }
+  }
+  std::vector<PairChampionList> out(n * n);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = i + 1; j < n; ++j) out[i * n + j] = selectors[i * n + j].Finish();
+  }
+  return std::make_unique<PairChampions>(std::vector<std::string>(words.begin(), words.end()),
+                                         std::move(out));
+}
+
+}  // namespace tweetsearch::index

@@ -1,0 +1,95 @@
+// PairChampions: for every pair of a sealed segment's densest words, the matches of both words
+// that can score highest in best match, and a bound of every other match of both
+// (docs/ranking.md, "Champions of pairs of common words").
+//
+// An AND or an OR of two common words has hundreds of thousands of matches per ten million
+// tweets, and its top k is a front of short, repeating and liked tweets holding both words.
+// Bounds per block, per window or per word cannot prune them: each pairs the best posting of
+// one word with the best of the other, mostly in different tweets. A pair's matches are
+// described here together: its champions (the matches that rank first when the two words'
+// text is weighed at a few multiples against popularity) and the skyline of the others, the
+// (frequency of each word, length, likes) points that no other remaining match matches or beats
+// in all four. Any score that grows with the frequencies and likes and falls with length is
+// largest, over the remaining matches, at one of those points, whatever the query's idfs,
+// average length and weights: the bound is exact to compute at query time, and the choice of
+// champions only decides how often it suffices.
+//
+// Built in memory from the segment's lists (the densest words' lists are read once, a window
+// of DocIds at a time), after the segment is written or loaded.
+//
+// Thread-safety: immutable once built.
+#ifndef TWEETSEARCH_INDEXER_INDEX_PAIR_CHAMPIONS_H_
+#define TWEETSEARCH_INDEXER_INDEX_PAIR_CHAMPIONS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "indexer/index/segment.h"
+
+namespace tweetsearch::index {
+
+// A word joins the pairs if its list holds at least one posting per kPairWordShare rows and at
+// least kPairWordMinPostings postings (rarer words are intersected at query time instead:
+// docs/ranking.md, "Sparse ANDs"); at most kMaxPairWords of them, the densest.
+inline constexpr uint32_t kPairWordShare = 64;
+inline constexpr uint32_t kPairWordMinPostings = 2048;
+inline constexpr size_t kMaxPairWords = 64;
+// Each of the selection's weightings keeps this many matches; champions are their union.
+inline constexpr uint32_t kPairChampionsPerWeight = 64;
+
+// A (frequency of the first word, frequency of the second, length, likes) point.
+struct PairPoint {
+  uint32_t likes = 0;  // as the segment file has them (Columns::BaseLikes)
+  uint16_t tf_first = 0;
+  uint16_t tf_second = 0;
+  uint16_t length = 0;  // a lower bound
+};
+
+struct PairChampionList {
+  std::vector<DocId> docs;      // ascending
+  std::vector<PairPoint> rest;  // the skyline of every other match; empty if none is left
+};
+
+class PairChampions {
+ public:
+  // `words`, densest first; `lists[i * words.size() + j]` for i < j the pair (words[i],
+  // words[j]), whose "first" word is words[i].
+  PairChampions(std::vector<std::string> words, std::vector<PairChampionList> lists);
+
+  // The pair's record, or null if either word is not among the pairs' words (or a == b).
+  // *swapped tells whether `b` is the record's first word.
+  const PairChampionList* Find(std::string_view a, std::string_view b, bool* swapped) const;
+  size_t words() const { return words_; }
+  size_t MemoryBytes() const { return bytes_; }
+
+ private:
+  absl::flat_hash_map<std::string, uint32_t> rank_;  // word -> its place, densest first
+  size_t words_;
+  std::vector<PairChampionList> lists_;
+  size_t bytes_ = 0;
+};
+
+// Of the words with these document frequencies in a segment of `rows` rows, those that join
+// pairs (by the rule above), densest first.
+std::vector<std::string> PairWords(DocId rows,
+                                   std::vector<std::pair<uint32_t, std::string>> doc_freqs);
+
+// The pair champions of `words` (densest first) over `segment`'s first `rows` rows; null if
+// fewer than two words are given, or if `cancel` (may be null) turned true meanwhile.
+std::unique_ptr<PairChampions> BuildPairChampions(const Segment& segment, DocId rows,
+                                                  std::span<const std::string> words,
+                                                  const std::atomic<bool>* cancel = nullptr);
+
+// The skyline of `points`: those no other point matches or beats in both frequencies, length
+// (shorter) and likes at once, in no particular order.
+std::vector<PairPoint> PairSkyline(std::vector<PairPoint> points);
+
+}  // namespace tweetsearch::index
+
+#endif  // TWEETSEARCH_INDEXER_INDEX_PAIR_CHAMPIONS_H_

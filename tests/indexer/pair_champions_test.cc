@@ -1,0 +1,142 @@
+#include "indexer/index/pair_champions.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "indexer/index/sealed_segment.h"
+#include "indexer/query/scoring.h"
+
+namespace tweetsearch::index {
+namespace {
+
+uint32_t ParetoLikes(std::mt19937& rng) {
+  const double u = std::uniform_real_distribution<double>(0, 1)(rng);
+  return static_cast<uint32_t>(std::min(std::pow(1.0 - u, -1.0 / 1.1) - 1, 1e6));
+}
+
+bool Beats(const PairPoint& q, const PairPoint& p) {
+  return q.tf_first >= p.tf_first && q.tf_second >= p.tf_second && q.length <= p.length &&
+         q.likes >= p.likes;
+}
+
+TEST(PairChampionsTest, SkylineKeepsExactlyThePointsNothingBeats) {
+  std::mt19937 rng(3);
+  std::vector<PairPoint> points;
+  for (int i = 0; i < 3000; ++i) {
+    points.push_back({ParetoLikes(rng), static_cast<uint16_t>(1 + rng() % 4),
+                      static_cast<uint16_t>(1 + rng() % 4), static_cast<uint16_t>(1 + rng() % 40)});
+  }
+  const std::vector<PairPoint> sky = PairSkyline(points);
+  ASSERT_FALSE(sky.empty());
+  for (const PairPoint& p : points) {
+    EXPECT_TRUE(
+        std::any_of(sky.begin(), sky.end(), [&](const PairPoint& q) { return Beats(q, p); }));
+  }
+  for (size_t i = 0; i < sky.size(); ++i) {
+    for (size_t j = 0; j < sky.size(); ++j) {
+      if (i != j) {
+        EXPECT_FALSE(Beats(sky[j], sky[i])) << i << " " << j;
+      }
+    }
+  }
+}
+
+TEST(PairChampionsTest, WordsAreTheDenseOnesDensestFirst) {
+  const std::vector<std::string> words =
+      PairWords(200000, {{3000, "b"}, {3125, "c"}, {3124, "d"}, {9000, "a"}, {2047, "e"}});
+  EXPECT_EQ(words, (std::vector<std::string>{"a", "c"}));  // at least 200000 / 64 = 3125
+  std::vector<std::pair<uint32_t, std::string>> many;
+  for (uint32_t i = 0; i < 100; ++i) many.emplace_back(5000 + i, "w" + std::to_string(i));
+  const std::vector<std::string> densest = PairWords(10000, many);
+  ASSERT_EQ(densest.size(), kMaxPairWords);
+  EXPECT_EQ(densest.front(), "w99");
+}
+
+// A segment of random tweets holding three common words (with repeats), power-law likes and
+// lengths past the text table: for every pair, the champions are matches of both words, and
+// under weights the selection never saw the best match outside them scores at most the best
+// point of the rest's skyline; a pair with every match a champion has no rest.
+TEST(PairChampionsTest, TheRestsSkylineBoundsEveryOtherMatchUnderAnyWeights) {
+  std::mt19937 rng(5);
+  SealedSegmentBuilder builder;
+  const std::vector<std::string> words = {"alpha", "bravo", "charlie", "delta"};
+  const std::vector<uint32_t> shares = {3, 4, 6, 40};  // delta: 1 in 40, and rarely with charlie
+  constexpr uint32_t kDocs = 60000;
+  std::vector<uint16_t> lengths;
+  std::vector<uint32_t> likes;
+  std::vector<std::array<uint32_t, 4>> tfs;
+  for (uint32_t i = 0; i < kDocs; ++i) {
+    lengths.push_back(static_cast<uint16_t>(1 + rng() % 300));
+    likes.push_back(ParetoLikes(rng));
+    const DocId doc = builder.AddDoc({TweetId{kDocs - i}, 0, 1, 0, lengths.back(), likes.back()});
+    std::array<uint32_t, 4>& tf = tfs.emplace_back();
+    for (size_t w = 0; w < words.size(); ++w) {
+      if (rng() % shares[w] != 0 || (w == 3 && tf[2] != 0 && rng() % 50 != 0)) continue;
+      tf[w] = rng() % 6 ? 1 : 1 + rng() % 5;
+      std::vector<uint32_t> positions;
+      for (uint32_t p = 0; p < tf[w]; ++p) positions.push_back(p * 4 + static_cast<uint32_t>(w));
+      builder.AddPosting(words[w], doc, positions);
+    }
+  }
+  auto segment = builder.Build();
+  const auto pairs = BuildPairChampions(*segment, segment->VisibleDocs(), words);
+  ASSERT_NE(pairs, nullptr);
+  bool some_rest = false, all_champions = false;
+  for (size_t a = 0; a < words.size(); ++a) {
+    for (size_t b = 0; b < words.size(); ++b) {
+      bool swapped = true;
+      const PairChampionList* pair = pairs->Find(words[a], words[b], &swapped);
+      if (a == b) {
+        EXPECT_EQ(pair, nullptr);
+        continue;
+      }
+      ASSERT_NE(pair, nullptr);
+      EXPECT_EQ(swapped, b < a);
+      const size_t first = std::min(a, b), second = std::max(a, b);
+      std::vector<DocId> matches;
+      for (DocId d = 0; d < kDocs; ++d) {
+        if (tfs[d][first] != 0 && tfs[d][second] != 0) matches.push_back(d);
+      }
+      ASSERT_TRUE(std::is_sorted(pair->docs.begin(), pair->docs.end()));
+      ASSERT_LE(pair->docs.size(), 4 * kPairChampionsPerWeight);
+      for (DocId d : pair->docs) ASSERT_TRUE(std::binary_search(matches.begin(), matches.end(), d));
+      EXPECT_EQ(pair->rest.empty(), pair->docs.size() == matches.size()) << a << " " << b;
+      some_rest |= !pair->rest.empty();
+      all_champions |= pair->rest.empty() && !matches.empty();
+      for (int trial = 0; trial < 20; ++trial) {
+        query::ScoringParams p;
+        p.k1 = 0.5 + (rng() % 100) / 50.0;
+        p.b = (rng() % 100) / 100.0;
+        p.popularity_weight = (rng() % 100) / 25.0;
+        const double idf_first = 0.1 + (rng() % 100) / 10.0,
+                     idf_second = 0.1 + (rng() % 100) / 10.0;
+        const double avg = 5 + rng() % 50;
+        auto score = [&](uint32_t tf1, uint32_t tf2, uint32_t length, uint32_t l) {
+          return idf_first * query::TfPart(p, tf1, length, avg) +
+                 idf_second * query::TfPart(p, tf2, length, avg) +
+                 p.popularity_weight * query::Popularity(p, l);
+        };
+        double rest = -1, best_point = -1;
+        for (DocId d : matches) {
+          if (std::binary_search(pair->docs.begin(), pair->docs.end(), d)) continue;
+          rest = std::max(rest, score(tfs[d][first], tfs[d][second], lengths[d], likes[d]));
+        }
+        for (const PairPoint& q : pair->rest) {
+          best_point = std::max(best_point, score(q.tf_first, q.tf_second, q.length, q.likes));
+        }
+        if (rest >= 0) {
+          EXPECT_LE(rest, best_point * (1 + 1e-12)) << a << " " << b << " trial " << trial;
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(some_rest);
+  EXPECT_TRUE(all_champions);  // charlie and delta rarely meet
+  EXPECT_GT(pairs->MemoryBytes(), 0u);
+}
+
+}  // namespace
+}  // namespace tweetsearch::index
