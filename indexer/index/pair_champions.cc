@@ -61,8 +61,9 @@ class PairSelector {
   }
 
   // Whether a match with these frequencies, length and likes need not be offered: a match of
-  // the same text score with more likes has left every heap (so this one could never enter
-  // one) and already stands for it in the rest.
+  // the same cell with more likes is in the rest, so the rest's bound covers this one too, and
+  // under every weighting it ranks at least as high as one that left every heap (it could
+  // enter one only by a tie of capped popularity, and champions need not be exact).
   bool Dominated(uint16_t tf_first, uint16_t tf_second, uint16_t length, uint32_t likes) const {
     if (grid_.empty() || tf_first > kGridTfs || tf_second > kGridTfs || length >= kGridLengths) {
       return false;
