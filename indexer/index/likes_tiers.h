@@ -75,7 +75,7 @@ const LikesTier* TierForPostings(std::span<const LikesTier> tiers, DocId rows);
 // A list of at least this many postings, and one in kTierListMinShare of the rows, gets
 // TierPostings.
 inline constexpr uint32_t kTierListMinDocs = 1024;
-inline constexpr uint32_t kTierListMinShare = 1024;
+inline constexpr uint32_t kTierListMinShare = 8192;
 
 // TierPostings of `tier` over `terms` (those whose lists are long) in `segment`'s first
 // `rows` rows; null if `cancel` (may be null) turned true meanwhile.

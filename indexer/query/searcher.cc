@@ -774,10 +774,11 @@ class Evaluation {
   }
 
   // Ranks a segment by likes. Where it keeps likes tiers (likes_tiers.h), the matches among
-  // its rows whose likes changed are offered first, then those in each tier, smallest first,
-  // until the k-th best hit has at least the tier's threshold: every row not yet offered was
-  // written with fewer likes and kept them, so none can enter. Otherwise the remaining matches
-  // are walked (skipping ranges whose likes bound is too low).
+  // its rows whose likes changed are offered first, then those among its tier postings (any
+  // shape they cover, most liked first), then, for a term or an OR of terms, those in each
+  // tier, smallest first, until the k-th best hit has at least the tier's threshold: every
+  // row not yet offered was written with fewer likes and kept them, so none can enter.
+  // Otherwise the remaining matches are walked (skipping ranges whose likes bound is too low).
   void RunMostLiked(const Segment& segment, MatcherBuilder& builder) {
     // Tiers serve a term or an OR of terms, whose postings count their matches (an AND's
     // count only bounds them, and a tier chosen by it would rarely decide).
@@ -804,14 +805,12 @@ class Evaluation {
     VisitAmong(builder, changed, [&](DocId d, Matcher& m) {
       if (std::optional<SortKey> key = Accept(c, d)) Offer(c, d, *key, m);
     });
-    if (!counted) {
-      // Any other shape: its matches among the rows of the tier the segment keeps postings
-      // for, most liked first, then, unless they decided, the rest.
-      if (const index::TierPostings* postings = segment.tier_postings();
-          postings != nullptr && TierCovers(plan_.root, *postings)) {
-        if (RunTierPostings(segment, builder, *postings, changed)) return;
-        offered_likes = postings->min_likes();
-      }
+    // Its matches among the rows of the tier the segment keeps postings for, most liked
+    // first, then, unless they decided, the rest.
+    if (const index::TierPostings* postings = segment.tier_postings();
+        postings != nullptr && TierCovers(plan_.root, *postings)) {
+      if (RunTierPostings(segment, builder, *postings, changed)) return;
+      offered_likes = postings->min_likes();
     }
     if (!counted || tiers.empty()) {
       if (!counted && IsSparseAnd(segment)) {
@@ -835,7 +834,8 @@ class Evaluation {
       }
     }
     for (const index::LikesTier& tier : tiers) {
-      if (&tier < first) continue;  // the smaller tiers are inside the first
+      // The smaller tiers are inside the first; a tier within the tier postings' was offered.
+      if (&tier < first || tier.min_likes >= offered_likes) continue;
       // A row of a tier costs a jump of the matcher; walking the matches costs less per match:
       // a tier more than a quarter the size of the matches is not worth it.
       if (tier.docs.size() * 4 > matches) break;
