@@ -39,7 +39,7 @@ namespace tweetsearch::index {
 // docs/ranking.md, "Sparse ANDs"); at most kMaxPairWords of them, the densest.
 inline constexpr uint32_t kPairWordShare = 64;
 inline constexpr uint32_t kPairWordMinPostings = 2048;
-inline constexpr size_t kMaxPairWords = 64;
+inline constexpr size_t kMaxPairWords = 128;
 // Each of the selection's weightings keeps this many matches; champions are their union.
 inline constexpr uint32_t kPairChampionsPerWeight = 64;
 

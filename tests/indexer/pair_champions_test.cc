@@ -49,10 +49,10 @@ TEST(PairChampionsTest, WordsAreTheDenseOnesDensestFirst) {
       PairWords(200000, {{3000, "b"}, {3125, "c"}, {3124, "d"}, {9000, "a"}, {2047, "e"}});
   EXPECT_EQ(words, (std::vector<std::string>{"a", "c"}));  // at least 200000 / 64 = 3125
   std::vector<std::pair<uint32_t, std::string>> many;
-  for (uint32_t i = 0; i < 100; ++i) many.emplace_back(5000 + i, "w" + std::to_string(i));
+  for (uint32_t i = 0; i < 200; ++i) many.emplace_back(5000 + i, "w" + std::to_string(i));
   const std::vector<std::string> densest = PairWords(10000, many);
   ASSERT_EQ(densest.size(), kMaxPairWords);
-  EXPECT_EQ(densest.front(), "w99");
+  EXPECT_EQ(densest.front(), "w199");
 }
 
 // A segment of random tweets holding three common words (with repeats), power-law likes and
