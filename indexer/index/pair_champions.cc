@@ -242,6 +242,7 @@ std::unique_ptr<PairChampions> BuildPairChampions(const Segment& segment, DocId 
     popularity[likes] = SelectionPopularity(likes);
   }
   std::vector<PairSelector> selectors(n * n);  // (i, j) at i * n + j, for i < j
+  std::vector<uint64_t> matches(n * n);
   std::vector<uint16_t> lengths(kWindow);
   std::vector<uint32_t> likes(kWindow);
   for (DocId from = 0; from < rows; from += std::min(kWindow, rows - from)) {
@@ -258,7 +259,9 @@ std::unique_ptr<PairChampions> BuildPairChampions(const Segment& segment, DocId 
         if (!lists[j].any) continue;
         PairSelector& selector = selectors[i * n + j];
         for (size_t w = 0; w < kWindowWords; ++w) {
-          for (uint64_t m = lists[i].bits[w] & lists[j].bits[w]; m != 0; m &= m - 1) {
+          const uint64_t both = lists[i].bits[w] & lists[j].bits[w];
+          matches[i * n + j] += static_cast<uint64_t>(std::popcount(both));
+          for (uint64_t m = both; m != 0; m &= m - 1) {
             const auto at = static_cast<DocId>(w * 64 + static_cast<size_t>(std::countr_zero(m)));
             Match match;
             match.doc = from + at;
@@ -281,7 +284,10 @@ std::unique_ptr<PairChampions> BuildPairChampions(const Segment& segment, DocId 
   }
   std::vector<PairChampionList> out(n * n);
   for (size_t i = 0; i < n; ++i) {
-    for (size_t j = i + 1; j < n; ++j) out[i * n + j] = selectors[i * n + j].Finish();
+    for (size_t j = i + 1; j < n; ++j) {
+      out[i * n + j] = selectors[i * n + j].Finish();
+      out[i * n + j].matches = matches[i * n + j];
+    }
   }
   return std::make_unique<PairChampions>(std::vector<std::string>(words.begin(), words.end()),
                                          std::move(out));

@@ -54,6 +54,7 @@ struct PairPoint {
 struct PairChampionList {
   std::vector<DocId> docs;      // ascending
   std::vector<PairPoint> rest;  // the skyline of every other match; empty if none is left
+  uint64_t matches = 0;         // rows holding both words (deleted ones too)
 };
 
 class PairChampions {

@@ -605,7 +605,9 @@ class Evaluation {
   }
 
   // At most as many tweets as `segment` holds that count, from document frequencies alone: a
-  // term's frequency less the segment's deleted tweets, an OR's largest child's. Only for a
+  // term's frequency less the segment's deleted tweets, the same for the rows two terms share
+  // where the segment keeps their pair's champions (pair_champions.h), an OR's largest
+  // child's. Only for a
   // sealed segment (whose frequencies count its own, all visible, tweets) and a query with no
   // filter to check per tweet; 0 otherwise. *exact says the bound is the count itself (a lone
   // term in a segment without deletes).
@@ -616,10 +618,20 @@ class Evaluation {
     return NodeLowerBound(plan_.root, segment);
   }
   static uint64_t NodeLowerBound(const PlanNode& node, const Segment& segment) {
+    const uint64_t deleted = segment.columns().deleted_count();
     if (node.kind == PlanNode::Kind::kTerm) {
       const uint64_t df = segment.DocFreq(node.term);
-      const uint64_t deleted = segment.columns().deleted_count();
       return df > deleted ? df - deleted : 0;
+    }
+    // Two terms whose pair the segment keeps champions for: the rows holding both.
+    if (node.kind == PlanNode::Kind::kAnd && node.excluded.empty() && node.children.size() == 2 &&
+        node.children[0].kind == PlanNode::Kind::kTerm &&
+        node.children[1].kind == PlanNode::Kind::kTerm && segment.pair_champions() != nullptr) {
+      bool swapped = false;
+      if (const index::PairChampionList* pair = segment.pair_champions()->Find(
+              node.children[0].term, node.children[1].term, &swapped)) {
+        return pair->matches > deleted ? pair->matches - deleted : 0;
+      }
     }
     uint64_t bound = 0;
     if (node.kind == PlanNode::Kind::kOr) {

@@ -650,6 +650,58 @@ TEST(OracleTest, BestMatchOfCommonPairsOverPairChampionsEqualsBruteForce) {
   EXPECT_GT(g_champion_cutoffs, 0);
 }
 
+// Totals of ANDs of two common words, whose lower bound (the rows both hold, less the
+// segment's deletes) comes from their pair champions: 40,000 tweets, two words in about half
+// of them (about 10,000 matches, around the default cap of 10,000), a third in a quarter;
+// some deleted; the cap must hold exactly, with and without deletes and watermarks.
+TEST(OracleTotalsTest, TotalsOfCommonPairsEqualBruteForce) {
+  std::mt19937_64 rng(71);
+  index::IndexOptions options;
+  options.segment_max_docs = 40000;
+  std::unique_ptr<index::Index> index = *index::Index::Create(options);
+  Oracle oracle(index->analyzer());
+  Corpus corpus = MakeCorpus(rng, 40000);
+  std::vector<TweetId> ids;
+  for (index::IndexDoc& d : corpus.docs) {
+    if (rng() % 2 == 0) d.text += " zulu";
+    if (rng() % 2 == 0) d.text += " yankee";
+    if (rng() % 4 == 0) d.text += " xray";
+    ids.push_back(d.id);
+  }
+  AddInBatches(*index, oracle, corpus.docs, 5000);
+  ASSERT_TRUE(index->Seal().ok());
+  ASSERT_NE(index->Snapshot()->segments.front()->pair_champions(), nullptr);
+  const std::vector<std::string> queries = {"zulu yankee", "yankee zulu", "zulu xray",
+                                            "xray yankee lang:en", "zulu yankee -xray"};
+  auto check = [&](const std::string& stage) {
+    const auto snapshot = index->Snapshot();
+    for (const std::string& q : queries) {
+      for (int round = 0; round < 4; ++round) {
+        absl::StatusOr<Plan> plan = PlanQuery(q, index->analyzer());
+        ASSERT_TRUE(plan.ok());
+        SearchOptions options;
+        options.sort = static_cast<SortMode>(round % 3);
+        if (round == 3) options.watermark = ids[rng() % ids.size()];
+        const uint64_t want = oracle.Count(*plan, options.watermark);
+        const std::string context = stage + " q=[" + q + "] round " + std::to_string(round);
+        absl::StatusOr<SearchResult> r = Search(*snapshot, *plan, options);
+        ASSERT_TRUE(r.ok()) << r.status();
+        ASSERT_EQ(r->total_is_exact, want <= kTrackTotalHitsUpTo) << context;
+        ASSERT_EQ(r->total_hits, std::min(want, kTrackTotalHitsUpTo)) << context;
+      }
+    }
+  };
+  check("sealed");
+  // Deletes among the matches: the bound must fall below the cap before the count does.
+  for (const index::IndexDoc& d : corpus.docs) {
+    if (rng() % 40 == 0) {
+      ASSERT_TRUE(index->Delete(d.id).ok());
+      oracle.at(d.id).deleted = true;
+    }
+  }
+  check("deleted");
+}
+
 // Compares exact totals (exact_total, and the default cap) with the brute-force count.
 void CheckTotals(const index::Index& index, const Oracle& oracle, std::mt19937_64& rng,
                  const std::vector<TweetId>& ids, const std::string& stage) {
