@@ -607,10 +607,9 @@ class Evaluation {
   // At most as many tweets as `segment` holds that count, from document frequencies alone: a
   // term's frequency less the segment's deleted tweets, the same for the rows two terms share
   // where the segment keeps their pair's champions (pair_champions.h), an OR's largest
-  // child's. Only for a
-  // sealed segment (whose frequencies count its own, all visible, tweets) and a query with no
-  // filter to check per tweet; 0 otherwise. *exact says the bound is the count itself (a lone
-  // term in a segment without deletes).
+  // child's. Only for a sealed segment (whose frequencies count its own, all visible, tweets)
+  // and a query with no filter to check per tweet; 0 otherwise. *exact says the bound is the count
+  // itself (a lone term in a segment without deletes).
   uint64_t SegmentLowerBound(const Segment& segment, bool by_id, bool* exact) const {
     *exact = false;
     if (!segment.newest_first() || by_id || by_created_ || plan_.min_likes > 0) return 0;
@@ -1498,17 +1497,7 @@ class Evaluation {
         }
       }
     }
-    std::sort(rows.begin(), rows.end());
-    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-    OfferRows(segment, builder, rows);
-    champion_rows_ = std::move(rows);  // offered: the walk passes over them
-    const double recency = RecencyBound(segment.columns(), 0, visible - 1);
-    if (!top_.full() || Inflate(rest + recency) >= top_.worst().primary) {
-      return false;
-    }
-    pruned_ = true;
-    ++champion_cutoffs_;
-    return true;
+    return OfferChampionRows(segment, builder, std::move(rows), rest);
   }
 
   // The two scored words of a plan best match can rank over their pair champions: an OR of
@@ -1573,22 +1562,20 @@ class Evaluation {
         rest = std::max(rest, RestBound(*word, champions));
         rows.insert(rows.end(), champions.docs.begin(), champions.docs.end());
       }
-      std::sort(rows.begin(), rows.end());
-      rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
     }
-    OfferRows(segment, builder, rows);
-    champion_rows_ = std::move(rows);  // offered: the walk passes over them
-    const double recency = RecencyBound(segment.columns(), 0, segment.VisibleDocs() - 1);
-    if (!top_.full() || Inflate(rest + recency) >= top_.worst().primary) return false;
-    pruned_ = true;
-    ++champion_cutoffs_;
-    return true;
+    return OfferChampionRows(segment, builder, std::move(rows), rest);
   }
 
-  // Offers the plan's matches among `rows` (ascending) not offered before; a row whose text
-  // plus its likes band's and the segment's recency bound falls short of the k-th score is
-  // passed over before its exact static score (a logarithm and a power) is computed.
-  void OfferRows(const Segment& segment, MatcherBuilder& builder, const std::vector<DocId>& rows) {
+  // Offers the plan's matches among `rows` (sorted here, duplicates dropped) not offered
+  // before, keeps the rows for the walks to pass over (AlreadyOffered), and tells whether the
+  // segment is done: the top k is full and `rest`, a bound of the text and popularity of
+  // every match not among the rows, plus the segment's recency bound falls short of the k-th
+  // score. A row whose text plus its likes band's and the segment's recency bound falls short
+  // is passed over before its exact static score (a logarithm and a power) is computed.
+  bool OfferChampionRows(const Segment& segment, MatcherBuilder& builder, std::vector<DocId> rows,
+                         double rest) {
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
     const Columns& c = segment.columns();
     const double recency = RecencyBound(c, 0, segment.VisibleDocs() - 1);
     VisitAmong(builder, rows, [&](DocId d, Matcher& m) {
@@ -1600,6 +1587,11 @@ class Evaluation {
       }
       PushBestMatch(c, d, text);
     });
+    champion_rows_ = std::move(rows);
+    if (!top_.full() || Inflate(rest + recency) >= top_.worst().primary) return false;
+    pruned_ = true;
+    ++champion_cutoffs_;
+    return true;
   }
 
   // Appends the DocIds of `cursor`'s postings below `visible` to *rows, in batches; with
