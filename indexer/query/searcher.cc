@@ -481,6 +481,52 @@ class TopK {
 // error; pruning compares against a slightly inflated bound so it never drops a real hit.
 double Inflate(double bound) { return bound * (1 + 1e-12) + 1e-12; }
 
+// Hands out, ascending and a batch at a time, the DocIds below `end` that any of `words`
+// holds: one list's postings as they are, several lists' merged without repeats.
+class MergedDocs {
+ public:
+  MergedDocs(std::vector<std::unique_ptr<TermMatcher>>& words, DocId end) : end_(end) {
+    for (auto& word : words) lists_.push_back(List{&word->cursor()});
+  }
+
+  // Copies up to `max` of the next DocIds into `out`; 0 once there are none.
+  size_t Next(DocId* out, size_t max) {
+    if (lists_.size() == 1) return lists_[0].cursor->NextDocs(end_, out, max);
+    size_t n = 0;
+    while (n < max) {
+      DocId least = kEndDoc;
+      for (List& list : lists_) {
+        if (list.at == list.size && list.cursor != nullptr) Refill(list);
+        if (list.at < list.size) least = std::min(least, list.docs[list.at]);
+      }
+      if (least == kEndDoc) break;
+      out[n++] = least;
+      for (List& list : lists_) {
+        if (list.at < list.size && list.docs[list.at] == least) ++list.at;
+      }
+    }
+    return n;
+  }
+
+  static constexpr size_t kBatch = 128;
+
+ private:
+  struct List {
+    PostingCursor* cursor;  // null once it has no more DocIds below end_
+    std::array<DocId, kBatch> docs{};
+    size_t at = 0, size = 0;
+  };
+
+  void Refill(List& list) {
+    list.at = 0;
+    list.size = list.cursor->NextDocs(end_, list.docs.data(), list.docs.size());
+    if (list.size == 0) list.cursor = nullptr;
+  }
+
+  DocId end_;
+  std::vector<List> lists_;
+};
+
 // A window of DocIds [begin, end] of one segment, and the bound of any document in it.
 struct ScoredWindow {
   DocId begin = 0, end = 0;
@@ -861,7 +907,8 @@ class Evaluation {
   }
 
   // Whether the plan is an AND (exclusions may join) of terms and ORs of terms, one of whose
-  // terms' lists in `segment` holds fewer than one posting per kSparseAndDensity DocIds.
+  // children (a term, or an OR whose terms' lists together) holds in `segment` fewer than one
+  // posting per kSparseAndDensity DocIds.
   bool IsSparseAnd(const Segment& segment) const {
     const PlanNode& root = plan_.root;
     if (root.kind != PlanNode::Kind::kAnd || root.children.size() < 2) return false;
@@ -872,11 +919,14 @@ class Evaluation {
         continue;
       }
       if (child.kind != PlanNode::Kind::kOr) return false;
+      uint64_t postings = 0;
       for (const PlanNode& alternative : child.children) {
         if (alternative.kind != PlanNode::Kind::kTerm) return false;
+        postings += segment.DocFreq(alternative.term);
       }
+      rarest = std::min(rarest, postings);
     }
-    return rarest != UINT64_MAX && rarest * kSparseAndDensity < segment.VisibleDocs();
+    return rarest * kSparseAndDensity < segment.VisibleDocs();
   }
 
   // Calls visit(d) for each match d of a sparse AND (IsSparseAnd), ascending: found in batches
@@ -906,15 +956,20 @@ class Evaluation {
     const bool counting = !UseCachedCount(segment);  // else the cached count was added
     const bool by_id = segment.MaxTweetId() > options_.watermark;
     const uint64_t generation = c.changes(), before = total_;
-    // The lead: the term with the fewest postings; the other children filter its postings.
-    auto cost = [](const auto& words) { return words.size() == 1 ? words[0]->Cost() : UINT64_MAX; };
+    // The lead: the child with the fewest postings (a term, or an OR's terms merged); the other
+    // children filter its postings.
+    auto cost = [](const auto& words) {
+      uint64_t postings = 0;
+      for (const auto& word : words) postings += word->Cost();
+      return postings;
+    };
     std::sort(children.begin(), children.end(),
               [&](const auto& a, const auto& b) { return cost(a) < cost(b); });
     std::vector<std::unique_ptr<Matcher>> excluded;
     for (const PlanNode& e : plan_.root.excluded) excluded.push_back(builder.Build(e));
-    PostingCursor& lead = children[0][0]->cursor();
+    MergedDocs lead(children[0], visible_docs_[segment_index_]);
     std::array<DocId, kBatch> docs;
-    while (size_t n = lead.NextDocs(visible_docs_[segment_index_], docs.data(), docs.size())) {
+    while (size_t n = lead.Next(docs.data(), docs.size())) {
       for (size_t i = 1; i < children.size() && n > 0; ++i) {
         n = FilterAny(children[i], docs.data(), n);
       }

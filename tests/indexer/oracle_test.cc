@@ -530,12 +530,12 @@ TEST(OracleTest, BestMatchOverChampionsEqualsBruteForce) {
   EXPECT_GT(g_tier_cutoffs, 0);
 }
 
-// Most liked and best match of an AND (of words and ORs of words) whose rarest word is sparse
-// (fewer postings than one per 64 tweets) walk every match in batches of that word's postings
-// (ForEachSparseAndMatch), and count them on the way: rare words in 24,000 tweets with
-// power-law likes, some of their likes changed after sealing (far above or below every
-// written count) and some deleted; with exclusions and filters; in segments and in one. Best
-// match must have pruned some pages.
+// Most liked and best match of an AND (of words and ORs of words) whose rarest child (a word,
+// or an OR's words together) is sparse (fewer postings than one per 64 tweets) walk every
+// match in batches of that child's postings (ForEachSparseAndMatch), and count them on the
+// way: rare words in 24,000 tweets with power-law likes, some of their likes changed after
+// sealing (far above or below every written count) and some deleted; with exclusions and
+// filters; in segments and in one. Best match must have pruned some pages.
 TEST(OracleTest, SparseAndsEqualBruteForce) {
   std::mt19937_64 rng(57);
   std::fill(std::begin(g_pruned_pages), std::end(g_pruned_pages), 0);
@@ -549,23 +549,24 @@ TEST(OracleTest, SparseAndsEqualBruteForce) {
     if (rng() % 120 == 0) d.text += " zulu";
     if (rng() % 90 == 0 || (d.text.ends_with("zulu") && rng() % 3 == 0)) d.text += " yankee";
     if (rng() % 4 == 0) d.text += " xray";
+    if (rng() % 300 == 0 || (d.text.find("zulu") != std::string::npos && rng() % 4 == 0)) {
+      d.text += " whisky";
+    }
+    if (rng() % 400 == 0) d.text += " victor";
   }
   AddInBatches(*index, oracle, corpus.docs, 1000);
   ASSERT_TRUE(index->Seal().ok());
   DeleteOrChangeLikes(
       *index, oracle, rng, corpus.docs,
       [](const index::IndexDoc& d) { return d.text.find("zulu") != std::string::npos; }, 10, 6);
-  const std::vector<std::string> queries = {"zulu yankee",
-                                            "yankee zulu -xray",
-                                            "zulu yankee lang:es",
-                                            "zulu yankee min_faves:3",
-                                            "zulu " + kVocabulary[0],
-                                            "zulu yankee -" + kVocabulary[1],
-                                            "zulu xray yankee",
-                                            "(xray OR yankee) zulu",
-                                            "(" + kVocabulary[0] + " OR xray) zulu -yankee",
-                                            "zulu (yankee OR nowhere) lang:en",
-                                            "(zulu OR nowhere) yankee"};
+  const std::vector<std::string> queries = {
+      "zulu yankee", "yankee zulu -xray", "zulu yankee lang:es", "zulu yankee min_faves:3",
+      "zulu " + kVocabulary[0], "zulu yankee -" + kVocabulary[1], "zulu xray yankee",
+      "(xray OR yankee) zulu", "(" + kVocabulary[0] + " OR xray) zulu -yankee",
+      "zulu (yankee OR nowhere) lang:en", "(zulu OR nowhere) yankee",
+      // an OR of sparse words leads
+      "(zulu OR whisky) xray", "(whisky OR victor) " + kVocabulary[0] + " -xray",
+      "(zulu OR victor OR whisky) (yankee OR xray)", "(victor OR whisky) xray lang:en"};
   CheckInSegmentsAndCompacted(*index, oracle, rng, queries);
   EXPECT_GT(g_pruned_pages[static_cast<int>(SortMode::kBestMatch)], 0);
 }
