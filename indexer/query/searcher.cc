@@ -1548,7 +1548,7 @@ class Evaluation {
         std::unique_ptr<TermMatcher> rarer = builder.Term(*words[i].second, /*scored=*/false);
         std::unique_ptr<TermMatcher> other = builder.Term(*words[j].second, /*scored=*/false);
         if (rarer != nullptr && other != nullptr) {
-          AppendDocs(rarer->cursor(), visible, &rows, &other->cursor());
+          AppendDocs(rarer->cursor(), visible, &rows, {&other->cursor()});
         }
       }
     }
@@ -1621,6 +1621,102 @@ class Evaluation {
     return OfferChampionRows(segment, builder, std::move(rows), rest);
   }
 
+  // The scored words of a plan `(x1 OR x2 ...) c`: an AND whose scored children are one word
+  // and one OR of two to kMaxOrAndAlternatives words (filters such as `from:` and exclusions
+  // may join them); else no words.
+  struct OrAndWords {
+    const std::string* required = nullptr;  // c
+    std::vector<const std::string*> alternatives;
+  };
+  static OrAndWords OrAndPlanWords(const PlanNode& root) {
+    if (root.kind != PlanNode::Kind::kAnd) return {};
+    OrAndWords words;
+    for (const PlanNode& child : root.children) {
+      if (child.kind == PlanNode::Kind::kTerm) {
+        if (!child.scored) continue;
+        if (words.required != nullptr) return {};
+        words.required = &child.term;
+        continue;
+      }
+      if (child.kind != PlanNode::Kind::kOr || !words.alternatives.empty() ||
+          !child.excluded.empty()) {
+        return {};
+      }
+      for (const PlanNode& alternative : child.children) {
+        if (alternative.kind != PlanNode::Kind::kTerm || !alternative.scored) return {};
+        words.alternatives.push_back(&alternative.term);
+      }
+    }
+    if (words.required == nullptr || words.alternatives.size() < 2 ||
+        words.alternatives.size() > kMaxOrAndAlternatives) {
+      return {};
+    }
+    return words;
+  }
+
+  // Best match of `(x1 OR x2 ...) c` (OrAndPlanWords) whose every alternative is either sparse
+  // (fewer postings than one per kSparseAndDensity DocIds) or forms a pair of common words
+  // with c (pair_champions.h). A match holds c and some of the alternatives. Offered first:
+  // every match holding a sparse alternative (its postings that c holds), every match
+  // holding two dense alternatives (their and c's lists intersected, rarest first), and the
+  // champions of each dense alternative's pair with c. A match not offered then holds one
+  // dense alternative x and no other, and is not among the champions of x's pair: it scores
+  // at most that pair's rest bound (plus the segment's recency bound); if none of these
+  // bounds can reach the k-th score, the segment is done. Otherwise the usual walk follows
+  // and passes over the rows offered. False, having offered nothing, for other plans, for a
+  // sparse AND, and where a dense alternative has no pair with c.
+  //
+  // Bounding the matches of two dense alternatives by a pair's rest bound plus the other
+  // word's largest text instead stayed above the k-th score for every such query measured
+  // (docs/benchmarks.md): they are few next to either pair's, so they are intersected.
+  bool RunOrAndChampions(const Segment& segment, MatcherBuilder& builder) {
+    const OrAndWords& words = or_and_words_;
+    const index::PairChampions* pairs = segment.pair_champions();
+    if (words.required == nullptr || pairs == nullptr || IsSparseAnd(segment)) return false;
+    const DocId visible = segment.VisibleDocs();
+    std::unique_ptr<TermMatcher> c = builder.Term(*words.required, /*scored=*/true);
+    if (c == nullptr) return false;
+    auto cursor = [&](const std::string& word) { return builder.Term(word, /*scored=*/false); };
+    // Each part appended is ascending: merged as it comes, the rows need no sort (tens of
+    // thousands of matches of two common alternatives cost a fifth of the time sorted).
+    std::vector<DocId> rows;
+    size_t merged = 0;
+    auto merge = [&] {
+      std::inplace_merge(rows.begin(), rows.begin() + static_cast<ptrdiff_t>(merged), rows.end());
+      merged = rows.size();
+    };
+    std::vector<const std::string*> dense;
+    double rest = -std::numeric_limits<double>::infinity();
+    for (const std::string* x : words.alternatives) {
+      std::unique_ptr<TermMatcher> word = builder.Term(*x, /*scored=*/true);
+      if (word == nullptr) continue;  // no match holds it here
+      if (word->Cost() * kSparseAndDensity < visible) {
+        AppendDocs(word->cursor(), visible, &rows, {&cursor(*words.required)->cursor()});
+        merge();
+        continue;
+      }
+      bool swapped = false;
+      const index::PairChampionList* pair = pairs->Find(*x, *words.required, &swapped);
+      if (pair == nullptr) return false;
+      rows.insert(rows.end(), pair->docs.begin(), pair->docs.end());
+      merge();
+      rest = std::max(rest,
+                      swapped ? PairRestBound(*c, *word, *pair) : PairRestBound(*word, *c, *pair));
+      dense.push_back(x);
+    }
+    for (size_t i = 0; i < dense.size(); ++i) {
+      for (size_t j = i + 1; j < dense.size(); ++j) {
+        std::array<std::unique_ptr<TermMatcher>, 3> lists = {cursor(*dense[i]), cursor(*dense[j]),
+                                                             cursor(*words.required)};
+        std::sort(lists.begin(), lists.end(),
+                  [](const auto& a, const auto& b) { return a->Cost() < b->Cost(); });
+        AppendDocs(lists[0]->cursor(), visible, &rows, {&lists[1]->cursor(), &lists[2]->cursor()});
+        merge();
+      }
+    }
+    return OfferChampionRows(segment, builder, std::move(rows), rest);
+  }
+
   // Offers the plan's matches among `rows` (sorted here, duplicates dropped) not offered
   // before, keeps the rows for the walks to pass over (AlreadyOffered), and tells whether the
   // segment is done: the top k is full and `rest`, a bound of the text and popularity of
@@ -1629,7 +1725,7 @@ class Evaluation {
   // is passed over before its exact static score (a logarithm and a power) is computed.
   bool OfferChampionRows(const Segment& segment, MatcherBuilder& builder, std::vector<DocId> rows,
                          double rest) {
-    std::sort(rows.begin(), rows.end());
+    if (!std::is_sorted(rows.begin(), rows.end())) std::sort(rows.begin(), rows.end());
     rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
     const Columns& c = segment.columns();
     const double recency = RecencyBound(c, 0, segment.VisibleDocs() - 1);
@@ -1649,13 +1745,13 @@ class Evaluation {
     return true;
   }
 
-  // Appends the DocIds of `cursor`'s postings below `visible` to *rows, in batches; with
-  // `filter`, only those it holds too.
+  // Appends the DocIds of `cursor`'s postings below `visible` to *rows, in batches; only
+  // those every cursor of `filters` holds too.
   static void AppendDocs(PostingCursor& cursor, DocId visible, std::vector<DocId>* rows,
-                         PostingCursor* filter = nullptr) {
+                         std::initializer_list<PostingCursor*> filters = {}) {
     std::array<DocId, kBatch> docs;
     while (size_t n = cursor.NextDocs(visible, docs.data(), docs.size())) {
-      if (filter != nullptr) n = filter->Filter(docs.data(), n, /*keep=*/true);
+      for (PostingCursor* filter : filters) n = filter->Filter(docs.data(), n, /*keep=*/true);
       rows->insert(rows->end(), docs.begin(), docs.begin() + static_cast<ptrdiff_t>(n));
     }
   }
@@ -1781,7 +1877,7 @@ class Evaluation {
   void RunBestMatch(const Segment& segment, MatcherBuilder& builder) {
     OfferChangedRows(segment, builder);
     if (RunChampions(segment, builder) || RunOrChampions(segment, builder) ||
-        RunPairChampions(segment, builder)) {
+        RunPairChampions(segment, builder) || RunOrAndChampions(segment, builder)) {
       return;
     }
     if (IsSparseAnd(segment)) {
@@ -2086,6 +2182,9 @@ class Evaluation {
   std::vector<DocId> champion_rows_;                             // RunChampions's, ascending
   const std::string* champion_word_ = ChampionWord(plan_.root);  // RunChampions's word
   const std::array<const std::string*, 2> pair_words_ = PairPlanWords(plan_.root);
+  const OrAndWords or_and_words_ = OrAndPlanWords(plan_.root);
+  // OrAndPlanWords: at most this many alternatives (a bound per set of them is computed).
+  static constexpr size_t kMaxOrAndAlternatives = 4;
   // RunWindowsByBound's windows of the segment being ranked, and its first batch's size.
   static constexpr size_t kFirstBatch = 16;
   static constexpr uint32_t kByBoundMinPostings = 32 * index::kBlockSize;

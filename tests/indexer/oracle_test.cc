@@ -609,6 +609,36 @@ TEST(OracleTest, BestMatchOfSparseOrsOverChampionsEqualsBruteForce) {
   EXPECT_GT(g_champion_cutoffs, 0);
 }
 
+// Power-law likes and three common words, often repeated, in a third, a fifth and a tenth of
+// 60,000 tweets (zulu, yankee, xray); with `sparse_word`, whisky in about one in 100. Indexed
+// in segments of 30,000 and sealed; then deletes and likes changes (DeleteOrChangeLikes) among
+// the tweets `pick` selects.
+template <typename Pick>
+void IndexCommonWords(std::mt19937_64& rng, bool sparse_word, const Pick& pick,
+                      std::unique_ptr<index::Index>* index, std::unique_ptr<Oracle>* oracle) {
+  index::IndexOptions options;
+  options.segment_max_docs = 30000;
+  *index = *index::Index::Create(options);
+  *oracle = std::make_unique<Oracle>((*index)->analyzer());
+  Corpus corpus = MakeCorpus(rng, 60000);
+  for (index::IndexDoc& d : corpus.docs) {
+    d.likes = ParetoLikes(rng);
+    for (const auto& [word, share] : {std::pair{"zulu", 3}, {"yankee", 5}, {"xray", 10}}) {
+      if (rng() % share != 0) continue;
+      d.text += std::string(" ") + word;
+      if (rng() % 6 == 0) d.text += std::string(" ") + word;
+    }
+    if (sparse_word && rng() % 100 == 0) d.text += " whisky";
+  }
+  AddInBatches(**index, **oracle, corpus.docs, 5000);
+  ASSERT_TRUE((*index)->Seal().ok());
+  DeleteOrChangeLikes(**index, **oracle, rng, corpus.docs, pick, 20, 10);
+}
+
+bool Holds(const index::IndexDoc& d, const char* word) {
+  return d.text.find(word) != std::string::npos;
+}
+
 // Best match of two common words (`a b`, with filters and exclusions, and `a OR b`) over
 // their pair champions (RunPairChampions): three words in a third to a tenth of 60,000
 // tweets, often repeated, power-law likes; some of the pairs' matches deleted and some likes
@@ -618,28 +648,12 @@ TEST(OracleTest, BestMatchOfSparseOrsOverChampionsEqualsBruteForce) {
 TEST(OracleTest, BestMatchOfCommonPairsOverPairChampionsEqualsBruteForce) {
   std::mt19937_64 rng(67);
   g_champion_cutoffs = 0;
-  index::IndexOptions options;
-  options.segment_max_docs = 30000;
-  std::unique_ptr<index::Index> index = *index::Index::Create(options);
-  Oracle oracle(index->analyzer());
-  Corpus corpus = MakeCorpus(rng, 60000);
-  for (index::IndexDoc& d : corpus.docs) {
-    d.likes = ParetoLikes(rng);
-    for (const auto& [word, share] : {std::pair{"zulu", 3}, {"yankee", 5}, {"xray", 10}}) {
-      if (rng() % share != 0) continue;
-      d.text += std::string(" ") + word;
-      if (rng() % 6 == 0) d.text += std::string(" ") + word;
-    }
-  }
-  AddInBatches(*index, oracle, corpus.docs, 5000);
-  ASSERT_TRUE(index->Seal().ok());
-  DeleteOrChangeLikes(
-      *index, oracle, rng, corpus.docs,
-      [](const index::IndexDoc& d) {
-        return d.text.find("zulu") != std::string::npos &&
-               d.text.find("yankee") != std::string::npos;
-      },
-      20, 10);
+  std::unique_ptr<index::Index> index;
+  std::unique_ptr<Oracle> oracle;
+  IndexCommonWords(
+      rng, /*sparse_word=*/false,
+      [](const index::IndexDoc& d) { return Holds(d, "zulu") && Holds(d, "yankee"); }, &index,
+      &oracle);
   const std::vector<std::string> queries = {"zulu yankee",
                                             "yankee zulu -xray",
                                             "xray zulu lang:es",
@@ -647,7 +661,31 @@ TEST(OracleTest, BestMatchOfCommonPairsOverPairChampionsEqualsBruteForce) {
                                             "yankee xray from:" + kUsers[0],
                                             "zulu OR yankee",
                                             "xray OR zulu"};
-  CheckInSegmentsAndCompacted(*index, oracle, rng, queries);
+  CheckInSegmentsAndCompacted(*index, *oracle, rng, queries);
+  EXPECT_GT(g_champion_cutoffs, 0);
+}
+
+// Best match of `(a OR b) c` over the pair champions of each common alternative with c
+// (RunOrAndChampions): the corpus above with a sparse word (whisky, about 300 tweets per
+// segment of 30,000, below one in 64); every match holding it or two common alternatives
+// is offered, and the pairs' rest bounds must decide some pages alone. Deletes and likes
+// changed after sealing among the matches of two words; in two segments and in one.
+TEST(OracleTest, BestMatchOfAnOrAndACommonWordOverPairChampionsEqualsBruteForce) {
+  std::mt19937_64 rng(69);
+  g_champion_cutoffs = 0;
+  std::unique_ptr<index::Index> index;
+  std::unique_ptr<Oracle> oracle;
+  IndexCommonWords(
+      rng, /*sparse_word=*/true,
+      [](const index::IndexDoc& d) {
+        return Holds(d, "xray") && (Holds(d, "zulu") || Holds(d, "whisky"));
+      },
+      &index, &oracle);
+  const std::vector<std::string> queries = {"(zulu OR yankee) xray", "(whisky OR zulu) xray",
+                                            "(whisky OR yankee OR zulu) xray -" + kVocabulary[0],
+                                            "xray (yankee OR whisky) lang:en",
+                                            "(xray OR yankee) zulu min_faves:2"};
+  CheckInSegmentsAndCompacted(*index, *oracle, rng, queries);
   EXPECT_GT(g_champion_cutoffs, 0);
 }
 
