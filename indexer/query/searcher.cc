@@ -936,12 +936,18 @@ class Evaluation {
   // virtual calls per posting, or windows, whose bounds are computed per block of the longer
   // lists. Every match is met, so they are counted here too (unless the segment's count is
   // cached), and CountTotal passes over the segment.
-  template <typename Visit>
-  void ForEachSparseAndMatch(const Segment& segment, MatcherBuilder& builder, const Visit& visit) {
-    // Per child, its words' cursors (one for a term; an OR's present words).
-    std::vector<std::vector<std::unique_ptr<TermMatcher>>> children;
+  //
+  // Once the segment's count is known or capped, `keep(lead, docs, n)` may first drop some of
+  // the lead's postings docs[0..n) (it returns how many it kept, in order), before they are
+  // looked up in the other children: `lead` is the plan child that leads.
+  template <typename Visit, typename Keep>
+  void ForEachSparseAndMatch(const Segment& segment, MatcherBuilder& builder, const Visit& visit,
+                             const Keep& keep) {
+    // Per child, its node and its words' cursors (one for a term; an OR's present words).
+    using Words = std::vector<std::unique_ptr<TermMatcher>>;
+    std::vector<std::pair<const PlanNode*, Words>> children;
     for (const PlanNode& node : plan_.root.children) {
-      std::vector<std::unique_ptr<TermMatcher>>& words = children.emplace_back();
+      Words& words = children.emplace_back(&node, Words{}).second;
       for (const PlanNode* word : node.kind == PlanNode::Kind::kTerm
                                       ? std::vector<const PlanNode*>{&node}
                                       : PointersTo(node.children)) {
@@ -958,20 +964,21 @@ class Evaluation {
     const uint64_t generation = c.changes(), before = total_;
     // The lead: the child with the fewest postings (a term, or an OR's terms merged); the other
     // children filter its postings.
-    auto cost = [](const auto& words) {
+    auto cost = [](const auto& child) {
       uint64_t postings = 0;
-      for (const auto& word : words) postings += word->Cost();
+      for (const auto& word : child.second) postings += word->Cost();
       return postings;
     };
     std::sort(children.begin(), children.end(),
               [&](const auto& a, const auto& b) { return cost(a) < cost(b); });
     std::vector<std::unique_ptr<Matcher>> excluded;
     for (const PlanNode& e : plan_.root.excluded) excluded.push_back(builder.Build(e));
-    MergedDocs lead(children[0], visible_docs_[segment_index_]);
+    MergedDocs lead(children[0].second, visible_docs_[segment_index_]);
     std::array<DocId, kBatch> docs;
     while (size_t n = lead.Next(docs.data(), docs.size())) {
+      if (!counting || total_ >= stop_) n = keep(*children[0].first, docs.data(), n);
       for (size_t i = 1; i < children.size() && n > 0; ++i) {
-        n = FilterAny(children[i], docs.data(), n);
+        n = FilterAny(children[i].second, docs.data(), n);
       }
       for (size_t i = 0; i < n; ++i) {
         const DocId d = docs[i];
@@ -982,6 +989,11 @@ class Evaluation {
     }
     counted_.insert(segment_index_);
     if (counting && segment.Health().ok()) StoreCount(segment, generation, before);
+  }
+  template <typename Visit>
+  void ForEachSparseAndMatch(const Segment& segment, MatcherBuilder& builder, const Visit& visit) {
+    ForEachSparseAndMatch(segment, builder, visit,
+                          [](const PlanNode&, DocId*, size_t n) { return n; });
   }
 
   // Whether match `d` counts toward the total: Accept() without the search-after key (by_id:
@@ -1041,6 +1053,13 @@ class Evaluation {
   // plan's matcher, moved forward to it, unless the plan's text bound plus its likes band's
   // popularity and the segment's recency bound cannot reach the k-th score. Windows of block
   // bounds would pass nearly all of these matches anyway (docs/ranking.md).
+  //
+  // Once the count is settled, a posting of the lead is dropped before it is looked up in the
+  // other children if its own text (the lead's matcher moved to it), plus the most the other
+  // children's words can add at the tweet's length (their lists' largest frequencies), its
+  // likes band's popularity and the recency bound cannot reach the k-th score: the lead, the
+  // rarest word, carries most of a match's text, and most matches of a common word with a
+  // rare one are long or hold the rare word once (docs/benchmarks.md).
   void RunSparseAndBestMatch(const Segment& segment, MatcherBuilder& builder) {
     const Columns& c = segment.columns();
     std::unique_ptr<Matcher> m = builder.Build(plan_.root);  // scores as every walk does
@@ -1048,24 +1067,74 @@ class Evaluation {
     // The segment's: bounds per 4,096 DocIds cost a pass over their ranges each, and matches
     // this sparse touch most of them (a candidate that passes gets its exact score anyway).
     const double recency = RecencyBound(c, 0, segment.VisibleDocs() - 1);
-    ForEachSparseAndMatch(segment, builder, [&](DocId d) {
-      if (AlreadyOffered(d)) return;
-      double static_bound = 0;
-      if (top_.full()) {
-        static_bound = band_popularity_[index::LikesBand(c.BaseLikes(d))] + recency;
-        if (Inflate(max_text + static_bound) < top_.worst().primary) {
+    std::unique_ptr<Matcher> lead;  // scores the lead's postings; built on first use
+    std::vector<double> others;     // by length: the other children's largest text
+    auto keep = [&](const PlanNode& lead_node, DocId* docs, size_t n) {
+      if (!top_.full()) return n;
+      if (lead == nullptr) {
+        lead = builder.Build(lead_node);
+        others = OthersTextByLength(builder, lead_node);
+      }
+      size_t kept = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const DocId d = docs[i];
+        lead->Advance(d);  // the lead holds d
+        const uint32_t length = c.length(d);
+        const double other = length < others.size() ? others[length] : others.back();
+        if (AlreadyOffered(d) ||
+            Inflate(lead->Score() + other + band_popularity_[index::LikesBand(c.BaseLikes(d))] +
+                    recency) < top_.worst().primary) {
           pruned_ = true;
-          return;
+          continue;
         }
+        docs[kept++] = d;
       }
-      m->Advance(d);  // a match: it stops there
-      const double text = m->Score();
-      if (top_.full() && Inflate(text + static_bound) < top_.worst().primary) {
-        pruned_ = true;
-        return;
+      return kept;
+    };
+    ForEachSparseAndMatch(
+        segment, builder,
+        [&](DocId d) {
+          if (AlreadyOffered(d)) return;
+          double static_bound = 0;
+          if (top_.full()) {
+            static_bound = band_popularity_[index::LikesBand(c.BaseLikes(d))] + recency;
+            if (Inflate(max_text + static_bound) < top_.worst().primary) {
+              pruned_ = true;
+              return;
+            }
+          }
+          m->Advance(d);  // a match: it stops there
+          const double text = m->Score();
+          if (top_.full() && Inflate(text + static_bound) < top_.worst().primary) {
+            pruned_ = true;
+            return;
+          }
+          PushBestMatch(c, d, text);
+        },
+        keep);
+  }
+
+  // For each tweet length up to kOthersLengths (the last entry: any length), the most text
+  // the plan's root children other than `lead` can add to a match: for each of their words,
+  // its idf times TfPart at the list's largest frequency, summed (an OR over its words).
+  // TfPart grows with the frequency at a given length.
+  std::vector<double> OthersTextByLength(MatcherBuilder& builder, const PlanNode& lead) {
+    std::vector<double> text(kOthersLengths + 1, 0);
+    for (const PlanNode& child : plan_.root.children) {
+      if (&child == &lead) continue;
+      for (const PlanNode* word : child.kind == PlanNode::Kind::kTerm
+                                      ? std::vector<const PlanNode*>{&child}
+                                      : PointersTo(child.children)) {
+        std::unique_ptr<TermMatcher> t = builder.Term(word->term, word->scored);
+        if (t == nullptr || t->idf() == 0) continue;
+        const uint32_t max_tf = std::max<uint32_t>(1, t->cursor().list_bound().max_tf);
+        for (uint32_t length = 0; length < kOthersLengths; ++length) {
+          text[length] += t->idf() * TfPart(options_.scoring, max_tf, length, stats_.avg_length);
+        }
+        text[kOthersLengths] += t->MaxScore();
       }
-      PushBestMatch(c, d, text);
-    });
+    }
+    return text;
   }
 
   // Whether `postings` keep every list the plan `node` reads, and it needs no positions.
@@ -2196,6 +2265,8 @@ class Evaluation {
   static constexpr uint64_t kCoarseListRatio = 8;
   // IsSparseAnd: fewer postings than one per this many DocIds in the rarest list.
   static constexpr uint64_t kSparseAndDensity = 64;
+  // OthersTextByLength: lengths below this have an entry of their own.
+  static constexpr uint32_t kOthersLengths = 256;
   // ForEachSparseAndMatch's candidates looked up at a time.
   static constexpr size_t kBatch = 128;
   std::vector<ScoredWindow> windows_;
