@@ -654,18 +654,20 @@ class Evaluation {
   // term's frequency less the segment's deleted tweets, the same for the rows two terms share
   // where the segment keeps their pair's champions (pair_champions.h), an OR's largest
   // child's. Only for a sealed segment (whose frequencies count its own, all visible, tweets)
-  // and a query with no filter to check per tweet; 0 otherwise. *exact says the bound is the count
-  // itself (a lone term in a segment without deletes).
+  // and a query with no filter to check per tweet; 0 otherwise. *exact says the bound is the
+  // count itself: a lone term, or an AND of two terms with a pair, in a segment without
+  // deletes.
   uint64_t SegmentLowerBound(const Segment& segment, bool by_id, bool* exact) const {
     *exact = false;
     if (!segment.newest_first() || by_id || by_created_ || plan_.min_likes > 0) return 0;
-    *exact = plan_.root.kind == PlanNode::Kind::kTerm && segment.columns().deleted_count() == 0;
-    return NodeLowerBound(plan_.root, segment);
+    return NodeLowerBound(plan_.root, segment, exact);
   }
-  static uint64_t NodeLowerBound(const PlanNode& node, const Segment& segment) {
+  static uint64_t NodeLowerBound(const PlanNode& node, const Segment& segment, bool* exact) {
     const uint64_t deleted = segment.columns().deleted_count();
+    *exact = false;
     if (node.kind == PlanNode::Kind::kTerm) {
       const uint64_t df = segment.DocFreq(node.term);
+      *exact = deleted == 0;
       return df > deleted ? df - deleted : 0;
     }
     // Two terms whose pair the segment keeps champions for: the rows holding both.
@@ -675,13 +677,15 @@ class Evaluation {
       bool swapped = false;
       if (const index::PairChampionList* pair = segment.pair_champions()->Find(
               node.children[0].term, node.children[1].term, &swapped)) {
+        *exact = deleted == 0;
         return pair->matches > deleted ? pair->matches - deleted : 0;
       }
     }
     uint64_t bound = 0;
     if (node.kind == PlanNode::Kind::kOr) {
+      bool child_exact = false;
       for (const PlanNode& child : node.children) {
-        bound = std::max(bound, NodeLowerBound(child, segment));
+        bound = std::max(bound, NodeLowerBound(child, segment, &child_exact));
       }
     }
     return bound;
