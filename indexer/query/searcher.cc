@@ -1062,7 +1062,7 @@ class Evaluation {
   // other children if its own text (the lead's matcher moved to it), plus the most the other
   // children's words can add at the tweet's length (their lists' largest frequencies), its
   // likes band's popularity and the recency bound cannot reach the k-th score: the lead, the
-  // rarest word, carries most of a match's text, and most matches of a common word with a
+  // rarest child, carries most of a match's text, and most matches of a common word with a
   // rare one are long or hold the rare word once (docs/benchmarks.md).
   void RunSparseAndBestMatch(const Segment& segment, MatcherBuilder& builder) {
     const Columns& c = segment.columns();
@@ -2256,7 +2256,7 @@ class Evaluation {
   const std::string* champion_word_ = ChampionWord(plan_.root);  // RunChampions's word
   const std::array<const std::string*, 2> pair_words_ = PairPlanWords(plan_.root);
   const OrAndWords or_and_words_ = OrAndPlanWords(plan_.root);
-  // OrAndPlanWords: at most this many alternatives (a bound per set of them is computed).
+  // OrAndPlanWords: at most this many alternatives (every two common ones are intersected).
   static constexpr size_t kMaxOrAndAlternatives = 4;
   // RunWindowsByBound's windows of the segment being ranked, and its first batch's size.
   static constexpr size_t kFirstBatch = 16;
@@ -2267,7 +2267,7 @@ class Evaluation {
   static constexpr uint64_t kBitmapDensity = 4;
   // BlockMaxAnd bounds lists this many times longer than the rarest by their list bounds.
   static constexpr uint64_t kCoarseListRatio = 8;
-  // IsSparseAnd: fewer postings than one per this many DocIds in the rarest list.
+  // IsSparseAnd: fewer postings than one per this many DocIds in the rarest child.
   static constexpr uint64_t kSparseAndDensity = 64;
   // OthersTextByLength: lengths below this have an entry of their own.
   static constexpr uint32_t kOthersLengths = 256;
