@@ -952,9 +952,7 @@ class Evaluation {
     std::vector<std::pair<const PlanNode*, Words>> children;
     for (const PlanNode& node : plan_.root.children) {
       Words& words = children.emplace_back(&node, Words{}).second;
-      for (const PlanNode* word : node.kind == PlanNode::Kind::kTerm
-                                      ? std::vector<const PlanNode*>{&node}
-                                      : PointersTo(node.children)) {
+      for (const PlanNode* word : WordsOf(node)) {
         if (auto m = builder.Term(word->term, /*scored=*/false)) words.push_back(std::move(m));
       }
       if (words.empty()) {  // a word or every alternative the segment lacks: no match
@@ -1008,10 +1006,12 @@ class Evaluation {
     return plan_.min_likes == 0 || c.likes(d) >= plan_.min_likes;
   }
 
-  static std::vector<const PlanNode*> PointersTo(const std::vector<PlanNode>& nodes) {
-    std::vector<const PlanNode*> pointers;
-    for (const PlanNode& n : nodes) pointers.push_back(&n);
-    return pointers;
+  // The words of a sparse AND's child: a term itself, or an OR's alternatives.
+  static std::vector<const PlanNode*> WordsOf(const PlanNode& node) {
+    if (node.kind == PlanNode::Kind::kTerm) return {&node};
+    std::vector<const PlanNode*> words;
+    for (const PlanNode& n : node.children) words.push_back(&n);
+    return words;
   }
 
   // Keeps, in order, those of docs[0..n) (n <= kBatch) that any of `words` holds; returns how
@@ -1126,9 +1126,7 @@ class Evaluation {
     std::vector<double> text(kOthersLengths + 1, 0);
     for (const PlanNode& child : plan_.root.children) {
       if (&child == &lead) continue;
-      for (const PlanNode* word : child.kind == PlanNode::Kind::kTerm
-                                      ? std::vector<const PlanNode*>{&child}
-                                      : PointersTo(child.children)) {
+      for (const PlanNode* word : WordsOf(child)) {
         std::unique_ptr<TermMatcher> t = builder.Term(word->term, word->scored);
         if (t == nullptr || t->idf() == 0) continue;
         const uint32_t max_tf = std::max<uint32_t>(1, t->cursor().list_bound().max_tf);
@@ -1650,9 +1648,12 @@ class Evaluation {
 
   // The most a match of both words outside their pair's champions can score with its text
   // and popularity: the maximum over the rest's skyline (pair_champions.h); -infinity if
-  // every match is a champion.
-  double PairRestBound(const TermMatcher& first, const TermMatcher& second,
-                       const index::PairChampionList& pair) const {
+  // every match is a champion. `swapped` (PairChampions::Find's) says `b` is the record's
+  // first word.
+  double PairRestBound(const TermMatcher& a, const TermMatcher& b,
+                       const index::PairChampionList& pair, bool swapped) const {
+    const TermMatcher& first = swapped ? b : a;
+    const TermMatcher& second = swapped ? a : b;
     const ScoringParams& p = options_.scoring;
     double best = -std::numeric_limits<double>::infinity();
     for (const index::PairPoint& q : pair.rest) {
@@ -1682,7 +1683,7 @@ class Evaluation {
     std::unique_ptr<TermMatcher> b = builder.Term(*words[1], /*scored=*/true);
     if (a == nullptr || b == nullptr) return false;
     std::vector<DocId> rows = pair->docs;
-    double rest = swapped ? PairRestBound(*b, *a, *pair) : PairRestBound(*a, *b, *pair);
+    double rest = PairRestBound(*a, *b, *pair, swapped);
     if (plan_.root.kind == PlanNode::Kind::kOr) {
       for (TermMatcher* word : {a.get(), b.get()}) {
         index::Champions champions;
@@ -1773,8 +1774,7 @@ class Evaluation {
       if (pair == nullptr) return false;
       rows.insert(rows.end(), pair->docs.begin(), pair->docs.end());
       merge();
-      rest = std::max(rest,
-                      swapped ? PairRestBound(*c, *word, *pair) : PairRestBound(*word, *c, *pair));
+      rest = std::max(rest, PairRestBound(*word, *c, *pair, swapped));
       dense.push_back(x);
     }
     for (size_t i = 0; i < dense.size(); ++i) {
