@@ -80,6 +80,19 @@ struct SearchOutcome {
   std::vector<uint32_t> missing_partitions;  // with allow_partial: partitions not searched
 };
 
+// One count over time as the front door hands it on (GET /v1/counts).
+struct CountsCall {
+  std::string_view search_terms;
+  const query::Plan* plan = nullptr;  // search_terms planned with the backend's analyzer
+  query::TimeBuckets buckets;
+  bool allow_partial = false;  // answer without partitions that have no live replica
+};
+
+struct CountsOutcome {
+  std::vector<uint64_t> counts;              // per bucket: the matching tweets created in it
+  std::vector<uint32_t> missing_partitions;  // with allow_partial: partitions not counted
+};
+
 // One storage partition's replication, as its primary reports it (cluster only).
 struct StoragePartitionStats {
   uint32_t partition = 0;
@@ -129,6 +142,9 @@ class Backend {
   // Unavailable when a partition has no live replica and partial answers were
   // not allowed.
   virtual absl::StatusOr<SearchOutcome> RunSearch(const SearchCall& call) const = 0;
+  // Counts the tweets matching `call`'s query per time bucket, exactly (every visible tweet).
+  // InvalidArgument for bad buckets; Unavailable as RunSearch.
+  virtual absl::StatusOr<CountsOutcome> RunCounts(const CountsCall& call) const = 0;
   // The best-match statistics of the whole collection for `call`'s terms.
   virtual absl::StatusOr<query::CollectionStats> CollectStats(const SearchCall& call) const = 0;
   // The watermark of a new first page: the largest visible id, or kMaxTweetId

@@ -414,6 +414,14 @@ absl::StatusOr<SearchOutcome> Engine::RunSearch(const SearchCall& call) const {
   return out;
 }
 
+absl::StatusOr<CountsOutcome> Engine::RunCounts(const CountsCall& call) const {
+  std::shared_ptr<const index::IndexSnapshot> snapshot = index_->Snapshot();
+  absl::StatusOr<std::vector<uint64_t>> counts =
+      query::CountOverTime(*snapshot, *call.plan, call.buckets);
+  if (!counts.ok()) return counts.status();
+  return CountsOutcome{*std::move(counts), {}};
+}
+
 absl::Status Engine::Checkpoint() {
   absl::MutexLock leader(&leader_mu_);
   return CheckpointLocked();

@@ -103,6 +103,7 @@ class Engine final : public Backend {
 
   // Backend: one partition, so the search is Search() and the statistics ComputeStats().
   absl::StatusOr<SearchOutcome> RunSearch(const SearchCall& call) const override;
+  absl::StatusOr<CountsOutcome> RunCounts(const CountsCall& call) const override;
   absl::StatusOr<query::CollectionStats> CollectStats(const SearchCall& call) const override {
     return ComputeStats(*call.plan);
   }

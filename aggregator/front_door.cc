@@ -22,6 +22,38 @@ absl::StatusOr<query::SortMode> ParseSortMode(std::string_view text) {
       "sort must be 0 (newest), 1 (best_match) or 2 (most_liked), not '", text.substr(0, 32), "'"));
 }
 
+absl::StatusOr<Granularity> ParseGranularity(std::string_view text) {
+  if (text == "minute") return Granularity::kMinute;
+  if (text == "hour") return Granularity::kHour;
+  if (text == "day") return Granularity::kDay;
+  return absl::InvalidArgumentError(
+      StrCat("granularity must be minute, hour or day, not '", text.substr(0, 32), "'"));
+}
+
+std::string_view GranularityName(Granularity granularity) {
+  switch (granularity) {
+    case Granularity::kMinute:
+      return "minute";
+    case Granularity::kHour:
+      return "hour";
+    case Granularity::kDay:
+      return "day";
+  }
+  return "hour";
+}
+
+int64_t GranularityMillis(Granularity granularity) {
+  switch (granularity) {
+    case Granularity::kMinute:
+      return 60'000;
+    case Granularity::kHour:
+      return 3'600'000;
+    case Granularity::kDay:
+      return 86'400'000;
+  }
+  return 3'600'000;
+}
+
 std::string_view SortModeName(query::SortMode mode) {
   switch (mode) {
     case query::SortMode::kNewest:
@@ -247,6 +279,63 @@ absl::StatusOr<SearchResponse> FrontDoor::Search(const SearchRequest& request,
       }
     }
   }
+  response.took_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return response;
+}
+
+namespace {
+
+// Times a count may name: from 1970 to the end of 9999 (RFC 3339's years), in milliseconds.
+constexpr int64_t kLatestMillis = 253'402'300'800'000;
+
+// The buckets of `request`'s range, widened to whole buckets of its granularity.
+absl::StatusOr<query::TimeBuckets> BucketsOf(const CountsRequest& request, int64_t now_ms) {
+  const int64_t width = GranularityMillis(request.granularity);
+  const int64_t until = request.until_ms.value_or(now_ms);
+  const int64_t since = request.since_ms.value_or(until - kDefaultCountsDays * 86'400'000);
+  for (auto [name, t] : {std::pair{"since", since}, std::pair{"until", until}}) {
+    if (t < 0 || t >= kLatestMillis) {
+      return absl::InvalidArgumentError(StrCat(name, " must lie from 1970 to 9999"));
+    }
+  }
+  if (since >= until) return absl::InvalidArgumentError("since must be before until");
+  query::TimeBuckets buckets;
+  buckets.width_ms = width;
+  buckets.start_ms = since / width * width;
+  const int64_t end = (until + width - 1) / width * width;
+  const int64_t count = (end - buckets.start_ms) / width;
+  if (count > query::kMaxTimeBuckets) {
+    return absl::InvalidArgumentError(
+        StrCat("the range holds ", count, " ", GranularityName(request.granularity),
+               " buckets; at most ", query::kMaxTimeBuckets,
+               ": narrow since and until, or choose a coarser granularity"));
+  }
+  buckets.count = static_cast<uint32_t>(count);
+  return buckets;
+}
+
+}  // namespace
+
+absl::StatusOr<CountsResponse> FrontDoor::Counts(const CountsRequest& request,
+                                                 CallContext* call) const {
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<ApiKey> key =
+      Authorize(request.api_dev_key, Scope::kSearch, Endpoint::kSearch, 1, call);
+  if (!key.ok()) return key.status();
+  absl::StatusOr<query::TimeBuckets> buckets =
+      BucketsOf(request, backend_.clock().NowUnixMillis());
+  if (!buckets.ok()) return buckets.status();
+  absl::StatusOr<query::Plan> plan = query::PlanQuery(request.search_terms, backend_.analyzer());
+  if (!plan.ok()) return plan.status();
+  absl::StatusOr<CountsOutcome> outcome = backend_.RunCounts(
+      CountsCall{request.search_terms, &*plan, *buckets, request.allow_partial});
+  if (!outcome.ok()) return outcome.status();
+  CountsResponse response;
+  response.buckets = *buckets;
+  response.counts = std::move(outcome->counts);
+  for (uint64_t n : response.counts) response.total += n;
+  response.missing_partitions = std::move(outcome->missing_partitions);
   response.took_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return response;

@@ -121,6 +121,33 @@ struct UsageResponse {
   std::vector<usage::Point> points;
 };
 
+// Counts over time (GET /v1/counts): matches per minute, hour or day.
+enum class Granularity { kMinute, kHour, kDay };
+struct CountsRequest {
+  std::string api_dev_key;
+  std::string search_terms;
+  Granularity granularity = Granularity::kHour;
+  // The range [since_ms, until_ms), widened to whole buckets (UTC). Defaults: until now, since
+  // kDefaultCountsDays before until.
+  std::optional<int64_t> since_ms;
+  std::optional<int64_t> until_ms;
+  bool allow_partial = false;  // as SearchRequest::allow_partial
+};
+inline constexpr int64_t kDefaultCountsDays = 7;
+
+struct CountsResponse {
+  query::TimeBuckets buckets;
+  std::vector<uint64_t> counts;  // per bucket
+  uint64_t total = 0;            // their sum
+  double took_ms = 0;
+  std::vector<uint32_t> missing_partitions;
+};
+
+// "minute", "hour" or "day".
+absl::StatusOr<Granularity> ParseGranularity(std::string_view text);
+std::string_view GranularityName(Granularity granularity);
+int64_t GranularityMillis(Granularity granularity);
+
 // "0"/"newest", "1"/"best_match"/"relevance", "2"/"most_liked"/"likes".
 absl::StatusOr<query::SortMode> ParseSortMode(std::string_view text);
 std::string_view SortModeName(query::SortMode mode);
@@ -140,6 +167,9 @@ class FrontDoor {
   void set_gate(std::shared_ptr<AdmissionGate> gate) { gate_ = std::move(gate); }
 
   absl::StatusOr<SearchResponse> Search(const SearchRequest& request,
+                                        CallContext* call = nullptr) const;
+  // A count over time costs one search of the quota (scope search).
+  absl::StatusOr<CountsResponse> Counts(const CountsRequest& request,
                                         CallContext* call = nullptr) const;
   // `lines` holds one parsed tweet or parse error per input line; parse errors are reported as
   // rejections of their line.

@@ -91,6 +91,46 @@ class Service final : public v1::TweetSearch::Service {
     });
   }
 
+  grpc::Status Counts(grpc::ServerContext* context, const v1::CountsRequest* request,
+                      v1::CountsResponse* response) override {
+    return Timed("counts", context, [&](CallContext* call) {
+      CountsRequest counts;
+      counts.api_dev_key = KeyOf(context, request->api_dev_key());
+      counts.search_terms = request->search_terms();
+      if (counts.search_terms.empty()) {
+        return absl::InvalidArgumentError("search_terms is required");
+      }
+      if (!request->granularity().empty()) {
+        absl::StatusOr<Granularity> g = ParseGranularity(request->granularity());
+        if (!g.ok()) return g.status();
+        counts.granularity = *g;
+      }
+      for (auto [text, field] : {std::pair{&request->since(), &counts.since_ms},
+                                 std::pair{&request->until(), &counts.until_ms}}) {
+        if (text->empty()) continue;
+        absl::StatusOr<int64_t> t = ParseRfc3339(*text);
+        if (!t.ok()) return absl::InvalidArgumentError("since and until must be RFC 3339");
+        *field = *t;
+      }
+      counts.allow_partial = request->allow_partial();
+      absl::StatusOr<CountsResponse> result = door_.Counts(counts, call);
+      if (!result.ok()) return result.status();
+      for (uint32_t i = 0; i < result->buckets.count; ++i) {
+        v1::CountBucket* bucket = response->add_counts();
+        const int64_t start = result->buckets.start_ms + result->buckets.width_ms * i;
+        bucket->set_start(FormatRfc3339(start));
+        bucket->set_end(FormatRfc3339(start + result->buckets.width_ms));
+        bucket->set_tweet_count(result->counts[i]);
+      }
+      response->set_total_tweet_count(result->total);
+      response->set_granularity(std::string(GranularityName(counts.granularity)));
+      response->set_took_ms(result->took_ms);
+      response->set_partial(!result->missing_partitions.empty());
+      for (uint32_t p : result->missing_partitions) response->add_missing_partitions(p);
+      return absl::OkStatus();
+    });
+  }
+
   grpc::Status Ingest(grpc::ServerContext* context, const v1::IngestRequest* request,
                       v1::IngestResponse* response) override {
     return Timed("ingest", context, [&](CallContext* call) {

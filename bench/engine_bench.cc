@@ -117,6 +117,50 @@ void MeasureCounts(const ts::index::Index& index, const std::vector<ts::bench::Q
   std::cout << "\n";
 }
 
+// Counts over time (GET /v1/counts): a day of minute buckets ending with the minute of
+// `now_ms`, every query of each kind.
+void MeasureCountsOverTime(const ts::index::Index& index,
+                           const std::vector<ts::bench::QueryKind>& kinds, int64_t now_ms) {
+  constexpr int64_t kMinute = 60'000;
+  ts::query::TimeBuckets buckets;
+  buckets.width_ms = kMinute;
+  buckets.count = 24 * 60;
+  buckets.start_ms = (now_ms / kMinute + 1) * kMinute - buckets.end_ms();
+  auto snapshot = index.Snapshot();
+  std::cout << "## Counts over time (a day of minute buckets)\n\n";
+  // The first count derives the sealed segments' created_at bounds per range (once).
+  const auto first = Clock::now();
+  const auto plan = ts::query::PlanQuery("the", index.analyzer());
+  if (plan.ok()) (void)ts::query::CountOverTime(*snapshot, *plan, buckets);
+  std::cout << "First count (derives the bounds): " << std::setprecision(1)
+            << Seconds(first) * 1e3 << " ms.\n\n"
+            << "| query | p50 µs | p99 µs | matches p50 | slowest |\n|---|---|---|---|---|\n";
+  for (const ts::bench::QueryKind& kind : kinds) {
+    std::vector<std::pair<double, std::string>> micros;
+    std::vector<uint64_t> matches;
+    for (const std::string& q : kind.queries) {
+      absl::StatusOr<ts::query::Plan> p = ts::query::PlanQuery(q, index.analyzer());
+      if (!p.ok()) continue;
+      const auto start = Clock::now();
+      absl::StatusOr<std::vector<uint64_t>> counts =
+          ts::query::CountOverTime(*snapshot, *p, buckets);
+      micros.emplace_back(Seconds(start) * 1e6, q);
+      if (!counts.ok()) continue;
+      uint64_t total = 0;
+      for (uint64_t c : *counts) total += c;
+      matches.push_back(total);
+    }
+    if (micros.empty() || matches.empty()) continue;
+    std::sort(micros.begin(), micros.end());
+    std::sort(matches.begin(), matches.end());
+    const size_t n = micros.size();
+    std::cout << "| " << kind.name << " | " << std::setprecision(0) << micros[n / 2].first << " | "
+              << micros[std::min(n - 1, n * 99 / 100)].first << " | " << matches[matches.size() / 2]
+              << " | [" << micros.back().second << "] " << micros.back().first << " |\n";
+  }
+  std::cout << "\n";
+}
+
 void PrintMemory(const char* label, const ts::index::IndexStats& s) {
   const double postings = static_cast<double>(s.sealed.postings);
   std::cout << "| " << label << " | " << s.sealed.postings << " | " << std::setprecision(3)
@@ -142,6 +186,7 @@ struct Flags {
   bool compacted_only = false;
   std::string index_dir;
   bool counts_cached = false;
+  bool counts_over_time = false;
   std::vector<std::string> query_texts;
 };
 
@@ -340,7 +385,11 @@ bool RunOnSavedIndex(const ts::index::IndexOptions& options, const Flags& flags)
   for (std::string w; in >> w;) words.push_back(w);
   std::cout << "Reusing the compacted index of " << (*index)->Stats().documents
             << " tweets saved in " << flags.index_dir << ".\n\n";
-  PrintQueryLatency(**index, Queries(words, flags), flags, now_ms, "compacted into 1 segment");
+  if (flags.counts_over_time) {
+    MeasureCountsOverTime(**index, Queries(words, flags), now_ms);
+  } else {
+    PrintQueryLatency(**index, Queries(words, flags), flags, now_ms, "compacted into 1 segment");
+  }
   return true;
 }
 
@@ -371,6 +420,8 @@ int main(int argc, char** argv) {
   app.add_flag("--counts-cached", flags.counts_cached,
                "Time the ranking alone: each query's counts come from the segments' caches, "
                "filled by running it once before");
+  app.add_flag("--counts-over-time", flags.counts_over_time,
+               "Time counts over time (a day of minute buckets) instead of searches");
   CLI11_PARSE(app, argc, argv);
   const ts::index::IndexOptions options;
   if (!flags.index_dir.empty() && RunOnSavedIndex(options, flags)) return 0;
@@ -404,6 +455,10 @@ int main(int argc, char** argv) {
   if (!flags.index_dir.empty()) SaveForReuse(*index, flags.index_dir, now_ms, words);
   if (flags.stop_words && flags.sentiment140.empty()) CompareStopWords(options, *docs, compacted);
 
+  if (flags.counts_over_time) {
+    MeasureCountsOverTime(*index, kinds, now_ms);
+    return 0;
+  }
   PrintQueryLatency(*index, kinds, flags, now_ms, "compacted into 1 segment");
   if (!flags.compacted_only) MeasureCounts(*index, kinds, now_ms);
   return 0;

@@ -448,6 +448,57 @@ absl::StatusOr<query::CollectionStats> ClusterBackend::CollectStats(
   return total;
 }
 
+namespace {
+
+// What a partition that did not answer (`status`) means for a fanned-out read: the query's own
+// error (InvalidArgument), Unavailable, or with `allow_partial` nothing (p joins `missing`).
+absl::Status LeaveOut(uint32_t p, const absl::Status& status, bool allow_partial,
+                      std::vector<uint32_t>* missing) {
+  if (absl::IsInvalidArgument(status)) return status;
+  if (!allow_partial) {
+    return absl::UnavailableError(
+        StrCat("index partition ", p, " is unavailable: no replica answered"));
+  }
+  missing->push_back(p);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<aggregator::CountsOutcome> ClusterBackend::RunCounts(
+    const aggregator::CountsCall& call) const {
+  const uint32_t partitions = static_cast<uint32_t>(view_.topology().index.size());
+  ipb::PartitionCountsRequest request;
+  request.set_search_terms(std::string(call.search_terms));
+  request.set_start_ms(call.buckets.start_ms);
+  request.set_width_ms(call.buckets.width_ms);
+  request.set_count(call.buckets.count);
+  auto fan = std::make_shared<FanOut<ipb::PartitionCountsResponse>>(
+      IndexReplicasInTurn(),
+      [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx, ipb::PartitionCountsResponse* response,
+          std::function<void(grpc::Status)> done) {
+        view_.index(p, r).async()->Counts(ctx, &request, response, std::move(done));
+      });
+  std::vector<absl::StatusOr<ipb::PartitionCountsResponse>> answers =
+      fan->Run(options_.search_deadline, options_.hedge_after);
+  aggregator::CountsOutcome out;
+  out.counts.assign(call.buckets.count, 0);
+  for (uint32_t p = 0; p < partitions; ++p) {
+    if (answers[p].ok() && answers[p]->counts_size() != static_cast<int>(call.buckets.count)) {
+      answers[p] = absl::InternalError(StrCat("index partition ", p, " answered ",
+                                              answers[p]->counts_size(), " buckets, not ",
+                                              call.buckets.count));
+    }
+    if (!answers[p].ok()) {
+      absl::Status s = LeaveOut(p, answers[p].status(), call.allow_partial, &out.missing_partitions);
+      if (!s.ok()) return s;
+      continue;
+    }
+    for (uint32_t b = 0; b < call.buckets.count; ++b) out.counts[b] += answers[p]->counts(b);
+  }
+  return out;
+}
+
 absl::StatusOr<aggregator::SearchOutcome> ClusterBackend::RunSearch(
     const aggregator::SearchCall& call) const {
   const uint32_t partitions = static_cast<uint32_t>(view_.topology().index.size());
@@ -480,12 +531,8 @@ absl::StatusOr<aggregator::SearchOutcome> ClusterBackend::RunSearch(
   std::vector<query::Hit> hits;
   for (uint32_t p = 0; p < partitions; ++p) {
     if (!answers[p].ok()) {
-      if (absl::IsInvalidArgument(answers[p].status())) return answers[p].status();
-      if (!call.allow_partial) {
-        return absl::UnavailableError(
-            StrCat("index partition ", p, " is unavailable: no replica answered"));
-      }
-      out.missing_partitions.push_back(p);
+      absl::Status s = LeaveOut(p, answers[p].status(), call.allow_partial, &out.missing_partitions);
+      if (!s.ok()) return s;
       continue;
     }
     const ipb::PartitionSearchResponse& r = *answers[p];

@@ -59,6 +59,8 @@ class ClusterBackend final : public aggregator::Backend {
   absl::StatusOr<storage::StoredTweet> Get(TweetId id) const override;
   absl::StatusOr<aggregator::SearchOutcome> RunSearch(
       const aggregator::SearchCall& call) const override;
+  absl::StatusOr<aggregator::CountsOutcome> RunCounts(
+      const aggregator::CountsCall& call) const override;
   absl::StatusOr<query::CollectionStats> CollectStats(
       const aggregator::SearchCall& call) const override;
   TweetId Watermark() const override { return kMaxTweetId; }

@@ -139,8 +139,9 @@ HttpResponse MethodNotAllowed(const HttpRequest& request, std::string_view allow
   return response;
 }
 
-// A time for /v1/usage: RFC 3339, Unix seconds, "now", or "-<n><s|m|h|d>" before `now_s`.
-absl::StatusOr<int64_t> ParseUsageTime(std::string_view name, std::string_view text,
+// A time for /v1/usage and /v1/counts: RFC 3339, Unix seconds, "now", or "-<n><s|m|h|d>"
+// before `now_s`.
+absl::StatusOr<int64_t> ParseTimeParam(std::string_view name, std::string_view text,
                                        int64_t now_s) {
   auto bad = [&] {
     return absl::InvalidArgumentError(StrCat(
@@ -172,6 +173,64 @@ absl::StatusOr<int64_t> ParseUsageTime(std::string_view name, std::string_view t
   absl::StatusOr<int64_t> ms = ParseRfc3339(text);
   if (!ms.ok()) return bad();
   return *ms / 1000;
+}
+
+// Sets *flag from the boolean parameter `name` if present (true/1, false/0).
+absl::Status ReadFlag(const Params& params, const char* name, bool* flag) {
+  const std::string* value = Param(params, {name});
+  if (value == nullptr) return absl::OkStatus();
+  if (*value != "true" && *value != "1" && *value != "false" && *value != "0") {
+    return absl::InvalidArgumentError(StrCat(name, " must be true or false"));
+  }
+  *flag = *value == "true" || *value == "1";
+  return absl::OkStatus();
+}
+
+// GET /v1/counts: search_terms (q), granularity, since, until (times as ParseTimeParam reads
+// them), allow_partial.
+absl::StatusOr<CountsRequest> ParseCountsRequest(const Params& params, int64_t now_s,
+                                                 std::string_view key) {
+  CountsRequest counts;
+  counts.api_dev_key = key;
+  const std::string* terms = Param(params, {"search_terms", "q"});
+  if (terms == nullptr || terms->empty()) {
+    return absl::InvalidArgumentError("search_terms is required");
+  }
+  counts.search_terms = *terms;
+  if (const std::string* granularity = Param(params, {"granularity"})) {
+    absl::StatusOr<Granularity> g = ParseGranularity(*granularity);
+    if (!g.ok()) return g.status();
+    counts.granularity = *g;
+  }
+  for (auto [name, field] :
+       {std::pair{"since", &counts.since_ms}, std::pair{"until", &counts.until_ms}}) {
+    const std::string* text = Param(params, {name});
+    if (text == nullptr) continue;
+    absl::StatusOr<int64_t> t = ParseTimeParam(name, *text, now_s);
+    if (!t.ok()) return t.status();
+    *field = *t * 1000;
+  }
+  if (absl::Status s = ReadFlag(params, "allow_partial", &counts.allow_partial); !s.ok()) return s;
+  return counts;
+}
+
+json CountsJson(const CountsResponse& r, Granularity granularity) {
+  json data = json::array();
+  for (uint32_t i = 0; i < r.buckets.count; ++i) {
+    const int64_t start = r.buckets.start_ms + r.buckets.width_ms * i;
+    data.push_back(json{{"start", FormatRfc3339(start)},
+                        {"end", FormatRfc3339(start + r.buckets.width_ms)},
+                        {"tweet_count", r.counts[i]}});
+  }
+  json out{{"granularity", GranularityName(granularity)},
+           {"since", FormatRfc3339(r.buckets.start_ms)},
+           {"until", FormatRfc3339(r.buckets.end_ms())},
+           {"total_tweet_count", r.total},
+           {"counts", std::move(data)},
+           {"took_ms", std::round(r.took_ms * 100) / 100},
+           {"partial", !r.missing_partitions.empty()}};
+  if (!r.missing_partitions.empty()) out["missing_partitions"] = r.missing_partitions;
+  return out;
 }
 
 // A JSON integer that fits int64_t (FrontDoor::Likes checks the range); nullopt for anything
@@ -311,6 +370,7 @@ const ApiHandler::Route ApiHandler::kRoutes[] = {
      &ApiHandler::CreateKey},
     {"admin_keys", http::verb::delete_, "/v1/admin/keys/{id}", true, RunOn::kWorkers,
      &ApiHandler::RevokeKey},
+    {"counts", http::verb::get, "/v1/counts", true, RunOn::kWorkers, &ApiHandler::Counts},
     {"usage", http::verb::get, "/v1/usage", true, RunOn::kWorkers, &ApiHandler::Usage},
     {"stats", http::verb::get, "/v1/stats", true, RunOn::kWorkers, &ApiHandler::Stats},
 };
@@ -394,13 +454,13 @@ absl::StatusOr<UsageRequest> ParseUsageRequest(const Params& params, int64_t now
   UsageRequest request;
   request.to_s = now_s;
   if (const std::string* to = Param(params, {"to"})) {
-    absl::StatusOr<int64_t> t = ParseUsageTime("to", *to, now_s);
+    absl::StatusOr<int64_t> t = ParseTimeParam("to", *to, now_s);
     if (!t.ok()) return t.status();
     request.to_s = *t;
   }
   request.from_s = request.to_s - 3600;
   if (const std::string* from = Param(params, {"from"})) {
-    absl::StatusOr<int64_t> t = ParseUsageTime("from", *from, now_s);
+    absl::StatusOr<int64_t> t = ParseTimeParam("from", *from, now_s);
     if (!t.ok()) return t.status();
     request.from_s = *t;
   }
@@ -624,16 +684,21 @@ HttpResponse ApiHandler::Search(Call& call) const {
   for (auto [name, flag] : {std::pair{"highlight", &search.highlight},
                             std::pair{"allow_partial", &search.allow_partial},
                             std::pair{"exact_total", &search.exact_total}}) {
-    const std::string* value = Param(call.params, {name});
-    if (value == nullptr) continue;
-    if (*value != "true" && *value != "1" && *value != "false" && *value != "0") {
-      return Error(absl::InvalidArgumentError(StrCat(name, " must be true or false")), request);
-    }
-    *flag = *value == "true" || *value == "1";
+    if (absl::Status s = ReadFlag(call.params, name, flag); !s.ok()) return Error(s, request);
   }
   absl::StatusOr<SearchResponse> result = door_.Search(search, call.context);
   if (!result.ok()) return Error(result.status(), request);
   return MakeResponse(http::status::ok, request, SearchResponseJson(*result, search.sort));
+}
+
+HttpResponse ApiHandler::Counts(Call& call) const {
+  const HttpRequest& request = call.request;
+  absl::StatusOr<CountsRequest> counts = ParseCountsRequest(
+      call.params, door_.backend().clock().NowUnixMillis() / 1000, call.key);
+  if (!counts.ok()) return Error(counts.status(), request);
+  absl::StatusOr<CountsResponse> result = door_.Counts(*counts, call.context);
+  if (!result.ok()) return Error(result.status(), request);
+  return MakeResponse(http::status::ok, request, Dump(CountsJson(*result, counts->granularity)));
 }
 
 HttpResponse ApiHandler::Ingest(Call& call) const {

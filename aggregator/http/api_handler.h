@@ -82,6 +82,7 @@ class ApiHandler {
   HttpResponse WebFilePage(Call& call) const;
   HttpResponse WebConfig(Call& call) const;
   HttpResponse Search(Call& call) const;
+  HttpResponse Counts(Call& call) const;
   HttpResponse Ingest(Call& call) const;
   HttpResponse GetTweet(Call& call) const;
   HttpResponse DeleteTweet(Call& call) const;

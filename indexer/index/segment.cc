@@ -23,10 +23,12 @@ Columns::Columns(uint32_t capacity)
       length_(new uint16_t[capacity]()),
       likes_(new std::atomic<uint32_t>[capacity]()),
       range_max_created_(new std::atomic<int64_t>[(capacity >> kRangeShift) + 1]()),
+      range_min_created_(new std::atomic<int64_t>[(capacity >> kRangeShift) + 1]()),
       deleted_(new std::atomic<uint64_t>[(capacity + 63) / 64]()),
       range_max_likes_(new std::atomic<uint32_t>[(capacity >> kRangeShift) + 1]()) {
   for (DocId r = 0; r <= (capacity >> kRangeShift); ++r) {
     range_max_created_[r].store(std::numeric_limits<int64_t>::min(), std::memory_order_relaxed);
+    range_min_created_[r].store(std::numeric_limits<int64_t>::max(), std::memory_order_relaxed);
   }
 }
 
@@ -51,11 +53,13 @@ size_t Columns::MemoryBytes() const {
   const size_t ranges = (rows >> kRangeShift) + 1;
   const size_t bits = (rows + 63) / 64 * sizeof(uint64_t);
   if (packed_ != nullptr) {
-    return 2 * bits + ranges * sizeof(uint32_t) + overlay_->MemoryBytes();
+    const bool derived_bounds = packed_range_min_created_.load(std::memory_order_acquire) != nullptr;
+    const size_t derived = derived_bounds ? ranges * sizeof(int64_t) : 0;
+    return 2 * bits + ranges * sizeof(uint32_t) + derived + overlay_->MemoryBytes();
   }
   return rows * (sizeof(TweetId) + sizeof(int64_t) + sizeof(UserId) + sizeof(uint32_t) +
                  sizeof(uint16_t) + sizeof(uint32_t)) +
-         bits + ranges * (sizeof(uint32_t) + sizeof(int64_t));
+         bits + ranges * (sizeof(uint32_t) + 2 * sizeof(int64_t));
 }
 
 int64_t Columns::created_at_ms(DocId d) const {
@@ -110,9 +114,28 @@ void Columns::SetRow(DocId d, TweetId id, int64_t created_at_ms, UserId user, ui
   if (created.load(std::memory_order_relaxed) < created_at_ms) {
     created.store(created_at_ms, std::memory_order_release);
   }
+  std::atomic<int64_t>& earliest = range_min_created_[d >> kRangeShift];
+  if (earliest.load(std::memory_order_relaxed) > created_at_ms) {
+    earliest.store(created_at_ms, std::memory_order_release);
+  }
   if (max_created_.load(std::memory_order_relaxed) < created_at_ms) {
     max_created_.store(created_at_ms, std::memory_order_release);
   }
+}
+
+void Columns::PrepareRangeMinCreated() const {
+  if (packed_ == nullptr) return;
+  std::call_once(range_min_once_, [this] {
+    const size_t ranges = (capacity_ >> kRangeShift) + 1;
+    auto bounds = std::make_unique<int64_t[]>(ranges);
+    std::fill_n(bounds.get(), ranges, std::numeric_limits<int64_t>::max());
+    for (DocId d = 0; d < capacity_; ++d) {
+      int64_t& bound = bounds[d >> kRangeShift];
+      bound = std::min(bound, created_at_ms(d));
+    }
+    range_min_owned_ = std::move(bounds);
+    packed_range_min_created_.store(range_min_owned_.get(), std::memory_order_release);
+  });
 }
 
 }  // namespace tweetsearch::index

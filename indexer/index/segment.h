@@ -18,6 +18,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -285,6 +286,16 @@ class Columns {
     if (packed_ != nullptr) return packed_->range_max_created[d >> kRangeShift];
     return range_max_created_[d >> kRangeShift].load(std::memory_order_acquire);
   }
+  // The smallest created_at_ms of any row in the range holding `d` (the maximum int64 for a
+  // range without rows), for counts over time. Packed columns derive these bounds from the
+  // column (not the file) on first use: call PrepareRangeMinCreated() once before reading them.
+  void PrepareRangeMinCreated() const;
+  int64_t range_min_created_at_ms(DocId d) const {
+    if (packed_ != nullptr) {
+      return packed_range_min_created_.load(std::memory_order_acquire)[d >> kRangeShift];
+    }
+    return range_min_created_[d >> kRangeShift].load(std::memory_order_acquire);
+  }
   // The largest created_at_ms of any row (the minimum int64 while empty).
   int64_t max_created_at_ms() const { return max_created_.load(std::memory_order_acquire); }
   // The first DocId at or after `from` (and below `end`) whose range may hold a tweet with at
@@ -342,8 +353,12 @@ class Columns {
   std::unique_ptr<uint16_t[]> length_;
   std::unique_ptr<std::atomic<uint32_t>[]> likes_;
   std::unique_ptr<std::atomic<int64_t>[]> range_max_created_;
+  std::unique_ptr<std::atomic<int64_t>[]> range_min_created_;
   // Packed layout.
   std::unique_ptr<const PackedColumns> packed_;
+  mutable std::once_flag range_min_once_;
+  mutable std::unique_ptr<int64_t[]> range_min_owned_;  // set once, under the flag
+  mutable std::atomic<const int64_t*> packed_range_min_created_{nullptr};
   std::unique_ptr<std::atomic<uint64_t>[]> changed_;
   std::unique_ptr<LikesOverlay> overlay_;
   // Both.

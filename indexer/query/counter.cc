@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <limits>
 
 namespace tweetsearch::query {
 
@@ -333,7 +334,13 @@ uint64_t MatchCounter::CountWindow(const uint64_t* bits, DocId from, DocId end) 
       const DocId shift = above_watermark_ - base;
       word = shift >= 64 ? 0 : word & (~uint64_t{0} << shift);
     }
-    if (word != 0 && (check_id_ || check_created_ || check_likes)) word = FilterWord(word, base);
+    if (buckets_ != nullptr) {
+      if (word != 0) total += TallyByTime(word, base);
+      continue;
+    }
+    if (word != 0 && (check_id_ || check_created_ || check_likes)) {
+      word = FilterWord(word, base, check_created_);
+    }
     total += static_cast<uint64_t>(std::popcount(word));
   }
   return total;
@@ -341,15 +348,15 @@ uint64_t MatchCounter::CountWindow(const uint64_t* bits, DocId from, DocId end) 
 
 // Clears the bits of the 64 tweets from `base` that fail the filters checked tweet by tweet,
 // after ruling the whole range out by its bounds where they allow.
-uint64_t MatchCounter::FilterWord(uint64_t word, DocId base) const {
+uint64_t MatchCounter::FilterWord(uint64_t word, DocId base, bool check_created) const {
   const Columns& c = segment_.columns();
   if (plan_.min_likes > 0 && c.range_max_likes(base) < plan_.min_likes) return 0;
-  if (check_created_ && c.range_max_created_at_ms(base) < plan_.since_ms) return 0;
+  if (check_created && c.range_max_created_at_ms(base) < plan_.since_ms) return 0;
   for (uint64_t left = word; left != 0; left &= left - 1) {
     const int bit = std::countr_zero(left);
     const DocId d = base + static_cast<DocId>(bit);
     bool pass = !(check_id_ && c.tweet_id(d) > watermark_);
-    if (pass && check_created_) {
+    if (pass && check_created) {
       const int64_t created = c.created_at_ms(d);
       pass = created >= plan_.since_ms && (!plan_.has_until() || created < plan_.until_ms);
     }
@@ -357,6 +364,54 @@ uint64_t MatchCounter::FilterWord(uint64_t word, DocId base) const {
     if (!pass) word &= ~(uint64_t{1} << bit);
   }
   return word;
+}
+
+void MatchCounter::CountByTime(const TimeBuckets& buckets, uint64_t* counts) {
+  time_from_ = std::max(buckets.start_ms, plan_.since_ms);
+  time_to_ = plan_.has_until() ? std::min(buckets.end_ms(), plan_.until_ms) : buckets.end_ms();
+  if (time_from_ >= time_to_ || buckets.width_ms <= 0) return;
+  const Columns& c = segment_.columns();
+  c.PrepareRangeMinCreated();
+  // Only the DocIds from the first range to the last whose bounds meet the span are walked.
+  DocId first = kEndDoc, last = 0;
+  for (DocId base = 0; base < visible_; base += Columns::kRangeSize) {
+    if (c.range_max_created_at_ms(base) < time_from_ ||
+        c.range_min_created_at_ms(base) >= time_to_) {
+      continue;
+    }
+    first = std::min(first, base);
+    last = base;
+  }
+  if (first == kEndDoc) return;
+  visible_ = std::min<DocId>(visible_, last + Columns::kRangeSize);
+  buckets_ = &buckets;
+  bucket_counts_ = counts;
+  uint64_t total = 0;
+  Count(first, std::numeric_limits<uint64_t>::max(), &total);
+}
+
+uint64_t MatchCounter::TallyByTime(uint64_t word, DocId base) const {
+  const Columns& c = segment_.columns();
+  if (check_id_ || plan_.min_likes > 0) word = FilterWord(word, base, false);
+  if (word == 0) return 0;
+  const int64_t earliest = c.range_min_created_at_ms(base);
+  const int64_t latest = c.range_max_created_at_ms(base);
+  if (latest < time_from_ || earliest >= time_to_) return 0;
+  const int64_t start = buckets_->start_ms, width = buckets_->width_ms;
+  if (earliest >= time_from_ && latest < time_to_ &&
+      (earliest - start) / width == (latest - start) / width) {
+    const auto n = static_cast<uint64_t>(std::popcount(word));
+    bucket_counts_[(earliest - start) / width] += n;
+    return n;
+  }
+  uint64_t n = 0;
+  for (; word != 0; word &= word - 1) {
+    const int64_t created = c.created_at_ms(base + static_cast<DocId>(std::countr_zero(word)));
+    if (created < time_from_ || created >= time_to_) continue;
+    ++bucket_counts_[(created - start) / width];
+    ++n;
+  }
+  return n;
 }
 
 }  // namespace tweetsearch::query

@@ -30,6 +30,15 @@
 
 namespace tweetsearch::query {
 
+// Buckets of one width over time: bucket i holds the tweets created in [start_ms + i *
+// width_ms, start_ms + (i + 1) * width_ms).
+struct TimeBuckets {
+  int64_t start_ms = 0;
+  int64_t width_ms = 60'000;
+  uint32_t count = 0;
+  int64_t end_ms() const { return start_ms + width_ms * static_cast<int64_t>(count); }
+};
+
 // The DocIds matching one plan node, ascending.
 class DocSource {
  public:
@@ -57,6 +66,11 @@ class MatchCounter {
   // Adds to *count the matches among DocIds [from, visible), stopping at the end of the first
   // window after which *count is at least `stop` (so it may pass `stop`). Call once.
   void Count(index::DocId from, uint64_t stop, uint64_t* count);
+  // Adds each match to counts[i] of the bucket its created_at falls in (`counts` holds
+  // buckets.count entries); matches outside every bucket are not counted. Only ranges of 64
+  // DocIds whose created_at bounds straddle a bucket boundary read the column, tweet by tweet.
+  // Call once, instead of Count().
+  void CountByTime(const TimeBuckets& buckets, uint64_t* counts);
 
  private:
   struct Node;
@@ -76,10 +90,12 @@ class MatchCounter {
   void CountSparse(index::DocId from, uint64_t stop, uint64_t* count);
   // The window's matches: the root's bits less the deleted, the invisible and the filtered.
   uint64_t CountWindow(const uint64_t* bits, index::DocId from, index::DocId end) const;
-  uint64_t FilterWord(uint64_t word, index::DocId base) const;
+  uint64_t FilterWord(uint64_t word, index::DocId base, bool check_created) const;
+  // CountWindow's step for one word of matches under CountByTime: counts them in their buckets.
+  uint64_t TallyByTime(uint64_t word, index::DocId base) const;
 
   const index::Segment& segment_;
-  const index::DocId visible_;
+  index::DocId visible_;  // lowered by CountByTime to the last range its buckets may hold
   const Plan& plan_;
   const TweetId watermark_;
   // DocIds below this hold tweets above the watermark (a sealed segment, newest first).
@@ -88,6 +104,12 @@ class MatchCounter {
   // until, min_faves.
   bool check_id_ = false;
   bool check_created_ = false;
+  // CountByTime: the buckets, their counts, and the created_at span counted (the buckets'
+  // and the plan's since/until together), [time_from_, time_to_).
+  const TimeBuckets* buckets_ = nullptr;
+  uint64_t* bucket_counts_ = nullptr;
+  int64_t time_from_ = 0;
+  int64_t time_to_ = 0;
   std::unique_ptr<Node> root_;
 };
 

@@ -2334,4 +2334,28 @@ absl::StatusOr<SearchResult> Search(const index::IndexSnapshot& snapshot, const 
   return Evaluation(snapshot, plan, options).Run();
 }
 
+absl::StatusOr<std::vector<uint64_t>> CountOverTime(const index::IndexSnapshot& snapshot,
+                                                    const Plan& plan, const TimeBuckets& buckets) {
+  if (buckets.count == 0 || buckets.count > kMaxTimeBuckets || buckets.width_ms <= 0) {
+    return absl::InvalidArgumentError(StrCat("a count over time takes 1 to ", kMaxTimeBuckets,
+                                             " buckets of a positive width"));
+  }
+  std::vector<uint64_t> counts(buckets.count, 0);
+  const CollectionStats stats;  // phrases are matched, not scored
+  const ScoringParams params;
+  for (const auto& segment : snapshot.segments) {
+    const DocId visible = segment->VisibleDocs();
+    if (visible == 0 || segment->columns().max_created_at_ms() < buckets.start_ms) continue;
+    Context ctx{&segment->columns(), &params, 1.0, nullptr};
+    MatcherBuilder builder(*segment, visible, stats, ctx);
+    MatchCounter counter(*segment, visible, plan, kMaxTweetId,
+                         [&builder](const PlanNode& phrase) -> std::unique_ptr<DocSource> {
+                           return std::make_unique<MatcherSource>(builder.Build(phrase));
+                         });
+    counter.CountByTime(buckets, counts.data());
+    if (absl::Status health = segment->Health(); !health.ok()) return health;
+  }
+  return counts;
+}
+
 }  // namespace tweetsearch::query

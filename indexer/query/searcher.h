@@ -23,6 +23,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "indexer/index/index.h"
+#include "indexer/query/counter.h"
 #include "indexer/query/plan.h"
 #include "indexer/query/scoring.h"
 
@@ -107,6 +108,17 @@ void AddStats(const CollectionStats& partition, CollectionStats* total);
 // InvalidArgument for a limit outside [1, kMaxLimit].
 absl::StatusOr<SearchResult> Search(const index::IndexSnapshot& snapshot, const Plan& plan,
                                     const SearchOptions& options);
+
+// Most buckets one count over time may ask for (two weeks of minutes).
+inline constexpr uint32_t kMaxTimeBuckets = 20'160;
+
+// Counts over time (GET /v1/counts): the exact number of tweets matching `plan` (its filters
+// included) created in each bucket, every visible tweet of the snapshot counted. Only segments
+// and 64-tweet ranges whose created_at bounds meet the buckets are read. InvalidArgument for
+// no buckets, more than kMaxTimeBuckets or a width that is not positive; DataLoss if a segment
+// it read turned out damaged.
+absl::StatusOr<std::vector<uint64_t>> CountOverTime(const index::IndexSnapshot& snapshot,
+                                                    const Plan& plan, const TimeBuckets& buckets);
 
 }  // namespace tweetsearch::query
 

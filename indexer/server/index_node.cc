@@ -297,6 +297,15 @@ absl::StatusOr<query::CollectionStats> IndexNode::Stats(std::string_view search_
   return query::ComputeStats(*index_->Snapshot(), *plan);
 }
 
+absl::StatusOr<std::vector<uint64_t>> IndexNode::Counts(std::string_view search_terms,
+                                                        const query::TimeBuckets& buckets) const {
+  if (absl::Status s = CheckServing(); !s.ok()) return s;
+  absl::ReaderMutexLock lock(&checkpoint_mu_);
+  absl::StatusOr<query::Plan> plan = query::PlanQuery(search_terms, index_->analyzer());
+  if (!plan.ok()) return plan.status();
+  return query::CountOverTime(*index_->Snapshot(), *plan, buckets);
+}
+
 absl::Status IndexNode::BeginRebuild(std::vector<uint64_t> from_sequences) {
   if (from_sequences.size() != sources_.size()) {
     return absl::InvalidArgumentError(

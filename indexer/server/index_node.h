@@ -95,6 +95,8 @@ class IndexNode : private storage::ChangeConsumer {
   absl::StatusOr<PartitionResult> Search(std::string_view search_terms,
                                          const query::SearchOptions& options) const;
   absl::StatusOr<query::CollectionStats> Stats(std::string_view search_terms) const;
+  absl::StatusOr<std::vector<uint64_t>> Counts(std::string_view search_terms,
+                                               const query::TimeBuckets& buckets) const;
   // True once changes through `sequence` of storage partition `storage` are
   // applied, waiting up to `timeout`.
   bool WaitApplied(uint32_t storage, uint64_t sequence, absl::Duration timeout) const;

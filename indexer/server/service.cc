@@ -59,6 +59,18 @@ class IndexService final : public Index::Service {
     });
   }
 
+  grpc::Status Counts(grpc::ServerContext*, const ipb::PartitionCountsRequest* request,
+                      ipb::PartitionCountsResponse* response) override {
+    return net::Guarded("Index.Counts", [&]() -> grpc::Status {
+      const query::TimeBuckets buckets{request->start_ms(), request->width_ms(), request->count()};
+      absl::StatusOr<std::vector<uint64_t>> counts =
+          node_.Counts(request->search_terms(), buckets);
+      if (!counts.ok()) return net::ToGrpc(counts.status());
+      response->mutable_counts()->Assign(counts->begin(), counts->end());
+      return grpc::Status::OK;
+    });
+  }
+
   grpc::Status Stats(grpc::ServerContext*, const ipb::StatsRequest* request,
                      ipb::CollectionStats* response) override {
     return net::Guarded("Index.Stats", [&]() -> grpc::Status {

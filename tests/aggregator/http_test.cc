@@ -276,6 +276,103 @@ TEST_F(HttpTest, BadRequestsGetClearErrorsAndTheServerStaysUp) {
   EXPECT_NE(metrics.body.find("tweetsearch_index_documents 500"), std::string::npos);
 }
 
+TEST_F(HttpTest, CountsOverTimeThroughHttpAndGrpc) {
+  std::string body;
+  int id = 5000;
+  for (const char* created :
+       {"2026-03-01T10:05:00Z", "2026-03-01T10:20:00Z", "2026-03-01T11:59:59.999Z",
+        "2026-03-02T00:00:00Z", "2026-03-01T12:30:00Z", "2026-02-28T23:59:59Z"}) {
+    body += "{\"id\":\"" + std::to_string(++id) + "\",\"text\":\"numbat spotted\",\"created_at\":\"" +
+            created + "\"}\n";
+  }
+  body += "{\"id\":\"6000\",\"text\":\"numbat far away\",\"created_at\":\"2026-03-01T10:30:00Z\"}\n";
+  body += "{\"id\":\"6001\",\"text\":\"quoll spotted\",\"created_at\":\"2026-03-01T10:30:00Z\"}\n";
+  const std::string key = "api_dev_key=" + std::string(kDemoKey);
+  ASSERT_EQ(Call("POST", "/v1/tweets?" + key, body).status, 200);
+  ASSERT_EQ(Call("DELETE", "/v1/tweets/5005?" + key).status, 200);  // 12:30 is deleted
+
+  auto counts = [&](const std::string& params, int expect_status = 200) {
+    HttpReply r = Call("GET", "/v1/counts?" + key + "&" + params);
+    EXPECT_EQ(r.status, expect_status) << params << ": " << r.body;
+    return json::parse(r.body, nullptr, false);
+  };
+  json hours =
+      counts("q=numbat&granularity=hour&since=2026-03-01T10:00:00Z&until=2026-03-01T13:00:00Z");
+  ASSERT_EQ(hours["counts"].size(), 3u) << hours;
+  EXPECT_EQ(hours["counts"][0], (json{{"start", "2026-03-01T10:00:00Z"},
+                                      {"end", "2026-03-01T11:00:00Z"},
+                                      {"tweet_count", 3}}));
+  EXPECT_EQ(hours["counts"][1]["tweet_count"], 1);  // 11:59:59.999
+  EXPECT_EQ(hours["counts"][2]["tweet_count"], 0);  // 12:30 was deleted
+  EXPECT_EQ(hours["total_tweet_count"], 4);
+  EXPECT_EQ(hours["granularity"], "hour");
+  EXPECT_FALSE(hours["partial"].get<bool>());
+  // The query language applies: an exclusion, and since: inside the range.
+  EXPECT_EQ(counts("q=numbat%20-far&granularity=hour&since=2026-03-01T10:00:00Z&until="
+                   "2026-03-01T11:00:00Z")["total_tweet_count"],
+            2);
+  // Unaligned ends widen to whole buckets: 10:30 to 11:10 is 10:00 to 12:00.
+  json widened =
+      counts("q=numbat&granularity=hour&since=2026-03-01T10:30:00Z&until=2026-03-01T11:10:00Z");
+  EXPECT_EQ(widened["since"], "2026-03-01T10:00:00Z");
+  EXPECT_EQ(widened["until"], "2026-03-01T12:00:00Z");
+  EXPECT_EQ(widened["total_tweet_count"], 4);
+  json days = counts("q=numbat&granularity=day&since=2026-02-28T00:00:00Z&until=2026-03-03T00:00:00Z");
+  ASSERT_EQ(days["counts"].size(), 3u);
+  std::vector<uint64_t> per_day;
+  for (const json& b : days["counts"]) per_day.push_back(b["tweet_count"]);
+  EXPECT_EQ(per_day, (std::vector<uint64_t>{1, 4, 1}));
+  EXPECT_EQ(counts("q=numbat&granularity=minute&since=2026-03-01T10:00:00Z&until="
+                   "2026-03-01T10:30:00Z")["counts"]
+                .size(),
+            30u);
+  // By default: hours, the last 7 days up to now (widened: 168 or 169 buckets).
+  const size_t default_buckets = counts("q=numbat")["counts"].size();
+  EXPECT_TRUE(default_buckets == 168 || default_buckets == 169) << default_buckets;
+
+  // Bad parameters get clear errors.
+  for (const auto& [params, says] : std::vector<std::pair<std::string, std::string>>{
+           {"q=numbat&granularity=week", "granularity must be minute, hour or day"},
+           {"q=numbat&since=2026-03-02T00:00:00Z&until=2026-03-01T00:00:00Z",
+            "since must be before until"},
+           {"q=numbat&granularity=minute&since=2026-01-01T00:00:00Z&until=2026-03-01T00:00:00Z",
+            "at most 20160"},
+           {"q=numbat&since=yesterday", "'since' must be RFC 3339"},
+           {"q=numbat&until=999999999999", "'until' must be RFC 3339"},
+           {"q=numbat&since=-99999999d", "since must lie from 1970 to 9999"},
+           {"granularity=hour", "search_terms is required"},
+           {"q=(((", "expected"},
+           {"q=numbat&allow_partial=perhaps", "allow_partial must be true or false"}}) {
+    json error = counts(params, 400);
+    EXPECT_EQ(error["error"]["code"], "invalid_argument") << params;
+    EXPECT_NE(error["error"]["message"].get<std::string>().find(says), std::string::npos)
+        << params << ": " << error;
+  }
+  EXPECT_EQ(Call("GET", "/v1/counts?q=numbat").status, 401);
+
+  // gRPC: the same counts.
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(daemon_->grpc_port()),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = v1::TweetSearch::NewStub(channel);
+  grpc::ClientContext context;
+  v1::CountsRequest request;
+  request.set_api_dev_key(std::string(kDemoKey));
+  request.set_search_terms("numbat");
+  request.set_since("2026-03-01T10:00:00Z");
+  request.set_until("2026-03-01T13:00:00Z");
+  v1::CountsResponse response;
+  ASSERT_TRUE(stub->Counts(&context, request, &response).ok());
+  ASSERT_EQ(response.counts_size(), 3);
+  EXPECT_EQ(response.counts(0).start(), "2026-03-01T10:00:00Z");
+  EXPECT_EQ(response.counts(0).tweet_count(), 3u);
+  EXPECT_EQ(response.total_tweet_count(), 4u);
+  EXPECT_EQ(response.granularity(), "hour");
+  grpc::ClientContext bad_context;
+  request.set_granularity("fortnight");
+  EXPECT_EQ(stub->Counts(&bad_context, request, &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
 TEST_F(HttpTest, AdminKeysLifecycle) {
   const std::string admin = daemon_->admin_key();
   HttpReply made = Call("POST", "/v1/admin/keys",

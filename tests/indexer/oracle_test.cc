@@ -58,6 +58,19 @@ class Oracle {
     return n;
   }
 
+  // The results of `plan` per bucket of `buckets` (every visible tweet).
+  std::vector<uint64_t> CountByTime(const Plan& plan, const TimeBuckets& buckets) const {
+    std::vector<uint64_t> counts(buckets.count, 0);
+    for (const auto& [id, d] : docs_) {
+      const int64_t t = d.doc.created_at_ms;
+      if (d.deleted || t < buckets.start_ms || t >= buckets.end_ms()) continue;
+      if (t < plan.since_ms || (plan.has_until() && t >= plan.until_ms)) continue;
+      if (d.doc.likes < plan.min_likes || !Matches(plan.root, d)) continue;
+      ++counts[static_cast<size_t>((t - buckets.start_ms) / buckets.width_ms)];
+    }
+    return counts;
+  }
+
   // Every result of `plan`, in the order of `sort`, with scores.
   std::vector<Hit> Run(const Plan& plan, SortMode sort, const CollectionStats& stats,
                        const SearchOptions& options) const {
@@ -776,37 +789,110 @@ void CheckTotals(const index::Index& index, const Oracle& oracle, std::mt19937_6
   }
 }
 
-// Totals are counted over bitmaps of DocId windows (counter.h): a corpus large enough for
-// several windows per segment, with a rare word whose windows are far apart.
-TEST(OracleTotalsTest, TotalsEqualBruteForceAcrossManyWindows) {
-  std::mt19937_64 rng(11);
+// 40,000 tweets in segments of up to 15,000 (several counting windows each), one in 1,500
+// holding the rare word "zulu" and one in 8 deleted once indexed; `edit` may change each tweet
+// before it is indexed. *ids are the tweets' ids.
+template <typename Edit>
+void IndexManyWindows(std::mt19937_64& rng, const Edit& edit, std::unique_ptr<index::Index>* index,
+                      std::unique_ptr<Oracle>* oracle, std::vector<TweetId>* ids) {
   index::IndexOptions options;
   options.segment_max_docs = 15000;
-  std::unique_ptr<index::Index> index = *index::Index::Create(options);
-  Oracle oracle(index->analyzer());
+  *index = *index::Index::Create(options);
+  *oracle = std::make_unique<Oracle>((*index)->analyzer());
   Corpus corpus = MakeCorpus(rng, 40000);
-  std::vector<TweetId> ids;
   for (index::IndexDoc& d : corpus.docs) {
     if (rng() % 1500 == 0) d.text += " zulu";
-    ids.push_back(d.id);
-    oracle.Add(d);
+    edit(d);
+    ids->push_back(d.id);
+    (*oracle)->Add(d);
   }
   for (size_t i = 0; i < corpus.docs.size(); i += 1000) {
     std::span<const index::IndexDoc> batch(corpus.docs.data() + i,
                                            std::min<size_t>(1000, corpus.docs.size() - i));
-    for (const absl::Status& s : index->AddBatch(batch)) ASSERT_TRUE(s.ok()) << s;
+    for (const absl::Status& s : (*index)->AddBatch(batch)) ASSERT_TRUE(s.ok()) << s;
   }
   for (const index::IndexDoc& d : corpus.docs) {
     if (rng() % 8 == 0) {
-      ASSERT_TRUE(index->Delete(d.id).ok());
-      oracle.at(d.id).deleted = true;
+      ASSERT_TRUE((*index)->Delete(d.id).ok());
+      (*oracle)->at(d.id).deleted = true;
     }
   }
-  CheckTotals(*index, oracle, rng, ids, "as indexed");
+}
+
+// Totals are counted over bitmaps of DocId windows (counter.h): a corpus large enough for
+// several windows per segment, with a rare word whose windows are far apart.
+TEST(OracleTotalsTest, TotalsEqualBruteForceAcrossManyWindows) {
+  std::mt19937_64 rng(11);
+  std::unique_ptr<index::Index> index;
+  std::unique_ptr<Oracle> oracle;
+  std::vector<TweetId> ids;
+  ASSERT_NO_FATAL_FAILURE(IndexManyWindows(rng, [](index::IndexDoc&) {}, &index, &oracle, &ids));
+  CheckTotals(*index, *oracle, rng, ids, "as indexed");
   ASSERT_TRUE(index->Seal().ok());
   ASSERT_TRUE(index->Compact().ok());
   ASSERT_EQ(index->Stats().sealed_segments, 1u);
-  CheckTotals(*index, oracle, rng, ids, "compacted");
+  CheckTotals(*index, *oracle, rng, ids, "compacted");
+}
+
+// Compares counts over time with the brute-force counts per bucket: buckets of an hour, a day,
+// a week and an odd width, starting before, inside and after the corpus.
+void CheckCountsOverTime(const index::Index& index, const Oracle& oracle, std::mt19937_64& rng,
+                         int64_t first_ms, int64_t last_ms, const std::string& stage) {
+  QueryGenerator gen(rng);
+  const auto snapshot = index.Snapshot();
+  std::vector<std::string> queries = {"zulu", "the", "cats OR zulu", "the -cats",
+                                      "\"alpha bravo\"", "the since:2009-05-01 until:2009-06-01"};
+  while (queries.size() < 30) queries.push_back(gen.Query());
+  const int64_t widths[] = {3'600'000, 86'400'000, 7 * 86'400'000, 7 * 60'000 + 13};
+  uint64_t counted = 0;
+  for (const std::string& q : queries) {
+    absl::StatusOr<Plan> plan = PlanQuery(q, index.analyzer());
+    if (!plan.ok()) continue;
+    TimeBuckets buckets;
+    buckets.width_ms = widths[rng() % 4];
+    const int64_t span = last_ms - first_ms;
+    buckets.start_ms = first_ms - span / 10 + static_cast<int64_t>(rng() % (span + span / 5));
+    buckets.count = static_cast<uint32_t>(
+        1 + rng() % std::min<int64_t>(kMaxTimeBuckets, span / buckets.width_ms + 2));
+    const std::vector<uint64_t> want = oracle.CountByTime(*plan, buckets);
+    absl::StatusOr<std::vector<uint64_t>> got = CountOverTime(*snapshot, *plan, buckets);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(*got, want) << stage << " q=[" << q << "] start " << buckets.start_ms << " width "
+                          << buckets.width_ms << " count " << buckets.count;
+    for (uint64_t n : want) counted += n;
+  }
+  EXPECT_GT(counted, 1000u) << "the buckets should hold matches";
+}
+
+// Counts over time read the column tweet by tweet only in 64-tweet ranges whose created_at
+// bounds straddle a bucket boundary: tweets are written out of time order (and some with a
+// created_at far from their id's), so ranges straddle and segments overlap in time.
+TEST(OracleCountsTest, CountsOverTimeEqualBruteForce) {
+  std::mt19937_64 rng(5);
+  int64_t first_ms = std::numeric_limits<int64_t>::max(), last_ms = 0;
+  std::unique_ptr<index::Index> index;
+  std::unique_ptr<Oracle> oracle;
+  std::vector<TweetId> ids;
+  // One tweet in 20 is stamped an hour before to 198 hours after its id's time.
+  auto shift = [&](index::IndexDoc& d) {
+    if (rng() % 20 == 0) d.created_at_ms += (static_cast<int64_t>(rng() % 200) - 1) * 3'600'000;
+    first_ms = std::min(first_ms, d.created_at_ms);
+    last_ms = std::max(last_ms, d.created_at_ms);
+  };
+  ASSERT_NO_FATAL_FAILURE(IndexManyWindows(rng, shift, &index, &oracle, &ids));
+  CheckCountsOverTime(*index, *oracle, rng, first_ms, last_ms, "as indexed");
+  ASSERT_TRUE(index->Seal().ok());
+  ASSERT_TRUE(index->Compact().ok());
+  ASSERT_EQ(index->Stats().sealed_segments, 1u);
+  CheckCountsOverTime(*index, *oracle, rng, first_ms, last_ms, "compacted");
+
+  // Refused: no buckets, too many, a width that is not positive.
+  const auto snapshot = index->Snapshot();
+  const Plan plan = *PlanQuery("the", index->analyzer());
+  for (TimeBuckets bad : {TimeBuckets{0, 60'000, 0}, TimeBuckets{0, 60'000, kMaxTimeBuckets + 1},
+                          TimeBuckets{0, 0, 10}, TimeBuckets{0, -60'000, 10}}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(CountOverTime(*snapshot, plan, bad).status()));
+  }
 }
 
 }  // namespace
