@@ -306,10 +306,9 @@ absl::StatusOr<query::TimeBuckets> BucketsOf(const CountsRequest& request, int64
   const int64_t end = (until + width - 1) / width * width;
   const int64_t count = (end - buckets.start_ms) / width;
   if (count > query::kMaxTimeBuckets) {
-    return absl::InvalidArgumentError(
-        StrCat("the range holds ", count, " ", GranularityName(request.granularity),
-               " buckets; at most ", query::kMaxTimeBuckets,
-               ": narrow since and until, or choose a coarser granularity"));
+    return absl::InvalidArgumentError(StrCat(
+        "the range holds ", count, " ", GranularityName(request.granularity), " buckets; at most ",
+        query::kMaxTimeBuckets, ": narrow since and until, or choose a coarser granularity"));
   }
   buckets.count = static_cast<uint32_t>(count);
   return buckets;
@@ -323,13 +322,12 @@ absl::StatusOr<CountsResponse> FrontDoor::Counts(const CountsRequest& request,
   absl::StatusOr<ApiKey> key =
       Authorize(request.api_dev_key, Scope::kSearch, Endpoint::kSearch, 1, call);
   if (!key.ok()) return key.status();
-  absl::StatusOr<query::TimeBuckets> buckets =
-      BucketsOf(request, backend_.clock().NowUnixMillis());
+  absl::StatusOr<query::TimeBuckets> buckets = BucketsOf(request, backend_.clock().NowUnixMillis());
   if (!buckets.ok()) return buckets.status();
   absl::StatusOr<query::Plan> plan = query::PlanQuery(request.search_terms, backend_.analyzer());
   if (!plan.ok()) return plan.status();
-  absl::StatusOr<CountsOutcome> outcome = backend_.RunCounts(
-      CountsCall{request.search_terms, &*plan, *buckets, request.allow_partial});
+  absl::StatusOr<CountsOutcome> outcome =
+      backend_.RunCounts(CountsCall{request.search_terms, &*plan, *buckets, request.allow_partial});
   if (!outcome.ok()) return outcome.status();
   CountsResponse response;
   response.buckets = *buckets;

@@ -132,8 +132,8 @@ void MeasureCountsOverTime(const ts::index::Index& index,
   const auto first = Clock::now();
   const auto plan = ts::query::PlanQuery("the", index.analyzer());
   if (plan.ok()) (void)ts::query::CountOverTime(*snapshot, *plan, buckets);
-  std::cout << "First count (derives the bounds): " << std::setprecision(1)
-            << Seconds(first) * 1e3 << " ms.\n\n"
+  std::cout << "First count (derives the bounds): " << std::setprecision(1) << Seconds(first) * 1e3
+            << " ms.\n\n"
             << "| query | p50 µs | p99 µs | matches p50 | slowest |\n|---|---|---|---|---|\n";
   for (const ts::bench::QueryKind& kind : kinds) {
     std::vector<std::pair<double, std::string>> micros;

@@ -485,12 +485,13 @@ absl::StatusOr<aggregator::CountsOutcome> ClusterBackend::RunCounts(
   out.counts.assign(call.buckets.count, 0);
   for (uint32_t p = 0; p < partitions; ++p) {
     if (answers[p].ok() && answers[p]->counts_size() != static_cast<int>(call.buckets.count)) {
-      answers[p] = absl::InternalError(StrCat("index partition ", p, " answered ",
-                                              answers[p]->counts_size(), " buckets, not ",
-                                              call.buckets.count));
+      answers[p] =
+          absl::InternalError(StrCat("index partition ", p, " answered ", answers[p]->counts_size(),
+                                     " buckets, not ", call.buckets.count));
     }
     if (!answers[p].ok()) {
-      absl::Status s = LeaveOut(p, answers[p].status(), call.allow_partial, &out.missing_partitions);
+      absl::Status s =
+          LeaveOut(p, answers[p].status(), call.allow_partial, &out.missing_partitions);
       if (!s.ok()) return s;
       continue;
     }
@@ -531,7 +532,8 @@ absl::StatusOr<aggregator::SearchOutcome> ClusterBackend::RunSearch(
   std::vector<query::Hit> hits;
   for (uint32_t p = 0; p < partitions; ++p) {
     if (!answers[p].ok()) {
-      absl::Status s = LeaveOut(p, answers[p].status(), call.allow_partial, &out.missing_partitions);
+      absl::Status s =
+          LeaveOut(p, answers[p].status(), call.allow_partial, &out.missing_partitions);
       if (!s.ok()) return s;
       continue;
     }

@@ -53,7 +53,8 @@ size_t Columns::MemoryBytes() const {
   const size_t ranges = (rows >> kRangeShift) + 1;
   const size_t bits = (rows + 63) / 64 * sizeof(uint64_t);
   if (packed_ != nullptr) {
-    const bool derived_bounds = packed_range_min_created_.load(std::memory_order_acquire) != nullptr;
+    const bool derived_bounds =
+        packed_range_min_created_.load(std::memory_order_acquire) != nullptr;
     const size_t derived = derived_bounds ? ranges * sizeof(int64_t) : 0;
     return 2 * bits + ranges * sizeof(uint32_t) + derived + overlay_->MemoryBytes();
   }

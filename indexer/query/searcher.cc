@@ -2337,8 +2337,8 @@ absl::StatusOr<SearchResult> Search(const index::IndexSnapshot& snapshot, const 
 absl::StatusOr<std::vector<uint64_t>> CountOverTime(const index::IndexSnapshot& snapshot,
                                                     const Plan& plan, const TimeBuckets& buckets) {
   if (buckets.count == 0 || buckets.count > kMaxTimeBuckets || buckets.width_ms <= 0) {
-    return absl::InvalidArgumentError(StrCat("a count over time takes 1 to ", kMaxTimeBuckets,
-                                             " buckets of a positive width"));
+    return absl::InvalidArgumentError(
+        StrCat("a count over time takes 1 to ", kMaxTimeBuckets, " buckets of a positive width"));
   }
   std::vector<uint64_t> counts(buckets.count, 0);
   const CollectionStats stats;  // phrases are matched, not scored

@@ -63,8 +63,7 @@ class IndexService final : public Index::Service {
                       ipb::PartitionCountsResponse* response) override {
     return net::Guarded("Index.Counts", [&]() -> grpc::Status {
       const query::TimeBuckets buckets{request->start_ms(), request->width_ms(), request->count()};
-      absl::StatusOr<std::vector<uint64_t>> counts =
-          node_.Counts(request->search_terms(), buckets);
+      absl::StatusOr<std::vector<uint64_t>> counts = node_.Counts(request->search_terms(), buckets);
       if (!counts.ok()) return net::ToGrpc(counts.status());
       response->mutable_counts()->Assign(counts->begin(), counts->end());
       return grpc::Status::OK;

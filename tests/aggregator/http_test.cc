@@ -282,10 +282,11 @@ TEST_F(HttpTest, CountsOverTimeThroughHttpAndGrpc) {
   for (const char* created :
        {"2026-03-01T10:05:00Z", "2026-03-01T10:20:00Z", "2026-03-01T11:59:59.999Z",
         "2026-03-02T00:00:00Z", "2026-03-01T12:30:00Z", "2026-02-28T23:59:59Z"}) {
-    body += "{\"id\":\"" + std::to_string(++id) + "\",\"text\":\"numbat spotted\",\"created_at\":\"" +
-            created + "\"}\n";
+    body += "{\"id\":\"" + std::to_string(++id) +
+            "\",\"text\":\"numbat spotted\",\"created_at\":\"" + created + "\"}\n";
   }
-  body += "{\"id\":\"6000\",\"text\":\"numbat far away\",\"created_at\":\"2026-03-01T10:30:00Z\"}\n";
+  body +=
+      "{\"id\":\"6000\",\"text\":\"numbat far away\",\"created_at\":\"2026-03-01T10:30:00Z\"}\n";
   body += "{\"id\":\"6001\",\"text\":\"quoll spotted\",\"created_at\":\"2026-03-01T10:30:00Z\"}\n";
   const std::string key = "api_dev_key=" + std::string(kDemoKey);
   ASSERT_EQ(Call("POST", "/v1/tweets?" + key, body).status, 200);
@@ -317,7 +318,8 @@ TEST_F(HttpTest, CountsOverTimeThroughHttpAndGrpc) {
   EXPECT_EQ(widened["since"], "2026-03-01T10:00:00Z");
   EXPECT_EQ(widened["until"], "2026-03-01T12:00:00Z");
   EXPECT_EQ(widened["total_tweet_count"], 4);
-  json days = counts("q=numbat&granularity=day&since=2026-02-28T00:00:00Z&until=2026-03-03T00:00:00Z");
+  json days =
+      counts("q=numbat&granularity=day&since=2026-02-28T00:00:00Z&until=2026-03-03T00:00:00Z");
   ASSERT_EQ(days["counts"].size(), 3u);
   std::vector<uint64_t> per_day;
   for (const json& b : days["counts"]) per_day.push_back(b["tweet_count"]);

@@ -826,7 +826,8 @@ TEST(OracleTotalsTest, TotalsEqualBruteForceAcrossManyWindows) {
   std::unique_ptr<index::Index> index;
   std::unique_ptr<Oracle> oracle;
   std::vector<TweetId> ids;
-  ASSERT_NO_FATAL_FAILURE(IndexManyWindows(rng, [](index::IndexDoc&) {}, &index, &oracle, &ids));
+  ASSERT_NO_FATAL_FAILURE(IndexManyWindows(
+      rng, [](index::IndexDoc&) {}, &index, &oracle, &ids));
   CheckTotals(*index, *oracle, rng, ids, "as indexed");
   ASSERT_TRUE(index->Seal().ok());
   ASSERT_TRUE(index->Compact().ok());
@@ -840,8 +841,12 @@ void CheckCountsOverTime(const index::Index& index, const Oracle& oracle, std::m
                          int64_t first_ms, int64_t last_ms, const std::string& stage) {
   QueryGenerator gen(rng);
   const auto snapshot = index.Snapshot();
-  std::vector<std::string> queries = {"zulu", "the", "cats OR zulu", "the -cats",
-                                      "\"alpha bravo\"", "the since:2009-05-01 until:2009-06-01"};
+  std::vector<std::string> queries = {"zulu",
+                                      "the",
+                                      "cats OR zulu",
+                                      "the -cats",
+                                      "\"alpha bravo\"",
+                                      "the since:2009-05-01 until:2009-06-01"};
   while (queries.size() < 30) queries.push_back(gen.Query());
   const int64_t widths[] = {3'600'000, 86'400'000, 7 * 86'400'000, 7 * 60'000 + 13};
   uint64_t counted = 0;
