@@ -99,6 +99,15 @@ std::vector<std::string> AllPages(net::HttpClient& first, net::HttpClient& secon
   return ids;
 }
 
+// The daily counts of `query` over the months TweetLines stamps.
+json Counts(net::HttpClient& client, const std::string& query, const std::string& more = "") {
+  absl::StatusOr<net::HttpReply> reply = client.Send(
+      "GET", StrCat("/v1/counts?api_dev_key=", kKey, "&granularity=day&since=2026-01-01T00:00:00Z",
+                    "&until=2026-10-01T00:00:00Z&search_terms=", net::UrlEncode(query), more));
+  if (!reply.ok()) return json{{"error", reply.status().ToString()}};
+  return json::parse(reply->body, nullptr, false);
+}
+
 int Ingest(net::HttpClient& client, const std::string& lines, json* answer = nullptr) {
   absl::StatusOr<net::HttpReply> reply =
       client.Send("POST", StrCat("/v1/tweets?api_dev_key=", kKey), lines, "application/x-ndjson");
@@ -223,7 +232,8 @@ TEST_F(ClusterTest, AnswersLikeOneProcessPageByPageAcrossBothFrontDoors) {
   // door's page token used at the other). Checked: the cluster returns exactly
   // the one process's ids in the same order, page after page, with no repeats;
   // page 1's total_hits is the number of results when it says it is exact, and
-  // never above it when it is a lower bound.
+  // never above it when it is a lower bound; each query's daily counts from
+  // either front door are the one process's.
   testing::TweetsearchdProcess single(TWEETSEARCHD_PATH, dir_.path() + "/single",
                                       dir_.path() + "/single.log");
   ASSERT_TRUE(single.up());
@@ -246,6 +256,17 @@ TEST_F(ClusterTest, AnswersLikeOneProcessPageByPageAcrossBothFrontDoors) {
       }
     }
   }
+  // Counts over time: each partition counts its tweets, the front door sums them per bucket.
+  for (const std::string& q : kQueries) {
+    const json expected = Counts(one, q);
+    ASSERT_TRUE(expected.contains("counts")) << expected.dump();
+    EXPECT_GT(expected["total_tweet_count"].get<uint64_t>(), 0u) << q;
+    for (net::HttpClient* door : {&a0, &a1}) {
+      const json got = Counts(*door, q);
+      EXPECT_EQ(got["counts"], expected["counts"]) << q;
+      EXPECT_EQ(got["total_tweet_count"], expected["total_tweet_count"]) << q;
+    }
+  }
 }
 
 TEST_F(ClusterTest, SearchesSurviveTheLossOfAnIndexReplicaAndReportALostPartition) {
@@ -254,7 +275,7 @@ TEST_F(ClusterTest, SearchesSurviveTheLossOfAnIndexReplicaAndReportALostPartitio
   // has no replica left). Checked: while one replica of each partition lives,
   // every search answers 200 with the full total; with partition 0 gone, a
   // search is a 503, and with allow_partial=true a 200 with partial: true
-  // naming partition 0 and only tweets of partition 1.
+  // naming partition 0 and only tweets of partition 1; counts over time alike.
   net::HttpClient a0 = Door("a0");
   ASSERT_EQ(Ingest(a0, TweetLines(5'000'000, 2000)), 200);
   const uint64_t expected = Search(a0, "love", "newest").total;
@@ -293,6 +314,16 @@ TEST_F(ClusterTest, SearchesSurviveTheLossOfAnIndexReplicaAndReportALostPartitio
   EXPECT_EQ(partial.body["missing_partitions"], json::array({0}));
   EXPECT_GT(partial.total, 0u);
   EXPECT_LT(partial.total, expected);
+  // Counts over time follow the same rule.
+  absl::StatusOr<net::HttpReply> counts =
+      a0.Send("GET", StrCat("/v1/counts?api_dev_key=", kKey, "&search_terms=love&granularity=day",
+                            "&since=2026-01-01T00:00:00Z&until=2026-10-01T00:00:00Z"));
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(counts->status, 503) << counts->body;
+  const json partial_counts = Counts(a0, "love", "&allow_partial=true");
+  EXPECT_TRUE(partial_counts["partial"].get<bool>()) << partial_counts.dump();
+  EXPECT_EQ(partial_counts["missing_partitions"], json::array({0}));
+  EXPECT_EQ(partial_counts["total_tweet_count"], partial.total);
 }
 
 TEST_F(ClusterTest, KillingAStoragePrimaryDuringIngestLosesNoAcknowledgedTweet) {
