@@ -2,6 +2,7 @@
 //
 //   tweetctl ingest tweets.jsonl ../shared/data/sentiment140-20k.csv
 //   tweetctl search 'love OR hate' --sort best_match --limit 5
+//   tweetctl counts 'love OR hate' --granularity day --since -30d
 //   tweetctl get 1234 | tweetctl delete 1234 | tweetctl likes 1234 --add 1
 //   tweetctl keys create --owner ana --scopes search,ingest | keys list | keys revoke ts_1a2b
 //   tweetctl status --topology cluster.yaml
@@ -410,6 +411,56 @@ void AddSearch(CLI::App& app, Globals& g, int* rc) {
   });
 }
 
+// One line per bucket holding matches: its start, its count and a bar scaled to the largest.
+void PrintCounts(const HttpReply& reply, bool as_json) {
+  if (as_json) {
+    std::cout << reply.body << "\n";
+    return;
+  }
+  json body = json::parse(reply.body);
+  uint64_t most = 0;
+  size_t empty = 0;
+  for (const json& b : body["counts"]) most = std::max(most, b["tweet_count"].get<uint64_t>());
+  for (const json& b : body["counts"]) {
+    const uint64_t n = b["tweet_count"];
+    if (n == 0) {
+      ++empty;
+      continue;
+    }
+    const size_t bar = static_cast<size_t>((n * 40 + most - 1) / most);
+    std::printf("%s  %10s  %s\n", b["start"].get<std::string>().c_str(), Thousands(n).c_str(),
+                std::string(bar, '#').c_str());
+  }
+  std::printf("%s matches from %s to %s, per %s (%zu empty buckets not shown) in %.2f ms\n",
+              Thousands(body["total_tweet_count"]).c_str(),
+              body["since"].get<std::string>().c_str(), body["until"].get<std::string>().c_str(),
+              body["granularity"].get<std::string>().c_str(), empty, body["took_ms"].get<double>());
+}
+
+void AddCounts(CLI::App& app, Globals& g, int* rc) {
+  struct Options {
+    std::string query, granularity = "hour", since, until;
+    bool as_json = false;
+  };
+  auto o = std::make_shared<Options>();
+  auto* counts =
+      app.add_subcommand("counts", "Matches per minute, hour or day, with a bar chart (or --json)");
+  counts->add_option("query", o->query, "Query")->required();
+  counts->add_option("--granularity", o->granularity, "minute, hour or day")->capture_default_str();
+  counts->add_option("--since", o->since,
+                     "From (RFC 3339, Unix seconds, or back from now: -24h, -7d); default 7 "
+                     "days before --until");
+  counts->add_option("--until", o->until, "To (as --since); default now");
+  counts->add_flag("--json", o->as_json, "Print the server's JSON");
+  counts->callback([&g, rc, o] {
+    std::string target = StrCat("/v1/counts?search_terms=", UrlEncode(o->query),
+                                "&granularity=", UrlEncode(o->granularity));
+    if (!o->since.empty()) target += "&since=" + UrlEncode(o->since);
+    if (!o->until.empty()) target += "&until=" + UrlEncode(o->until);
+    *rc = Request(g, "GET", target, {}, [&](const HttpReply& r) { PrintCounts(r, o->as_json); });
+  });
+}
+
 // get, delete and likes: one tweet by id.
 void AddTweetCommands(CLI::App& app, Globals& g, int* rc) {
   struct Options {
@@ -603,6 +654,7 @@ int main(int argc, char** argv) {
   int rc = kUsage;
   AddIngest(app, g, &rc);
   AddSearch(app, g, &rc);
+  AddCounts(app, g, &rc);
   AddTweetCommands(app, g, &rc);
   AddAdminCommands(app, g, &rc);
   AddStatus(app, g, &rc);

@@ -72,6 +72,33 @@ TEST_F(TweetctlTest, IngestsJsonLinesAndArraysAndReportsRejections) {
   EXPECT_NE(out.find("404"), std::string::npos) << out;
 }
 
+TEST_F(TweetctlTest, CountsPrintABarPerBucketWithMatches) {
+  std::string out;
+  const std::string lines =
+      Write("t.jsonl",
+            "{\"id\":\"21\",\"text\":\"wombat a\",\"created_at\":\"2026-05-01T10:00:00Z\"}\n"
+            "{\"id\":\"22\",\"text\":\"wombat b\",\"created_at\":\"2026-05-01T10:59:00Z\"}\n"
+            "{\"id\":\"23\",\"text\":\"wombat c\",\"created_at\":\"2026-05-01T13:00:00Z\"}\n");
+  ASSERT_EQ(Ctl({"ingest", lines}, &out), 0) << out;
+  ASSERT_EQ(Ctl({"counts", "wombat", "--since", "2026-05-01T00:00:00Z", "--until",
+                 "2026-05-02T00:00:00Z"},
+                &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("2026-05-01T10:00:00Z           2  " + std::string(40, '#') + "\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("2026-05-01T13:00:00Z           1  " + std::string(20, '#') + "\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("3 matches from 2026-05-01T00:00:00Z to 2026-05-02T00:00:00Z, per hour "
+                     "(22 empty buckets not shown)"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(Ctl({"counts", "wombat", "--granularity", "week"}, &out), 4) << out;
+  EXPECT_NE(out.find("granularity must be minute, hour or day"), std::string::npos) << out;
+}
+
 TEST_F(TweetctlTest, IngestsTheRealSentiment140Csv) {
   std::optional<std::string> csv = testing::Sentiment140Path();
   if (!csv.has_value()) GTEST_SKIP() << "../shared/data/sentiment140-20k.csv is absent";
