@@ -139,27 +139,27 @@ HttpResponse MethodNotAllowed(const HttpRequest& request, std::string_view allow
   return response;
 }
 
-// A time for /v1/usage and /v1/counts: RFC 3339, Unix seconds, "now", or "-<n><s|m|h|d>"
-// before `now_s`.
+// A time for /v1/usage and /v1/counts, in Unix milliseconds: RFC 3339, Unix seconds, "now",
+// or "-<n><s|m|h|d>" before `now_ms`.
 absl::StatusOr<int64_t> ParseTimeParam(std::string_view name, std::string_view text,
-                                       int64_t now_s) {
+                                       int64_t now_ms) {
   auto bad = [&] {
     return absl::InvalidArgumentError(StrCat(
         "'", name, "' must be RFC 3339, Unix seconds, now, or a span back such as -24h, -7d"));
   };
-  if (text == "now") return now_s;
+  if (text == "now") return now_ms;
   if (text.size() >= 3 && text[0] == '-') {
     const int64_t n = ParseDecimal<int64_t>(text.substr(1, text.size() - 2)).value_or(-1);
     if (n < 0 || n > 100'000'000) return bad();
     switch (text.back()) {
       case 's':
-        return now_s - n;
+        return now_ms - n * 1000;
       case 'm':
-        return now_s - n * 60;
+        return now_ms - n * 60'000;
       case 'h':
-        return now_s - n * 3600;
+        return now_ms - n * 3'600'000;
       case 'd':
-        return now_s - n * 86400;
+        return now_ms - n * 86'400'000;
       default:
         return bad();
     }
@@ -167,12 +167,12 @@ absl::StatusOr<int64_t> ParseTimeParam(std::string_view name, std::string_view t
   if (!text.empty() && absl::ascii_isdigit(static_cast<unsigned char>(text[0]))) {
     if (const std::optional<int64_t> seconds = ParseDecimal<int64_t>(text)) {
       if (*seconds > 100'000'000'000) return bad();
-      return *seconds;
+      return *seconds * 1000;
     }
   }
   absl::StatusOr<int64_t> ms = ParseRfc3339(text);
   if (!ms.ok()) return bad();
-  return *ms / 1000;
+  return *ms;
 }
 
 // Sets *flag from the boolean parameter `name` if present (true/1, false/0).
@@ -188,7 +188,7 @@ absl::Status ReadFlag(const Params& params, const char* name, bool* flag) {
 
 // GET /v1/counts: search_terms (q), granularity, since, until (times as ParseTimeParam reads
 // them), allow_partial.
-absl::StatusOr<CountsRequest> ParseCountsRequest(const Params& params, int64_t now_s,
+absl::StatusOr<CountsRequest> ParseCountsRequest(const Params& params, int64_t now_ms,
                                                  std::string_view key) {
   CountsRequest counts;
   counts.api_dev_key = key;
@@ -206,9 +206,9 @@ absl::StatusOr<CountsRequest> ParseCountsRequest(const Params& params, int64_t n
        {std::pair{"since", &counts.since_ms}, std::pair{"until", &counts.until_ms}}) {
     const std::string* text = Param(params, {name});
     if (text == nullptr) continue;
-    absl::StatusOr<int64_t> t = ParseTimeParam(name, *text, now_s);
+    absl::StatusOr<int64_t> t = ParseTimeParam(name, *text, now_ms);
     if (!t.ok()) return t.status();
-    *field = *t * 1000;
+    *field = *t;
   }
   if (absl::Status s = ReadFlag(params, "allow_partial", &counts.allow_partial); !s.ok()) return s;
   return counts;
@@ -454,15 +454,15 @@ absl::StatusOr<UsageRequest> ParseUsageRequest(const Params& params, int64_t now
   UsageRequest request;
   request.to_s = now_s;
   if (const std::string* to = Param(params, {"to"})) {
-    absl::StatusOr<int64_t> t = ParseTimeParam("to", *to, now_s);
+    absl::StatusOr<int64_t> t = ParseTimeParam("to", *to, now_s * 1000);
     if (!t.ok()) return t.status();
-    request.to_s = *t;
+    request.to_s = *t / 1000;
   }
   request.from_s = request.to_s - 3600;
   if (const std::string* from = Param(params, {"from"})) {
-    absl::StatusOr<int64_t> t = ParseTimeParam("from", *from, now_s);
+    absl::StatusOr<int64_t> t = ParseTimeParam("from", *from, now_s * 1000);
     if (!t.ok()) return t.status();
-    request.from_s = *t;
+    request.from_s = *t / 1000;
   }
   if (const std::string* resolution = Param(params, {"resolution"});
       resolution != nullptr && *resolution != "auto") {

@@ -328,6 +328,10 @@ TEST_F(HttpTest, CountsOverTimeThroughHttpAndGrpc) {
                    "2026-03-01T10:30:00Z")["counts"]
                 .size(),
             30u);
+  // Milliseconds count: a range inside one second still widens to its minute.
+  EXPECT_EQ(counts("q=numbat&granularity=minute&since=2026-03-01T10:05:00.500Z&until="
+                   "2026-03-01T10:05:00.600Z")["total_tweet_count"],
+            1);
   // By default: hours, the last 7 days up to now (widened: 168 or 169 buckets).
   const size_t default_buckets = counts("q=numbat")["counts"].size();
   EXPECT_TRUE(default_buckets == 168 || default_buckets == 169) << default_buckets;

@@ -39,7 +39,7 @@ export function drawChart(container, points, series) {
     viewBox: `0 0 ${WIDTH} ${HEIGHT}`,
     role: 'img',
     class: 'chart-svg',
-    'aria-label': `Requests over time: ${series.map((s) => s.label).join(', ')}`,
+    'aria-label': `Over time: ${series.map((s) => s.label).join(', ')}`,
   });
   const plotW = WIDTH - PAD.left - PAD.right;
   const plotH = HEIGHT - PAD.top - PAD.bottom;

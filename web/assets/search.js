@@ -1,5 +1,7 @@
 // The search page: query, sort, results with highlighted words, "load more" through page
-// tokens, the quota left, and clear messages for refused requests.
+// tokens, the quota left, clear messages for refused requests, and above the results the
+// query's matches per hour over the week up to the newest tweet of the first page.
+import { drawChart } from './chart.js';
 import {
   apiGet, bindKeyInput, el, formatNumber, formatSeconds, quotaText, showMessage,
 } from './common.js';
@@ -13,7 +15,12 @@ const more = document.getElementById('more');
 const message = document.getElementById('message');
 const summary = document.getElementById('summary');
 const quota = document.getElementById('quota');
+const timeline = document.getElementById('timeline');
+const timelineChart = document.getElementById('timeline-chart');
+const timelineCaption = document.getElementById('timeline-caption');
 let getKey = () => '';
+// The query the timeline shows (a new sort or page of it keeps the chart: one count per query).
+let charted = null;
 
 // The search on screen: its query, sort, and the token of its next page.
 let current = null;
@@ -32,6 +39,40 @@ function renderTweet(tweet) {
     el('span', { class: 'likes', title: 'likes' }, `♥ ${formatNumber(tweet.likes)}`));
   return el('li', { class: 'tweet', 'data-id': tweet.tweet_id, 'data-likes': tweet.likes },
     meta, text);
+}
+
+const HOUR = 3600 * 1000;
+
+// Charts the matches of `q` per hour over the 7 days up to the newest of `tweets` (the first
+// page). A refused count (the quota) hides the chart; the search's message says the rest.
+async function drawTimeline(q, tweets) {
+  if (charted === q) return;
+  charted = q;
+  if (tweets.length === 0) {
+    timeline.hidden = true;
+    return;
+  }
+  const newest = Math.max(...tweets.map((t) => Date.parse(t.created_at)));
+  const params = {
+    q,
+    granularity: 'hour',
+    since: new Date(newest - 7 * 24 * HOUR).toISOString(),
+    until: new Date(newest + 1).toISOString(),
+  };
+  try {
+    const { body } = await apiGet('/v1/counts', params, getKey());
+    if (charted !== q) return;  // another query was typed meanwhile
+    const points = body.counts.map((b) => ({
+      start: new Date(b.start), values: { tweets: b.tweet_count },
+    }));
+    drawChart(timelineChart, points, [{ name: 'tweets', label: 'Matching tweets per hour', css: 'allowed' }]);
+    timelineCaption.textContent = `${formatNumber(body.total_tweet_count)} matching tweets in the `
+      + 'week up to the newest one shown, per hour';
+    timeline.hidden = false;
+  } catch (error) {
+    if (charted === q) timeline.hidden = true;
+    charted = null;
+  }
 }
 
 function startCountdown(seconds) {
@@ -76,6 +117,7 @@ async function run(append) {
     summary.textContent = shown === 0 ? 'No tweets match.'
       : `${formatNumber(shown)} shown of ${total} matching · ${body.took_ms.toFixed(1)} ms`;
     quota.textContent = quotaText(headers);
+    if (!append) drawTimeline(current.q, body.results);
   } catch (error) {
     showMessage(message, error.message);
     if (error.status === 429) startCountdown(error.retryAfter);
@@ -83,6 +125,8 @@ async function run(append) {
       results.replaceChildren();
       summary.textContent = '';
       more.hidden = true;
+      timeline.hidden = true;
+      charted = null;
     }
   } finally {
     more.disabled = false;

@@ -117,6 +117,16 @@ test('search: results, highlights, paging, sort, quota, 400/401/429 messages', a
   assert.match(author, /^@\S+/);
   assert.match(await page.locator('#summary').textContent(), /20 shown of (at least )?[\d,]+ matching/);
   assert.match(await page.locator('#quota').textContent(), new RegExp(`Quota: ${SEARCH_LIMIT - 1} of ${SEARCH_LIMIT} requests left`));
+  // Above the results, the query's matches per hour over the week up to the newest one: every
+  // match of the sample (written within a second) in the last bucket.
+  await page.waitForSelector('#timeline:not([hidden]) path.line');
+  const matching = (await page.locator('#summary').textContent()).match(/of ([\d,]+) matching/)[1];
+  assert.match(await page.locator('#timeline-caption').textContent(),
+    new RegExp(`^${matching} matching tweets in the week up to the newest one shown, per hour`));
+  const timelinePath = await page.locator('#timeline path.line').getAttribute('d');
+  const timelineYs = [...timelinePath.matchAll(/[ML][\d.]+,([\d.]+)/g)].map((m) => Number(m[1]));
+  assert.equal(timelineYs.length, 169, 'a week of hours, widened to whole hours');
+  assert.ok(timelineYs[168] < timelineYs[0], 'the newest hour holds the matches');
   await screenshot(page, 'search-results');
 
   // Load more: the next page, nothing repeated.
@@ -202,7 +212,8 @@ test('dashboard: status, and a usage chart with allowed and limited requests', a
     const limited = await page.locator('[data-field="limited"]').textContent().catch(() => '0');
     return caption.includes('demo-key-0') && Number(limited) >= 1;
   }, 'the limited requests to reach the usage series');
-  // Every admitted search used a unit of quota; the malformed one was admitted, then rejected.
+  // Every admitted search (and count over time) used a unit of quota; the malformed one was
+  // admitted, then rejected.
   assert.equal(await page.locator('[data-field="allowed"]').textContent(), String(SEARCH_LIMIT - 1));
   assert.equal(await page.locator('[data-field="rejected"]').textContent(), '1');
   assert.match(await page.locator('#limited-by').textContent(), /demo_searches_per_hour/);
