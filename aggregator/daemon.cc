@@ -40,7 +40,9 @@ absl::StatusOr<std::string> ReadOrCreateSecret(
 }
 
 absl::Status LoadSample(Engine& engine, uint64_t count) {
-  SyntheticTweetGenerator generator;
+  SyntheticOptions options;
+  options.node = kSampleNode;
+  SyntheticTweetGenerator generator(options);
   const auto start = std::chrono::steady_clock::now();
   uint64_t accepted = 0;
   while (accepted < count) {

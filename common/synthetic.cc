@@ -113,7 +113,8 @@ SyntheticTweet SyntheticTweetGenerator::Next() {
   const int64_t millis = now_micros_ / 1000;
   sequence_ = millis == last_millis_ ? sequence_ + 1 : 0;
   last_millis_ = millis;
-  t.id = SnowflakeLowerBound(millis) | (sequence_ & 0xFFF);
+  t.id = SnowflakeLowerBound(millis) | (TweetId{options_.node & 0x3FF} << kSnowflakeSequenceBits) |
+         (sequence_ & 0xFFF);
   t.created_at_ms = millis;
   const size_t user = Zipf(user_cdf_);
   t.user_id = user + 1;

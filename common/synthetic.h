@@ -35,7 +35,12 @@ struct SyntheticOptions {
   int64_t start_unix_millis = 1767225600000;  // 2026-01-01T00:00:00Z
   uint32_t vocabulary = 50000;                // distinct plain words
   uint32_t users = 100000;
+  // The snowflake node bits of the ids (0 to 1023): generators with different nodes never
+  // make the same id (the service's sample uses kSampleNode, tweetgen kTweetgenNode).
+  uint32_t node = 0;
 };
+inline constexpr uint32_t kSampleNode = 1;
+inline constexpr uint32_t kTweetgenNode = 2;
 
 class SyntheticTweetGenerator {
  public:

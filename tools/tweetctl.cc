@@ -375,9 +375,9 @@ void PrintSearch(const HttpReply& reply, bool as_json) {
   }
   json body = json::parse(reply.body);
   PrintTweets(body["results"]);
-  std::cout << body["results"].size() << " shown of " << body["total_hits"]
-            << (body.value("total_is_exact", true) ? "" : " or more") << " matches in "
-            << body["took_ms"] << " ms\n";
+  std::printf("%zu shown of %s%s matches in %.2f ms\n", body["results"].size(),
+              Thousands(body["total_hits"].get<uint64_t>()).c_str(),
+              body.value("total_is_exact", true) ? "" : " or more", body["took_ms"].get<double>());
   if (!body["next_page_token"].is_null()) {
     std::cout << "next page: --page-token " << body["next_page_token"].get<std::string>() << "\n";
   }

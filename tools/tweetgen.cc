@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   std::ostream& os = out == "-" ? std::cout : file;
   tweetsearch::SyntheticOptions options;
   options.seed = seed;
+  options.node = tweetsearch::kTweetgenNode;  // never the ids of the service's sample
   tweetsearch::SyntheticTweetGenerator generator(options);
   for (uint64_t i = 0; i < count; ++i) {
     const tweetsearch::SyntheticTweet t = generator.Next();

@@ -125,7 +125,11 @@ class Parser {
 
   absl::StatusOr<QueryNode> ParseAnd(size_t depth) {
     if (!StartsOperand(Peek().type)) {
-      if (Peek().type == TokenType::kEnd) return Error("expected a term", Peek().offset);
+      if (Peek().type == TokenType::kEnd) {
+        // "(((" ends inside parentheses: the innermost one is what is wrong.
+        if (!open_parens_.empty()) return Error("unbalanced '('", open_parens_.back());
+        return Error("expected a term", Peek().offset);
+      }
       if (Peek().type == TokenType::kClose) return Error("unbalanced ')'", Peek().offset);
       return Error(StrCat("'", Peek().text, "' needs a term before it"), Peek().offset);
     }
@@ -168,9 +172,11 @@ class Parser {
     switch (t.type) {
       case TokenType::kOpen: {
         if (Peek().type == TokenType::kClose) return Error("empty parentheses", t.offset);
+        open_parens_.push_back(t.offset);
         absl::StatusOr<QueryNode> inner = ParseOr(depth + 1);
         if (!inner.ok()) return inner;
         if (Peek().type != TokenType::kClose) return Error("unbalanced '('", t.offset);
+        open_parens_.pop_back();
         Take();
         return inner;
       }
@@ -248,6 +254,7 @@ class Parser {
   std::vector<Token> tokens_;
   const QueryLimits& limits_;
   size_t pos_ = 0;
+  std::vector<size_t> open_parens_;  // offsets of the '(' being parsed, outermost first
   size_t terms_ = 0;
 };
 

@@ -347,7 +347,7 @@ TEST_F(HttpTest, CountsOverTimeThroughHttpAndGrpc) {
            {"q=numbat&until=999999999999", "'until' must be RFC 3339"},
            {"q=numbat&since=-99999999d", "since must lie from 1970 to 9999"},
            {"granularity=hour", "search_terms is required"},
-           {"q=(((", "expected"},
+           {"q=(((", "unbalanced '(' at byte 2"},
            {"q=numbat&allow_partial=perhaps", "allow_partial must be true or false"}}) {
     json error = counts(params, 400);
     EXPECT_EQ(error["error"]["code"], "invalid_argument") << params;

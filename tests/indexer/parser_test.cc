@@ -37,6 +37,9 @@ TEST(ParserTest, PhrasesTagsAndOperators) {
 TEST(ParserTest, ErrorsSayWhatAndWhere) {
   EXPECT_THAT(P("(cats dogs"), HasSubstr("unbalanced '(' at byte 0"));
   EXPECT_THAT(P("cats dogs)"), HasSubstr("unbalanced ')' at byte 9"));
+  EXPECT_THAT(P("((("), HasSubstr("unbalanced '(' at byte 2"));
+  EXPECT_THAT(P("a (b (c"), HasSubstr("unbalanced '(' at byte 5"));
+  EXPECT_THAT(P("a (b ("), HasSubstr("unbalanced '(' at byte 5"));
   EXPECT_THAT(P("cats OR"), HasSubstr("OR needs a term after it at byte 5"));
   EXPECT_THAT(P("OR cats"), HasSubstr("'OR' needs a term before it at byte 0"));
   EXPECT_THAT(P("a \"open"), HasSubstr("unterminated quote at byte 2"));
