@@ -694,7 +694,7 @@ HttpResponse ApiHandler::Search(Call& call) const {
 HttpResponse ApiHandler::Counts(Call& call) const {
   const HttpRequest& request = call.request;
   absl::StatusOr<CountsRequest> counts =
-      ParseCountsRequest(call.params, door_.backend().clock().NowUnixMillis() / 1000, call.key);
+      ParseCountsRequest(call.params, door_.backend().clock().NowUnixMillis(), call.key);
   if (!counts.ok()) return Error(counts.status(), request);
   absl::StatusOr<CountsResponse> result = door_.Counts(*counts, call.context);
   if (!result.ok()) return Error(result.status(), request);

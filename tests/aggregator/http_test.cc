@@ -12,8 +12,10 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "absl/time/clock.h"
 #include "aggregator/api_keys.h"
 #include "aggregator/daemon.h"
+#include "aggregator/tweet_json.h"
 #include "common/file_util.h"
 #include "net/http_client.h"
 #include "proto/tweetsearch.grpc.pb.h"
@@ -332,6 +334,15 @@ TEST_F(HttpTest, CountsOverTimeThroughHttpAndGrpc) {
   EXPECT_EQ(counts("q=numbat&granularity=minute&since=2026-03-01T10:05:00.500Z&until="
                    "2026-03-01T10:05:00.600Z")["total_tweet_count"],
             1);
+  // Times back from now: the last two days in days (widened: 2 or 3 buckets, the last one
+  // holding now).
+  const json recent = counts("q=numbat&granularity=day&since=-2d&until=now");
+  ASSERT_TRUE(recent["counts"].is_array()) << recent;
+  EXPECT_GE(recent["counts"].size(), 2u);
+  EXPECT_LE(recent["counts"].size(), 3u);
+  const int64_t now_ms = absl::ToUnixMillis(absl::Now());
+  EXPECT_GT(*ParseRfc3339(recent["until"].get<std::string>()), now_ms - 60'000);
+  EXPECT_LE(*ParseRfc3339(recent["until"].get<std::string>()), now_ms + 86'400'000);
   // By default: hours, the last 7 days up to now (widened: 168 or 169 buckets).
   const size_t default_buckets = counts("q=numbat")["counts"].size();
   EXPECT_TRUE(default_buckets == 168 || default_buckets == 169) << default_buckets;
