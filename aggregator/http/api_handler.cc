@@ -175,6 +175,30 @@ absl::StatusOr<int64_t> ParseTimeParam(std::string_view name, std::string_view t
   return *ms;
 }
 
+// InvalidArgument naming the first parameter of `params` that is neither in `known` (names by
+// space) nor a key, and listing those it may be.
+absl::Status CheckParamsKnown(const Params& params, std::string_view known) {
+  for (const auto& [name, value] : params) {
+    if (name == "api_dev_key" || name == "key") continue;
+    bool found = false;
+    for (std::string_view rest = known; !rest.empty() && !found;) {
+      const size_t space = rest.find(' ');
+      found = rest.substr(0, space) == name;
+      rest = space == std::string_view::npos ? std::string_view() : rest.substr(space + 1);
+    }
+    if (found) continue;
+    std::string list;
+    for (std::string_view rest = known; !rest.empty();) {
+      const size_t space = rest.find(' ');
+      StrAppend(&list, rest.substr(0, space), ", ");
+      rest = space == std::string_view::npos ? std::string_view() : rest.substr(space + 1);
+    }
+    return absl::InvalidArgumentError(StrCat("unknown parameter '", name.substr(0, 64),
+                                             "'; this endpoint takes ", list, "api_dev_key"));
+  }
+  return absl::OkStatus();
+}
+
 // Sets *flag from the boolean parameter `name` if present (true/1, false/0).
 absl::Status ReadFlag(const Params& params, const char* name, bool* flag) {
   const std::string* value = Param(params, {name});
@@ -344,6 +368,9 @@ struct ApiHandler::Route {
   bool api;                  // parses the query and the key; counted in the usage series
   RunOn run_on;
   HttpResponse (ApiHandler::*handle)(Call&) const;
+  // API rows: the query parameters the endpoint reads, by space (api_dev_key and key are
+  // every endpoint's); any other is refused, so that a misspelt one is not silently ignored.
+  std::string_view params = {};
 };
 
 // Adding an endpoint is one row here and one handler. Rows sharing a path list each method;
@@ -359,19 +386,25 @@ const ApiHandler::Route ApiHandler::kRoutes[] = {
     {"web", http::verb::get, "/assets/{file}", false, RunOn::kNetwork, &ApiHandler::WebFilePage},
     {"web", http::verb::get, "/v1/web-config", false, RunOn::kNetwork, &ApiHandler::WebConfig},
     {"search", http::verb::get, "/v1/search", true, RunOn::kWorkersForBestMatch,
-     &ApiHandler::Search},
-    {"ingest", http::verb::post, "/v1/tweets", true, RunOn::kWorkers, &ApiHandler::Ingest},
+     &ApiHandler::Search,
+     "search_terms q maximum_results_to_return limit sort page_token highlight allow_partial "
+     "exact_total"},
+    {"ingest", http::verb::post, "/v1/tweets", true, RunOn::kWorkers, &ApiHandler::Ingest,
+     "report"},
     {"get", http::verb::get, "/v1/tweets/{id}", true, RunOn::kWorkers, &ApiHandler::GetTweet},
     {"delete", http::verb::delete_, "/v1/tweets/{id}", true, RunOn::kWorkers,
      &ApiHandler::DeleteTweet},
-    {"likes", http::verb::post, "/v1/tweets/{id}/likes", true, RunOn::kWorkers, &ApiHandler::Likes},
+    {"likes", http::verb::post, "/v1/tweets/{id}/likes", true, RunOn::kWorkers, &ApiHandler::Likes,
+     "set add"},
     {"admin_keys", http::verb::get, "/v1/admin/keys", true, RunOn::kWorkers, &ApiHandler::ListKeys},
     {"admin_keys", http::verb::post, "/v1/admin/keys", true, RunOn::kWorkers,
      &ApiHandler::CreateKey},
     {"admin_keys", http::verb::delete_, "/v1/admin/keys/{id}", true, RunOn::kWorkers,
      &ApiHandler::RevokeKey},
-    {"counts", http::verb::get, "/v1/counts", true, RunOn::kWorkers, &ApiHandler::Counts},
-    {"usage", http::verb::get, "/v1/usage", true, RunOn::kWorkers, &ApiHandler::Usage},
+    {"counts", http::verb::get, "/v1/counts", true, RunOn::kWorkers, &ApiHandler::Counts,
+     "search_terms q granularity since until allow_partial"},
+    {"usage", http::verb::get, "/v1/usage", true, RunOn::kWorkers, &ApiHandler::Usage,
+     "from to resolution"},
     {"stats", http::verb::get, "/v1/stats", true, RunOn::kWorkers, &ApiHandler::Stats},
 };
 
@@ -607,6 +640,11 @@ HttpResponse ApiHandler::Dispatch(Call& call) const {
     call.params = *std::move(params);
   }
   if (endpoint == nullptr) return MethodNotAllowed(request, AllowedMethods(PathOf(request)));
+  if (row.api) {
+    if (absl::Status s = CheckParamsKnown(call.params, row.params); !s.ok()) {
+      return Error(s, request);
+    }
+  }
   (void)MatchPath(row.pattern, PathOf(request), &call.args);  // it matched in Find
   return (this->*row.handle)(call);
 }

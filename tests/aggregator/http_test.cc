@@ -242,6 +242,14 @@ TEST_F(HttpTest, BadRequestsGetClearErrorsAndTheServerStaysUp) {
   EXPECT_EQ(Search("q=%ZZ", 400)["error"]["code"], "invalid_argument");
   EXPECT_EQ(Search("q=%ff%fe", 400)["error"]["code"], "invalid_argument");  // not UTF-8
   EXPECT_EQ(Search("q=" + std::string(3000, 'a'), 400)["error"]["code"], "invalid_argument");
+  // A misspelt parameter is refused, not ignored: the answer names it and the right ones.
+  EXPECT_EQ(Search("q=a&maximum_results_to_retrun=5", 400)["error"]["message"],
+            "unknown parameter 'maximum_results_to_retrun'; this endpoint takes search_terms, q, "
+            "maximum_results_to_return, limit, sort, page_token, highlight, allow_partial, "
+            "exact_total, api_dev_key");
+  EXPECT_EQ(Call("GET", "/v1/tweets/12?verbose=1", {}, kDemoKey).body,
+            "{\"error\":{\"code\":\"invalid_argument\",\"message\":\"unknown parameter "
+            "'verbose'; this endpoint takes api_dev_key\"}}");
   EXPECT_EQ(Call("GET", "/v1/nothing").status, 404);
   EXPECT_EQ(Call("PUT", "/v1/search?q=a").status, 405);
   EXPECT_EQ(Call("GET", "/v1/tweets/12abc", {}, kDemoKey).status, 400);
