@@ -87,7 +87,8 @@ absl::StatusOr<ImportedTweet> ParseSentiment140Line(std::string_view line) {
   tweet.created_at_ms = *created;
   tweet.user_name = Latin1ToUtf8(fields[4]);
   tweet.user_id = XXH64(tweet.user_name.data(), tweet.user_name.size(), 0) >> 1;
-  tweet.text = Latin1ToUtf8(fields[5]);
+  // The corpus escapes its text for HTML (&amp;, &quot;, &lt;): stored as the user wrote it.
+  tweet.text = DecodeHtmlEntities(Latin1ToUtf8(fields[5]));
   tweet.likes = DerivedLikes(tweet.id);
   return tweet;
 }

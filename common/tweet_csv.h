@@ -18,7 +18,7 @@ struct ImportedTweet {
   TweetId id = 0;
   UserId user_id = 0;  // derived from the user name (the corpus has no user ids)
   std::string user_name;
-  std::string text;  // UTF-8
+  std::string text;  // UTF-8, HTML entities decoded
   int64_t created_at_ms = 0;
   uint32_t likes = 0;  // derived from the id (the corpus has no likes): power-law
 };

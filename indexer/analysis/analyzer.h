@@ -26,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/utf8.h"
 
 namespace tweetsearch::analysis {
 
@@ -98,11 +99,8 @@ class Analyzer {
 void AsciiWordBreak(std::string_view text,
                     const std::function<void(size_t begin, size_t end)>& on_word);
 
-// Decodes the HTML entities tweets carry: named ones (&amp; &lt; &gt; &quot; &apos; &nbsp;) and
-// numeric ones (&#39; &#x27;). Unknown or malformed entities are left as they are. When `origin`
-// is given, it receives for each byte of the result the offset of the byte or entity of `text`
-// it came from, plus text.size() at the end.
-std::string DecodeHtmlEntities(std::string_view text, std::vector<uint32_t>* origin = nullptr);
+// DecodeHtmlEntities lives in common/utf8.h (importers decode too).
+using ::tweetsearch::DecodeHtmlEntities;
 
 }  // namespace tweetsearch::analysis
 

@@ -26,6 +26,12 @@ TEST(Sentiment140Test, ParsesALineWithQuotesInTheText) {
   EXPECT_EQ(t->text, "say \"hi\" caf\xC3\xA9");
   EXPECT_EQ(t->created_at_ms, 1239081585000);  // 2009-04-07T05:19:45Z
   EXPECT_EQ(t->likes, DerivedLikes(1467810369));
+  // The corpus escapes its text for HTML; imported tweets read as written.
+  absl::StatusOr<ImportedTweet> escaped = ParseSentiment140Line(
+      "\"4\",\"1467822272\",\"Mon Apr 06 22:22:45 PDT 2009\",\"NO_QUERY\",\"ersle\","
+      "\"tea &amp; toast &lt;3 &quot;yum&quot; &#39;n&#39; &bogus;\"");
+  ASSERT_TRUE(escaped.ok()) << escaped.status();
+  EXPECT_EQ(escaped->text, "tea & toast <3 \"yum\" 'n' &bogus;");
   EXPECT_FALSE(ParseSentiment140Line("\"0\",\"x\"").ok());
   EXPECT_FALSE(ParseSentiment140Line("garbage").ok());
 }
