@@ -118,7 +118,9 @@ int Ingest(const Globals& g, const std::vector<std::string>& files, size_t batch
     return kUsage;
   }
   const bool tty = isatty(STDERR_FILENO);
-  std::atomic<uint64_t> accepted{0}, rejected{0}, sent{0};
+  // done_bytes: of the files, in batches the server answered (the progress bar's measure; the
+  // source reads ahead of it).
+  std::atomic<uint64_t> accepted{0}, rejected{0}, sent{0}, done_bytes{0};
   std::atomic<int> failure{kOk};
   absl::Mutex mu;
   std::map<std::string, uint64_t> reasons;
@@ -146,6 +148,7 @@ int Ingest(const Globals& g, const std::vector<std::string>& files, size_t batch
       accepted += body.value("accepted", uint64_t{0});
       rejected += body.value("rejected", uint64_t{0});
       sent += batch->origins.size();
+      done_bytes += batch->source_bytes;
       absl::MutexLock lock(&mu);
       for (const json& r : body["results"]) {
         const std::string message = r.value("error", "");
@@ -161,15 +164,19 @@ int Ingest(const Globals& g, const std::vector<std::string>& files, size_t batch
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double rate = sent.load() / std::max(seconds, 1e-3);
-    const uint64_t total = (*source)->total_bytes(), read = (*source)->bytes_read();
+    const uint64_t total = (*source)->total_bytes(), done_so_far = done_bytes.load();
     std::string line = StrCat(sent.load(), " tweets sent, ", static_cast<uint64_t>(rate), "/s");
     if (total > 0) {
-      const double fraction = std::min(1.0, double(read) / double(total));
+      const double fraction =
+          final && failure.load() == kOk ? 1.0 : std::min(1.0, double(done_so_far) / double(total));
       const int width = 30, filled = static_cast<int>(fraction * width);
-      const double eta = fraction > 0 ? seconds * (1 - fraction) / fraction : 0;
+      // No estimate until a batch came back: the first ones say nothing about the rate.
+      const std::string eta =
+          fraction > 0 ? StrCat(static_cast<int>(seconds * (1 - fraction) / fraction), " s")
+                       : std::string("…");
       line = StrCat("[", std::string(filled, '#'), std::string(width - filled, '.'), "] ",
                     static_cast<int>(fraction * 100), "%  ", line,
-                    final ? std::string() : StrCat(", ETA ", static_cast<int>(eta), " s"));
+                    final ? std::string() : StrCat(", ETA ", eta));
     }
     if (tty) {
       std::cerr << "\r" << line << "   " << (final ? "\n" : "") << std::flush;

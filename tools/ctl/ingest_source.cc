@@ -106,6 +106,7 @@ std::optional<Batch> IngestSource::NextBatch() {
   absl::MutexLock lock(&mu_);
   Batch batch;
   std::string origin;
+  const uint64_t before = bytes_read_.load(std::memory_order_relaxed);
   while (batch.origins.size() < batch_lines_ && batch.body.size() < batch_bytes_) {
     std::optional<std::string> line = NextLine(&origin);
     if (!line.has_value()) break;
@@ -114,6 +115,7 @@ std::optional<Batch> IngestSource::NextBatch() {
     batch.origins.push_back(origin);
   }
   if (batch.origins.empty()) return std::nullopt;
+  batch.source_bytes = bytes_read_.load(std::memory_order_relaxed) - before;
   return batch;
 }
 

@@ -28,6 +28,7 @@ namespace tweetsearch::ctl {
 struct Batch {
   std::string body;                  // JSON Lines
   std::vector<std::string> origins;  // "file:line" of each line of `body`
+  uint64_t source_bytes = 0;         // of the files, read for this batch (for progress)
 };
 
 // A line that could not be turned into a tweet before sending (a malformed CSV line).
@@ -46,7 +47,7 @@ class IngestSource {
   std::optional<Batch> NextBatch();
 
   uint64_t total_bytes() const { return total_bytes_; }  // 0 when unknown (stdin)
-  uint64_t bytes_read() const { return bytes_read_.load(std::memory_order_relaxed); }
+  uint64_t bytes_read() const { return bytes_read_.load(std::memory_order_relaxed); }  // ahead
   std::vector<LocalReject> local_rejects() const;
 
  private:
