@@ -5,7 +5,7 @@
 //   tweetctl counts 'love OR hate' --granularity day --since -30d
 //   tweetctl get 1234 | tweetctl delete 1234 | tweetctl likes 1234 --add 1
 //   tweetctl keys create --owner ana --scopes search,ingest | keys list | keys revoke ts_1a2b
-//   tweetctl status --topology cluster.yaml
+//   tweetctl status (the server at --server) | tweetctl status --topology cluster.yaml
 //   tweetctl rebuild --topology cluster.yaml --index-partition 0 --replica a
 //
 // Server: --server or $TWEETSEARCH_SERVER (default http://127.0.0.1:8080). Key: --key or
@@ -578,13 +578,60 @@ std::optional<tweetsearch::cluster::Topology> TopologyOf(const Globals& g) {
   return *std::move(topology);
 }
 
+// The status of the one-process server at --server: ready or not (no key needed), and with an
+// admin key its figures. 0 if it is ready, 1 if not.
+int ServerStatus(Globals& g, bool as_json) {
+  if (int rc = ResolveServer(g); rc != kOk) return rc;
+  HttpClient client(g.host, g.port);
+  absl::StatusOr<HttpReply> ready = client.Send("GET", "/readyz", {}, "", "");
+  if (!ready.ok()) {
+    std::cerr << "tweetctl: cannot reach " << g.server << ": " << ready.status().message() << "\n";
+    return kUnreachable;
+  }
+  const bool is_ready = ready->status == 200;
+  absl::StatusOr<HttpReply> stats = client.Send("GET", "/v1/stats", {}, "", g.key);
+  json figures =
+      stats.ok() && stats->status == 200 ? json::parse(stats->body, nullptr, false) : json();
+  if (as_json) {
+    std::cout << json{{"server", g.server}, {"ready", is_ready}, {"stats", figures}}.dump(2)
+              << "\n";
+    return is_ready ? kOk : kSomeRejected;
+  }
+  std::printf("tweetsearchd at %s: %s\n", g.server.c_str(), is_ready ? "ready" : "NOT READY");
+  if (!figures.is_object()) {
+    std::printf("(its figures need an admin key: --key, or $TWEETSEARCH_KEY)\n");
+    return is_ready ? kOk : kSomeRejected;
+  }
+  const json& p = figures["process"];
+  std::printf("shape: %s, up %s s, ingest %s tweets/s (last 10 s)\n", p.value("shape", "?").c_str(),
+              Thousands(p.value("uptime_s", uint64_t{0})).c_str(),
+              Thousands(static_cast<uint64_t>(p.contains("ingest_per_second")
+                                                  ? p["ingest_per_second"].value("last_10s", 0.0)
+                                                  : 0.0))
+                  .c_str());
+  std::printf(
+      "tweets: %s indexed, about %s stored; %s sealed segments, %s MiB of index in "
+      "memory, %s damaged\n",
+      Thousands(figures.value("indexed_documents", uint64_t{0})).c_str(),
+      Thousands(figures.value("stored_tweets_estimate", uint64_t{0})).c_str(),
+      Thousands(figures.value("sealed_segments", uint64_t{0})).c_str(),
+      Thousands(figures.value("index_memory_bytes", uint64_t{0}) >> 20).c_str(),
+      Thousands(figures.value("index_damaged_segments", uint64_t{0})).c_str());
+  return is_ready ? kOk : kSomeRejected;
+}
+
 void AddStatus(CLI::App& app, Globals& g, int* rc) {
   auto as_json = std::make_shared<bool>(false);
-  auto* status = app.add_subcommand("status", "Every process of a cluster: health, state, tweets");
+  auto* status = app.add_subcommand(
+      "status", "A cluster's processes (with --topology), or the one-process server at --server");
   status->add_option("--topology", g.topology,
                      "Cluster topology file (default: $TWEETSEARCH_TOPOLOGY)");
   status->add_flag("--json", *as_json, "Print JSON");
   status->callback([&g, rc, as_json] {
+    if (g.topology.empty()) {
+      *rc = ServerStatus(g, *as_json);
+      return;
+    }
     std::optional<tweetsearch::cluster::Topology> topology = TopologyOf(g);
     *rc = topology.has_value() ? Status(*topology, *as_json) : kUsage;
   });

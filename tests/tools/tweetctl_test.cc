@@ -109,6 +109,25 @@ TEST_F(TweetctlTest, IngestsTheRealSentiment140Csv) {
   EXPECT_NE(out.find("matches"), std::string::npos) << out;
 }
 
+TEST_F(TweetctlTest, StatusShowsTheOneProcessServer) {
+  std::string out;
+  EXPECT_EQ(Ctl({"status"}, &out), 0) << out;  // the demo key: readiness only
+  EXPECT_NE(out.find(": ready\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("need an admin key"), std::string::npos) << out;
+  std::ifstream key_file(dir_.path() + "/data/admin.key");
+  std::string admin_key;
+  key_file >> admin_key;
+  ASSERT_FALSE(admin_key.empty());
+  const std::string lines = Write("s.jsonl",
+                                  "{\"id\":\"31\",\"text\":\"status one\"}\n"
+                                  "{\"id\":\"32\",\"text\":\"status two\"}\n");
+  ASSERT_EQ(Ctl({"ingest", lines}, &out), 0) << out;
+  EXPECT_EQ(Ctl({"--key", admin_key, "status"}, &out), 0) << out;
+  EXPECT_NE(out.find("shape: one process"), std::string::npos) << out;
+  EXPECT_NE(out.find("tweets: 2 indexed"), std::string::npos) << out;
+  EXPECT_EQ(Ctl({"status"}, &out, "http://127.0.0.1:1"), 3) << out;
+}
+
 TEST_F(TweetctlTest, ExitCodesSayWhatWentWrong) {
   std::string out;
   EXPECT_EQ(Ctl({"ingest", dir_.path() + "/missing.jsonl"}, &out), 2) << out;
