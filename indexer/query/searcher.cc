@@ -2336,9 +2336,16 @@ absl::StatusOr<SearchResult> Search(const index::IndexSnapshot& snapshot, const 
 
 absl::StatusOr<std::vector<uint64_t>> CountOverTime(const index::IndexSnapshot& snapshot,
                                                     const Plan& plan, const TimeBuckets& buckets) {
-  if (buckets.count == 0 || buckets.count > kMaxTimeBuckets || buckets.width_ms <= 0) {
-    return absl::InvalidArgumentError(
-        StrCat("a count over time takes 1 to ", kMaxTimeBuckets, " buckets of a positive width"));
+  // Bounds that keep the bucket arithmetic far from overflow (the buckets may come over the
+  // network from a front door): ±30,000 years, buckets of at most a leap year.
+  constexpr int64_t kFarthest = int64_t{1'000'000'000'000'000},
+                    kLongest = 366 * int64_t{86'400'000};
+  if (buckets.count == 0 || buckets.count > kMaxTimeBuckets || buckets.width_ms <= 0 ||
+      buckets.width_ms > kLongest || buckets.start_ms < -kFarthest ||
+      buckets.start_ms > kFarthest) {
+    return absl::InvalidArgumentError(StrCat("a count over time takes 1 to ", kMaxTimeBuckets,
+                                             " buckets of up to a year each, within ±30,000 "
+                                             "years of 1970"));
   }
   std::vector<uint64_t> counts(buckets.count, 0);
   const CollectionStats stats;  // phrases are matched, not scored

@@ -115,8 +115,8 @@ inline constexpr uint32_t kMaxTimeBuckets = 20'160;
 // Counts over time (GET /v1/counts): the exact number of tweets matching `plan` (its filters
 // included) created in each bucket, every visible tweet of the snapshot counted. Only segments
 // and 64-tweet ranges whose created_at bounds meet the buckets are read. InvalidArgument for
-// no buckets, more than kMaxTimeBuckets or a width that is not positive; DataLoss if a segment
-// it read turned out damaged.
+// no buckets, more than kMaxTimeBuckets, a width that is not positive or above a year, or a
+// start beyond 30,000 years of 1970; DataLoss if a segment it read turned out damaged.
 absl::StatusOr<std::vector<uint64_t>> CountOverTime(const index::IndexSnapshot& snapshot,
                                                     const Plan& plan, const TimeBuckets& buckets);
 

@@ -895,7 +895,10 @@ TEST(OracleCountsTest, CountsOverTimeEqualBruteForce) {
   const auto snapshot = index->Snapshot();
   const Plan plan = *PlanQuery("the", index->analyzer());
   for (TimeBuckets bad : {TimeBuckets{0, 60'000, 0}, TimeBuckets{0, 60'000, kMaxTimeBuckets + 1},
-                          TimeBuckets{0, 0, 10}, TimeBuckets{0, -60'000, 10}}) {
+                          TimeBuckets{0, 0, 10}, TimeBuckets{0, -60'000, 10},
+                          TimeBuckets{0, 400 * int64_t{86'400'000}, 10},
+                          TimeBuckets{std::numeric_limits<int64_t>::max() - 5, 60'000, 10},
+                          TimeBuckets{std::numeric_limits<int64_t>::min(), 60'000, 10}}) {
     EXPECT_TRUE(absl::IsInvalidArgument(CountOverTime(*snapshot, plan, bad).status()));
   }
 }
