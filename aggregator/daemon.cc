@@ -19,8 +19,8 @@
 #include "aggregator/page_token.h"
 #include "common/file_util.h"
 #include "common/periodic.h"
+#include "common/sample_tweets.h"
 #include "common/strings.h"
-#include "common/synthetic.h"
 #include "limiter/redis_limiter.h"
 #include "usage/usage_recorder.h"
 #include "usage/usage_store.h"
@@ -39,10 +39,11 @@ absl::StatusOr<std::string> ReadOrCreateSecret(
   return value;
 }
 
-absl::Status LoadSample(Engine& engine, uint64_t count) {
-  SyntheticOptions options;
-  options.node = kSampleNode;
-  SyntheticTweetGenerator generator(options);
+absl::Status LoadSample(Engine& engine, uint64_t count, const Clock& clock) {
+  SampleOptions options;
+  options.count = count;
+  options.now_ms = clock.NowUnixMillis() - 1000;  // the newest a second old
+  SampleTweetGenerator generator(options);
   const auto start = std::chrono::steady_clock::now();
   uint64_t accepted = 0;
   while (accepted < count) {
@@ -346,7 +347,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   }
 
   if (first_start && config.sample > 0 && d->engine_ != nullptr) {
-    if (absl::Status s = LoadSample(*d->engine_, config.sample); !s.ok()) return s;
+    if (absl::Status s = LoadSample(*d->engine_, config.sample, SystemClock()); !s.ok()) return s;
   }
 
   d->metrics_ = std::make_unique<Metrics>();

@@ -63,6 +63,8 @@ const std::array<Language, 4>& Languages() {
   return *kLanguages;
 }
 
+}  // namespace
+
 std::vector<double> ZipfCdf(size_t n, double s) {
   std::vector<double> cdf(n);
   double total = 0;
@@ -74,7 +76,10 @@ std::vector<double> ZipfCdf(size_t n, double s) {
   return cdf;
 }
 
-}  // namespace
+size_t PickZipf(const std::vector<double>& cdf, double u) {
+  const auto it = std::lower_bound(cdf.begin(), cdf.end(), u);
+  return std::min(static_cast<size_t>(it - cdf.begin()), cdf.size() - 1);
+}
 
 SyntheticTweetGenerator::SyntheticTweetGenerator(const SyntheticOptions& options)
     : options_(options), rng_(options.seed), now_micros_(options.start_unix_millis * 1000) {
@@ -102,8 +107,7 @@ double SyntheticTweetGenerator::Uniform() {
 }
 
 size_t SyntheticTweetGenerator::Zipf(const std::vector<double>& cdf) {
-  const auto it = std::lower_bound(cdf.begin(), cdf.end(), Uniform());
-  return std::min(static_cast<size_t>(it - cdf.begin()), cdf.size() - 1);
+  return PickZipf(cdf, Uniform());
 }
 
 SyntheticTweet SyntheticTweetGenerator::Next() {

@@ -42,6 +42,11 @@ struct SyntheticOptions {
 inline constexpr uint32_t kSampleNode = 1;
 inline constexpr uint32_t kTweetgenNode = 2;
 
+// The cumulative distribution of a Zipf law of exponent `s` over ranks 0..n-1, and the rank a
+// uniform draw u in [0, 1) picks from it.
+std::vector<double> ZipfCdf(size_t n, double s);
+size_t PickZipf(const std::vector<double>& cdf, double u);
+
 class SyntheticTweetGenerator {
  public:
   explicit SyntheticTweetGenerator(const SyntheticOptions& options = {});
