@@ -42,8 +42,8 @@ const std::vector<Slot>& Slots() {
        {"my mom", "my best friend", "my boss", "the team", "my sister", "the kids", "my roommate",
         "everyone here", "my dad", "our neighbours"}},
       {"adj",
-       {"great", "terrible", "amazing", "weird", "perfect", "awful", "beautiful", "crazy",
-        "lovely", "boring", "underrated", "so good"}},
+       {"great", "terrible", "amazing", "weird", "perfect", "awful", "beautiful", "crazy", "lovely",
+        "boring", "underrated", "so good"}},
       {"day", {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}},
   };
   return *kSlots;
@@ -107,40 +107,39 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 16> kForeign
 }};
 
 constexpr std::array<std::string_view, 14> kTags = {
-    "#monday",  "#coffee", "#music",   "#travel", "#photography", "#tbt",   "#news",
+    "#monday",  "#coffee", "#music",   "#travel", "#photography", "#tbt",    "#news",
     "#fitness", "#food",   "#weekend", "#love",   "#books",       "#gaming", "#nowplaying"};
-constexpr std::array<std::string_view, 8> kEmoji = {"😂", "❤️", "🙌", "☕", "🎉", "😴", "🔥",
-                                                    "😍"};
+constexpr std::array<std::string_view, 8> kEmoji = {"😂", "❤️", "🙌", "☕", "🎉", "😴", "🔥", "😍"};
 
 // What tweets talk about, Zipf-picked (the first the most often). Written here rather than
 // drawn from a word list: lists such as Debian's wamerican hold offensive words and no
 // frequencies, and a demo must not show them.
 constexpr std::array<std::string_view, 120> kTopics = {
-    "music",      "football",    "coffee",     "rain",        "movies",      "elections",
-    "pizza",      "homework",    "traffic",    "gardening",   "basketball",  "photography",
-    "travel",     "cats",        "dogs",       "podcasts",    "concerts",    "science",
-    "history",    "politics",    "weather",    "startups",    "baking",      "running",
-    "books",      "poetry",      "jazz",       "robots",      "space",       "chess",
-    "tennis",     "yoga",        "camping",    "painting",    "fashion",     "cooking",
-    "video games", "anime",      "comics",     "museums",     "the news",    "the economy",
-    "climate",    "bicycles",    "trains",     "airports",    "beaches",     "mountains",
-    "volcanoes",  "penguins",    "dolphins",   "sourdough",   "vinyl",       "typewriters",
-    "glaciers",   "bonsai",      "kayaks",     "fossils",     "mushrooms",   "satellites",
-    "puzzles",    "castles",     "tornadoes",  "lanterns",    "quilts",      "orchids",
-    "submarines", "meteors",     "canyons",    "tulips",      "chocolate",   "telescopes",
-    "lighthouses", "marathons",  "origami",    "comets",      "pottery",     "hamsters",
-    "knitting",   "skateboards", "sunsets",    "thunderstorms", "architecture", "philosophy",
-    "economics",  "chemistry",   "astronomy",  "geology",     "languages",   "mathematics",
-    "cricket",    "baseball",    "hockey",     "swimming",    "surfing",     "climbing",
-    "festivals",  "weddings",    "birthdays",  "holidays",    "exams",       "interviews",
-    "recipes",    "smoothies",   "tea",        "bread",       "cheese",      "tacos",
-    "electric cars", "solar panels", "rockets", "bees",       "owls",        "foxes",
-    "horses",     "rabbits",     "whales",     "bridges",     "libraries",   "parks"};
+    "music",         "football",     "coffee",    "rain",          "movies",       "elections",
+    "pizza",         "homework",     "traffic",   "gardening",     "basketball",   "photography",
+    "travel",        "cats",         "dogs",      "podcasts",      "concerts",     "science",
+    "history",       "politics",     "weather",   "startups",      "baking",       "running",
+    "books",         "poetry",       "jazz",      "robots",        "space",        "chess",
+    "tennis",        "yoga",         "camping",   "painting",      "fashion",      "cooking",
+    "video games",   "anime",        "comics",    "museums",       "the news",     "the economy",
+    "climate",       "bicycles",     "trains",    "airports",      "beaches",      "mountains",
+    "volcanoes",     "penguins",     "dolphins",  "sourdough",     "vinyl",        "typewriters",
+    "glaciers",      "bonsai",       "kayaks",    "fossils",       "mushrooms",    "satellites",
+    "puzzles",       "castles",      "tornadoes", "lanterns",      "quilts",       "orchids",
+    "submarines",    "meteors",      "canyons",   "tulips",        "chocolate",    "telescopes",
+    "lighthouses",   "marathons",    "origami",   "comets",        "pottery",      "hamsters",
+    "knitting",      "skateboards",  "sunsets",   "thunderstorms", "architecture", "philosophy",
+    "economics",     "chemistry",    "astronomy", "geology",       "languages",    "mathematics",
+    "cricket",       "baseball",     "hockey",    "swimming",      "surfing",      "climbing",
+    "festivals",     "weddings",     "birthdays", "holidays",      "exams",        "interviews",
+    "recipes",       "smoothies",    "tea",       "bread",         "cheese",       "tacos",
+    "electric cars", "solar panels", "rockets",   "bees",          "owls",         "foxes",
+    "horses",        "rabbits",      "whales",    "bridges",       "libraries",    "parks"};
 
 // User names: an adjective, a noun and a number.
 constexpr std::array<std::string_view, 16> kNameFirst = {
-    "happy", "quiet", "sunny", "brave", "lazy",  "lucky", "misty", "rapid",
-    "cosmic", "tiny", "wild",  "urban", "salty", "golden", "silver", "velvet"};
+    "happy",  "quiet", "sunny", "brave", "lazy",  "lucky",  "misty",  "rapid",
+    "cosmic", "tiny",  "wild",  "urban", "salty", "golden", "silver", "velvet"};
 constexpr std::array<std::string_view, 16> kNameSecond = {
     "fox",  "river", "panda", "otter", "comet", "maple", "falcon", "pixel",
     "moon", "tiger", "cloud", "cedar", "lark",  "wave",  "ember",  "fern"};
@@ -165,9 +164,7 @@ double SampleTweetGenerator::Uniform() {
   return static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0);  // [0, 1)
 }
 
-std::string_view SampleTweetGenerator::Topic() {
-  return kTopics[PickZipf(topic_cdf_, Uniform())];
-}
+std::string_view SampleTweetGenerator::Topic() { return kTopics[PickZipf(topic_cdf_, Uniform())]; }
 
 std::string SampleTweetGenerator::Fill(std::string_view pattern) {
   std::string out;
@@ -210,7 +207,8 @@ SyntheticTweet SampleTweetGenerator::Next() {
   SyntheticTweet t;
   // Evenly over the span, oldest first, ending at now; ids never repeat (a millisecond holds
   // at most 4,096, then the next one is used).
-  const int64_t step = options_.span_ms / static_cast<int64_t>(std::max<uint64_t>(options_.count, 1));
+  const int64_t step =
+      options_.span_ms / static_cast<int64_t>(std::max<uint64_t>(options_.count, 1));
   int64_t millis = options_.now_ms - options_.span_ms +
                    static_cast<int64_t>(++index_) * std::max<int64_t>(step, 0);
   if (millis <= last_millis_) {

@@ -27,8 +27,8 @@ namespace tweetsearch {
 
 struct SampleOptions {
   uint64_t seed = 1;
-  uint64_t count = 300'000;                      // tweets the span is shared between
-  int64_t now_ms = 0;                            // the newest tweet's time
+  uint64_t count = 300'000;                   // tweets the span is shared between
+  int64_t now_ms = 0;                         // the newest tweet's time
   int64_t span_ms = int64_t{7} * 86'400'000;  // the oldest is this much older
 };
 

@@ -86,8 +86,7 @@ TEST(SampleTweetsTest, ReadsLikeTweetsWithTheirUsualParts) {
   EXPECT_GT(users.size(), 2'000u);
   // The same seed and time give the same tweets; another seed others.
   EXPECT_EQ(Generate(50)[49].text, tweets[49].text);
-  EXPECT_NE(Generate(50, 2)[49].text + Generate(50, 2)[48].text,
-            tweets[49].text + tweets[48].text);
+  EXPECT_NE(Generate(50, 2)[49].text + Generate(50, 2)[48].text, tweets[49].text + tweets[48].text);
 }
 
 }  // namespace
