@@ -507,19 +507,31 @@ void AddTweetCommands(CLI::App& app, Globals& g, int* rc) {
   });
 }
 
+// A table of the keys, each column as wide as its widest cell.
 void PrintKeys(const HttpReply& reply) {
-  std::printf("%-12s  %-16s  %-8s  %-22s  %-20s  %s\n", "PREFIX", "OWNER", "TIER", "SCOPES",
-              "CREATED AT", "STATE");
+  std::vector<std::vector<std::string>> rows = {
+      {"PREFIX", "OWNER", "TIER", "SCOPES", "CREATED AT", "STATE"}};
   const json body = json::parse(reply.body);
   for (const json& k : body["keys"]) {
     std::string scope_names;
     for (const json& s : k["scopes"]) {
       scope_names += (scope_names.empty() ? "" : ",") + s.get<std::string>();
     }
-    std::printf("%-12s  %-16s  %-8s  %-22s  %-20s  %s\n", k.value("prefix", "").c_str(),
-                Shorten(k.value("owner", ""), 16).c_str(), k.value("tier", "").c_str(),
-                scope_names.c_str(), k.value("created_at", "").c_str(),
-                k.value("revoked", false) ? "revoked" : "active");
+    rows.push_back({k.value("prefix", ""), Shorten(k.value("owner", ""), 24), k.value("tier", ""),
+                    scope_names, k.value("created_at", ""),
+                    k.value("revoked", false) ? "revoked" : "active"});
+  }
+  std::vector<size_t> widths(rows[0].size(), 0);
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      line += row[c];
+      if (c + 1 < row.size()) line += std::string(widths[c] - row[c].size() + 2, ' ');
+    }
+    std::cout << line << "\n";
   }
 }
 

@@ -126,6 +126,25 @@ TEST_F(TweetctlTest, StatusShowsTheOneProcessServer) {
   EXPECT_NE(out.find("shape: one process"), std::string::npos) << out;
   EXPECT_NE(out.find("tweets: 2 indexed"), std::string::npos) << out;
   EXPECT_EQ(Ctl({"status"}, &out, "http://127.0.0.1:1"), 3) << out;
+
+  // keys list: the columns line up, however long the cells.
+  ASSERT_EQ(Ctl({"--key", admin_key, "keys", "create", "--owner",
+                 "an owner with a rather long name", "--scopes", "search,ingest,admin"},
+                &out),
+            0)
+      << out;
+  ASSERT_EQ(Ctl({"--key", admin_key, "keys", "list"}, &out), 0) << out;
+  std::istringstream table(out);
+  std::string header, row;
+  std::getline(table, header);
+  const size_t state_column = header.find("STATE");
+  ASSERT_NE(state_column, std::string::npos) << out;
+  int rows = 0;
+  while (std::getline(table, row)) {
+    ++rows;
+    EXPECT_EQ(row.find_last_of(' ') + 1, state_column) << out;
+  }
+  EXPECT_GE(rows, 3) << out;  // the demo key, the admin key and the new one
 }
 
 TEST_F(TweetctlTest, ExitCodesSayWhatWentWrong) {
