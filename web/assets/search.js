@@ -70,8 +70,9 @@ async function drawTimeline(q, tweets) {
       + 'week up to the newest one shown, per hour';
     timeline.hidden = false;
   } catch (error) {
-    if (charted === q) timeline.hidden = true;
-    charted = null;
+    if (charted !== q) return;
+    timeline.hidden = true;
+    charted = null;  // the next search of it tries again
   }
 }
 
