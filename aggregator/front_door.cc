@@ -22,37 +22,37 @@ absl::StatusOr<query::SortMode> ParseSortMode(std::string_view text) {
       "sort must be 0 (newest), 1 (best_match) or 2 (most_liked), not '", text.substr(0, 32), "'"));
 }
 
+namespace {
+
+struct GranularityRow {
+  Granularity granularity;
+  std::string_view name;
+  int64_t millis;
+};
+constexpr GranularityRow kGranularities[] = {{Granularity::kMinute, "minute", 60'000},
+                                             {Granularity::kHour, "hour", 3'600'000},
+                                             {Granularity::kDay, "day", 86'400'000}};
+
+const GranularityRow& RowOf(Granularity granularity) {
+  for (const GranularityRow& row : kGranularities) {
+    if (row.granularity == granularity) return row;
+  }
+  return kGranularities[1];
+}
+
+}  // namespace
+
 absl::StatusOr<Granularity> ParseGranularity(std::string_view text) {
-  if (text == "minute") return Granularity::kMinute;
-  if (text == "hour") return Granularity::kHour;
-  if (text == "day") return Granularity::kDay;
+  for (const GranularityRow& row : kGranularities) {
+    if (row.name == text) return row.granularity;
+  }
   return absl::InvalidArgumentError(
       StrCat("granularity must be minute, hour or day, not '", text.substr(0, 32), "'"));
 }
 
-std::string_view GranularityName(Granularity granularity) {
-  switch (granularity) {
-    case Granularity::kMinute:
-      return "minute";
-    case Granularity::kHour:
-      return "hour";
-    case Granularity::kDay:
-      return "day";
-  }
-  return "hour";
-}
+std::string_view GranularityName(Granularity granularity) { return RowOf(granularity).name; }
 
-int64_t GranularityMillis(Granularity granularity) {
-  switch (granularity) {
-    case Granularity::kMinute:
-      return 60'000;
-    case Granularity::kHour:
-      return 3'600'000;
-    case Granularity::kDay:
-      return 86'400'000;
-  }
-  return 3'600'000;
-}
+int64_t GranularityMillis(Granularity granularity) { return RowOf(granularity).millis; }
 
 std::string_view SortModeName(query::SortMode mode) {
   switch (mode) {

@@ -117,9 +117,8 @@ class Service final : public v1::TweetSearch::Service {
       if (!result.ok()) return result.status();
       for (uint32_t i = 0; i < result->buckets.count; ++i) {
         v1::CountBucket* bucket = response->add_counts();
-        const int64_t start = result->buckets.start_ms + result->buckets.width_ms * i;
-        bucket->set_start(FormatRfc3339(start));
-        bucket->set_end(FormatRfc3339(start + result->buckets.width_ms));
+        bucket->set_start(FormatRfc3339(result->buckets.start_of(i)));
+        bucket->set_end(FormatRfc3339(result->buckets.start_of(i + 1)));
         bucket->set_tweet_count(result->counts[i]);
       }
       response->set_total_tweet_count(result->total);

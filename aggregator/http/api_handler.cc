@@ -7,6 +7,8 @@
 #include <optional>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "aggregator/http/json_writer.h"
 #include "aggregator/http/web_assets.h"
 #include "aggregator/tweet_json.h"
@@ -178,23 +180,16 @@ absl::StatusOr<int64_t> ParseTimeParam(std::string_view name, std::string_view t
 // InvalidArgument naming the first parameter of `params` that is neither in `known` (names by
 // space) nor a key, and listing those it may be.
 absl::Status CheckParamsKnown(const Params& params, std::string_view known) {
+  const std::vector<absl::string_view> names =
+      absl::StrSplit(AsAbsl(known), ' ', absl::SkipEmpty());
   for (const auto& [name, value] : params) {
-    if (name == "api_dev_key" || name == "key") continue;
-    bool found = false;
-    for (std::string_view rest = known; !rest.empty() && !found;) {
-      const size_t space = rest.find(' ');
-      found = rest.substr(0, space) == name;
-      rest = space == std::string_view::npos ? std::string_view() : rest.substr(space + 1);
+    if (name == "api_dev_key" || name == "key" ||
+        std::find(names.begin(), names.end(), AsAbsl(name)) != names.end()) {
+      continue;
     }
-    if (found) continue;
-    std::string list;
-    for (std::string_view rest = known; !rest.empty();) {
-      const size_t space = rest.find(' ');
-      StrAppend(&list, rest.substr(0, space), ", ");
-      rest = space == std::string_view::npos ? std::string_view() : rest.substr(space + 1);
-    }
-    return absl::InvalidArgumentError(StrCat("unknown parameter '", name.substr(0, 64),
-                                             "'; this endpoint takes ", list, "api_dev_key"));
+    return absl::InvalidArgumentError(
+        StrCat("unknown parameter '", name.substr(0, 64), "'; this endpoint takes ",
+               AsStd(absl::StrJoin(names, ", ")), names.empty() ? "" : ", ", "api_dev_key"));
   }
   return absl::OkStatus();
 }
@@ -241,9 +236,8 @@ absl::StatusOr<CountsRequest> ParseCountsRequest(const Params& params, int64_t n
 json CountsJson(const CountsResponse& r, Granularity granularity) {
   json data = json::array();
   for (uint32_t i = 0; i < r.buckets.count; ++i) {
-    const int64_t start = r.buckets.start_ms + r.buckets.width_ms * i;
-    data.push_back(json{{"start", FormatRfc3339(start)},
-                        {"end", FormatRfc3339(start + r.buckets.width_ms)},
+    data.push_back(json{{"start", FormatRfc3339(r.buckets.start_of(i))},
+                        {"end", FormatRfc3339(r.buckets.start_of(i + 1))},
                         {"tweet_count", r.counts[i]}});
   }
   json out{{"granularity", GranularityName(granularity)},

@@ -36,7 +36,9 @@ struct TimeBuckets {
   int64_t start_ms = 0;
   int64_t width_ms = 60'000;
   uint32_t count = 0;
-  int64_t end_ms() const { return start_ms + width_ms * static_cast<int64_t>(count); }
+  // Where bucket i starts (i == count: where the last one ends).
+  int64_t start_of(uint32_t i) const { return start_ms + width_ms * static_cast<int64_t>(i); }
+  int64_t end_ms() const { return start_of(count); }
 };
 
 // The DocIds matching one plan node, ascending.
