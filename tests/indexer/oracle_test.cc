@@ -14,6 +14,7 @@
 
 #include "common/strings.h"
 #include "indexer/index/index.h"
+#include "indexer/query/doc_matcher.h"
 #include "indexer/query/searcher.h"
 #include "tests/testing/corpus.h"
 
@@ -901,6 +902,60 @@ TEST(OracleCountsTest, CountsOverTimeEqualBruteForce) {
                           TimeBuckets{std::numeric_limits<int64_t>::min(), 60'000, 10}}) {
     EXPECT_TRUE(absl::IsInvalidArgument(CountOverTime(*snapshot, plan, bad).status()));
   }
+}
+
+// Streams match each new tweet alone (doc_matcher.h): the same tweets as the searcher, for
+// every query of the language, and every match holds one of the query's anchor terms (the
+// terms a stream's query is filed under).
+TEST(OracleTest, OneTweetMatcherAgreesWithTheSearcher) {
+  std::mt19937_64 rng(11);
+  index::IndexOptions options;
+  options.segment_max_docs = 700;
+  auto index = *index::Index::Create(options);
+  const Corpus corpus = MakeCorpus(rng, 3000);
+  std::vector<AnalyzedTweet> analyzed;
+  for (const index::IndexDoc& d : corpus.docs) {
+    ASSERT_TRUE(index->Add(d).ok());
+    analyzed.push_back(*AnalyzedTweet::Make(d, index->analyzer()));
+  }
+  const auto snapshot = index->Snapshot();
+  QueryGenerator gen(rng);
+  int answered = 0, nonempty = 0;
+  for (int i = 0; i < 300; ++i) {
+    const std::string q = gen.Query();
+    absl::StatusOr<Plan> plan = PlanQuery(q, index->analyzer());
+    if (!plan.ok()) continue;
+    ++answered;
+    SearchOptions search;
+    search.sort = SortMode::kNewest;
+    search.limit = kMaxLimit;
+    std::set<TweetId> want;
+    for (;;) {
+      absl::StatusOr<SearchResult> r = Search(*snapshot, *plan, search);
+      ASSERT_TRUE(r.ok()) << r.status();
+      for (const Hit& h : r->hits) want.insert(h.id);
+      if (r->hits.size() < search.limit) break;
+      search.after = r->hits.back().key;
+    }
+    const CollectionStats stats = ComputeStats(*snapshot, *plan);
+    auto df = [&](std::string_view term) -> uint64_t {
+      auto it = stats.doc_freq.find(AsAbsl(term));
+      return it == stats.doc_freq.end() ? 0 : it->second;
+    };
+    const std::vector<std::string> anchors = AnchorTerms(plan->root, df);
+    std::set<TweetId> got;
+    for (size_t j = 0; j < corpus.docs.size(); ++j) {
+      if (!Matches(*plan, analyzed[j])) continue;
+      got.insert(corpus.docs[j].id);
+      EXPECT_TRUE(std::any_of(anchors.begin(), anchors.end(),
+                              [&](const std::string& t) { return analyzed[j].has(t); }))
+          << "q=[" << q << "] matched tweet " << corpus.docs[j].id << " holds no anchor term";
+    }
+    ASSERT_EQ(got, want) << "q=[" << q << "]";
+    nonempty += !want.empty();
+  }
+  EXPECT_GT(answered, 150);
+  EXPECT_GT(nonempty, 100);
 }
 
 }  // namespace
