@@ -48,22 +48,45 @@ absl::StatusOr<StoredTweet> DecodeTweet(const rocksdb::Slice& value, TweetId key
   return t;
 }
 
-std::string EncodeChange(ChangeKind kind, TweetId id, uint32_t likes) {
+std::string EncodeChange(ChangeKind kind, TweetId id, uint32_t likes,
+                         const StoredTweet* deleted = nullptr) {
   v1::ChangeRecord record;
   record.set_kind(kind == ChangeKind::kPut      ? v1::ChangeRecord::KIND_PUT
                   : kind == ChangeKind::kDelete ? v1::ChangeRecord::KIND_DELETE
                                                 : v1::ChangeRecord::KIND_LIKES);
   record.set_id(id);
   record.set_likes(likes);
+  if (deleted != nullptr) {
+    v1::Tweet* t = record.mutable_deleted();
+    t->set_id(deleted->id);
+    t->set_user_id(deleted->user_id);
+    t->set_user_name(deleted->user_name);
+    t->set_text(deleted->text);
+    t->set_created_at_ms(deleted->created_at_ms);
+    t->set_lang(deleted->lang);
+    t->set_likes(deleted->likes);
+  }
   return record.SerializeAsString();
 }
 
-absl::StatusOr<Change> DecodeChange(const rocksdb::Slice& key, const rocksdb::Slice& value) {
+// Decodes a change; with `deleted`, also the tweet a delete recorded (left empty if none).
+absl::StatusOr<Change> DecodeChange(const rocksdb::Slice& key, const rocksdb::Slice& value,
+                                    std::optional<StoredTweet>* deleted = nullptr) {
   Change change;
   change.sequence = DecodeKey(key);
   v1::ChangeRecord record;
   if (!record.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
     return absl::DataLossError(StrCat("change ", change.sequence, " does not decode"));
+  }
+  if (deleted != nullptr && record.has_deleted()) {
+    v1::Tweet& t = *record.mutable_deleted();
+    *deleted = StoredTweet{t.id(),
+                           t.user_id(),
+                           std::move(*t.mutable_user_name()),
+                           std::move(*t.mutable_text()),
+                           t.created_at_ms(),
+                           std::move(*t.mutable_lang()),
+                           t.likes()};
   }
   change.id = record.id();
   change.likes = record.likes();
@@ -154,8 +177,15 @@ class RocksDbTweetStore final : public TweetStore {
       if (auto s = log(ChangeKind::kPut, t.id, 0); !s.ok()) return FromRocks(s, "batch");
     }
     for (TweetId id : m.deletes) {
+      // The log keeps what was deleted (streams tell from it whom the delete concerns).
+      // Serialized by write_mu_, so the tweet read is the one deleted.
+      absl::StatusOr<StoredTweet> gone = Get(id);
+      if (!gone.ok() && !absl::IsNotFound(gone.status())) return gone.status();
       if (auto s = batch.Delete(tweets_, EncodeKey(id)); !s.ok()) return FromRocks(s, "batch");
-      if (auto s = log(ChangeKind::kDelete, id, 0); !s.ok()) return FromRocks(s, "batch");
+      const rocksdb::Status s =
+          batch.Put(changes_, EncodeKey(++sequence),
+                    EncodeChange(ChangeKind::kDelete, id, 0, gone.ok() ? &*gone : nullptr));
+      if (!s.ok()) return FromRocks(s, "batch");
     }
     for (const auto& [id, likes] : m.likes) {
       // Read-modify-write is safe here: writes are serialized by write_mu_.
@@ -218,7 +248,9 @@ class RocksDbTweetStore final : public TweetStore {
         }
       }
       if (!s.ok()) return FromRocks(s, "batch");
-      s = batch.Put(changes_, EncodeKey(c.sequence), EncodeChange(c.kind, c.id, c.likes));
+      const bool with_body = c.kind == ChangeKind::kDelete && rc.tweet.has_value();
+      s = batch.Put(changes_, EncodeKey(c.sequence),
+                    EncodeChange(c.kind, c.id, c.likes, with_body ? &*rc.tweet : nullptr));
       if (!s.ok()) return FromRocks(s, "batch");
     }
     rocksdb::WriteOptions options;
@@ -236,10 +268,11 @@ class RocksDbTweetStore final : public TweetStore {
           StrCat("changes after ", after, " were trimmed; the oldest kept is ", FirstSequence()));
     };
     if (after + 1 < FirstSequence()) return trimmed();
-    absl::Status s = ScanChanges(after, [&](const Change& c) {
-      out.push_back(ReplicatedChange{c, std::nullopt});
-      return out.size() < max;
-    });
+    absl::Status s = ScanRecords(after, bodies == ChangeBodies::kInclude,
+                                 [&](const Change& c, std::optional<StoredTweet>& deleted) {
+                                   out.push_back(ReplicatedChange{c, std::move(deleted)});
+                                   return out.size() < max;
+                                 });
     if (!s.ok()) return s;
     // The log has no gaps, so a scan that does not start right after `after`
     // met a trim that ran since the check above.
@@ -319,12 +352,22 @@ class RocksDbTweetStore final : public TweetStore {
 
   absl::Status ScanChanges(uint64_t after,
                            const std::function<bool(const Change&)>& visit) const override {
+    return ScanRecords(after, false,
+                       [&](const Change& c, std::optional<StoredTweet>&) { return visit(c); });
+  }
+
+  // ScanChanges, with the tweet each delete recorded when `deleted_bodies`.
+  absl::Status ScanRecords(
+      uint64_t after, bool deleted_bodies,
+      const std::function<bool(const Change&, std::optional<StoredTweet>&)>& visit) const {
     if (after == UINT64_MAX) return absl::OkStatus();
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), changes_));
     for (it->Seek(EncodeKey(after + 1)); it->Valid(); it->Next()) {
-      absl::StatusOr<Change> change = DecodeChange(it->key(), it->value());
+      std::optional<StoredTweet> deleted;
+      absl::StatusOr<Change> change =
+          DecodeChange(it->key(), it->value(), deleted_bodies ? &deleted : nullptr);
       if (!change.ok()) return change.status();
-      if (!visit(*change)) break;
+      if (!visit(*change, deleted)) break;
     }
     return FromRocks(it->status(), "scan changes");
   }

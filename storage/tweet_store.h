@@ -4,7 +4,7 @@
 //   "default"  key = big-endian TweetId (8 bytes, so key order is id order), value = a
 //              serialized tweetsearch.v1.Tweet.
 //   "changes"  key = big-endian change sequence number, value = a ChangeRecord: every put,
-//              delete and likes change in the order it was applied. An index that saved its
+//              delete (with the tweet deleted) and likes change in the order it was applied. An index that saved its
 //              segments at sequence S catches up by replaying the changes after S; changes
 //              at or below the oldest index checkpoint are trimmed.
 // A Write() lands in both families in one RocksDB write batch, so the log never disagrees with
@@ -65,13 +65,15 @@ struct Mutation {
   bool empty() const { return puts.empty() && deletes.empty() && likes.empty(); }
 };
 
-// Whether a read of the change log carries the tweets of puts. Index servers
+// Whether a read of the change log carries the tweets of puts and deletes. Index servers
 // need them; the Index-Builder, which only maps ids to index partitions, does
 // not, and omitting them spares the storage replica a lookup per change.
 enum class ChangeBodies { kInclude, kOmit };
 
-// A change as a replica or an index server needs it: the change, and for a put the tweet as
-// stored now (absent when it was deleted since, or when read with ChangeBodies::kOmit).
+// A change as a replica, an index server or a stream needs it: the change, and for a put the
+// tweet as stored now (absent when it was deleted since), for a delete the tweet as it was
+// deleted (absent in changes logged before deletes recorded it); absent in both when read with
+// ChangeBodies::kOmit.
 struct ReplicatedChange {
   Change change;
   std::optional<StoredTweet> tweet;

@@ -99,6 +99,31 @@ TEST(TweetStoreTest, DeletesAndLikesAreLoggedInOrderAndSurviveReopen) {
   EXPECT_EQ(changes[3].kind, ChangeKind::kLikes);
   EXPECT_EQ(changes[3].likes, 99u);
   EXPECT_EQ(Changes(**store, 2).size(), 2u);
+
+  // A delete's change carries the tweet as it was (streams match deletes against it); a put's
+  // the tweet as stored now, or none once deleted; without bodies, neither.
+  auto read = (*store)->ReadChanges(0, 10, ChangeBodies::kInclude);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), 4u);
+  EXPECT_FALSE((*read)[0].tweet.has_value());  // tweet 10, deleted since
+  ASSERT_TRUE((*read)[2].tweet.has_value());
+  EXPECT_EQ(*(*read)[2].tweet, Tweet(10, "a"));
+  ASSERT_TRUE((*read)[1].tweet.has_value());
+  EXPECT_EQ((*read)[1].tweet->likes, 99u);
+  auto omitted = (*store)->ReadChanges(0, 10, ChangeBodies::kOmit);
+  ASSERT_TRUE(omitted.ok());
+  for (const ReplicatedChange& rc : *omitted) EXPECT_FALSE(rc.tweet.has_value());
+
+  // A replica that applies the log records the same.
+  testing::TempDir copy_dir;
+  auto copy = TweetStore::Open(copy_dir.path());
+  ASSERT_TRUE(copy.ok());
+  ASSERT_TRUE((*copy)->Apply(*read).ok());
+  auto copied = (*copy)->ReadChanges(2, 10, ChangeBodies::kInclude);
+  ASSERT_TRUE(copied.ok());
+  ASSERT_EQ(copied->size(), 2u);
+  ASSERT_TRUE((*copied)[0].tweet.has_value());
+  EXPECT_EQ((*copied)[0].tweet->text, "a");
 }
 
 TEST(TweetStoreTest, TrimKeepsTheNewestChangeSoSequencesNeverRestart) {
