@@ -28,6 +28,8 @@
 
 namespace tweetsearch::aggregator {
 
+class StreamHub;
+
 // A tweet offered for ingest.
 struct NewTweet {
   std::optional<TweetId> id;  // absent: a snowflake id is assigned
@@ -156,6 +158,8 @@ class Backend {
   virtual EngineStats Stats() const = 0;
   // Tweets accepted since start.
   virtual uint64_t tweets_ingested() const = 0;
+  // The standing queries of streams (GET /v1/stream); null where streams are not served.
+  virtual StreamHub* streams() { return nullptr; }
 };
 
 }  // namespace tweetsearch::aggregator

@@ -50,6 +50,15 @@ Engine::Engine(const EngineOptions& options, const Clock& clock, SnowflakeGenera
       cache_(options.tweet_cache_bytes),
       checkpoint_change_(checkpoint_change) {
   checkpoint_change_seen_.store(checkpoint_change);
+  // The streams file queries under their rarest terms, by this index's document frequency.
+  streams_ = std::make_unique<StreamHub>(
+      index_->analyzer(), change_log_, store_->LastSequence(),
+      [this](std::string_view term) {
+        uint64_t df = 0;
+        for (const auto& segment : index_->Snapshot()->segments) df += segment->DocFreq(term);
+        return df;
+      },
+      options.streams);
 }
 
 Engine::~Engine() {
@@ -218,6 +227,7 @@ void Engine::Submit(Writer* w) {
   {
     absl::MutexLock leader(&leader_mu_);
     WriteGroup(group);
+    NoteChangeTime();
     const uint64_t last = store_->LastSequence();
     if (last - checkpoint_change_ >= options_.checkpoint_every && last >= checkpoint_retry_at_) {
       // A failed checkpoint leaves the previous one in force (the change log still holds every
@@ -325,7 +335,24 @@ void Engine::WriteIngest(std::vector<Writer*>& group) {
     written[i]->outcome->status = indexed[i];
     undo.deletes.push_back(written[i]->tweet.id);
   }
-  if (!undo.empty()) (void)store_->Write(undo);  // failure: the tweet stays stored, unindexed
+  if (streams_->wanted()) {
+    // Puts are logged in order, so the i-th written tweet has the i-th sequence of the write.
+    std::vector<StreamChange> changes;
+    const uint64_t first = *sequence - written.size() + 1;
+    for (size_t i = 0; i < written.size(); ++i) {
+      if (!indexed[i].ok()) continue;
+      changes.push_back(StreamChange{first + i, StreamChange::Kind::kPut,
+                                     std::make_shared<const storage::StoredTweet>(std::move(written[i]->tweet))});
+    }
+    streams_->Publish(std::move(changes), *sequence);
+  } else {
+    streams_->Advance(*sequence);
+  }
+  if (!undo.empty()) {
+    // Failure: the tweet stays stored, unindexed. Either way no stream saw it.
+    absl::StatusOr<uint64_t> undone = store_->Write(undo);
+    if (undone.ok()) streams_->Publish({}, *undone);
+  }
   ingested_.fetch_add(written.size() - undo.deletes.size(), std::memory_order_relaxed);
   rejected_.fetch_add(undo.deletes.size(), std::memory_order_relaxed);
 }
@@ -356,6 +383,33 @@ void Engine::WriteOne(Writer* w) {
     (void)index_->SetLikes(w->id, w->likes);
   }
   cache_.Invalidate(w->id);
+  std::vector<StreamChange> changes;
+  if (w->kind == Writer::Kind::kDelete) {
+    changes.push_back(StreamChange{*sequence, StreamChange::Kind::kDelete,
+                                   std::make_shared<const storage::StoredTweet>(*current)});
+  }
+  PublishChanges(std::move(changes), *sequence);
+}
+
+void Engine::PublishChanges(std::vector<StreamChange> changes, uint64_t through) {
+  if (streams_->wanted()) {
+    streams_->Publish(std::move(changes), through);
+  } else {
+    streams_->Advance(through);
+  }
+}
+
+void Engine::NoteChangeTime() {
+  const int64_t now = clock_.NowUnixMillis();
+  const uint64_t last = store_->LastSequence();
+  if (change_times_.empty() || now - change_times_.back().first >= 1000) {
+    change_times_.emplace_back(now, last);
+  }
+  while (!change_times_.empty() &&
+         change_times_.front().first <= now - options_.change_retention_ms) {
+    trimmable_ = std::max(trimmable_, change_times_.front().second);
+    change_times_.pop_front();
+  }
 }
 
 absl::StatusOr<storage::StoredTweet> Engine::Get(TweetId id) const { return store_->Get(id); }
@@ -440,7 +494,10 @@ absl::Status Engine::CheckpointLocked() {
   }
   checkpoint_change_ = sequence;
   checkpoint_change_seen_.store(sequence, std::memory_order_relaxed);
-  return store_->TrimChanges(sequence);
+  // Streams resume from the log: it keeps the retention's changes, checkpointed or not.
+  NoteChangeTime();
+  const uint64_t trim = std::min(sequence, trimmable_);
+  return trim == 0 ? absl::OkStatus() : store_->TrimChanges(trim);
 }
 
 EngineStats Engine::Stats() const {

@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "aggregator/backend.h"
+#include "aggregator/stream_hub.h"
 #include "aggregator/tweet_cache.h"
 #include "common/clock.h"
 #include "common/ids.h"
@@ -62,6 +63,10 @@ struct EngineOptions {
   size_t tweet_cache_bytes = size_t{128} << 20;
   // Node bits of the snowflake ids this process assigns, 0 to 1023. Default 0.
   uint32_t node_id = 0;
+  // Changes stay in the change log at least this long after they are written, whatever the
+  // checkpoints: streams resume from it (GET /v1/stream with Last-Event-ID). Default 15 min.
+  int64_t change_retention_ms = 15 * 60 * 1000;
+  StreamHubOptions streams;
 };
 
 class Engine final : public Backend {
@@ -112,6 +117,7 @@ class Engine final : public Backend {
   const Clock& clock() const override { return clock_; }
   EngineStats Stats() const override;
   uint64_t tweets_ingested() const override { return ingested_.load(std::memory_order_relaxed); }
+  StreamHub* streams() override { return streams_.get(); }
 
   // Seals and saves the index and trims the change log now.
   absl::Status Checkpoint();
@@ -129,6 +135,11 @@ class Engine final : public Backend {
   void WriteIngest(std::vector<Writer*>& group);
   void WriteOne(Writer* w);
   absl::Status CheckpointLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(leader_mu_);
+  // Notes the time of the last change written (at most one note a second), and forgets notes
+  // older than the retention, remembering how far the log may be trimmed.
+  void NoteChangeTime() ABSL_EXCLUSIVE_LOCKS_REQUIRED(leader_mu_);
+  // Hands a write's changes to the streams (or, with none open, only its last sequence).
+  void PublishChanges(std::vector<StreamChange> changes, uint64_t through);
   void NoteId(TweetId id);
 
   const EngineOptions options_;
@@ -151,6 +162,14 @@ class Engine final : public Backend {
   // sequence, a quarter interval on, instead of sealing a segment on every write group.
   uint64_t checkpoint_retry_at_ ABSL_GUARDED_BY(leader_mu_) = 0;
   std::atomic<uint64_t> checkpoint_failures_{0};
+  // (time, last sequence then), oldest first: the change log keeps what is younger than the
+  // retention; `trimmable_` is the last sequence written before the oldest note kept.
+  std::deque<std::pair<int64_t, uint64_t>> change_times_ ABSL_GUARDED_BY(leader_mu_);
+  uint64_t trimmable_ ABSL_GUARDED_BY(leader_mu_) = 0;
+
+  // Declared last: destroyed first, while the store and the analyzer it reads are alive.
+  StoreChangeLog change_log_{*store_};
+  std::unique_ptr<StreamHub> streams_;
 };
 
 }  // namespace tweetsearch::aggregator
