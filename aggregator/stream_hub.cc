@@ -229,11 +229,16 @@ absl::StatusOr<std::unique_ptr<Subscription>> StreamHub::Subscribe(
     query::Plan plan, std::optional<uint64_t> resume_after) {
   std::vector<std::string> anchors = query::AnchorTerms(plan.root, rarity_);
   std::string key = PlanKey(plan);
+  // Every change acknowledged before this call is in the log by now (read before the lock: the
+  // store may be busy writing).
+  const uint64_t logged = log_.LastSequence();
   absl::MutexLock lock(&mu_);
-  uint64_t start = position_;
+  // A new stream starts after every acknowledged change, even those the matcher has not
+  // reached yet (it skips them for this stream).
+  uint64_t start = std::max(position_, logged);
   std::optional<uint64_t> gap_after;
   if (resume_after.has_value()) {
-    const uint64_t last = std::max(position_, log_.LastSequence());
+    const uint64_t last = start;
     if (*resume_after > last) {
       return absl::InvalidArgumentError(StrCat("event id ", *resume_after,
                                                " is ahead of this server's change log (at ", last,
