@@ -341,8 +341,9 @@ void Engine::WriteIngest(std::vector<Writer*>& group) {
     const uint64_t first = *sequence - written.size() + 1;
     for (size_t i = 0; i < written.size(); ++i) {
       if (!indexed[i].ok()) continue;
-      changes.push_back(StreamChange{first + i, StreamChange::Kind::kPut,
-                                     std::make_shared<const storage::StoredTweet>(std::move(written[i]->tweet))});
+      changes.push_back(
+          StreamChange{first + i, StreamChange::Kind::kPut,
+                       std::make_shared<const storage::StoredTweet>(std::move(written[i]->tweet))});
     }
     streams_->Publish(std::move(changes), *sequence);
   } else {

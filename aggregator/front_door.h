@@ -18,10 +18,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "aggregator/api_keys.h"
 #include "aggregator/backend.h"
+#include "aggregator/live_stream.h"
 #include "aggregator/page_token.h"
 #include "usage/usage_recorder.h"
 #include "usage/usage_store.h"
@@ -35,7 +38,8 @@ inline constexpr uint32_t kMaxResults = 100;
 // line count as well as its bytes. Bulk loaders send batches (tweetctl: 2,000 lines).
 inline constexpr size_t kMaxIngestTweets = 100'000;
 
-enum class Endpoint { kSearch, kIngest, kRead, kWrite, kAdmin };
+// kStreamEvents: events pushed to a stream (cost: the events).
+enum class Endpoint { kSearch, kIngest, kRead, kWrite, kAdmin, kStreamEvents };
 
 // What a transport knows about a call, and what the front door hands back for its answer.
 struct CallContext {
@@ -57,6 +61,8 @@ class AdmissionGate {
   virtual ~AdmissionGate() = default;
   virtual absl::Status Admit(const ApiKey* key, Endpoint endpoint, uint64_t cost,
                              CallContext* call) = 0;
+  // The most streams `key` may hold open at once; none: no cap.
+  virtual std::optional<uint32_t> MaxStreams(const ApiKey& /*key*/) { return std::nullopt; }
 };
 
 struct SearchRequest {
@@ -176,6 +182,11 @@ class FrontDoor {
   absl::StatusOr<IngestResponse> Ingest(std::string_view api_dev_key,
                                         std::vector<absl::StatusOr<NewTweet>> lines,
                                         CallContext* call = nullptr) const;
+  // Opens a stream of the query's new matches (live_stream.h). Unimplemented where the backend
+  // serves no streams; ResourceExhausted when the key holds its max_streams open already;
+  // InvalidArgument for a bad query or event id.
+  absl::StatusOr<std::unique_ptr<LiveStream>> OpenStream(const StreamRequest& request,
+                                                         CallContext* call = nullptr) const;
   absl::StatusOr<storage::StoredTweet> Get(std::string_view api_dev_key, TweetId id,
                                            CallContext* call = nullptr) const;
   absl::Status Delete(std::string_view api_dev_key, TweetId id, CallContext* call = nullptr) const;
@@ -218,6 +229,10 @@ class FrontDoor {
   const PageTokenCodec tokens_;
   std::shared_ptr<AdmissionGate> gate_;
   const usage::UsageStore* usage_ = nullptr;
+  // Open streams per key id (live_stream.cc).
+  friend class LiveStream;
+  mutable absl::Mutex streams_mu_;
+  mutable absl::flat_hash_map<std::string, uint32_t> open_streams_ ABSL_GUARDED_BY(streams_mu_);
 
   // The rest of Authorize() once the key is looked up: key id into `call`, then the gate
   // (callers without a valid key are limited per IP, and a refusal wins over the 401).

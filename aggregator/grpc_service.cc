@@ -130,6 +130,42 @@ class Service final : public v1::TweetSearch::Service {
     });
   }
 
+  grpc::Status Stream(grpc::ServerContext* context, const v1::StreamRequest* request,
+                      grpc::ServerWriter<v1::StreamEvent>* writer) override {
+    // Declared before the stream, whose wake callback uses them.
+    absl::Mutex mu;
+    bool woken = false;
+    std::unique_ptr<LiveStream> live;
+    grpc::Status opened = Timed("stream", context, [&](CallContext* call) {
+      if (request->search_terms().empty()) {
+        return absl::InvalidArgumentError("search_terms is required");
+      }
+      absl::StatusOr<std::unique_ptr<LiveStream>> s =
+          door_.OpenStream(StreamRequest{KeyOf(context, request->api_dev_key()),
+                                         request->search_terms(), request->resume_after()},
+                           call);
+      if (!s.ok()) return s.status();
+      live = *std::move(s);
+      return absl::OkStatus();
+    });
+    if (!opened.ok()) return opened;
+    live->subscription().OnReady([&] {
+      absl::MutexLock lock(&mu);
+      woken = true;
+    });
+    v1::StreamEvent ready;
+    ready.set_kind(v1::StreamEvent::KIND_READY);
+    ready.set_id(StreamEventId(live->subscription().start()));
+    if (!writer->Write(ready)) return grpc::Status::CANCELLED;
+    if (std::optional<uint64_t> gap = live->subscription().gap_after()) {
+      v1::StreamEvent e;
+      e.set_kind(v1::StreamEvent::KIND_GAP);
+      e.set_id(StreamEventId(*gap));
+      if (!writer->Write(e)) return grpc::Status::CANCELLED;
+    }
+    return ToGrpc(Pump(context, *live, writer, mu, woken));
+  }
+
   grpc::Status Ingest(grpc::ServerContext* context, const v1::IngestRequest* request,
                       v1::IngestResponse* response) override {
     return Timed("ingest", context, [&](CallContext* call) {
@@ -226,6 +262,38 @@ class Service final : public v1::TweetSearch::Service {
                            std::chrono::duration<double>(elapsed).count());
     RecordUsage(usage_, call, route == "search", http_status, elapsed);
     return ToGrpc(status);
+  }
+
+  // Writes a stream's events until the client cancels or the stream ends (its reason).
+  static absl::Status Pump(grpc::ServerContext* context, LiveStream& live,
+                           grpc::ServerWriter<v1::StreamEvent>* writer, absl::Mutex& mu,
+                           bool& woken) {
+    for (;;) {
+      if (context->IsCancelled()) return absl::CancelledError("the client went away");
+      absl::StatusOr<Subscription::Batch> batch = live.subscription().Next(256);
+      if (!batch.ok()) return batch.status();
+      if (!batch->events.empty()) {
+        if (absl::Status s = live.Charge(batch->events.size()); !s.ok()) return s;
+        for (const StreamEvent& e : batch->events) {
+          v1::StreamEvent out;
+          out.set_id(StreamEventId(e.sequence));
+          if (e.kind == StreamEvent::Kind::kTweet) {
+            out.set_kind(v1::StreamEvent::KIND_TWEET);
+            ToProto(*e.tweet, e.tweet->likes, 0, out.mutable_tweet());
+          } else {
+            out.set_kind(v1::StreamEvent::KIND_DELETE);
+            out.set_tweet_id(StrCat(e.tweet->id));
+          }
+          if (!writer->Write(out)) return absl::CancelledError("the client went away");
+        }
+      }
+      if (!batch->events.empty() || batch->more) continue;
+      // Nothing waiting: sleep until the hub wakes us, looking for a cancelled call each second.
+      absl::MutexLock lock(&mu);
+      auto ready = [&woken]() { return woken; };
+      mu.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(1));
+      woken = false;
+    }
   }
 
   FrontDoor& door_;

@@ -18,6 +18,8 @@ std::string_view RuleEndpoint(Endpoint e) {
       return "ingest";
     case Endpoint::kAdmin:
       return "admin";
+    case Endpoint::kStreamEvents:
+      return "stream";
   }
   return "search";
 }
@@ -65,6 +67,10 @@ absl::Status LimiterGate::Admit(const ApiKey* key, Endpoint endpoint, uint64_t c
   }
   if (v.delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(v.delay_ms));
   return absl::OkStatus();
+}
+
+std::optional<uint32_t> LimiterGate::MaxStreams(const ApiKey& key) {
+  return limiter_->MaxStreams(key.prefix, key.tier);
 }
 
 void LimiterGate::RenderMetrics(std::string* out) const {

@@ -31,6 +31,7 @@ class LimiterGate final : public AdmissionGate {
 
   absl::Status Admit(const ApiKey* key, Endpoint endpoint, uint64_t cost,
                      CallContext* call) override;
+  std::optional<uint32_t> MaxStreams(const ApiKey& key) override;
 
   limiter::Limiter& limiter() { return *limiter_; }
   // Appends the limiter's series (refusals by limit, shadow overruns, keys, reloads).

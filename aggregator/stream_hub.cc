@@ -68,7 +68,8 @@ absl::StatusOr<Subscription::Batch> Subscription::Next(size_t max) {
         absl::IsFailedPrecondition(changes.status())
             ? absl::DataLossError(StrCat("the changes after ", after,
                                          " are no longer kept; reconnect to start again"))
-            : absl::UnavailableError(StrCat("reading the change log: ", changes.status().message()));
+            : absl::UnavailableError(
+                  StrCat("reading the change log: ", changes.status().message()));
     absl::MutexLock lock(&mu_);
     ended_ = ended;
     return ended;
@@ -146,8 +147,8 @@ void StreamHub::Run() {
       for (StreamChange& c : p.changes) {
         absl::StatusOr<query::AnalyzedTweet> a =
             query::AnalyzedTweet::Make(AsIndexDoc(*c.tweet), analyzer_);
-        tweets.push_back(Analyzed{std::move(c), a.ok() ? std::optional(*std::move(a))
-                                                       : std::nullopt});
+        tweets.push_back(
+            Analyzed{std::move(c), a.ok() ? std::optional(*std::move(a)) : std::nullopt});
       }
     }
     MatchBatch(tweets, p.through, p.complete);
@@ -162,7 +163,7 @@ void StreamHub::MatchBatch(const std::vector<Analyzed>& tweets, uint64_t through
     const uint64_t stamp = ++stamp_;
     tweets_matched_.fetch_add(1, std::memory_order_relaxed);
     const StreamEvent event{a.change.kind == StreamChange::Kind::kPut ? StreamEvent::Kind::kTweet
-                                                                     : StreamEvent::Kind::kDelete,
+                                                                      : StreamEvent::Kind::kDelete,
                             a.change.sequence, a.change.tweet};
     uint64_t tests = 0;
     a.tweet->ForEachTerm([&](std::string_view term) {
@@ -208,19 +209,18 @@ void StreamHub::AllToLog() {
   }
 }
 
-std::vector<StreamEvent> StreamHub::MatchLog(const Subscription& s,
-                                             std::vector<storage::ReplicatedChange>& changes) const {
+std::vector<StreamEvent> StreamHub::MatchLog(
+    const Subscription& s, std::vector<storage::ReplicatedChange>& changes) const {
   std::vector<StreamEvent> events;
   for (storage::ReplicatedChange& rc : changes) {
     if (rc.change.kind == storage::ChangeKind::kLikes || !rc.tweet.has_value()) continue;
     absl::StatusOr<query::AnalyzedTweet> a =
         query::AnalyzedTweet::Make(AsIndexDoc(*rc.tweet), analyzer_);
     if (!a.ok() || !query::Matches(s.plan_, *a)) continue;
-    events.push_back(StreamEvent{rc.change.kind == storage::ChangeKind::kPut
-                                     ? StreamEvent::Kind::kTweet
-                                     : StreamEvent::Kind::kDelete,
-                                 rc.change.sequence,
-                                 std::make_shared<const storage::StoredTweet>(*std::move(rc.tweet))});
+    events.push_back(StreamEvent{
+        rc.change.kind == storage::ChangeKind::kPut ? StreamEvent::Kind::kTweet
+                                                    : StreamEvent::Kind::kDelete,
+        rc.change.sequence, std::make_shared<const storage::StoredTweet>(*std::move(rc.tweet))});
   }
   return events;
 }
@@ -240,9 +240,8 @@ absl::StatusOr<std::unique_ptr<Subscription>> StreamHub::Subscribe(
   if (resume_after.has_value()) {
     const uint64_t last = start;
     if (*resume_after > last) {
-      return absl::InvalidArgumentError(StrCat("event id ", *resume_after,
-                                               " is ahead of this server's change log (at ", last,
-                                               ")"));
+      return absl::InvalidArgumentError(StrCat(
+          "event id ", *resume_after, " is ahead of this server's change log (at ", last, ")"));
     }
     start = *resume_after;
     if (const uint64_t first = log_.FirstSequence(); start + 1 < first) {

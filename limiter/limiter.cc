@@ -212,6 +212,10 @@ class MemoryLimiter final : public LocalLimiter {
   }
 
   const std::string& rules_path() const override { return options_.rules_path; }
+  std::optional<uint32_t> MaxStreams(std::string_view key_prefix,
+                                     std::string_view tier) const override {
+    return limiter::MaxStreams(rules_.current(), key_prefix, tier);
+  }
 
  private:
   // The bucket's entry, created (or reset, after a rule change or a long idle) as needed.

@@ -25,6 +25,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,7 +48,7 @@ struct CheckRequest {
   std::string_view key_prefix;  // the key's public prefix (per-key overrides name it); empty
                                 // with an empty key_id: anonymous
   std::string_view tier;
-  std::string_view endpoint;  // "search", "ingest" or "admin"
+  std::string_view endpoint;  // "search", "ingest", "admin" or "stream" (units: events)
   std::string_view client_ip;
   uint64_t units = 1;
   std::string_view key_id;  // the key's unique id, naming its quota state (default: prefix)
@@ -97,6 +98,9 @@ class Limiter {
   virtual void SetRules(Rules rules) = 0;
   virtual LimiterStats Stats() const = 0;
   virtual const std::string& rules_path() const = 0;
+  // The most streams the key may hold open (rules.h, MaxStreams); none: no cap.
+  virtual std::optional<uint32_t> MaxStreams(std::string_view key_prefix,
+                                             std::string_view tier) const = 0;
 };
 
 }  // namespace tweetsearch::limiter

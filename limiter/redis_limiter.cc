@@ -181,6 +181,10 @@ class RedisLimiter final : public Limiter {
   }
 
   const std::string& rules_path() const override { return options_.rules_path; }
+  std::optional<uint32_t> MaxStreams(std::string_view key_prefix,
+                                     std::string_view tier) const override {
+    return limiter::MaxStreams(rules_.current(), key_prefix, tier);
+  }
 
  private:
   // A check for the decide script (redis_script.h): its limits' keys, and its part of the

@@ -24,6 +24,8 @@ struct Selection {
 void Select(const Rules& rules, const CheckRequest& r, bool anonymous, Selection& s) {
   s.n = 0;
   for (std::string_view endpoint : {r.endpoint, std::string_view("all")}) {
+    // "all" counts requests; a stream's events are not requests.
+    if (endpoint == "all" && r.endpoint == "stream") continue;
     const RuleSet* set = nullptr;
     if (anonymous) {
       if (auto it = rules.anonymous.find(endpoint); it != rules.anonymous.end()) set = &it->second;

@@ -11,7 +11,7 @@
 namespace tweetsearch::limiter {
 namespace {
 
-const std::set<std::string_view> kEndpoints = {"search", "ingest", "admin", "all"};
+const std::set<std::string_view> kEndpoints = {"search", "ingest", "admin", "stream", "all"};
 
 absl::Status Bad(const std::string& where, std::string_view why) {
   return absl::InvalidArgumentError(StrCat(where, ": ", why));
@@ -84,9 +84,22 @@ absl::StatusOr<RuleLimit> ParseLimit(const YAML::Node& node, const std::string& 
   return r;
 }
 
-// endpoint → [limits]
+// "max_streams: N" (N from 0 to 100,000), for `*max_streams`; null where it is not allowed.
+absl::Status ParseMaxStreams(const YAML::Node& node, const std::string& at,
+                             std::optional<uint32_t>* max_streams) {
+  if (max_streams == nullptr) return Bad(at, "streams need a key: no max_streams here");
+  uint32_t n = 0;
+  if (!node.IsScalar() || !absl::SimpleAtoi(AsAbsl(node.Scalar()), &n) || n > 100'000) {
+    return Bad(at, "a whole number of streams from 0 to 100000");
+  }
+  *max_streams = n;
+  return absl::OkStatus();
+}
+
+// endpoint → [limits], and with `max_streams` the key "max_streams".
 absl::StatusOr<NameMap<RuleSet>> ParseEndpoints(const YAML::Node& node, const std::string& where,
-                                                const std::string& owner) {
+                                                const std::string& owner,
+                                                std::optional<uint32_t>* max_streams = nullptr) {
   NameMap<RuleSet> out;
   if (node.IsNull()) return out;
   if (!node.IsMap()) return Bad(where, "a map of endpoint → list of limits");
@@ -95,8 +108,12 @@ absl::StatusOr<NameMap<RuleSet>> ParseEndpoints(const YAML::Node& node, const st
     if (!entry.first.IsScalar()) return Bad(where, "endpoint names are plain words");
     const std::string endpoint = entry.first.Scalar();
     const std::string at = StrCat(where, ".", endpoint);
+    if (endpoint == "max_streams") {
+      if (absl::Status s = ParseMaxStreams(entry.second, at, max_streams); !s.ok()) return s;
+      continue;
+    }
     if (!kEndpoints.contains(endpoint))
-      return Bad(at, "endpoint must be search, ingest, admin or all");
+      return Bad(at, "endpoint must be search, ingest, admin, stream or all (or max_streams)");
     if (!entry.second.IsSequence()) return Bad(at, "a list of limits");
     if (entry.second.size() > kMaxLimitsPerSet) {
       return Bad(at, StrCat("at most ", kMaxLimitsPerSet, " limits per endpoint"));
@@ -119,22 +136,38 @@ absl::StatusOr<NameMap<RuleSet>> ParseEndpoints(const YAML::Node& node, const st
 }
 
 absl::StatusOr<NameMap<NameMap<RuleSet>>> ParseOwners(const YAML::Node& node,
-                                                      const std::string& where) {
+                                                      const std::string& where,
+                                                      NameMap<uint32_t>* max_streams) {
   NameMap<NameMap<RuleSet>> out;
   if (node.IsNull()) return out;
   if (!node.IsMap()) return Bad(where, "a map of name → endpoints");
   for (const auto& entry : node) {
     if (!entry.first.IsScalar()) return Bad(where, "names are plain words");
     const std::string name = entry.first.Scalar();
+    std::optional<uint32_t> streams;
     absl::StatusOr<NameMap<RuleSet>> endpoints =
-        ParseEndpoints(entry.second, StrCat(where, ".", name), name);
+        ParseEndpoints(entry.second, StrCat(where, ".", name), name, &streams);
     if (!endpoints.ok()) return endpoints.status();
     out[name] = *std::move(endpoints);
+    if (streams.has_value()) (*max_streams)[name] = *streams;
   }
   return out;
 }
 
 }  // namespace
+
+std::optional<uint32_t> MaxStreams(const Rules& rules, std::string_view key_prefix,
+                                   std::string_view tier) {
+  if (auto k = rules.key_max_streams.find(key_prefix); k != rules.key_max_streams.end()) {
+    return k->second;
+  }
+  auto t = rules.tier_max_streams.find(tier);
+  if (t == rules.tier_max_streams.end() && !rules.tiers.contains(tier)) {
+    t = rules.tier_max_streams.find(rules.default_tier);
+  }
+  if (t == rules.tier_max_streams.end()) return std::nullopt;
+  return t->second;
+}
 
 absl::StatusOr<int64_t> ParseDuration(std::string_view text) {
   struct Unit {
@@ -178,11 +211,11 @@ absl::StatusOr<Rules> ParseRules(std::string_view yaml) {
     if (!entry.first.IsScalar()) return absl::InvalidArgumentError("top-level keys are words");
     const std::string key = entry.first.Scalar();
     if (key == "tiers") {
-      auto tiers = ParseOwners(entry.second, "tiers");
+      auto tiers = ParseOwners(entry.second, "tiers", &rules.tier_max_streams);
       if (!tiers.ok()) return tiers.status();
       rules.tiers = *std::move(tiers);
     } else if (key == "keys") {
-      auto keys = ParseOwners(entry.second, "keys");
+      auto keys = ParseOwners(entry.second, "keys", &rules.key_max_streams);
       if (!keys.ok()) return keys.status();
       rules.keys = *std::move(keys);
     } else if (key == "anonymous") {

@@ -9,6 +9,9 @@
 //         - {name: search_per_day, limit: 5000, window: 1d, algorithm: fixed_window}
 //       ingest:
 //         - {name: lines_per_hour, limit: 100000, window: 1h, cost: units}
+//       stream:                  # events pushed to streams (GET /v1/stream), in events
+//         - {name: stream_events_per_minute, limit: 600, window: 1m}
+//       max_streams: 2           # streams open at once per key (no cap when absent)
 //   keys:                        # per-key overrides, by key prefix; replace the tier's
 //     ts_1e962ab:                #   limits for the endpoints they name
 //       search: [{limit: 100, window: 1s, algorithm: gcra}]
@@ -16,6 +19,7 @@
 //     all: [{name: anonymous_per_minute, limit: 60, window: 1m}]
 //   default_tier: free           # for keys whose tier has no entry
 //
+// "all" applies to every endpoint but "stream" (its units are events, not requests).
 // A limit: name (default "<tier>_<endpoint>_<n>"), limit (>= 1), window ("500ms", "1s", "1m",
 // "1h", "1d", or seconds), algorithm (default sliding_window_counter), cost ("units": the
 // request's own cost, such as the lines of a bulk ingest, default; or "requests": 1 per
@@ -28,6 +32,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -74,6 +79,10 @@ struct Rules {
   NameMap<NameMap<RuleSet>> tiers;  // tier → endpoint → limits
   NameMap<NameMap<RuleSet>> keys;   // key prefix → endpoint → limits
   NameMap<RuleSet> anonymous;       // endpoint → limits
+  // Most streams open at once per key ("max_streams: N" beside a tier's or key's endpoints);
+  // none listed: no cap.
+  NameMap<uint32_t> tier_max_streams;
+  NameMap<uint32_t> key_max_streams;
   std::string default_tier;
   uint64_t version = 0;  // set by the limiter when it takes them: unique in the process
 };
@@ -82,6 +91,11 @@ struct Rules {
 // ("tiers.free.search[1].window: ...").
 absl::StatusOr<Rules> ParseRules(std::string_view yaml);
 absl::StatusOr<Rules> LoadRulesFile(const std::string& path);
+
+// The most streams a key may hold open: its override's max_streams, else its tier's (or the
+// default tier's); none: no cap.
+std::optional<uint32_t> MaxStreams(const Rules& rules, std::string_view key_prefix,
+                                   std::string_view tier);
 
 // "500ms", "2s", "1m", "1h", "1d" or a number of seconds, to milliseconds.
 absl::StatusOr<int64_t> ParseDuration(std::string_view text);

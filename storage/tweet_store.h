@@ -4,9 +4,9 @@
 //   "default"  key = big-endian TweetId (8 bytes, so key order is id order), value = a
 //              serialized tweetsearch.v1.Tweet.
 //   "changes"  key = big-endian change sequence number, value = a ChangeRecord: every put,
-//              delete (with the tweet deleted) and likes change in the order it was applied. An index that saved its
-//              segments at sequence S catches up by replaying the changes after S; changes
-//              at or below the oldest index checkpoint are trimmed.
+//              delete (with the tweet deleted) and likes change in the order it was applied. An
+//              index that saved its segments at sequence S catches up by replaying the changes
+//              after S; changes at or below the oldest index checkpoint are trimmed.
 // A Write() lands in both families in one RocksDB write batch, so the log never disagrees with
 // the tweets. With `sync_writes`, the WAL is fsynced before Write() returns: an acknowledged
 // write survives kill -9 and power loss. RocksDB groups concurrent synced writers into one

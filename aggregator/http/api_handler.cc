@@ -352,6 +352,7 @@ struct ApiHandler::Call {
   std::vector<std::string_view> args;  // the pattern's {…} segments, in order
   QueryParams params;                  // API calls only
   std::string key;                     // API calls only: api_dev_key, key or a header
+  std::unique_ptr<LiveStream>* stream = nullptr;  // where a stream opened is handed over
 };
 
 // One row of the route table.
@@ -397,6 +398,8 @@ const ApiHandler::Route ApiHandler::kRoutes[] = {
      &ApiHandler::RevokeKey},
     {"counts", http::verb::get, "/v1/counts", true, RunOn::kWorkers, &ApiHandler::Counts,
      "search_terms q granularity since until allow_partial"},
+    {"stream", http::verb::get, "/v1/stream", true, RunOn::kWorkers, &ApiHandler::Stream,
+     "search_terms q last_event_id"},
     {"usage", http::verb::get, "/v1/usage", true, RunOn::kWorkers, &ApiHandler::Usage,
      "from to resolution"},
     {"stats", http::verb::get, "/v1/stats", true, RunOn::kWorkers, &ApiHandler::Stats},
@@ -591,12 +594,13 @@ bool ApiHandler::MayBlock(const HttpRequest& request) {
          ParseSortMode(*sort).value_or(query::SortMode::kNewest) == query::SortMode::kBestMatch;
 }
 
-HttpResponse ApiHandler::Handle(const HttpRequest& request, std::string_view client_ip) const {
+HttpResponse ApiHandler::Handle(const HttpRequest& request, std::string_view client_ip,
+                                std::unique_ptr<LiveStream>* stream) const {
   const auto start = std::chrono::steady_clock::now();
   HttpResponse response;
   CallContext context;
   context.client_ip = std::string(client_ip);
-  Call call{request, &context, "other", false, {}, {}, {}};
+  Call call{request, &context, "other", false, {}, {}, {}, stream};
   try {
     response = Dispatch(call);
   } catch (const std::exception& e) {
@@ -731,6 +735,36 @@ HttpResponse ApiHandler::Counts(Call& call) const {
   absl::StatusOr<CountsResponse> result = door_.Counts(*counts, call.context);
   if (!result.ok()) return Error(result.status(), request);
   return MakeResponse(http::status::ok, request, Dump(CountsJson(*result, counts->granularity)));
+}
+
+HttpResponse ApiHandler::Stream(Call& call) const {
+  const HttpRequest& request = call.request;
+  if (call.stream == nullptr) {
+    return Error(absl::FailedPreconditionError("streams are served on a connection"), request);
+  }
+  StreamRequest stream;
+  stream.api_dev_key = call.key;
+  const std::string* terms = Param(call.params, {"search_terms", "q"});
+  if (terms == nullptr || terms->empty()) {
+    return Error(absl::InvalidArgumentError("search_terms is required"), request);
+  }
+  stream.search_terms = *terms;
+  // EventSource sends Last-Event-ID when it reconnects; a first connection may name one too.
+  if (auto it = request.find("Last-Event-ID"); it != request.end()) {
+    stream.last_event_id = std::string(it->value());
+  } else if (const std::string* id = Param(call.params, {"last_event_id"})) {
+    stream.last_event_id = *id;
+  }
+  absl::StatusOr<std::unique_ptr<LiveStream>> live = door_.OpenStream(stream, call.context);
+  if (!live.ok()) return Error(live.status(), request);
+  *call.stream = *std::move(live);
+  HttpResponse response(http::status::ok, request.version());
+  response.set(http::field::server, "tweetsearch");
+  response.set(http::field::content_type, "text/event-stream; charset=utf-8");
+  response.set(http::field::cache_control, "no-cache");
+  response.set("X-Accel-Buffering", "no");  // proxies: pass each event on at once
+  response.keep_alive(false);               // the body runs until the stream ends
+  return response;
 }
 
 HttpResponse ApiHandler::Ingest(Call& call) const {

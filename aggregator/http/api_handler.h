@@ -12,6 +12,7 @@
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -36,8 +37,12 @@ class ApiHandler {
   // `door` and `metrics` must outlive the handler.
   ApiHandler(FrontDoor& door, Metrics& metrics);
 
-  // `client_ip` is the peer's address (limits on requests without a key use it).
-  HttpResponse Handle(const HttpRequest& request, std::string_view client_ip = {}) const;
+  // `client_ip` is the peer's address (limits on requests without a key use it). A stream
+  // (GET /v1/stream) opened with `stream` given is handed over there, with the answer's head
+  // (200, its headers, no body): the caller then writes the head and the stream's events
+  // (sse.h). Without `stream`, a stream request is refused.
+  HttpResponse Handle(const HttpRequest& request, std::string_view client_ip = {},
+                      std::unique_ptr<LiveStream>* stream = nullptr) const;
 
   // Whether Handle() may block on disk (ingest, deletes, likes, admin) or run long (best-match
   // searches): the server runs those on its worker pool and the rest inline on the network
@@ -83,6 +88,7 @@ class ApiHandler {
   HttpResponse WebConfig(Call& call) const;
   HttpResponse Search(Call& call) const;
   HttpResponse Counts(Call& call) const;
+  HttpResponse Stream(Call& call) const;
   HttpResponse Ingest(Call& call) const;
   HttpResponse GetTweet(Call& call) const;
   HttpResponse DeleteTweet(Call& call) const;

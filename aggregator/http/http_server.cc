@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -20,6 +21,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "aggregator/http/request_checks.h"
+#include "aggregator/http/sse.h"
 #include "common/strings.h"
 
 namespace tweetsearch::aggregator {
@@ -43,10 +45,12 @@ class Session : public std::enable_shared_from_this<Session> {
                   beast::bind_front_handler(&Session::Read, shared_from_this()));
   }
 
-  // Closes the connection if it is waiting for a request (at shutdown, and to make room).
+  // Closes the connection if it is waiting for a request (at shutdown, and to make room), or
+  // serves a stream (at shutdown; streams are never idle to the acceptor).
   void CloseIfIdle() {
     net::post(stream_.get_executor(), [self = shared_from_this()] {
-      if (!self->busy_) self->Close();  // the pending read then fails and ends the session
+      // The pending read then fails and ends the session.
+      if (!self->busy_ || self->live_ != nullptr) self->Close();
     });
   }
 
@@ -73,6 +77,26 @@ class Session : public std::enable_shared_from_this<Session> {
   }
   void Write(HttpResponse response);
   void OnWrite(bool close, beast::error_code ec, size_t bytes);
+  // A stream (GET /v1/stream): the answer's head and the stream's prelude, then batches of
+  // events, each fetched and rendered on the worker pool (a stream catching up reads the change
+  // log) and written here, one at a time. It ends when the client goes, a write stalls for
+  // 30 s, or the stream ends (quota, shutdown).
+  void StartStream(const HttpResponse& head, std::shared_ptr<LiveStream> live);
+  void PumpStream();
+  void WriteStream(std::string bytes, bool more, bool end);
+  void WatchPeer();
+  void KeepAlive();
+  void EndStream() {
+    live_.reset();
+    keep_alive_.cancel();
+    Close();
+  }
+  std::shared_ptr<LiveStream> live_;
+  std::string stream_out_;
+  bool stream_writing_ = false;  // a batch is being fetched or written
+  bool stream_wake_ = false;     // events arrived meanwhile
+  net::steady_timer keep_alive_;
+  std::array<char, 512> peer_bytes_{};
   bool linger_ = false;  // the last request was not read to its end
   void Close() {
     beast::error_code ignored;  // the peer may be gone already; nothing to do about it
@@ -435,7 +459,10 @@ class Server final : public HttpServer {
 };
 
 Session::Session(tcp::socket&& socket, Server& server, std::string peer)
-    : stream_(std::move(socket)), server_(server), peer_(std::move(peer)) {}
+    : keep_alive_(socket.get_executor()),
+      stream_(std::move(socket)),
+      server_(server),
+      peer_(std::move(peer)) {}
 
 Session::~Session() { server_.Unregister(peer_); }
 
@@ -498,9 +525,12 @@ void Session::OnRead(beast::error_code ec, size_t) {
   auto request = std::make_shared<HttpRequest>(parser_->release());
   if (ApiHandler::MayBlock(*request)) {
     net::post(server_.workers(), [self = shared_from_this(), request] {
-      HttpResponse response = self->server_.handler().Handle(*request, self->peer_);
+      std::unique_ptr<LiveStream> stream;
+      HttpResponse response = self->server_.handler().Handle(*request, self->peer_, &stream);
       net::post(self->stream_.get_executor(),
-                [self, r = std::make_shared<HttpResponse>(std::move(response))]() mutable {
+                [self, r = std::make_shared<HttpResponse>(std::move(response)),
+                 live = std::shared_ptr<LiveStream>(std::move(stream))]() mutable {
+                  if (live != nullptr) return self->StartStream(*r, std::move(live));
                   self->Write(std::move(*r));
                 });
     });
@@ -523,6 +553,99 @@ void Session::OnWrite(bool close, beast::error_code ec, size_t) {
   if (!ec && linger_) return Linger();
   if (ec || close) return Close();
   Read();
+}
+
+void Session::StartStream(const HttpResponse& head, std::shared_ptr<LiveStream> live) {
+  live_ = std::move(live);
+  std::string bytes = StrCat("HTTP/", head.version() / 10, ".", head.version() % 10, " 200 OK\r\n");
+  for (const auto& field : head) {
+    StrAppend(&bytes, std::string_view(field.name_string().data(), field.name_string().size()),
+              ": ", std::string_view(field.value().data(), field.value().size()), "\r\n");
+  }
+  bytes += "\r\n";
+  bytes += SsePrelude(*live_);
+  // Posted, never run inline: the hub calls it holding its locks.
+  live_->subscription().OnReady([weak = weak_from_this(), ex = stream_.get_executor()] {
+    net::post(ex, [weak] {
+      if (auto self = weak.lock()) self->PumpStream();
+    });
+  });
+  stream_writing_ = true;
+  WriteStream(std::move(bytes), /*more=*/true, /*end=*/false);
+  WatchPeer();
+  KeepAlive();
+}
+
+void Session::PumpStream() {
+  if (live_ == nullptr) return;
+  if (stream_writing_) {
+    stream_wake_ = true;
+    return;
+  }
+  stream_writing_ = true;
+  stream_wake_ = false;
+  net::post(server_.workers(), [self = shared_from_this(), live = live_] {
+    std::string out;
+    bool more = false, end = false;
+    absl::StatusOr<Subscription::Batch> batch = live->subscription().Next(256);
+    if (!batch.ok()) {
+      out = SseEnd(batch.status());
+      end = true;
+    } else if (!batch->events.empty()) {
+      // Charged before they are sent: refused, they stay in the log for a resume.
+      if (absl::Status s = live->Charge(batch->events.size()); !s.ok()) {
+        out = SseEnd(s);
+        end = true;
+      } else {
+        AppendSseEvents(&out, batch->events);
+        more = batch->more;
+      }
+    } else {
+      more = batch->more;
+    }
+    net::post(self->stream_.get_executor(), [self, out = std::move(out), more, end]() mutable {
+      self->WriteStream(std::move(out), more, end);
+    });
+  });
+}
+
+void Session::WriteStream(std::string bytes, bool more, bool end) {
+  if (live_ == nullptr) return;  // the client went meanwhile
+  if (bytes.empty()) {
+    stream_writing_ = false;
+    if (more || stream_wake_) PumpStream();
+    return;
+  }
+  stream_out_ = std::move(bytes);
+  stream_.expires_after(std::chrono::seconds(30));
+  net::async_write(stream_, net::buffer(stream_out_),
+                   [self = shared_from_this(), more, end](beast::error_code ec, size_t) {
+                     self->stream_.expires_never();
+                     self->stream_writing_ = false;
+                     if (ec || end) return self->EndStream();
+                     if (more || self->stream_wake_) self->PumpStream();
+                   });
+}
+
+void Session::WatchPeer() {
+  // A stream's client sends nothing more: a read that ends is the client going.
+  stream_.async_read_some(net::buffer(peer_bytes_),
+                          [self = shared_from_this()](beast::error_code ec, size_t) {
+                            if (ec) return self->EndStream();
+                            self->WatchPeer();
+                          });
+}
+
+void Session::KeepAlive() {
+  keep_alive_.expires_after(std::chrono::seconds(15));
+  keep_alive_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (ec || self->live_ == nullptr) return;
+    if (!self->stream_writing_) {
+      self->stream_writing_ = true;
+      self->WriteStream(std::string(kSseKeepAlive), false, false);
+    }
+    self->KeepAlive();
+  });
 }
 
 }  // namespace

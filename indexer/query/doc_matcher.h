@@ -59,8 +59,8 @@ bool Matches(const PlanNode& node, const AnalyzedTweet& tweet);
 // rarest term for a phrase, the best child's set for an AND, the union of the children's for
 // an OR. `rarity` ranks a term (smaller is rarer; the document frequency, say). Empty for a
 // node that matches nothing.
-std::vector<std::string> AnchorTerms(
-    const PlanNode& node, const std::function<uint64_t(std::string_view)>& rarity);
+std::vector<std::string> AnchorTerms(const PlanNode& node,
+                                     const std::function<uint64_t(std::string_view)>& rarity);
 
 }  // namespace tweetsearch::query
 

@@ -128,10 +128,9 @@ TEST_F(StreamHubTest, PushesEachNewMatchOnceInOrderAndTheDeletesOfMatches) {
   ASSERT_NO_FATAL_FAILURE(Ingest({Tweet(15, "last cats")}));
   Reader r(*s);
   ASSERT_TRUE(r.ReadUntil([](const Received& got) {
-    return !got.events.empty() && got.events.back() == "+15";
-  }).ok());
-  EXPECT_EQ(r.got().events,
-            (std::vector<std::string>{"+10", "+13", "+14", "-10", "-1", "+15"}));
+                 return !got.events.empty() && got.events.back() == "+15";
+               }).ok());
+  EXPECT_EQ(r.got().events, (std::vector<std::string>{"+10", "+13", "+14", "-10", "-1", "+15"}));
   EXPECT_TRUE(std::is_sorted(r.got().ids.begin(), r.got().ids.end()));
   EXPECT_GT(r.got().ids.front(), s->start());
   const StreamHubStats stats = engine_->streams()->Stats();
@@ -171,8 +170,8 @@ TEST_F(StreamHubTest, ResumingAfterAnyIdLosesAndRepeatsNothingWhileWritersGoOn) 
     EXPECT_FALSE(again->gap_after().has_value());
     Reader r(*again);
     ASSERT_TRUE(r.ReadCount(1000 - cut).ok()) << "cut " << cut;
-    EXPECT_EQ(r.got().events, std::vector<std::string>(everything.events.begin() + cut,
-                                                        everything.events.end()))
+    EXPECT_EQ(r.got().events,
+              std::vector<std::string>(everything.events.begin() + cut, everything.events.end()))
         << "cut " << cut;
   }
   stop = true;
@@ -257,7 +256,7 @@ TEST_F(StreamHubTest, ResumePointsOutsideTheLogAreAGapOrRefused) {
 // its query among those written after it started, and a tweet is tested against few queries.
 TEST_F(StreamHubTest, ManyStandingQueriesEachGetExactlyTheirMatches) {
   ASSERT_NO_FATAL_FAILURE(Open(Options()));
-  const std::vector<std::string> words = {"red",  "green", "blue", "cats", "dogs", "tea",
+  const std::vector<std::string> words = {"red",  "green", "blue", "cats",  "dogs", "tea",
                                           "rain", "sun",   "moon", "#news", "@ann", "code"};
   std::mt19937_64 rng(3);
   auto word = [&] { return words[rng() % words.size()]; };
@@ -268,10 +267,17 @@ TEST_F(StreamHubTest, ManyStandingQueriesEachGetExactlyTheirMatches) {
   std::vector<std::string> queries;
   for (int i = 0; i < 400; ++i) {
     switch (i % 4) {
-      case 0: queries.push_back(word() + " " + word()); break;
-      case 1: queries.push_back(word() + " OR " + word()); break;
-      case 2: queries.push_back("\"" + word() + " " + word() + "\""); break;
-      default: queries.push_back(word() + " -" + word() + " from:" + (i % 8 ? "ana" : "bob"));
+      case 0:
+        queries.push_back(word() + " " + word());
+        break;
+      case 1:
+        queries.push_back(word() + " OR " + word());
+        break;
+      case 2:
+        queries.push_back("\"" + word() + " " + word() + "\"");
+        break;
+      default:
+        queries.push_back(word() + " -" + word() + " from:" + (i % 8 ? "ana" : "bob"));
     }
   }
   std::vector<std::unique_ptr<Subscription>> subs;
@@ -298,9 +304,9 @@ TEST_F(StreamHubTest, ManyStandingQueriesEachGetExactlyTheirMatches) {
     }
     Reader r(*subs[i]);
     ASSERT_TRUE(r.ReadUntil([&](const Received& got) {
-      return got.events.size() >= want.size() &&
-             engine_->streams()->Stats().position >= engine_->Stats().last_change;
-    }).ok());
+                   return got.events.size() >= want.size() &&
+                          engine_->streams()->Stats().position >= engine_->Stats().last_change;
+                 }).ok());
     ASSERT_EQ(r.got().events, want) << queries[i];
     total += want.size();
   }

@@ -181,6 +181,45 @@ TEST_F(LimiterTest, ConcurrentCallersOnSharedKeysAdmitExactlyTheLimit) {
   for (int k = 1; k < kKeys; ++k) EXPECT_EQ(admitted[k].load(), 3) << "key " << k;  // 3 a second
 }
 
+TEST(RulesTest, StreamEventsHaveLimitsOfTheirOwnAndKeysACapOnOpenStreams) {
+  auto rules = ParseRules(R"(
+default_tier: free
+tiers:
+  free:
+    stream: [{name: events, limit: 10, window: 1m, algorithm: fixed_window}]
+    all: [{name: requests, limit: 2, window: 1m}]
+    max_streams: 2
+  pro: {max_streams: 50}
+  open: {}
+keys:
+  ts_vip: {max_streams: 7}
+)");
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  EXPECT_EQ(MaxStreams(*rules, "ts_any", "free"), 2u);
+  EXPECT_EQ(MaxStreams(*rules, "ts_any", "pro"), 50u);
+  EXPECT_EQ(MaxStreams(*rules, "ts_any", "gold"), 2u);  // an unknown tier: default_tier's
+  EXPECT_EQ(MaxStreams(*rules, "ts_any", "open"), std::nullopt);
+  EXPECT_EQ(MaxStreams(*rules, "ts_vip", "free"), 7u);
+  ManualClock clock(1'767'225'600'000);
+  auto limiter = Limiter::CreateWithRules(*std::move(rules), {}, clock);
+  EXPECT_EQ(limiter->MaxStreams("ts_vip", "pro"), 7u);
+  // Events count in events, and "all" (a count of requests) does not apply to them.
+  EXPECT_TRUE(limiter->Check({"ts_a", "free", "stream", "", 6, {}}).allowed);
+  EXPECT_TRUE(limiter->Check({"ts_a", "free", "stream", "", 4, {}}).allowed);
+  Verdict v = limiter->Check({"ts_a", "free", "stream", "", 1, {}});
+  EXPECT_FALSE(v.allowed);
+  EXPECT_EQ(v.limited_by, "events");
+  EXPECT_TRUE(limiter->Check({"ts_a", "free", "search", "", 1, {}}).allowed);  // "all" fresh
+
+  auto message = [](std::string_view yaml) {
+    return std::string(ParseRules(yaml).status().message());
+  };
+  EXPECT_NE(message("tiers: {free: {max_streams: -1}}").find("tiers.free.max_streams"),
+            std::string::npos);
+  EXPECT_NE(message("tiers: {free: {max_streams: [1]}}").find("whole number"), std::string::npos);
+  EXPECT_NE(message("anonymous: {max_streams: 3}").find("need a key"), std::string::npos);
+}
+
 TEST(RulesTest, BrokenRulesSayWhereAndWhy) {
   auto message = [](std::string_view yaml) {
     auto r = ParseRules(yaml);

@@ -1,0 +1,72 @@
+// LiveStream: a stream (GET /v1/stream, the gRPC Stream call) as its transport holds it once
+// the front door opened it: the subscription to read events from, and the key's quota on them.
+//
+// Opening (FrontDoor::OpenStream) authenticates the key (scope search), charges one search,
+// plans the query, checks the key's cap on open streams (the rules' max_streams) and subscribes
+// to the backend's StreamHub. Each batch of events is charged to the key's "stream" limits
+// before it is sent; a refusal ends the stream with a final event naming the limit (the
+// client may resume after the last event it received once the quota allows).
+//
+// Thread-safety: one transport thread at a time uses a stream; the front door's counts of open
+// streams are shared.
+#ifndef TWEETSEARCH_AGGREGATOR_LIVE_STREAM_H_
+#define TWEETSEARCH_AGGREGATOR_LIVE_STREAM_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "aggregator/api_keys.h"
+#include "aggregator/stream_hub.h"
+
+namespace tweetsearch::aggregator {
+
+class FrontDoor;
+
+struct StreamRequest {
+  std::string api_dev_key;
+  std::string search_terms;
+  // The id of the last event the client received (SSE's Last-Event-ID, gRPC's resume token):
+  // the stream resumes after it. Empty: new tweets only.
+  std::string last_event_id;
+};
+
+class LiveStream {
+ public:
+  ~LiveStream();  // frees the key's slot
+  LiveStream(const LiveStream&) = delete;
+  LiveStream& operator=(const LiveStream&) = delete;
+
+  Subscription& subscription() { return *subscription_; }
+  const ApiKey& key() const { return key_; }
+  const std::string& query() const { return query_; }
+  bool resumed() const { return resumed_; }  // opened with a last event id
+  // Charges `events` to the key's stream quota: OK, or ResourceExhausted naming the limit.
+  absl::Status Charge(size_t events);
+
+ private:
+  friend class FrontDoor;
+  LiveStream(const FrontDoor& door, ApiKey key, std::unique_ptr<Subscription> subscription,
+             std::string query, bool resumed)
+      : door_(door),
+        key_(std::move(key)),
+        query_(std::move(query)),
+        resumed_(resumed),
+        subscription_(std::move(subscription)) {}
+
+  const FrontDoor& door_;
+  const ApiKey key_;
+  const std::string query_;
+  const bool resumed_;
+  std::unique_ptr<Subscription> subscription_;
+};
+
+// The event id a stream's events carry and Last-Event-ID gives back: the change's sequence.
+std::string StreamEventId(uint64_t sequence);
+// InvalidArgument unless `text` is one.
+absl::StatusOr<uint64_t> ParseStreamEventId(std::string_view text);
+
+}  // namespace tweetsearch::aggregator
+
+#endif  // TWEETSEARCH_AGGREGATOR_LIVE_STREAM_H_
