@@ -51,6 +51,7 @@ Engine::Engine(const EngineOptions& options, const Clock& clock, SnowflakeGenera
       checkpoint_change_(checkpoint_change) {
   checkpoint_change_seen_.store(checkpoint_change);
   // The streams file queries under their rarest terms, by this index's document frequency.
+  if (!options.streams) return;
   streams_ = std::make_unique<StreamHub>(
       index_->analyzer(), change_log_, store_->LastSequence(),
       [this](std::string_view term) {
@@ -58,7 +59,7 @@ Engine::Engine(const EngineOptions& options, const Clock& clock, SnowflakeGenera
         for (const auto& segment : index_->Snapshot()->segments) df += segment->DocFreq(term);
         return df;
       },
-      options.streams);
+      options.stream_options);
 }
 
 Engine::~Engine() {
@@ -335,7 +336,7 @@ void Engine::WriteIngest(std::vector<Writer*>& group) {
     written[i]->outcome->status = indexed[i];
     undo.deletes.push_back(written[i]->tweet.id);
   }
-  if (streams_->wanted()) {
+  if (streams_ != nullptr && streams_->wanted()) {
     // Puts are logged in order, so the i-th written tweet has the i-th sequence of the write.
     std::vector<StreamChange> changes;
     const uint64_t first = *sequence - written.size() + 1;
@@ -346,13 +347,13 @@ void Engine::WriteIngest(std::vector<Writer*>& group) {
                        std::make_shared<const storage::StoredTweet>(std::move(written[i]->tweet))});
     }
     streams_->Publish(std::move(changes), *sequence);
-  } else {
+  } else if (streams_ != nullptr) {
     streams_->Advance(*sequence);
   }
   if (!undo.empty()) {
     // Failure: the tweet stays stored, unindexed. Either way no stream saw it.
     absl::StatusOr<uint64_t> undone = store_->Write(undo);
-    if (undone.ok()) streams_->Publish({}, *undone);
+    if (undone.ok() && streams_ != nullptr) streams_->Publish({}, *undone);
   }
   ingested_.fetch_add(written.size() - undo.deletes.size(), std::memory_order_relaxed);
   rejected_.fetch_add(undo.deletes.size(), std::memory_order_relaxed);
@@ -385,7 +386,7 @@ void Engine::WriteOne(Writer* w) {
   }
   cache_.Invalidate(w->id);
   std::vector<StreamChange> changes;
-  if (w->kind == Writer::Kind::kDelete) {
+  if (w->kind == Writer::Kind::kDelete && streams_ != nullptr && streams_->wanted()) {
     changes.push_back(StreamChange{*sequence, StreamChange::Kind::kDelete,
                                    std::make_shared<const storage::StoredTweet>(*current)});
   }
@@ -393,6 +394,7 @@ void Engine::WriteOne(Writer* w) {
 }
 
 void Engine::PublishChanges(std::vector<StreamChange> changes, uint64_t through) {
+  if (streams_ == nullptr) return;
   if (streams_->wanted()) {
     streams_->Publish(std::move(changes), through);
   } else {

@@ -66,7 +66,9 @@ struct EngineOptions {
   // Changes stay in the change log at least this long after they are written, whatever the
   // checkpoints: streams resume from it (GET /v1/stream with Last-Event-ID). Default 15 min.
   int64_t change_retention_ms = 15 * 60 * 1000;
-  StreamHubOptions streams;
+  // Serve streams (the stream hub). Default true; false leaves the write path without it.
+  bool streams = true;
+  StreamHubOptions stream_options;
 };
 
 class Engine final : public Backend {

@@ -7,18 +7,22 @@
 
 namespace tweetsearch::query {
 
-absl::StatusOr<AnalyzedTweet> AnalyzedTweet::Make(const index::IndexDoc& doc,
+absl::StatusOr<AnalyzedTweet> AnalyzedTweet::Make(std::string_view text,
+                                                  std::string_view user_name,
+                                                  std::string_view lang, int64_t created_at_ms,
+                                                  uint32_t likes,
                                                   const analysis::Analyzer& analyzer) {
-  std::vector<analysis::Token> tokens;
-  if (absl::Status s = analyzer.Analyze(doc.text, &tokens); !s.ok()) return s;
+  thread_local std::vector<analysis::Token> tokens;  // reused: its strings keep their buffers
+  tokens.clear();
+  if (absl::Status s = analyzer.Analyze(text, &tokens); !s.ok()) return s;
   AnalyzedTweet out;
   out.terms_.reserve(tokens.size() + 2);
-  for (analysis::Token& t : tokens) out.terms_[std::move(t.text)].push_back(t.position);
+  for (analysis::Token& t : tokens) out.terms_[t.text].push_back(t.position);
   // As the index: from: and lang: terms at position 0, never part of a phrase.
-  if (!doc.user_name.empty()) out.terms_[index::FromTerm(doc.user_name)].push_back(0);
-  if (!doc.lang.empty()) out.terms_[index::LangTerm(doc.lang)].push_back(0);
-  out.created_at_ms_ = doc.created_at_ms;
-  out.likes_ = doc.likes;
+  if (!user_name.empty()) out.terms_[index::FromTerm(user_name)].push_back(0);
+  if (!lang.empty()) out.terms_[index::LangTerm(lang)].push_back(0);
+  out.created_at_ms_ = created_at_ms;
+  out.likes_ = likes;
   return out;
 }
 

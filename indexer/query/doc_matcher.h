@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "common/strings.h"
 #include "indexer/analysis/analyzer.h"
@@ -31,7 +32,12 @@ class AnalyzedTweet {
  public:
   // InvalidArgument for text the index would refuse (ill-formed UTF-8).
   static absl::StatusOr<AnalyzedTweet> Make(const index::IndexDoc& doc,
-                                            const analysis::Analyzer& analyzer);
+                                            const analysis::Analyzer& analyzer) {
+    return Make(doc.text, doc.user_name, doc.lang, doc.created_at_ms, doc.likes, analyzer);
+  }
+  static absl::StatusOr<AnalyzedTweet> Make(std::string_view text, std::string_view user_name,
+                                            std::string_view lang, int64_t created_at_ms,
+                                            uint32_t likes, const analysis::Analyzer& analyzer);
 
   // The positions of `term` in the tweet, ascending; empty if it does not occur.
   std::span<const uint32_t> positions(std::string_view term) const;
@@ -46,7 +52,8 @@ class AnalyzedTweet {
   uint32_t likes() const { return likes_; }
 
  private:
-  absl::flat_hash_map<std::string, std::vector<uint32_t>> terms_;
+  // Most terms occur once in a tweet: their position is kept inline.
+  absl::flat_hash_map<std::string, absl::InlinedVector<uint32_t, 2>> terms_;
   int64_t created_at_ms_ = 0;
   uint32_t likes_ = 0;
 };

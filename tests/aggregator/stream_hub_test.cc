@@ -197,9 +197,9 @@ TEST_F(StreamHubTest, ResumingWhileWritesContinueJoinsTheLiveFeedWithoutGapOrDup
 
 TEST_F(StreamHubTest, ASlowReaderAndAMatcherFarBehindCatchUpFromTheLog) {
   EngineOptions o = Options();
-  o.streams.max_queued_events = 7;
-  o.streams.max_backlog_changes = 40;
-  o.streams.log_read_batch = 13;
+  o.stream_options.max_queued_events = 7;
+  o.stream_options.max_backlog_changes = 40;
+  o.stream_options.log_read_batch = 13;
   ASSERT_NO_FATAL_FAILURE(Open(o));
   auto s = Subscribe("cats");
   std::vector<std::string> want;
