@@ -36,6 +36,7 @@
 #include "cluster/topology.h"
 #include "common/strings.h"
 #include "net/http_client.h"
+#include "net/sse_client.h"
 #include "tools/ctl/ingest_source.h"
 
 namespace {
@@ -468,6 +469,97 @@ void AddCounts(CLI::App& app, Globals& g, int* rc) {
   });
 }
 
+// One stream event as a line: the tweet (or the delete), or with `as_json` the event's id, kind
+// and data as one JSON object.
+void PrintStreamEvent(const tweetsearch::net::SseEvent& e, bool as_json) {
+  if (as_json) {
+    json data = json::parse(e.data, nullptr, false);
+    std::cout << json{{"id", e.id}, {"event", e.event}, {"data", data}}.dump() << std::endl;
+    return;
+  }
+  json data = json::parse(e.data, nullptr, false);
+  if (data.is_discarded()) return;
+  if (e.event == "tweet") {
+    std::printf("%-20s  %-15s  %s\n", (data.value("created_at", "").substr(0, 19) + "Z").c_str(),
+                Shorten(data.value("user_name", ""), 15).c_str(),
+                Shorten(data.value("text", ""), 90).c_str());
+  } else if (e.event == "delete") {
+    std::printf("deleted %s\n", data.value("tweet_id", "").c_str());
+  } else if (e.event == "gap") {
+    std::printf("(some events were lost: %s)\n", data.value("message", "").c_str());
+  }
+  std::fflush(stdout);
+}
+
+// Follows a stream, reconnecting after the last event received when the connection drops
+// (backing off to 30 s), until --max-events, a refusal or an end the server gives a reason for.
+int Stream(Globals& g, const std::string& query, std::string last_id, size_t max_events,
+           bool as_json, bool reconnect) {
+  if (int rc = ResolveServer(g); rc != kOk) return rc;
+  const std::string target = "/v1/stream?search_terms=" + UrlEncode(query);
+  size_t events = 0;
+  int backoff_s = 1;
+  for (;;) {
+    HttpReply refused;
+    absl::StatusOr<std::unique_ptr<tweetsearch::net::SseClient>> stream =
+        tweetsearch::net::SseClient::Open(g.host, g.port, target, g.key, last_id,
+                                          std::chrono::seconds(60), &refused);
+    if (!stream.ok() && refused.status != 0) {
+      json error = json::parse(refused.body, nullptr, false);
+      std::cerr << "tweetctl: the server answered " << refused.status << ": "
+                << (error.contains("error") ? error["error"].value("message", refused.body)
+                                            : refused.body)
+                << "\n";
+      return kRefused;
+    }
+    while (stream.ok()) {
+      absl::StatusOr<tweetsearch::net::SseEvent> e = (*stream)->Next();
+      if (!e.ok()) break;
+      backoff_s = 1;
+      if (!e->id.empty()) last_id = e->id;
+      if (e->event == "end") {
+        json data = json::parse(e->data, nullptr, false);
+        std::cerr << "tweetctl: the server ended the stream: "
+                  << (data.contains("error") ? data["error"].value("message", e->data) : e->data)
+                  << " (resume with --last-event-id " << last_id << ")\n";
+        return kRefused;
+      }
+      if (e->event == "ready" && !as_json) continue;
+      PrintStreamEvent(*e, as_json);
+      if (e->event == "tweet" || e->event == "delete") {
+        if (max_events > 0 && ++events >= max_events) return kOk;
+      }
+    }
+    if (!reconnect) {
+      std::cerr << "tweetctl: the stream ended (resume with --last-event-id " << last_id << ")\n";
+      return kUnreachable;
+    }
+    std::cerr << "tweetctl: the stream dropped; reconnecting in " << backoff_s << " s\n";
+    std::this_thread::sleep_for(std::chrono::seconds(backoff_s));
+    backoff_s = std::min(30, backoff_s * 2);
+  }
+}
+
+void AddStream(CLI::App& app, Globals& g, int* rc) {
+  struct Options {
+    std::string query, last_event_id;
+    size_t max_events = 0;
+    bool as_json = false, no_reconnect = false;
+  };
+  auto o = std::make_shared<Options>();
+  auto* stream = app.add_subcommand(
+      "stream", "Print new tweets matching a query as they arrive (and deletes of matches)");
+  stream->add_option("query", o->query, "Query")->required();
+  stream->add_option("--last-event-id", o->last_event_id,
+                     "Resume after this event (as printed when a stream ends)");
+  stream->add_option("--max-events", o->max_events, "Stop after this many tweets and deletes");
+  stream->add_flag("--json", o->as_json, "Print each event as JSON (id, event, data)");
+  stream->add_flag("--no-reconnect", o->no_reconnect, "Stop when the connection drops");
+  stream->callback([&g, rc, o] {
+    *rc = Stream(g, o->query, o->last_event_id, o->max_events, o->as_json, !o->no_reconnect);
+  });
+}
+
 // get, delete and likes: one tweet by id.
 void AddTweetCommands(CLI::App& app, Globals& g, int* rc) {
   struct Options {
@@ -721,6 +813,7 @@ int main(int argc, char** argv) {
   AddIngest(app, g, &rc);
   AddSearch(app, g, &rc);
   AddCounts(app, g, &rc);
+  AddStream(app, g, &rc);
   AddTweetCommands(app, g, &rc);
   AddAdminCommands(app, g, &rc);
   AddStatus(app, g, &rc);

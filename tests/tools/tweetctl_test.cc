@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "tests/testing/corpus.h"
@@ -97,6 +98,53 @@ TEST_F(TweetctlTest, CountsPrintABarPerBucketWithMatches) {
       << out;
   EXPECT_EQ(Ctl({"counts", "wombat", "--granularity", "week"}, &out), 4) << out;
   EXPECT_NE(out.find("granularity must be minute, hour or day"), std::string::npos) << out;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST_F(TweetctlTest, StreamPrintsNewMatchesAsTheyArriveAndResumes) {
+  const std::string log = dir_.path() + "/stream.log";
+  testing::ChildProcess stream({TWEETCTL_PATH, "--server", "http://127.0.0.1:" + daemon_->port(),
+                                "stream", "wombat", "--json", "--max-events", "2"},
+                               log);
+  // Ingest once the stream is open (its ready event is printed).
+  for (int i = 0; i < 3000 && ReadAll(log).find("\"ready\"") == std::string::npos; ++i) {
+    ASSERT_FALSE(stream.Wait(std::chrono::milliseconds(10)).has_value()) << ReadAll(log);
+  }
+  std::string out;
+  ASSERT_EQ(Ctl({"ingest", Write("w.jsonl", "{\"id\":\"31\",\"text\":\"wombat one\"}\n"
+                                            "{\"id\":\"32\",\"text\":\"no match\"}\n"
+                                            "{\"id\":\"33\",\"text\":\"wombat two\"}\n")},
+                &out),
+            0)
+      << out;
+  ASSERT_EQ(stream.Wait(std::chrono::seconds(60)), 0) << ReadAll(log);
+  std::vector<nlohmann::json> events;
+  std::istringstream lines(ReadAll(log));
+  for (std::string line; std::getline(lines, line);) {
+    nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
+    if (!e.is_discarded()) events.push_back(e);
+  }
+  ASSERT_EQ(events.size(), 3u) << ReadAll(log);
+  EXPECT_EQ(events[0]["event"], "ready");
+  EXPECT_EQ(events[1]["data"]["tweet_id"], "31");
+  EXPECT_EQ(events[2]["data"]["text"], "wombat two");
+
+  // Resumed after the first tweet, in the table form: the second one.
+  ASSERT_EQ(Ctl({"stream", "wombat", "--last-event-id", events[1]["id"].get<std::string>(),
+                 "--max-events", "1"},
+                &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("wombat two"), std::string::npos) << out;
+  EXPECT_EQ(out.find("wombat one"), std::string::npos) << out;
+  EXPECT_EQ(Ctl({"stream", "wombat", "--last-event-id", "nonsense"}, &out), 4) << out;
+  EXPECT_NE(out.find("not an event id"), std::string::npos) << out;
 }
 
 TEST_F(TweetctlTest, IngestsTheRealSentiment140Csv) {
