@@ -150,8 +150,7 @@ void StreamHub::Run() {
     if (wanted()) {
       tweets.reserve(p.changes.size());
       for (StreamChange& c : p.changes) {
-        absl::StatusOr<query::AnalyzedTweet> a =
-            Analyze(*c.tweet, analyzer_);
+        absl::StatusOr<query::AnalyzedTweet> a = Analyze(*c.tweet, analyzer_);
         tweets.push_back(
             Analyzed{std::move(c), a.ok() ? std::optional(*std::move(a)) : std::nullopt});
       }

@@ -46,8 +46,9 @@ struct Flags {
 class TempDir {
  public:
   explicit TempDir(const std::string& parent) {
-    std::string templ = (parent.empty() ? std::filesystem::temp_directory_path().string() : parent) +
-                        "/stream-bench-XXXXXX";
+    std::string templ =
+        (parent.empty() ? std::filesystem::temp_directory_path().string() : parent) +
+        "/stream-bench-XXXXXX";
     path_ = mkdtemp(templ.data());
   }
   ~TempDir() { std::filesystem::remove_all(path_); }
@@ -136,16 +137,30 @@ std::vector<std::string> StandingQueries(const ts::SyntheticTweetGenerator& gen,
   std::vector<std::string> out;
   for (size_t i = 0; i < n; ++i) {
     switch (i % 20) {
-      case 0: case 1: case 2: case 3: case 4: case 5: case 6: case 7:
+      case 0:
+      case 1:
+      case 2:
+      case 3:
+      case 4:
+      case 5:
+      case 6:
+      case 7:
         out.push_back(gen.Word(rank(word_min, 50'000)));
         break;
-      case 8: case 9: case 10: case 11:
+      case 8:
+      case 9:
+      case 10:
+      case 11:
         out.push_back(gen.Word(rank(pair_min, 5'000)) + " " + gen.Word(rank(pair_min, 5'000)));
         break;
-      case 12: case 13: case 14:
+      case 12:
+      case 13:
+      case 14:
         out.push_back(gen.Word(rank(or_min, 50'000)) + " OR " + gen.Word(rank(or_min, 50'000)));
         break;
-      case 15: case 16: case 17:
+      case 15:
+      case 16:
+      case 17:
         out.push_back("#tag" + std::to_string(rank(tag_min, 2'000)));
         break;
       default:
@@ -181,7 +196,8 @@ void MeasureLatency(const Flags& flags) {
   auto engine = OpenEngine(dir.path(), true);
   ts::SyntheticTweetGenerator gen(ts::SyntheticOptions{.seed = 3});
   ts::TweetId next_id = 1'000'000;
-  for (size_t done = 0; done < flags.preload; done += 1000) engine->Ingest(Batch(gen, 1000, &next_id));
+  for (size_t done = 0; done < flags.preload; done += 1000)
+    engine->Ingest(Batch(gen, 1000, &next_id));
 
   const std::vector<std::string> texts = StandingQueries(gen, flags.queries, flags.broad);
   std::vector<std::unique_ptr<agg::Subscription>> subs;
@@ -269,7 +285,9 @@ void MeasureLatency(const Flags& flags) {
     ms.push_back(std::max<int64_t>(0, t - acked[b].load()) / 1e6);
   }
   std::sort(ms.begin(), ms.end());
-  auto q = [&](double p) { return ms.empty() ? 0 : ms[std::min(ms.size() - 1, size_t(p * ms.size()))]; };
+  auto q = [&](double p) {
+    return ms.empty() ? 0 : ms[std::min(ms.size() - 1, size_t(p * ms.size()))];
+  };
   const agg::StreamHubStats s = engine->streams()->Stats();
   const double tweets = static_cast<double>(batches * batch);
   std::cout << std::fixed << std::setprecision(1);

@@ -7,8 +7,7 @@
 
 namespace tweetsearch::query {
 
-absl::StatusOr<AnalyzedTweet> AnalyzedTweet::Make(std::string_view text,
-                                                  std::string_view user_name,
+absl::StatusOr<AnalyzedTweet> AnalyzedTweet::Make(std::string_view text, std::string_view user_name,
                                                   std::string_view lang, int64_t created_at_ms,
                                                   uint32_t likes,
                                                   const analysis::Analyzer& analyzer) {

@@ -117,9 +117,10 @@ TEST_F(TweetctlTest, StreamPrintsNewMatchesAsTheyArriveAndResumes) {
     ASSERT_FALSE(stream.Wait(std::chrono::milliseconds(10)).has_value()) << ReadAll(log);
   }
   std::string out;
-  ASSERT_EQ(Ctl({"ingest", Write("w.jsonl", "{\"id\":\"31\",\"text\":\"wombat one\"}\n"
-                                            "{\"id\":\"32\",\"text\":\"no match\"}\n"
-                                            "{\"id\":\"33\",\"text\":\"wombat two\"}\n")},
+  ASSERT_EQ(Ctl({"ingest", Write("w.jsonl",
+                                 "{\"id\":\"31\",\"text\":\"wombat one\"}\n"
+                                 "{\"id\":\"32\",\"text\":\"no match\"}\n"
+                                 "{\"id\":\"33\",\"text\":\"wombat two\"}\n")},
                 &out),
             0)
       << out;

@@ -1,6 +1,8 @@
 // The search page: query, sort, results with highlighted words, "load more" through page
-// tokens, the quota left, clear messages for refused requests, and above the results the
-// query's matches per hour over the week up to the newest tweet of the first page.
+// tokens, the quota left, clear messages for refused requests, above the results the query's
+// matches per hour over the week up to the newest tweet of the first page, and "live": a
+// stream of the query (GET /v1/stream, Server-Sent Events) that adds new matches on top and
+// takes deleted ones away.
 import { drawChart } from './chart.js';
 import {
   apiGet, bindKeyInput, el, formatNumber, formatSeconds, quotaText, showMessage,
@@ -10,6 +12,8 @@ const form = document.getElementById('search-form');
 const queryInput = document.getElementById('query');
 const sortSelect = document.getElementById('sort');
 const exactBox = document.getElementById('exact-total');
+const liveBox = document.getElementById('live');
+const liveStatus = document.getElementById('live-status');
 const results = document.getElementById('results');
 const more = document.getElementById('more');
 const message = document.getElementById('message');
@@ -26,6 +30,9 @@ let charted = null;
 let current = null;
 // Counts down to the end of a 429's wait.
 let countdown = null;
+// The open stream of the query on screen (live), and how many tweets it added.
+let live = null;
+let liveAdded = 0;
 
 function renderTweet(tweet) {
   const text = el('p', { class: 'text' });
@@ -76,6 +83,58 @@ async function drawTimeline(q, tweets) {
   }
 }
 
+function stopLive(why) {
+  if (live) live.close();
+  live = null;
+  liveStatus.hidden = !why;
+  liveStatus.textContent = why || '';
+}
+
+// Follows the query on screen: new matches go on top, deletes leave. EventSource reconnects by
+// itself after a dropped connection, sending the last event's id, so nothing is missed.
+function startLive() {
+  stopLive();
+  if (!liveBox.checked || !current) return;
+  const url = new URL('/v1/stream', window.location);
+  url.searchParams.set('q', current.q);
+  const key = getKey();
+  if (key) url.searchParams.set('api_dev_key', key);
+  liveAdded = 0;
+  live = new EventSource(url);
+  const stream = live;
+  liveStatus.hidden = false;
+  liveStatus.textContent = 'Live: connecting…';
+  stream.addEventListener('ready', () => {
+    liveStatus.textContent = 'Live: new matches appear on top as they arrive.';
+  });
+  stream.addEventListener('tweet', (event) => {
+    const item = renderTweet(JSON.parse(event.data));
+    item.classList.add('new');
+    results.prepend(item);
+    liveAdded += 1;
+    liveStatus.textContent = `Live: ${formatNumber(liveAdded)} new since you turned it on.`;
+  });
+  stream.addEventListener('delete', (event) => {
+    const { tweet_id: id } = JSON.parse(event.data);
+    for (const item of results.querySelectorAll('li.tweet')) {
+      if (item.dataset.id === id) item.remove();
+    }
+  });
+  stream.addEventListener('end', (event) => {
+    // The server ended it (the key's stream quota): say why and stop.
+    const { error } = JSON.parse(event.data);
+    liveBox.checked = false;
+    stopLive(`Live stopped: ${error.message}`);
+  });
+  stream.addEventListener('error', () => {
+    // A refused stream (400, 401, 429) is not retried by the browser.
+    if (stream.readyState === EventSource.CLOSED && live === stream) {
+      liveBox.checked = false;
+      stopLive('Live stopped: the server refused the stream (quota or key).');
+    }
+  });
+}
+
 function startCountdown(seconds) {
   clearInterval(countdown);
   let left = seconds;
@@ -118,11 +177,15 @@ async function run(append) {
     summary.textContent = shown === 0 ? 'No tweets match.'
       : `${formatNumber(shown)} shown of ${total} matching · ${body.took_ms.toFixed(1)} ms`;
     quota.textContent = quotaText(headers);
-    if (!append) drawTimeline(current.q, body.results);
+    if (!append) {
+      drawTimeline(current.q, body.results);
+      startLive();
+    }
   } catch (error) {
     showMessage(message, error.message);
     if (error.status === 429) startCountdown(error.retryAfter);
     if (!append) {
+      stopLive();
       results.replaceChildren();
       summary.textContent = '';
       more.hidden = true;
@@ -160,6 +223,10 @@ for (const control of [sortSelect, exactBox]) {
     if (queryInput.value.trim()) search();
   });
 }
+liveBox.addEventListener('change', () => {
+  if (liveBox.checked) startLive();
+  else stopLive();
+});
 more.addEventListener('click', () => run(true));
 
 async function start() {

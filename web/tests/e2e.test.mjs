@@ -247,3 +247,54 @@ test('the page is served with a strict content security policy', async () => {
   assert.equal((await fetch(`${base}/assets/nope.js`)).status, 404);
   assert.equal((await fetch(`${base}/`, { method: 'POST' })).status, 405);
 });
+
+test('live: new matches appear on top as they arrive, and deleted ones leave', async () => {
+  // A key of its own: the demo key spent its searches above (this test's tier has no limits).
+  const created = await fetch(`${base}/v1/admin/keys`, {
+    method: 'POST',
+    headers: { 'X-Api-Key': adminKey, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ owner: 'live-test', tier: 'free', scopes: ['search'] }),
+  });
+  assert.equal(created.status, 201);
+  const { key } = await created.json();
+  const { page, errors } = await newPage();
+  await page.goto(`${base}/`);
+  await page.waitForSelector('body[data-ready="true"]');
+  await page.fill('#api-key', key);
+  await page.dispatchEvent('#api-key', 'change');
+  await page.check('#live');
+  await page.fill('#query', 'wombat OR love');
+  await page.press('#query', 'Enter');
+  await page.waitForSelector('#results li.tweet');
+  await waitFor(async () => /new matches appear/.test(await page.locator('#live-status').textContent()),
+    'the stream to open');
+  const before = await resultIds(page);
+
+  const ingest = async (lines) => {
+    const r = await fetch(`${base}/v1/tweets`, {
+      method: 'POST',
+      headers: { 'X-Api-Key': adminKey, 'Content-Type': 'application/json' },
+      body: lines,
+    });
+    assert.equal(r.status, 200, await r.text());
+  };
+  await ingest('{"id":"990001","text":"a wombat goes live"}\n{"id":"990002","text":"nothing"}\n');
+  await waitFor(async () => (await resultIds(page))[0] === '990001', 'the new match on top');
+  await ingest('{"id":"990003","text":"love this wombat"}\n');
+  await waitFor(async () => (await resultIds(page))[0] === '990003', 'the second match on top');
+  const now = await resultIds(page);
+  assert.deepEqual(now.slice(2), before, 'the earlier results stay below');
+  assert.ok(!now.includes('990002'));
+  assert.match(await page.locator('#live-status').textContent(), /Live: 2 new/);
+  await screenshot(page, 'search-live');
+
+  // A deleted match leaves the page.
+  const deleted = await fetch(`${base}/v1/tweets/990001`, { method: 'DELETE', headers: { 'X-Api-Key': adminKey } });
+  assert.equal(deleted.status, 200);
+  await waitFor(async () => !(await resultIds(page)).includes('990001'), 'the deleted match to leave');
+  // Turning it off closes the stream.
+  await page.uncheck('#live');
+  assert.equal(await page.locator('#live-status').isHidden(), true);
+  assert.deepEqual(errors.filter((e) => !/Failed to load resource/.test(e)), []);
+  await page.context().close();
+});
