@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "aggregator/backend.h"
+#include "aggregator/stream_hub.h"
 #include "common/strings.h"
 #include "usage/usage_recorder.h"
 
@@ -28,6 +29,24 @@ void PartitionSeries(std::string* out, const std::vector<StoragePartitionStats>&
 }
 
 }  // namespace
+
+void RenderStreamMetrics(const StreamHubStats& s, std::string* out) {
+  Series(out, "tweetsearch_streams_open", "gauge", "Streams open (GET /v1/stream, gRPC Stream).",
+         s.open_streams);
+  Series(out, "tweetsearch_stream_standing_queries", "gauge",
+         "Distinct queries of the open streams.", s.standing_queries);
+  Series(out, "tweetsearch_stream_position", "gauge",
+         "The last change the streams' matcher has matched (compare tweetsearch_change_sequence).",
+         s.position);
+  Series(out, "tweetsearch_stream_events_total", "counter", "Events queued for streams.",
+         s.events);
+  Series(out, "tweetsearch_stream_query_tests_total", "counter",
+         "Standing queries evaluated against new tweets (those filed under one of its terms).",
+         s.query_tests);
+  Series(out, "tweetsearch_stream_catch_ups_total", "counter",
+         "Times a stream read the change log to catch up (a slow client, a late matcher).",
+         s.catch_ups);
+}
 
 void RenderEngineMetrics(const EngineStats& s, std::string* out) {
   Series(out, "tweetsearch_index_documents", "gauge", "Tweets in the index.", s.indexed_documents);

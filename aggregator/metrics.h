@@ -23,6 +23,7 @@ struct RecorderStats;
 namespace tweetsearch::aggregator {
 
 struct EngineStats;
+struct StreamHubStats;
 
 class Metrics {
  public:
@@ -52,6 +53,8 @@ class Metrics {
 // Appends the engine's gauges and counters (index, storage, ingest, cache, checkpoints, and per
 // storage partition in a cluster), read at scrape time, in the same format.
 void RenderEngineMetrics(const EngineStats& stats, std::string* out);
+// The streams' series (tweetsearch_streams_open, ...).
+void RenderStreamMetrics(const StreamHubStats& stats, std::string* out);
 
 // Appends the usage recorder's counters.
 void RenderUsageMetrics(const usage::RecorderStats& stats, std::string* out);

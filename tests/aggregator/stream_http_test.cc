@@ -91,6 +91,12 @@ TEST_F(StreamHttpTest, ServerSentEventsPushNewMatchesDeletesAndResumeByLastEvent
   EXPECT_LT(std::stoull(first.id), std::stoull(second.id));
   EXPECT_LT(std::stoull(ready.id), std::stoull(first.id));
 
+  // The metrics count the open stream, its query and its events.
+  const std::string metrics = client_->Send("GET", "/metrics")->body;
+  EXPECT_NE(metrics.find("tweetsearch_streams_open 1\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("tweetsearch_stream_standing_queries 1\n"), std::string::npos);
+  EXPECT_NE(metrics.find("tweetsearch_stream_events_total 2\n"), std::string::npos);
+
   // Gone for a while: a delete and a new match happen; the reconnection resumes after the last
   // event received, with nothing lost or repeated.
   stream.reset();
