@@ -56,7 +56,9 @@ Engine::Engine(const EngineOptions& options, const Clock& clock, SnowflakeGenera
       index_->analyzer(), change_log_, store_->LastSequence(),
       [this](std::string_view term) {
         uint64_t df = 0;
-        for (const auto& segment : index_->Snapshot()->segments) df += segment->DocFreq(term);
+        // Held: a temporary in the range would die before the loop (and a merge may drop it).
+        const std::shared_ptr<const index::IndexSnapshot> snapshot = index_->Snapshot();
+        for (const auto& segment : snapshot->segments) df += segment->DocFreq(term);
         return df;
       },
       options.stream_options);
@@ -132,7 +134,8 @@ absl::Status Engine::Recover() {
     absl::MutexLock lock(&leader_mu_);
     from = checkpoint_change_;
   }
-  for (const auto& segment : index_->Snapshot()->segments) NoteId(segment->MaxTweetId());
+  const std::shared_ptr<const index::IndexSnapshot> snapshot = index_->Snapshot();
+  for (const auto& segment : snapshot->segments) NoteId(segment->MaxTweetId());
   std::vector<storage::Change> changes;
   auto apply = [&] {
     size_t i = 0;

@@ -38,8 +38,7 @@ void RenderStreamMetrics(const StreamHubStats& s, std::string* out) {
   Series(out, "tweetsearch_stream_position", "gauge",
          "The last change the streams' matcher has matched (compare tweetsearch_change_sequence).",
          s.position);
-  Series(out, "tweetsearch_stream_events_total", "counter", "Events queued for streams.",
-         s.events);
+  Series(out, "tweetsearch_stream_events_total", "counter", "Events queued for streams.", s.events);
   Series(out, "tweetsearch_stream_query_tests_total", "counter",
          "Standing queries evaluated against new tweets (those filed under one of its terms).",
          s.query_tests);

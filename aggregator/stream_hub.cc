@@ -41,7 +41,7 @@ std::string PlanKey(const query::Plan& plan) {
 Subscription::~Subscription() { Close(); }
 
 void Subscription::OnReady(std::function<void()> wake) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   wake_ = std::move(wake);
 }
 
@@ -50,7 +50,7 @@ void Subscription::Close() { hub_.Unsubscribe(*this); }
 absl::StatusOr<Subscription::Batch> Subscription::Next(size_t max) {
   uint64_t after;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (!queue_.empty()) {
       Batch batch;
       const size_t n = std::min(max, queue_.size());
@@ -74,15 +74,15 @@ absl::StatusOr<Subscription::Batch> Subscription::Next(size_t max) {
                                          " are no longer kept; reconnect to start again"))
             : absl::UnavailableError(
                   StrCat("reading the change log: ", changes.status().message()));
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     ended_ = ended;
     return ended;
   }
   Batch batch;
   batch.events = hub_.MatchLog(*this, *changes);
   const uint64_t read_through = changes->empty() ? after : changes->back().change.sequence;
-  absl::MutexLock hub_lock(&hub_.mu_);
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> hub_lock(hub_.mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   log_after_ = std::max(log_after_, read_through);
   if (log_after_ >= hub_.position_) {
     // Caught up: the matcher has matched nothing past what was read, so live events follow on
@@ -106,20 +106,21 @@ StreamHub::StreamHub(const analysis::Analyzer& analyzer, const ChangeLog& log, u
 
 StreamHub::~StreamHub() {
   {
-    absl::MutexLock lock(&queue_mu_);
+    std::lock_guard<std::mutex> lock(queue_mu_);
     stop_ = true;
   }
+  queue_cv_.notify_one();
   matcher_.join();
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   for (Subscription* s : subs_) {
-    absl::MutexLock sub_lock(&s->mu_);
+    std::lock_guard<std::mutex> sub_lock(s->mu_);
     s->ended_ = absl::UnavailableError("the server is shutting down");
     if (s->wake_) s->wake_();
   }
 }
 
 void StreamHub::Push(std::vector<StreamChange> changes, uint64_t through, bool complete) {
-  absl::MutexLock lock(&queue_mu_);
+  std::unique_lock<std::mutex> lock(queue_mu_);
   if (queued_changes_ + changes.size() > options_.max_backlog_changes) {
     // The matcher is far behind: forget what waits, and let the streams read it from the log.
     queue_.clear();
@@ -129,6 +130,8 @@ void StreamHub::Push(std::vector<StreamChange> changes, uint64_t through, bool c
   }
   queued_changes_ += changes.size();
   queue_.push_back(Pending{std::move(changes), through, complete});
+  lock.unlock();
+  queue_cv_.notify_one();
 }
 
 void StreamHub::Run() {
@@ -136,11 +139,8 @@ void StreamHub::Run() {
   for (;;) {
     Pending p;
     {
-      absl::MutexLock lock(&queue_mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
-        return stop_ || !queue_.empty();
-      };
-      queue_mu_.Await(absl::Condition(&ready));
+      std::unique_lock<std::mutex> lock(queue_mu_);
+      queue_cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
       if (stop_) return;
       p = std::move(queue_.front());
       queue_.pop_front();
@@ -160,7 +160,7 @@ void StreamHub::Run() {
 }
 
 void StreamHub::MatchBatch(const std::vector<Analyzed>& tweets, uint64_t through, bool complete) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (!complete) AllToLog();
   for (const Analyzed& a : tweets) {
     if (!a.tweet.has_value() || a.change.sequence <= position_) continue;
@@ -187,7 +187,7 @@ void StreamHub::MatchBatch(const std::vector<Analyzed>& tweets, uint64_t through
 }
 
 void StreamHub::Deliver(Subscription& s, const StreamEvent& event) {
-  absl::MutexLock lock(&s.mu_);
+  std::lock_guard<std::mutex> lock(s.mu_);
   if (s.from_log_ || s.closed_ || !s.ended_.ok() || event.sequence <= s.live_after_) return;
   const bool was_empty = s.queue_.empty();
   if (s.queue_.size() >= options_.max_queued_events) {
@@ -204,7 +204,7 @@ void StreamHub::Deliver(Subscription& s, const StreamEvent& event) {
 
 void StreamHub::AllToLog() {
   for (Subscription* s : subs_) {
-    absl::MutexLock lock(&s->mu_);
+    std::lock_guard<std::mutex> lock(s->mu_);
     if (s->from_log_) continue;
     s->from_log_ = true;
     s->log_after_ = std::max(position_, s->live_after_);
@@ -235,7 +235,7 @@ absl::StatusOr<std::unique_ptr<Subscription>> StreamHub::Subscribe(
   // Every change acknowledged before this call is in the log by now (read before the lock: the
   // store may be busy writing).
   const uint64_t logged = log_.LastSequence();
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   // A new stream starts after every acknowledged change, even those the matcher has not
   // reached yet (it skips them for this stream).
   uint64_t start = std::max(position_, logged);
@@ -256,7 +256,7 @@ absl::StatusOr<std::unique_ptr<Subscription>> StreamHub::Subscribe(
   s->gap_after_ = gap_after;
   s->plan_ = plan;
   {
-    absl::MutexLock sub_lock(&s->mu_);
+    std::lock_guard<std::mutex> sub_lock(s->mu_);
     s->live_after_ = start;
     if (resume_after.has_value() && start < position_) {
       s->from_log_ = true;
@@ -279,9 +279,9 @@ absl::StatusOr<std::unique_ptr<Subscription>> StreamHub::Subscribe(
 }
 
 void StreamHub::Unsubscribe(Subscription& s) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   {
-    absl::MutexLock sub_lock(&s.mu_);
+    std::lock_guard<std::mutex> sub_lock(s.mu_);
     s.closed_ = true;
     s.queue_.clear();
   }
@@ -304,7 +304,7 @@ void StreamHub::Unsubscribe(Subscription& s) {
 StreamHubStats StreamHub::Stats() const {
   StreamHubStats out;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     out.open_streams = subs_.size();
     out.standing_queries = by_key_.size();
     out.position = position_;

@@ -23,19 +23,19 @@
 #define TWEETSEARCH_AGGREGATOR_STREAM_HUB_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "indexer/analysis/analyzer.h"
 #include "indexer/query/plan.h"
 #include "storage/tweet_store.h"
@@ -147,14 +147,16 @@ class Subscription {
   Standing* standing_ = nullptr;  // guarded by the hub's mutex
   query::Plan plan_;              // immutable once subscribed
 
-  absl::Mutex mu_;  // after the hub's
-  std::deque<StreamEvent> queue_ ABSL_GUARDED_BY(mu_);
-  bool from_log_ ABSL_GUARDED_BY(mu_) = false;  // catching up: the matcher skips it
-  uint64_t log_after_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t live_after_ ABSL_GUARDED_BY(mu_) = 0;  // live events at or below it are duplicates
-  absl::Status ended_ ABSL_GUARDED_BY(mu_);
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  std::function<void()> wake_ ABSL_GUARDED_BY(mu_);
+  // std::mutex rather than absl::Mutex here and in the hub: ThreadSanitizer sees its ordering
+  // (Debian's Abseil is not built with it). Taken after the hub's.
+  std::mutex mu_;
+  std::deque<StreamEvent> queue_;  // guarded by mu_, as the fields below
+  bool from_log_ = false;          // catching up: the matcher skips it
+  uint64_t log_after_ = 0;
+  uint64_t live_after_ = 0;  // live events at or below it are duplicates
+  absl::Status ended_;
+  bool closed_ = false;
+  std::function<void()> wake_;
 };
 
 class StreamHub {
@@ -200,8 +202,8 @@ class StreamHub {
   void MatchBatch(const std::vector<Analyzed>& tweets, uint64_t through, bool complete);
   void Deliver(Subscription& s, const StreamEvent& event);
   // Every live stream drops to the log after the current position (the backlog overflowed or
-  // a write went by unpublished).
-  void AllToLog() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // a write went by unpublished). Requires mu_.
+  void AllToLog();
   void Unsubscribe(Subscription& s);
   // Matches changes read from the log against `s`'s plan.
   std::vector<StreamEvent> MatchLog(const Subscription& s,
@@ -212,20 +214,21 @@ class StreamHub {
   const std::function<uint64_t(std::string_view)> rarity_;
   const StreamHubOptions options_;
 
-  mutable absl::Mutex mu_;
-  uint64_t position_ ABSL_GUARDED_BY(mu_);
-  std::vector<Subscription*> subs_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, std::unique_ptr<Subscription::Standing>> by_key_
-      ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, std::vector<Subscription::Standing*>> by_term_
-      ABSL_GUARDED_BY(mu_);
-  uint64_t stamp_ ABSL_GUARDED_BY(mu_) = 0;
+  // Guards the fields below it up to queue_mu_.
+  mutable std::mutex mu_;
+  uint64_t position_;
+  std::vector<Subscription*> subs_;
+  absl::flat_hash_map<std::string, std::unique_ptr<Subscription::Standing>> by_key_;
+  absl::flat_hash_map<std::string, std::vector<Subscription::Standing*>> by_term_;
+  uint64_t stamp_ = 0;
   std::atomic<uint64_t> open_{0};
 
-  absl::Mutex queue_mu_ ABSL_ACQUIRED_AFTER(mu_);
-  std::deque<Pending> queue_ ABSL_GUARDED_BY(queue_mu_);
-  size_t queued_changes_ ABSL_GUARDED_BY(queue_mu_) = 0;
-  bool stop_ ABSL_GUARDED_BY(queue_mu_) = false;
+  // Guards the matcher's queue (never taken with mu_).
+  std::mutex queue_mu_;
+  std::condition_variable queue_cv_;
+  std::deque<Pending> queue_;
+  size_t queued_changes_ = 0;
+  bool stop_ = false;
 
   std::atomic<uint64_t> events_{0}, tweets_matched_{0}, query_tests_{0}, catch_ups_{0};
   std::thread matcher_;

@@ -99,9 +99,9 @@ IndexNode::IndexNode(const IndexNodeOptions& options,
       saved_(cursors),
       applied_(std::move(cursors)),
       caught_up_(sources_.size(), false) {
-  for (const auto& segment : index_->Snapshot()->segments) {
-    max_id_ = std::max(max_id_, segment->MaxTweetId());
-  }
+  // Held: a temporary in the range would die before the loop.
+  const std::shared_ptr<const index::IndexSnapshot> snapshot = index_->Snapshot();
+  for (const auto& segment : snapshot->segments) max_id_ = std::max(max_id_, segment->MaxTweetId());
 }
 
 absl::StatusOr<std::unique_ptr<IndexNode>> IndexNode::Open(
