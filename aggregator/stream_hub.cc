@@ -161,7 +161,7 @@ void StreamHub::Run() {
 
 void StreamHub::MatchBatch(const std::vector<Analyzed>& tweets, uint64_t through, bool complete) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!complete) AllToLog();
+  if (!complete) AllToLog(through);
   for (const Analyzed& a : tweets) {
     if (!a.tweet.has_value() || a.change.sequence <= position_) continue;
     const uint64_t stamp = ++stamp_;
@@ -202,10 +202,11 @@ void StreamHub::Deliver(Subscription& s, const StreamEvent& event) {
   if (was_empty && s.wake_) s.wake_();
 }
 
-void StreamHub::AllToLog() {
+void StreamHub::AllToLog(uint64_t through) {
   for (Subscription* s : subs_) {
     std::lock_guard<std::mutex> lock(s->mu_);
-    if (s->from_log_) continue;
+    // Streams that started at or after `through` missed nothing.
+    if (s->from_log_ || s->live_after_ >= through) continue;
     s->from_log_ = true;
     s->log_after_ = std::max(position_, s->live_after_);
     catch_ups_.fetch_add(1, std::memory_order_relaxed);

@@ -201,9 +201,9 @@ class StreamHub {
   void Run();
   void MatchBatch(const std::vector<Analyzed>& tweets, uint64_t through, bool complete);
   void Deliver(Subscription& s, const StreamEvent& event);
-  // Every live stream drops to the log after the current position (the backlog overflowed or
-  // a write went by unpublished). Requires mu_.
-  void AllToLog();
+  // Every live stream that wants changes up to `through` drops to the log after the current
+  // position (the backlog overflowed, or a write went by unpublished). Requires mu_.
+  void AllToLog(uint64_t through);
   void Unsubscribe(Subscription& s);
   // Matches changes read from the log against `s`'s plan.
   std::vector<StreamEvent> MatchLog(const Subscription& s,
