@@ -7,6 +7,18 @@
 #include "common/utf8.h"
 
 namespace tweetsearch::aggregator {
+
+NewTweet ToNewTweet(SyntheticTweet t) {
+  NewTweet out;
+  out.id = t.id;
+  out.user_id = t.user_id;
+  out.user_name = std::move(t.user_name);
+  out.text = std::move(t.text);
+  out.created_at_ms = t.created_at_ms;
+  out.lang = std::move(t.lang);
+  out.likes = t.likes;
+  return out;
+}
 namespace {
 
 constexpr size_t kMaxUserNameBytes = 64;

@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "common/ids.h"
+#include "common/synthetic.h"
 #include "indexer/analysis/analyzer.h"
 #include "indexer/query/plan.h"
 #include "indexer/query/searcher.h"
@@ -40,6 +41,9 @@ struct NewTweet {
   std::string lang;
   uint32_t likes = 0;
 };
+
+// A generated tweet (the sample, the benchmarks) as offered for ingest, with its id.
+NewTweet ToNewTweet(SyntheticTweet t);
 
 // The answer for one offered tweet: its id when accepted, or why it was
 // rejected (InvalidArgument for bad fields, AlreadyExists for a duplicate id,

@@ -49,18 +49,7 @@ absl::Status LoadSample(Engine& engine, uint64_t count, const Clock& clock) {
   while (accepted < count) {
     std::vector<NewTweet> batch;
     const uint64_t n = std::min<uint64_t>(10'000, count - accepted);
-    for (uint64_t i = 0; i < n; ++i) {
-      SyntheticTweet s = generator.Next();
-      NewTweet t;
-      t.id = s.id;
-      t.user_id = s.user_id;
-      t.user_name = std::move(s.user_name);
-      t.text = std::move(s.text);
-      t.created_at_ms = s.created_at_ms;
-      t.lang = std::move(s.lang);
-      t.likes = s.likes;
-      batch.push_back(std::move(t));
-    }
+    for (uint64_t i = 0; i < n; ++i) batch.push_back(ToNewTweet(generator.Next()));
     for (const IngestOutcome& o : engine.Ingest(std::move(batch))) {
       if (!o.status.ok()) return o.status;
       ++accepted;

@@ -339,9 +339,9 @@ void Engine::WriteIngest(std::vector<Writer*>& group) {
     written[i]->outcome->status = indexed[i];
     undo.deletes.push_back(written[i]->tweet.id);
   }
+  std::vector<StreamChange> changes;
   if (streams_ != nullptr && streams_->wanted()) {
     // Puts are logged in order, so the i-th written tweet has the i-th sequence of the write.
-    std::vector<StreamChange> changes;
     const uint64_t first = *sequence - written.size() + 1;
     for (size_t i = 0; i < written.size(); ++i) {
       if (!indexed[i].ok()) continue;
@@ -349,10 +349,8 @@ void Engine::WriteIngest(std::vector<Writer*>& group) {
           StreamChange{first + i, StreamChange::Kind::kPut,
                        std::make_shared<const storage::StoredTweet>(std::move(written[i]->tweet))});
     }
-    streams_->Publish(std::move(changes), *sequence);
-  } else if (streams_ != nullptr) {
-    streams_->Advance(*sequence);
   }
+  PublishChanges(std::move(changes), *sequence);
   if (!undo.empty()) {
     // Failure: the tweet stays stored, unindexed. Either way no stream saw it.
     absl::StatusOr<uint64_t> undone = store_->Write(undo);
@@ -397,6 +395,8 @@ void Engine::WriteOne(Writer* w) {
 }
 
 void Engine::PublishChanges(std::vector<StreamChange> changes, uint64_t through) {
+  // A stream opened since the caller looked at wanted() starts after `through` (after the
+  // store's last sequence), so changes left out for it were never its own.
   if (streams_ == nullptr) return;
   if (streams_->wanted()) {
     streams_->Publish(std::move(changes), through);

@@ -75,16 +75,8 @@ std::vector<agg::NewTweet> Batch(ts::SyntheticTweetGenerator& gen, size_t n, ts:
   std::vector<agg::NewTweet> out;
   out.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    ts::SyntheticTweet t = gen.Next();
-    agg::NewTweet nt;
-    nt.id = (*next_id)++;
-    nt.user_id = t.user_id;
-    nt.user_name = std::move(t.user_name);
-    nt.text = std::move(t.text);
-    nt.created_at_ms = t.created_at_ms;
-    nt.lang = std::move(t.lang);
-    nt.likes = t.likes;
-    out.push_back(std::move(nt));
+    out.push_back(agg::ToNewTweet(gen.Next()));
+    out.back().id = (*next_id)++;  // ids of the bench's own, to find a tweet's batch
   }
   return out;
 }

@@ -11,6 +11,13 @@
 namespace tweetsearch {
 namespace {
 
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 class TweetctlTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -26,10 +33,7 @@ class TweetctlTest : public ::testing::Test {
         TWEETCTL_PATH, "--server", server.empty() ? "http://127.0.0.1:" + daemon_->port() : server};
     argv.insert(argv.end(), args.begin(), args.end());
     std::optional<int> code = testing::RunCommand(argv, log, std::chrono::minutes(2));
-    std::ifstream in(log);
-    std::stringstream text;
-    text << in.rdbuf();
-    *output = text.str();
+    *output = ReadAll(log);
     return code.value_or(-1);
   }
 
@@ -98,13 +102,6 @@ TEST_F(TweetctlTest, CountsPrintABarPerBucketWithMatches) {
       << out;
   EXPECT_EQ(Ctl({"counts", "wombat", "--granularity", "week"}, &out), 4) << out;
   EXPECT_NE(out.find("granularity must be minute, hour or day"), std::string::npos) << out;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 TEST_F(TweetctlTest, StreamPrintsNewMatchesAsTheyArriveAndResumes) {
