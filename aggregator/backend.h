@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -109,6 +110,22 @@ struct StoragePartitionStats {
   uint64_t single_replica_writes = 0;
 };
 
+// What a front door has seen of one replica it reads from (cluster only).
+struct ReplicaStats {
+  std::string role;  // "index" or "storage"
+  uint32_t partition = 0;
+  std::string node;
+  bool ejected = false;
+  uint64_t ejections = 0;  // since start
+  uint64_t hedges = 0;     // calls to it hedged to another replica
+};
+
+struct HedgeDelayStats {
+  std::string role;
+  uint32_t partition = 0;
+  double seconds = 0;
+};
+
 struct EngineStats {
   uint64_t indexed_documents = 0;
   uint64_t index_memory_bytes = 0;  // heap
@@ -127,6 +144,8 @@ struct EngineStats {
   uint64_t tweet_cache_misses = 0;
   uint64_t tweet_cache_bytes = 0;
   std::vector<StoragePartitionStats> storage_partitions;  // empty in one process
+  std::vector<ReplicaStats> replicas;                     // empty in one process
+  std::vector<HedgeDelayStats> hedge_delays;              // empty in one process
 };
 
 class Backend {

@@ -17,15 +17,38 @@ void Series(std::string* out, std::string_view name, std::string_view type, std:
             "\n");
 }
 
-// One series per storage partition, labelled; the help and type lines come once per name.
-template <typename Value>
-void PartitionSeries(std::string* out, const std::vector<StoragePartitionStats>& partitions,
-                     std::string_view name, std::string_view type, std::string_view help,
-                     Value value) {
+std::string LabelsOf(const StoragePartitionStats& p) {
+  return StrCat("partition=\"", p.partition, "\"");
+}
+std::string LabelsOf(const ReplicaStats& r) {
+  return StrCat("role=\"", r.role, "\",partition=\"", r.partition, "\",node=\"", r.node, "\"");
+}
+std::string LabelsOf(const HedgeDelayStats& h) {
+  return StrCat("role=\"", h.role, "\",partition=\"", h.partition, "\"");
+}
+
+// One series per item (a storage partition, a replica), labelled; the help and type lines come
+// once per name.
+template <typename Item, typename Value>
+void LabelledSeries(std::string* out, const std::vector<Item>& items, std::string_view name,
+                    std::string_view type, std::string_view help, Value value) {
   StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
-  for (const StoragePartitionStats& p : partitions) {
-    StrAppend(out, name, "{partition=\"", p.partition, "\"} ", value(p), "\n");
-  }
+  for (const Item& item : items) StrAppend(out, name, "{", LabelsOf(item), "} ", value(item), "\n");
+}
+
+void RenderReplicaMetrics(const EngineStats& s, std::string* out) {
+  LabelledSeries(out, s.replicas, "tweetsearch_replica_ejected", "gauge",
+                 "1 while the replica is ejected (asked only after the others).",
+                 [](const ReplicaStats& r) { return r.ejected ? 1 : 0; });
+  LabelledSeries(out, s.replicas, "tweetsearch_replica_ejections_total", "counter",
+                 "Times the replica was ejected (failed or overtaken calls in a row).",
+                 [](const ReplicaStats& r) { return r.ejections; });
+  LabelledSeries(out, s.replicas, "tweetsearch_replica_hedges_total", "counter",
+                 "Calls to the replica that ran past the hedge delay and were sent again.",
+                 [](const ReplicaStats& r) { return r.hedges; });
+  LabelledSeries(out, s.hedge_delays, "tweetsearch_replica_hedge_delay_seconds", "gauge",
+                 "How long a call to the partition runs before it is hedged (its recent p95).",
+                 [](const HedgeDelayStats& h) { return h.seconds; });
 }
 
 }  // namespace
@@ -83,20 +106,21 @@ void RenderEngineMetrics(const EngineStats& s, std::string* out) {
   Series(out, "tweetsearch_checkpoint_failures_total", "counter",
          "Checkpoints that failed (full disk, failed fsync); the previous one stays in force.",
          s.checkpoint_failures);
+  if (!s.replicas.empty()) RenderReplicaMetrics(s, out);
   if (s.storage_partitions.empty()) return;
   const std::vector<StoragePartitionStats>& parts = s.storage_partitions;
-  PartitionSeries(out, parts, "tweetsearch_storage_has_primary", "gauge",
-                  "1 when the storage partition has a primary that answers.",
-                  [](const StoragePartitionStats& p) { return p.has_primary ? 1 : 0; });
-  PartitionSeries(out, parts, "tweetsearch_storage_primary_epoch", "gauge",
-                  "The primary's term (epoch).",
-                  [](const StoragePartitionStats& p) { return p.epoch; });
-  PartitionSeries(out, parts, "tweetsearch_storage_secondary_in_sync", "gauge",
-                  "1 when the secondary holds every acknowledged write (it may be promoted).",
-                  [](const StoragePartitionStats& p) { return p.secondary_in_sync ? 1 : 0; });
-  PartitionSeries(out, parts, "tweetsearch_storage_single_replica_writes_total", "counter",
-                  "Writes the current primary acknowledged without its secondary.",
-                  [](const StoragePartitionStats& p) { return p.single_replica_writes; });
+  LabelledSeries(out, parts, "tweetsearch_storage_has_primary", "gauge",
+                 "1 when the storage partition has a primary that answers.",
+                 [](const StoragePartitionStats& p) { return p.has_primary ? 1 : 0; });
+  LabelledSeries(out, parts, "tweetsearch_storage_primary_epoch", "gauge",
+                 "The primary's term (epoch).",
+                 [](const StoragePartitionStats& p) { return p.epoch; });
+  LabelledSeries(out, parts, "tweetsearch_storage_secondary_in_sync", "gauge",
+                 "1 when the secondary holds every acknowledged write (it may be promoted).",
+                 [](const StoragePartitionStats& p) { return p.secondary_in_sync ? 1 : 0; });
+  LabelledSeries(out, parts, "tweetsearch_storage_single_replica_writes_total", "counter",
+                 "Writes the current primary acknowledged without its secondary.",
+                 [](const StoragePartitionStats& p) { return p.single_replica_writes; });
 }
 
 void RenderUsageMetrics(const usage::RecorderStats& u, std::string* out) {

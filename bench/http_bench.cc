@@ -46,6 +46,14 @@ struct Totals {
   uint64_t requests = 0, errors = 0, weight = 0;
   std::vector<double> latency_us;
   std::string first_error;
+  // With --timeline: each answer's time since the start (s) and latency (us; -1: an error).
+  bool keep_timeline = false;
+  Clock::time_point start;
+  std::vector<std::pair<double, double>> timeline;
+  void Note(double us) {
+    if (keep_timeline)
+      timeline.emplace_back(std::chrono::duration<double>(Clock::now() - start).count(), us);
+  }
 };
 
 // One kept-alive connection that sends requests[next++] until they run out or time is up.
@@ -110,6 +118,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
                 std::chrono::duration<double, std::micro>(Clock::now() - self->sent_).count();
             const int status = self->parser_->get().result_int();
             self->totals_->requests++;
+            self->totals_->Note(status == 200 ? us : -1);
             if (status == 200) {
               self->totals_->weight += self->weight_;
               self->totals_->latency_us.push_back(us);
@@ -126,6 +135,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void Fail(const std::string& what) {
+    totals_->Note(-1);
     totals_->errors++;
     if (totals_->first_error.empty()) totals_->first_error = what;
   }
@@ -153,14 +163,39 @@ double Percentile(std::vector<double>& v, double p) {
   return v[k];
 }
 
+// Per `slot` seconds: answers/s, p50, p99 and max latency of the answered, errors.
+void PrintTimeline(std::vector<std::pair<double, double>> timeline, double slot) {
+  std::cout << "timeline (per " << slot
+            << " s): from_s requests_per_s p50_ms p99_ms max_ms errors\n";
+  std::sort(timeline.begin(), timeline.end());
+  size_t i = 0;
+  for (double from = 0; i < timeline.size(); from += slot) {
+    std::vector<double> latencies;
+    uint64_t errors = 0;
+    for (; i < timeline.size() && timeline[i].first < from + slot; ++i) {
+      if (timeline[i].second < 0)
+        ++errors;
+      else
+        latencies.push_back(timeline[i].second);
+    }
+    const double max =
+        latencies.empty() ? 0 : *std::max_element(latencies.begin(), latencies.end());
+    std::cout << from << " " << static_cast<uint64_t>(latencies.size() / slot) << " "
+              << Percentile(latencies, 0.50) / 1000 << " " << Percentile(latencies, 0.99) / 1000
+              << " " << max / 1000 << " " << errors << "\n";
+  }
+}
+
 Totals Run(const std::string& host, uint16_t port, const std::string& key,
            const std::vector<Request>& requests, int connections, bool cycle, double seconds,
-           double* elapsed) {
+           bool timeline, double* elapsed) {
   net::io_context ioc;
   const tcp::endpoint endpoint(net::ip::make_address(host), port);
   Totals totals;
   size_t next = 0;
   const auto start = Clock::now();
+  totals.keep_timeline = timeline;
+  totals.start = start;
   const auto deadline = seconds > 0 ? start + std::chrono::duration_cast<Clock::duration>(
                                                   std::chrono::duration<double>(seconds))
                                     : Clock::time_point::max();
@@ -204,6 +239,9 @@ int main(int argc, char** argv) {
   search->add_option("--kind", kind, "1 word, 2-word AND, 3-word AND, 2-word OR, mixed")
       ->capture_default_str();
   search->add_option("--sort", sort)->capture_default_str();
+  double timeline = 0;
+  search->add_option("--timeline", timeline,
+                     "Also print p50/p99/max and errors per this many seconds (0: no)");
   search->add_option("--limit", limit)->capture_default_str();
   std::string dump_targets;
   search->add_option("--dump-targets", dump_targets,
@@ -258,7 +296,8 @@ int main(int argc, char** argv) {
   }
   double elapsed = 0;
   Totals t = Run(host, port, key, requests, connections, /*cycle=*/!*ingest, *ingest ? 0 : duration,
-                 &elapsed);
+                 timeline > 0, &elapsed);
+  if (timeline > 0) PrintTimeline(t.timeline, timeline);
   const double p50 = Percentile(t.latency_us, 0.50), p99 = Percentile(t.latency_us, 0.99);
   if (*ingest) {
     std::cout << "ingest: " << t.weight << " tweets in " << elapsed

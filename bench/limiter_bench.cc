@@ -193,6 +193,7 @@ class RecordingClock final : public ts::Clock {
     if (first_ < 0) first_ = now;
     return now;
   }
+  int64_t NowMonotonicMicros() const override { return ts::SystemClock().NowMonotonicMicros(); }
   static void Arm() { first_ = -1; }
   static int64_t first() { return first_; }
 

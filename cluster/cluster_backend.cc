@@ -25,9 +25,10 @@ using storage::ToProto;
 
 // One call per partition, in parallel, each to the first of its `replicas`; a
 // failed call goes on to the next replica at once, a slow one is hedged to the
-// next after `hedge_after`. Returns per partition the first successful
-// response, or the last error. Held by shared_ptr: each call's callback keeps
-// it alive until the callback has returned.
+// next once it has run for its partition's hedge delay (`health`'s, at most
+// `max_hedge`). Returns per partition the first successful response, or the
+// last error. What each replica did is told to `health`. Held by shared_ptr:
+// each call's callback keeps it alive until the callback has returned.
 template <typename Response>
 class FanOut : public std::enable_shared_from_this<FanOut<Response>> {
  public:
@@ -36,50 +37,38 @@ class FanOut : public std::enable_shared_from_this<FanOut<Response>> {
   using Start = std::function<void(uint32_t p, uint32_t r, grpc::ClientContext* ctx,
                                    Response* response, std::function<void(grpc::Status)> done)>;
 
-  FanOut(std::vector<std::vector<uint32_t>> replicas, Start start)
-      : start_(std::move(start)), parts_(replicas.size()) {
+  FanOut(std::vector<std::vector<uint32_t>> replicas, ReplicaHealth& health, const Clock& clock,
+         Start start)
+      : start_(std::move(start)), health_(health), clock_(clock), parts_(replicas.size()) {
     for (size_t p = 0; p < replicas.size(); ++p) parts_[p].replicas = std::move(replicas[p]);
   }
 
   std::vector<absl::StatusOr<Response>> Run(std::chrono::milliseconds deadline,
-                                            std::chrono::milliseconds hedge_after) {
+                                            std::chrono::milliseconds max_hedge) {
     const auto now = std::chrono::system_clock::now();
     deadline_ = now + deadline;
-    std::vector<std::pair<uint32_t, Attempt*>> to_start;
-    {
-      absl::MutexLock lock(&mu_);
-      for (uint32_t p = 0; p < parts_.size(); ++p) {
-        if (Attempt* a = LaunchLocked(p))
-          to_start.emplace_back(p, a);
-        else
-          parts_[p].error = absl::UnavailableError(StrCat("partition ", p, " has no live replica"));
-      }
+    std::vector<Attempt*> to_start;
+    mu_.Lock();
+    for (uint32_t p = 0; p < parts_.size(); ++p) {
+      Part& part = parts_[p];
+      part.hedge_at = now + std::min<std::chrono::microseconds>(max_hedge, health_.HedgeDelay(p));
+      if (Attempt* a = LaunchLocked(p))
+        to_start.push_back(a);
+      else
+        part.error = absl::UnavailableError(StrCat("partition ", p, " has no live replica"));
     }
+    mu_.Unlock();
     StartAll(to_start);
-    {
-      absl::MutexLock lock(&mu_);
-      auto resolved = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return AllResolvedLocked(); };
-      if (!mu_.AwaitWithDeadline(absl::Condition(&resolved), absl::FromChrono(now + hedge_after))) {
-        to_start.clear();
-        for (uint32_t p = 0; p < parts_.size(); ++p) {
-          Part& part = parts_[p];
-          if (part.winner < 0 && part.outstanding > 0) {
-            if (Attempt* a = LaunchLocked(p)) to_start.emplace_back(p, a);
-          }
-        }
-      } else {
-        to_start.clear();
-      }
-    }
-    StartAll(to_start);
-    absl::MutexLock lock(&mu_);
-    auto resolved = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return AllResolvedLocked(); };
-    mu_.AwaitWithDeadline(absl::Condition(&resolved), absl::FromChrono(deadline_));
+    mu_.Lock();
+    HedgeUntilResolvedLocked();
     // Cancel what is still running (losing hedges, calls past the deadline) and
     // wait for their callbacks: the contexts and responses they use live here.
-    for (Part& part : parts_) {
-      for (auto& a : part.attempts) {
-        if (!a->finished) a->ctx.TryCancel();
+    for (uint32_t p = 0; p < parts_.size(); ++p) {
+      for (auto& a : parts_[p].attempts) {
+        if (a->finished) continue;
+        if (parts_[p].winner < 0) health_.Failed(p, a->replica);  // ran past the deadline
+        a->cancelled = true;
+        a->ctx.TryCancel();
       }
     }
     auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return running_ == 0; };
@@ -97,6 +86,7 @@ class FanOut : public std::enable_shared_from_this<FanOut<Response>> {
             absl::DeadlineExceededError(StrCat("partition ", p, " did not answer in time")));
       }
     }
+    mu_.Unlock();
     return out;
   }
 
@@ -104,7 +94,12 @@ class FanOut : public std::enable_shared_from_this<FanOut<Response>> {
   struct Attempt {
     grpc::ClientContext ctx;
     Response response;
+    uint32_t partition = 0;
+    uint32_t replica = 0;
+    int index = 0;  // in its part's attempts
+    int64_t started_us = 0;
     bool finished = false;
+    bool cancelled = false;  // by this fan-out: says nothing of the replica
   };
   struct Part {
     std::vector<uint32_t> replicas;
@@ -112,6 +107,8 @@ class FanOut : public std::enable_shared_from_this<FanOut<Response>> {
     std::vector<std::unique_ptr<Attempt>> attempts;
     int outstanding = 0;
     int winner = -1;
+    bool hedged = false;
+    std::chrono::system_clock::time_point hedge_at;
     absl::Status error;
   };
 
@@ -122,12 +119,47 @@ class FanOut : public std::enable_shared_from_this<FanOut<Response>> {
     return true;
   }
 
+  // Waits (mu_ held) until every partition has an answer or has run out of
+  // replicas, or the deadline; hedges each partition whose call outlives its
+  // hedge delay, once.
+  void HedgeUntilResolvedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto resolved = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return AllResolvedLocked(); };
+    for (;;) {
+      auto wake = deadline_;
+      for (const Part& part : parts_) {
+        if (part.winner < 0 && part.outstanding > 0 && !part.hedged)
+          wake = std::min(wake, part.hedge_at);
+      }
+      if (mu_.AwaitWithDeadline(absl::Condition(&resolved), absl::FromChrono(wake))) return;
+      const auto now = std::chrono::system_clock::now();
+      if (now >= deadline_) return;
+      std::vector<Attempt*> hedges;
+      for (uint32_t p = 0; p < parts_.size(); ++p) {
+        Part& part = parts_[p];
+        if (part.winner >= 0 || part.outstanding == 0 || part.hedged || now < part.hedge_at)
+          continue;
+        part.hedged = true;
+        for (const auto& a : part.attempts) {
+          if (!a->finished) health_.Hedged(p, a->replica);
+        }
+        if (Attempt* a = LaunchLocked(p)) hedges.push_back(a);
+      }
+      mu_.Unlock();
+      StartAll(hedges);
+      mu_.Lock();
+    }
+  }
+
   // The next attempt for partition p, or null when every replica was tried.
   Attempt* LaunchLocked(uint32_t p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Part& part = parts_[p];
     if (part.next >= part.replicas.size()) return nullptr;
     auto a = std::make_unique<Attempt>();
     a->ctx.set_deadline(deadline_);
+    a->partition = p;
+    a->replica = part.replicas[part.next];
+    a->index = static_cast<int>(part.attempts.size());
+    a->started_us = clock_.NowMonotonicMicros();
     Attempt* raw = a.get();
     part.attempts.push_back(std::move(a));
     ++part.next;
@@ -136,26 +168,16 @@ class FanOut : public std::enable_shared_from_this<FanOut<Response>> {
     return raw;
   }
 
-  void StartAll(const std::vector<std::pair<uint32_t, Attempt*>>& attempts) {
-    for (const auto& [p, a] : attempts) {
-      uint32_t replica = 0;
-      int index = 0;
-      {
-        absl::MutexLock lock(&mu_);
-        Part& part = parts_[p];
-        replica = part.replicas[part.next - 1];
-        for (size_t i = 0; i < part.attempts.size(); ++i) {
-          if (part.attempts[i].get() == a) index = static_cast<int>(i);
-        }
-      }
-      start_(p, replica, &a->ctx, &a->response,
-             [self = this->shared_from_this(), p = p, a = a, index](grpc::Status s) {
-               self->Finished(p, a, index, s);
-             });
+  void StartAll(const std::vector<Attempt*>& attempts) {
+    for (Attempt* a : attempts) {
+      start_(a->partition, a->replica, &a->ctx, &a->response,
+             [self = this->shared_from_this(), a](grpc::Status s) { self->Finished(a, s); });
     }
   }
 
-  void Finished(uint32_t p, Attempt* a, int index, const grpc::Status& s) {
+  void Finished(Attempt* a, const grpc::Status& s) {
+    const int64_t now_us = clock_.NowMonotonicMicros();
+    const uint32_t p = a->partition;
     Attempt* retry = nullptr;
     {
       absl::MutexLock lock(&mu_);
@@ -164,22 +186,37 @@ class FanOut : public std::enable_shared_from_this<FanOut<Response>> {
       --part.outstanding;
       --running_;
       if (s.ok()) {
-        if (part.winner < 0) part.winner = index;
-      } else if (part.winner < 0) {
+        if (part.winner < 0) Won(part, *a, now_us);
+      } else if (part.winner < 0 && !a->cancelled) {
         part.error = net::FromGrpc(s);
         // A refused request (bad query) would be refused by every replica: do
-        // not retry it.
-        if (s.error_code() != grpc::StatusCode::INVALID_ARGUMENT &&
-            s.error_code() != grpc::StatusCode::CANCELLED &&
-            std::chrono::system_clock::now() < deadline_) {
-          retry = LaunchLocked(p);
+        // not retry it, and do not hold it against the replica.
+        if (s.error_code() != grpc::StatusCode::INVALID_ARGUMENT) {
+          health_.Failed(p, a->replica);
+          if (s.error_code() != grpc::StatusCode::CANCELLED &&
+              std::chrono::system_clock::now() < deadline_) {
+            retry = LaunchLocked(p);
+          }
         }
       }
     }
-    if (retry != nullptr) StartAll({{p, retry}});
+    if (retry != nullptr) StartAll({retry});
+  }
+
+  // `a` answered first: its latency is a sample, and the calls to this
+  // partition that started no later and are still running were overtaken.
+  void Won(Part& part, const Attempt& a, int64_t now_us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    part.winner = a.index;
+    health_.Answered(a.partition, a.replica, std::chrono::microseconds(now_us - a.started_us));
+    for (const auto& other : part.attempts) {
+      if (!other->finished && other->started_us <= a.started_us)
+        health_.Overtaken(a.partition, other->replica);
+    }
   }
 
   Start start_;
+  ReplicaHealth& health_;
+  const Clock& clock_;
   std::chrono::system_clock::time_point deadline_;
   absl::Mutex mu_;
   std::vector<Part> parts_ ABSL_GUARDED_BY(mu_);
@@ -197,6 +234,19 @@ bool Retryable(const grpc::Status& s) {
          s.error_code() == grpc::StatusCode::CANCELLED;
 }
 
+std::vector<uint32_t> ReplicaCounts(const std::vector<Partition>& partitions) {
+  std::vector<uint32_t> counts;
+  for (const Partition& p : partitions) counts.push_back(static_cast<uint32_t>(p.replicas.size()));
+  return counts;
+}
+
+ReplicaHealthOptions HealthOptions(const ClusterBackendOptions& options) {
+  ReplicaHealthOptions health = options.health;
+  health.max_hedge = options.hedge_after;
+  health.min_hedge = std::min(health.min_hedge, health.max_hedge);
+  return health;
+}
+
 }  // namespace
 
 ClusterBackend::ClusterBackend(ClusterView& view, const ClusterBackendOptions& options,
@@ -207,7 +257,9 @@ ClusterBackend::ClusterBackend(ClusterView& view, const ClusterBackendOptions& o
       clock_(clock),
       ids_(std::move(ids)),
       analyzer_(std::move(analyzer)),
-      cache_(options.tweet_cache_bytes) {}
+      cache_(options.tweet_cache_bytes),
+      index_health_(ReplicaCounts(view.topology().index), HealthOptions(options), clock),
+      storage_health_(ReplicaCounts(view.topology().storage), HealthOptions(options), clock) {}
 
 ClusterBackend::~ClusterBackend() = default;
 
@@ -386,6 +438,7 @@ std::vector<std::vector<uint32_t>> ClusterBackend::IndexReplicasInTurn() const {
     if (replicas[p].empty()) continue;
     std::rotate(replicas[p].begin(), replicas[p].begin() + turn % replicas[p].size(),
                 replicas[p].end());
+    index_health_.Order(p, &replicas[p]);
   }
   return replicas;
 }
@@ -396,6 +449,7 @@ std::vector<uint32_t> ClusterBackend::StorageReplicasPrimaryFirst(uint32_t p) co
   if (std::optional<uint32_t> primary = view_.StoragePrimary(p); primary.has_value()) {
     std::swap(replicas[0], replicas[*primary]);
   }
+  storage_health_.Order(p, &replicas);
   return replicas;
 }
 
@@ -407,7 +461,7 @@ absl::StatusOr<storage::StoredTweet> ClusterBackend::Get(TweetId id) const {
   ipb::MultiGetRequest request;
   request.add_ids(id);
   auto fan = std::make_shared<FanOut<ipb::MultiGetResponse>>(
-      std::move(replicas),
+      std::move(replicas), storage_health_, clock_,
       [&](uint32_t q, uint32_t r, grpc::ClientContext* ctx, ipb::MultiGetResponse* response,
           std::function<void(grpc::Status)> done) {
         view_.storage(q, r).async()->MultiGet(ctx, &request, response, std::move(done));
@@ -427,7 +481,7 @@ absl::StatusOr<query::CollectionStats> ClusterBackend::CollectStats(
   ipb::StatsRequest request;
   request.set_search_terms(std::string(call.search_terms));
   auto fan = std::make_shared<FanOut<ipb::CollectionStats>>(
-      std::move(replicas),
+      std::move(replicas), index_health_, clock_,
       [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx, ipb::CollectionStats* response,
           std::function<void(grpc::Status)> done) {
         view_.index(p, r).async()->Stats(ctx, &request, response, std::move(done));
@@ -474,7 +528,7 @@ absl::StatusOr<aggregator::CountsOutcome> ClusterBackend::RunCounts(
   request.set_width_ms(call.buckets.width_ms);
   request.set_count(call.buckets.count);
   auto fan = std::make_shared<FanOut<ipb::PartitionCountsResponse>>(
-      IndexReplicasInTurn(),
+      IndexReplicasInTurn(), index_health_, clock_,
       [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx, ipb::PartitionCountsResponse* response,
           std::function<void(grpc::Status)> done) {
         view_.index(p, r).async()->Counts(ctx, &request, response, std::move(done));
@@ -519,7 +573,7 @@ absl::StatusOr<aggregator::SearchOutcome> ClusterBackend::RunSearch(
   request.set_exact_total(o.exact_total);
   if (o.stats != nullptr) ToProto(*o.stats, request.mutable_stats());
   auto fan = std::make_shared<FanOut<ipb::PartitionSearchResponse>>(
-      std::move(replicas),
+      std::move(replicas), index_health_, clock_,
       [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx, ipb::PartitionSearchResponse* response,
           std::function<void(grpc::Status)> done) {
         view_.index(p, r).async()->Search(ctx, &request, response, std::move(done));
@@ -572,7 +626,7 @@ absl::StatusOr<aggregator::SearchOutcome> ClusterBackend::RunSearch(
   if (any_missing) {
     const uint64_t epoch = cache_.epoch();
     auto fetch = std::make_shared<FanOut<ipb::MultiGetResponse>>(
-        std::move(storage_replicas),
+        std::move(storage_replicas), storage_health_, clock_,
         [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx, ipb::MultiGetResponse* response,
             std::function<void(grpc::Status)> done) {
           view_.storage(p, r).async()->MultiGet(ctx, &gets[p], response, std::move(done));
@@ -602,6 +656,24 @@ absl::StatusOr<aggregator::SearchOutcome> ClusterBackend::RunSearch(
   return out;
 }
 
+namespace {
+
+void AddReplicaStats(std::string_view role, const std::vector<Partition>& partitions,
+                     const ReplicaHealth& health, aggregator::EngineStats* s) {
+  for (const ReplicaRecord& r : health.Records()) {
+    s->replicas.push_back(aggregator::ReplicaStats{std::string(role), r.partition,
+                                                   partitions[r.partition].replicas[r.replica].node,
+                                                   r.ejected, r.ejections, r.hedges});
+  }
+  const std::vector<std::chrono::microseconds> delays = health.HedgeDelays();
+  for (uint32_t p = 0; p < delays.size(); ++p) {
+    s->hedge_delays.push_back(aggregator::HedgeDelayStats{
+        std::string(role), p, std::chrono::duration<double>(delays[p]).count()});
+  }
+}
+
+}  // namespace
+
 aggregator::EngineStats ClusterBackend::Stats() const {
   aggregator::EngineStats s;
   s.tweets_ingested = ingested_.load(std::memory_order_relaxed);
@@ -609,11 +681,14 @@ aggregator::EngineStats ClusterBackend::Stats() const {
   s.tweet_cache_hits = cache_.hits();
   s.tweet_cache_misses = cache_.misses();
   s.tweet_cache_bytes = cache_.bytes();
+  AddReplicaStats("index", view_.topology().index, index_health_, &s);
+  AddReplicaStats("storage", view_.topology().storage, storage_health_, &s);
   std::vector<std::vector<uint32_t>> replicas = IndexReplicasInTurn();
   ipb::StatusRequest request;
   auto fan = std::make_shared<FanOut<ipb::IndexStatus>>(
-      std::move(replicas), [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx,
-                               ipb::IndexStatus* response, std::function<void(grpc::Status)> done) {
+      std::move(replicas), index_health_, clock_,
+      [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx, ipb::IndexStatus* response,
+          std::function<void(grpc::Status)> done) {
         view_.index(p, r).async()->Status(ctx, &request, response, std::move(done));
       });
   for (const absl::StatusOr<ipb::IndexStatus>& st :
@@ -631,7 +706,7 @@ aggregator::EngineStats ClusterBackend::Stats() const {
     storage_replicas[p] = StorageReplicasPrimaryFirst(p);
   }
   auto storage_fan = std::make_shared<FanOut<ipb::StorageStatus>>(
-      std::move(storage_replicas),
+      std::move(storage_replicas), storage_health_, clock_,
       [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx, ipb::StorageStatus* response,
           std::function<void(grpc::Status)> done) {
         view_.storage(p, r).async()->Status(ctx, &request, response, std::move(done));

@@ -11,8 +11,11 @@
 // process.
 //
 // Searches: one call per index partition, in parallel, to a serving replica
-// (rotating); a failed call is retried on the other replica, a slow one is
-// hedged to it after `hedge_after`; the whole fan-out has `search_deadline`.
+// (rotating, ejected replicas last); a failed call is retried on the other
+// replica, a slow one is hedged to it after the partition's observed p95
+// latency (at most `hedge_after`); the whole fan-out has `search_deadline`.
+// Replicas that keep failing or being overtaken are ejected for a while
+// (cluster/replica_health.h); so are storage replicas for reads.
 // The partitions' top-k lists are merged by sort key. A partition with no
 // replica answering fails the search (Unavailable), or with allow_partial is
 // left out and named. Best match first collects the statistics of every
@@ -31,6 +34,7 @@
 #include "aggregator/backend.h"
 #include "aggregator/tweet_cache.h"
 #include "cluster/cluster_view.h"
+#include "cluster/replica_health.h"
 #include "common/snowflake.h"
 
 namespace tweetsearch::cluster {
@@ -39,7 +43,8 @@ struct ClusterBackendOptions {
   size_t max_text_bytes = 4096;
   uint32_t node_id = 0;  // snowflake node bits of this front door
   std::chrono::milliseconds search_deadline{2000};
-  std::chrono::milliseconds hedge_after{100};
+  std::chrono::milliseconds hedge_after{100};       // the longest hedge delay
+  ReplicaHealthOptions health;                      // its max_hedge is hedge_after
   std::chrono::milliseconds write_deadline{20000};  // long enough to ride out a failover
   std::chrono::milliseconds visible_wait{2000};
   size_t tweet_cache_bytes = size_t{64} << 20;
@@ -91,6 +96,8 @@ class ClusterBackend final : public aggregator::Backend {
   std::unique_ptr<analysis::Analyzer> analyzer_;
   mutable aggregator::TweetCache cache_;
   mutable std::atomic<uint32_t> rotation_{0};
+  mutable ReplicaHealth index_health_;
+  mutable ReplicaHealth storage_health_;
   std::atomic<uint64_t> ingested_{0}, rejected_{0};
 };
 

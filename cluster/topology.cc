@@ -154,7 +154,8 @@ absl::StatusOr<Topology> ParseTopology(std::string_view yaml) {
                                                 "allow_single_replica",
                                                 "lease_ttl_s",
                                                 "max_log_changes",
-                                                "live_reader_window_s"};
+                                                "live_reader_window_s",
+                                                "write_retry_s"};
     for (const auto& entry : root) {
       const std::string key = entry.first.as<std::string>();
       if (!kKeys.contains(key)) {
@@ -186,6 +187,10 @@ absl::StatusOr<Topology> ParseTopology(std::string_view yaml) {
     }
     if (t.live_reader_window_s < 1 || t.live_reader_window_s > 86400) {
       return absl::InvalidArgumentError("live_reader_window_s must be 1..86400");
+    }
+    if (root["write_retry_s"]) t.write_retry_s = root["write_retry_s"].as<uint32_t>();
+    if (t.write_retry_s < 1 || t.write_retry_s > 600) {
+      return absl::InvalidArgumentError("write_retry_s must be 1..600");
     }
     absl::StatusOr<std::vector<Partition>> storage =
         ReadPartitions(root["storage_partitions"], "storage_partitions");

@@ -65,6 +65,9 @@ struct Topology {
   // A log reader heard from within this many seconds is live: the cap never
   // trims past its position.
   uint32_t live_reader_window_s = 30;
+  // Seconds a front door keeps retrying a write whose storage partition has no
+  // primary that answers (a failover takes about lease_ttl_s). Default 20.
+  uint32_t write_retry_s = 20;
 
   // Where `node` sits: its role, partition (storage and index) and replica
   // number.

@@ -12,6 +12,11 @@ class RealClock final : public Clock {
                std::chrono::system_clock::now().time_since_epoch())
         .count();
   }
+  int64_t NowMonotonicMicros() const override {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
 };
 
 }  // namespace

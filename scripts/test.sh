@@ -30,13 +30,14 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build/asan --output-on-failure -j "$JOBS"
 
 echo "== ThreadSanitizer: the concurrency tests (the index's writer, readers, seal and merge threads;"
-echo "   the quota limiter's shards and Redis lanes; the streams' matcher, writers and readers)"
+echo "   the quota limiter's shards and Redis lanes; the streams' matcher, writers and readers;"
+echo "   the front door's record of replicas)"
 cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=ON -DBUILD_BENCHMARKS=OFF \
   -DTWEETSEARCH_SANITIZE=thread
 cmake --build build/tsan -j "$JOBS" --target concurrency_test limiter_test redis_limiter_test \
-  stream_hub_test
+  stream_hub_test replica_health_test
 TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
-  ctest --test-dir build/tsan --output-on-failure --no-tests=error -R 'ConcurrencyTest\.|LimiterTest\.|StreamHubTest\.'
+  ctest --test-dir build/tsan --output-on-failure --no-tests=error -R 'ConcurrencyTest\.|LimiterTest\.|StreamHubTest\.|ReplicaHealthTest\.'
 
 echo "== coverage-guided fuzzing: each libFuzzer target for ${FUZZ_SECONDS:-30} s (ASan + UBSan)"
 CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DBUILD_TESTING=OFF \

@@ -44,6 +44,10 @@ HttpResponse MakeResponse(http::status status, const HttpRequest& request, std::
   return response;
 }
 
+// What an ingest that stored nothing because storage was unavailable advises: about one
+// failover (a lease, 5 s by default).
+constexpr int kIngestRetryAfterSeconds = 5;
+
 HttpResponse Error(const absl::Status& status, const HttpRequest& request) {
   return ErrorResponse(status, request.version(), request.keep_alive());
 }
@@ -819,7 +823,18 @@ HttpResponse ApiHandler::Ingest(Call& call) const {
   json out = {{"accepted", result->accepted},
               {"rejected", result->rejected},
               {"results", std::move(results)}};
-  return MakeResponse(http::status::ok, request, Dump(out));
+  // Nothing stored because storage was unavailable (past the front door's own retries): a 503
+  // the client retries later, with the same per-line report.
+  const bool unavailable =
+      result->accepted == 0 &&
+      std::any_of(result->outcomes.begin(), result->outcomes.end(),
+                  [](const IngestOutcome& o) { return absl::IsUnavailable(o.status); });
+  if (!unavailable) return MakeResponse(http::status::ok, request, Dump(out));
+  out["error"] = {{"code", "unavailable"},
+                  {"message", "no tweet was stored: storage is unavailable; retry later"}};
+  HttpResponse response = MakeResponse(http::status::service_unavailable, request, Dump(out));
+  response.set(http::field::retry_after, StrCat(kIngestRetryAfterSeconds));
+  return response;
 }
 
 HttpResponse ApiHandler::GetTweet(Call& call) const {

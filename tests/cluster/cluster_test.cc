@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "cluster/topology.h"
 #include "common/file_util.h"
 #include "common/strings.h"
 #include "net/grpc.h"
@@ -116,6 +117,19 @@ int Ingest(net::HttpClient& client, const std::string& lines, json* answer = nul
   return reply->status;
 }
 
+// The value of one sample of a front door's /metrics (NaN when absent).
+double Metric(net::HttpClient& door, const std::string& sample) {
+  absl::StatusOr<net::HttpReply> reply = door.Send("GET", "/metrics");
+  if (!reply.ok() || reply->status != 200) return std::nan("");
+  const std::string prefix = sample + " ";
+  for (absl::string_view line : absl::StrSplit(reply->body, '\n')) {
+    if (!absl::StartsWith(line, prefix)) continue;
+    double value = 0;
+    if (absl::SimpleAtod(line.substr(prefix.size()), &value)) return value;
+  }
+  return std::nan("");
+}
+
 class ClusterTest : public ::testing::Test {
  protected:
   // Tests that need another cluster shape change the options here.
@@ -201,6 +215,22 @@ class ClusterTest : public ::testing::Test {
     return "";
   }
 
+  // Searches "love" through `door` until `stop`, counting searches and those
+  // that failed or did not find `expected` tweets (each a test failure).
+  void SearchUntil(const std::atomic<bool>& stop, const std::string& door, uint64_t expected,
+                   std::atomic<int>& searches, std::atomic<int>& failures) {
+    net::HttpClient c = Door(door);
+    while (!stop) {
+      Page p = Search(c, "love", "newest");
+      searches++;
+      if (p.status != 200 || p.total != expected) {
+        failures++;
+        ADD_FAILURE() << "status " << p.status << ", total " << p.total << " of " << expected
+                      << ": " << p.body.dump();
+      }
+    }
+  }
+
   // Until both front doors answer a search (their view of the serving
   // replicas refreshes twice a second).
   void WaitUntilBothDoorsSearch() {
@@ -284,18 +314,8 @@ TEST_F(ClusterTest, SearchesSurviveTheLossOfAnIndexReplicaAndReportALostPartitio
   std::atomic<int> searches{0}, failures{0};
   std::vector<std::thread> load;
   for (int t = 0; t < 4; ++t) {
-    load.emplace_back([&, t] {
-      net::HttpClient c = Door(t % 2 == 0 ? "a0" : "a1");
-      while (!stop) {
-        Page p = Search(c, "love", "newest");
-        searches++;
-        if (p.status != 200 || p.total != expected) {
-          failures++;
-          ADD_FAILURE() << "status " << p.status << ", total " << p.total << " of " << expected
-                        << ": " << p.body.dump();
-        }
-      }
-    });
+    load.emplace_back(
+        [&, t] { SearchUntil(stop, t % 2 == 0 ? "a0" : "a1", expected, searches, failures); });
   }
   std::this_thread::sleep_for(std::chrono::seconds(1));
   cluster_->Signal("i0a", SIGKILL);
@@ -324,6 +344,63 @@ TEST_F(ClusterTest, SearchesSurviveTheLossOfAnIndexReplicaAndReportALostPartitio
   EXPECT_TRUE(partial_counts["partial"].get<bool>()) << partial_counts.dump();
   EXPECT_EQ(partial_counts["missing_partitions"], json::array({0}));
   EXPECT_EQ(partial_counts["total_tweet_count"], partial.total);
+}
+
+TEST_F(ClusterTest, AFrozenIndexReplicaIsEjectedAndTakenBackOnceItAnswers) {
+  // Did: ingest 2,000 tweets; 100 searches through a0 (its replicas' latencies
+  // learnt); SIGSTOP index replica i0a and search from 2 threads through a0
+  // until a0's /metrics says i0a is ejected; SIGCONT i0a, wait until it serves
+  // and its ejection is over, then 40 more searches. Checked: every search
+  // answered 200 with the full total (the calls stuck at i0a were hedged to
+  // i0b), i0a was hedged away from and ejected while frozen; after it woke it
+  // answered its share without being ejected again (one bad call would have).
+  net::HttpClient a0 = Door("a0");
+  ASSERT_EQ(Ingest(a0, TweetLines(6'000'000, 2000)), 200);
+  const uint64_t expected = Search(a0, "love", "newest").total;
+  ASSERT_GT(expected, 0u);
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(Search(a0, "love", "newest").status, 200);
+  const std::string i0a = R"(role="index",partition="0",node="i0a")";
+  const std::string ejected = "tweetsearch_replica_ejected{" + i0a + "}";
+  const std::string ejections = "tweetsearch_replica_ejections_total{" + i0a + "}";
+  ASSERT_EQ(Metric(a0, ejected), 0);
+  ASSERT_EQ(Metric(a0, ejections), 0);
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> searches{0}, failures{0};
+  cluster_->Signal("i0a", SIGSTOP);
+  std::vector<std::thread> load;
+  for (int t = 0; t < 2; ++t) {
+    load.emplace_back([&] { SearchUntil(stop, "a0", expected, searches, failures); });
+  }
+  bool seen_ejected = false;
+  for (int i = 0; i < 200 && !seen_ejected; ++i) {
+    seen_ejected = Metric(a0, ejected) == 1;
+    if (!seen_ejected) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  stop = true;
+  for (std::thread& t : load) t.join();
+  cluster_->Signal("i0a", SIGCONT);
+  EXPECT_TRUE(seen_ejected) << "i0a was not ejected while frozen";
+  EXPECT_EQ(failures.load(), 0) << "of " << searches.load() << " searches";
+  EXPECT_GE(Metric(a0, "tweetsearch_replica_hedges_total{" + i0a + "}"), 1);
+  const double ejections_frozen = Metric(a0, ejections);
+  EXPECT_GE(ejections_frozen, 1);
+
+  ASSERT_TRUE(WaitForState("i0a", "serving"));
+  for (int i = 0; i < 600 && Metric(a0, ejected) != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(Metric(a0, ejected), 0) << "i0a's ejection did not end";
+  // The ejection may still have been doubled by calls that reached i0a between
+  // its ejections, before it woke: count from here.
+  const double ejections_awake = Metric(a0, ejections);
+  for (int i = 0; i < 40; ++i) {
+    Page p = Search(a0, "love", "newest");
+    EXPECT_EQ(p.status, 200);
+    EXPECT_EQ(p.total, expected);
+  }
+  EXPECT_EQ(Metric(a0, ejections), ejections_awake) << "i0a was ejected again after it woke";
+  EXPECT_EQ(Metric(a0, ejected), 0);
 }
 
 TEST_F(ClusterTest, KillingAStoragePrimaryDuringIngestLosesNoAcknowledgedTweet) {
@@ -415,6 +492,61 @@ TEST_F(ClusterTest, AFrozenPrimaryIsFencedOffAndLosesNothing) {
   ASSERT_TRUE(lookup.ok());
   EXPECT_EQ(lookup->status, 404) << "the refused write was stored: " << lookup->body;
   ExpectEachExactlyOnce(acked);
+}
+
+class StorageOutageTest : public ClusterTest {
+ protected:
+  void Configure(testing::LocalClusterOptions& options) override { options.write_retry_s = 2; }
+};
+
+TEST_F(StorageOutageTest, AnIngestThatStoresNothingForWantOfStorageIsA503WithRetryAfter) {
+  // Did: SIGKILL both replicas of storage partition 0 (the front doors retry a
+  // write for 2 s here); ingest 20 tweets that all belong to partition 0, then
+  // 40 tweets of both partitions. Checked: the first answer is a 503 with
+  // Retry-After whose report rejects every line `unavailable`; the second is a
+  // 200 accepting exactly the lines of partition 1, and those are readable.
+  std::vector<std::string> of_partition[2];
+  for (absl::string_view line :
+       absl::StrSplit(TweetLines(7'000'000, 200), '\n', absl::SkipEmpty())) {
+    const json t = json::parse(line);
+    const uint64_t id = std::stoull(t["id"].get<std::string>());
+    of_partition[cluster::StoragePartitionOf(id, 2)].push_back(StrCat(line, "\n"));
+  }
+  ASSERT_GE(of_partition[0].size(), 40u);
+  ASSERT_GE(of_partition[1].size(), 20u);
+  cluster_->Signal("s0a", SIGKILL);
+  cluster_->Signal("s0b", SIGKILL);
+
+  net::HttpClient a0 = Door("a0");
+  std::string only_p0;
+  for (int i = 0; i < 20; ++i) only_p0 += of_partition[0][i];
+  absl::StatusOr<net::HttpReply> refused =
+      a0.Send("POST", StrCat("/v1/tweets?api_dev_key=", kKey), only_p0, "application/x-ndjson");
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->status, 503) << refused->body;
+  EXPECT_EQ(refused->headers["retry-after"], "5");
+  const json report = json::parse(refused->body, nullptr, false);
+  EXPECT_EQ(report["error"]["code"], "unavailable") << refused->body;
+  EXPECT_EQ(report["accepted"], 0);
+  ASSERT_EQ(report["results"].size(), 20u);
+  for (const json& r : report["results"]) EXPECT_EQ(r["code"], "unavailable") << r.dump();
+
+  std::string mixed;
+  for (int i = 20; i < 40; ++i) mixed += of_partition[0][i];
+  for (int i = 0; i < 20; ++i) mixed += of_partition[1][i];
+  json answer;
+  ASSERT_EQ(Ingest(a0, mixed, &answer), 200) << answer.dump();
+  EXPECT_EQ(answer["accepted"], 20);
+  EXPECT_EQ(answer["rejected"], 20);
+  for (const json& r : answer["results"]) {
+    const bool of_p1 = r["line"].get<int>() > 20;
+    EXPECT_EQ(r["status"], of_p1 ? "accepted" : "rejected") << r.dump();
+    if (!of_p1) continue;
+    absl::StatusOr<net::HttpReply> read = a0.Send(
+        "GET", StrCat("/v1/tweets/", r["tweet_id"].get<std::string>(), "?api_dev_key=", kKey));
+    ASSERT_TRUE(read.ok());
+    EXPECT_EQ(read->status, 200) << read->body;
+  }
 }
 
 class RebuildTest : public ClusterTest {
@@ -537,19 +669,6 @@ TEST_F(RebuildTest, LosingBothReplicasOfAPartitionThenRebuildingRestoresIdentica
   auto [status_code, status_out] = Tweetctl({"status"});
   EXPECT_EQ(status_code, 0) << status_out;
   EXPECT_NE(status_out.find("every process is healthy"), std::string::npos) << status_out;
-}
-
-// The value of one sample of a front door's /metrics (NaN when absent).
-double Metric(net::HttpClient& door, const std::string& sample) {
-  absl::StatusOr<net::HttpReply> reply = door.Send("GET", "/metrics");
-  if (!reply.ok() || reply->status != 200) return std::nan("");
-  const std::string prefix = sample + " ";
-  for (absl::string_view line : absl::StrSplit(reply->body, '\n')) {
-    if (!absl::StartsWith(line, prefix)) continue;
-    double value = 0;
-    if (absl::SimpleAtod(line.substr(prefix.size()), &value)) return value;
-  }
-  return std::nan("");
 }
 
 template <typename Stub, typename Response>

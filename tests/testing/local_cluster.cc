@@ -86,6 +86,7 @@ bool LocalCluster::Start() {
   if (options_.live_reader_window_s != 0) {
     yaml += StrCat("live_reader_window_s: ", options_.live_reader_window_s, "\n");
   }
+  if (options_.write_retry_s != 0) yaml += StrCat("write_retry_s: ", options_.write_retry_s, "\n");
   if (options_.max_log_changes != 0) {
     yaml += StrCat("max_log_changes: ", options_.max_log_changes, "\n");
   }

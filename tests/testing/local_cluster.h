@@ -27,6 +27,7 @@ struct LocalClusterOptions {
   int builders = 2;
   uint64_t max_log_changes = 0;              // 0: the topology's default
   uint32_t live_reader_window_s = 0;         // 0: the topology's default
+  uint32_t write_retry_s = 0;                // 0: the topology's default
   std::string redis;                         // HOST:PORT, optional
   std::vector<std::string> aggregator_args;  // extra tweetsearchd flags for a0 and a1
 };
