@@ -101,6 +101,11 @@ start() {
   done
   echo
   [[ -n $ready ]] || { echo "the cluster did not become ready; see $DIR/*.log" >&2; exit 1; }
+  # Searches answer before every storage partition has a primary: wait for those too.
+  for _ in $(seq 150); do
+    "$BIN/tweetctl" status --topology "$DIR/topology.yaml" > /dev/null 2>&1 && break
+    sleep 0.2
+  done
   if [[ $sample -gt 0 && ! -f $DIR/sample-loaded ]]; then
     "$BIN/tweetgen" --count "$sample" | "$BIN/tweetctl" --server http://127.0.0.1:8081 ingest -
     touch "$DIR/sample-loaded"

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -29,6 +30,7 @@
 #include <optional>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/synchronization/mutex.h"
 #include "aggregator/api_keys.h"
 #include "cluster/cluster_status.h"
@@ -56,10 +58,8 @@ struct Globals {
   std::string topology;    // --topology of the cluster commands, else $TWEETSEARCH_TOPOLOGY
 };
 
-// Sends one request; prints the problem and returns an exit code on failure.
-int Call(HttpClient& client, const Globals& g, std::string_view method, const std::string& target,
-         std::string_view body, HttpReply* reply) {
-  absl::StatusOr<HttpReply> r = client.Send(method, target, body, "application/json", g.key);
+// The outcome of one request: prints the problem and returns an exit code on failure.
+int Checked(absl::StatusOr<HttpReply> r, const Globals& g, HttpReply* reply) {
   if (!r.ok()) {
     std::cerr << "tweetctl: cannot reach " << g.server << ": " << r.status().message() << "\n";
     return kUnreachable;
@@ -75,6 +75,29 @@ int Call(HttpClient& client, const Globals& g, std::string_view method, const st
     return kRefused;
   }
   return kOk;
+}
+
+// Sends one request; prints the problem and returns an exit code on failure.
+int Call(HttpClient& client, const Globals& g, std::string_view method, const std::string& target,
+         std::string_view body, HttpReply* reply) {
+  return Checked(client.Send(method, target, body, "application/json", g.key), g, reply);
+}
+
+// Sends one ingest batch. A 503 means storage was unavailable and nothing was stored: the batch
+// is sent again after the answer's Retry-After (1 to 30 s), up to 5 times.
+int SendBatch(HttpClient& client, const Globals& g, std::string_view body, HttpReply* reply) {
+  constexpr int kRetries = 5;
+  for (int attempt = 0;; ++attempt) {
+    absl::StatusOr<HttpReply> r =
+        client.Send("POST", "/v1/tweets?report=rejected", body, "application/json", g.key);
+    if (!r.ok() || r->status != 503 || attempt == kRetries) return Checked(std::move(r), g, reply);
+    int wait = 1;
+    if (!absl::SimpleAtoi(r->headers["retry-after"], &wait)) wait = 1;
+    wait = std::clamp(wait, 1, 30);
+    std::cerr << "\ntweetctl: the server answered 503 (storage unavailable, nothing stored); "
+              << "sending the batch again in " << wait << " s\n";
+    std::this_thread::sleep_for(std::chrono::seconds(wait));
+  }
 }
 
 std::string Shorten(std::string text, size_t width) {
@@ -135,8 +158,7 @@ int Ingest(const Globals& g, const std::vector<std::string>& files, size_t batch
       std::optional<tweetsearch::ctl::Batch> batch = (*source)->NextBatch();
       if (!batch.has_value()) return;
       HttpReply reply;
-      if (int rc = Call(client, g, "POST", "/v1/tweets?report=rejected", batch->body, &reply);
-          rc != kOk) {
+      if (int rc = SendBatch(client, g, batch->body, &reply); rc != kOk) {
         failure = rc;
         return;
       }

@@ -502,9 +502,11 @@ class StorageOutageTest : public ClusterTest {
 TEST_F(StorageOutageTest, AnIngestThatStoresNothingForWantOfStorageIsA503WithRetryAfter) {
   // Did: SIGKILL both replicas of storage partition 0 (the front doors retry a
   // write for 2 s here); ingest 20 tweets that all belong to partition 0, then
-  // 40 tweets of both partitions. Checked: the first answer is a 503 with
-  // Retry-After whose report rejects every line `unavailable`; the second is a
-  // 200 accepting exactly the lines of partition 1, and those are readable.
+  // 40 tweets of both partitions; start tweetctl ingest of 20 more of
+  // partition 0, and restart both replicas once it says it will retry.
+  // Checked: the first answer is a 503 with Retry-After whose report rejects
+  // every line `unavailable`; the second is a 200 accepting exactly the lines
+  // of partition 1, and those are readable; tweetctl stores its 20 and exits 0.
   std::vector<std::string> of_partition[2];
   for (absl::string_view line :
        absl::StrSplit(TweetLines(7'000'000, 200), '\n', absl::SkipEmpty())) {
@@ -547,6 +549,28 @@ TEST_F(StorageOutageTest, AnIngestThatStoresNothingForWantOfStorageIsA503WithRet
     ASSERT_TRUE(read.ok());
     EXPECT_EQ(read->status, 200) << read->body;
   }
+
+  // tweetctl ingest sends a batch answered 503 again after its Retry-After: the
+  // partition's replicas restarted meanwhile, the batch is stored.
+  std::string later;
+  for (int i = 40; i < 60; ++i) later += of_partition[0][i];
+  const std::string file = dir_.path() + "/later.jsonl", log = dir_.path() + "/tweetctl-later.log";
+  ASSERT_TRUE(WriteFileAtomically(file, later).ok());
+  testing::ChildProcess tweetctl(
+      {TWEETCTL_PATH, "--server", StrCat("http://127.0.0.1:", cluster_->http_port("a0")), "ingest",
+       file},
+      log);
+  bool retrying = false;
+  for (int i = 0; i < 300 && !retrying; ++i) {
+    retrying = absl::StrContains(ReadFile(log).value_or(""), "sending the batch again");
+    if (!retrying) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(retrying) << ReadFile(log).value_or("");
+  cluster_->Restart("s0a");
+  cluster_->Restart("s0b");
+  EXPECT_EQ(tweetctl.Wait(std::chrono::seconds(60)), 0) << ReadFile(log).value_or("");
+  EXPECT_TRUE(absl::StrContains(ReadFile(log).value_or(""), "accepted 20, rejected 0"))
+      << ReadFile(log).value_or("");
 }
 
 class RebuildTest : public ClusterTest {
