@@ -219,6 +219,20 @@ class Rebuilder {
     return absl::OkStatus();
   }
 
+  // Whether a replica of this partition other than the one rebuilt answers as serving.
+  bool AnotherReplicaServes() const {
+    for (const NodeSpec& spec : topology_.index[partition_].replicas) {
+      if (spec.node == options_.replica) continue;
+      ipb::IndexStatus other;
+      auto stub = ipb::Index::NewStub(net::Connect(spec.grpc));
+      if (stub->Status(Context(std::chrono::seconds(5)).get(), {}, &other).ok() &&
+          other.state() == "serving") {
+        return true;
+      }
+    }
+    return false;
+  }
+
   // Resumes a rebuild the replica is in (unless asked to restart), or begins one.
   absl::Status BeginOrResume() {
     if (status_.state() == "rebuilding" && !options_.restart) {
@@ -238,10 +252,20 @@ class Rebuilder {
       }
       return absl::OkStatus();
     }
-    if (status_.state() == "serving" && !options_.force) {
-      return absl::FailedPreconditionError(StrCat(options_.replica, " is serving ",
-                                                  status_.documents(),
-                                                  " tweets; add --force to rebuild it anyway"));
+    if (status_.state() == "serving") {
+      if (!options_.force) {
+        return absl::FailedPreconditionError(StrCat(options_.replica, " is serving ",
+                                                    status_.documents(),
+                                                    " tweets; add --force to rebuild it anyway"));
+      }
+      progress_.partition_offline = !AnotherReplicaServes();
+      if (progress_.partition_offline && !options_.take_offline) {
+        return absl::FailedPreconditionError(StrCat(
+            options_.replica, " is the only serving replica of index partition ", partition_,
+            ": rebuilding it takes the partition offline until the rebuild ends (searches "
+            "answer 503, or partial with allow_partial). Rebuild while another replica serves, "
+            "or add --yes-take-offline"));
+      }
     }
     if (builder_status_.state() != "serving") {
       return absl::UnavailableError(

@@ -2,7 +2,9 @@
 // docs/operations.md, "Rebuilding a lost index server").
 //
 //   1. Asks the replica for its state. A replica already rebuilding is resumed
-//      from the last id it has loaded; a serving one is refused unless forced.
+//      from the last id it has loaded; a serving one is refused unless forced,
+//      and the partition's last serving one unless also told to take the
+//      partition offline.
 //   2. Otherwise takes the builder leader's cursors (one storage sequence per
 //      storage partition) and begins the rebuild there: the replica forgets
 //      its index and will tail the storage logs from those sequences.
@@ -34,9 +36,11 @@
 namespace tweetsearch::cluster {
 
 struct RebuildOptions {
-  std::string replica;   // the index node to rebuild, e.g. "i0a"
-  size_t batch = 2000;   // tweets per fetch and per AddTweets call
-  bool force = false;    // rebuild a replica that is serving
+  std::string replica;  // the index node to rebuild, e.g. "i0a"
+  size_t batch = 2000;  // tweets per fetch and per AddTweets call
+  bool force = false;   // rebuild a replica that is serving
+  // ... even the partition's only serving one (the partition is offline until the end)
+  bool take_offline = false;
   bool restart = false;  // begin again even if the replica is mid-rebuild
   // Load at most this many tweets in this run, then have the replica save
   // and stop (a later run resumes); 0: no limit.
@@ -52,6 +56,7 @@ struct RebuildProgress {
   uint64_t done = 0;     // ids sent (including those loaded before a resume)
   uint64_t missing = 0;  // ids storage no longer had (deleted since)
   bool resumed = false;
+  bool partition_offline = false;  // no other replica of the partition serves meanwhile
   absl::Duration elapsed;
   double tweets_per_s = 0;  // this run's loading rate
 };

@@ -323,6 +323,10 @@ int Rebuild(const tweetsearch::cluster::Topology& topology,
     if (phase_changed && p.phase == "loading") {
       std::cerr << (p.resumed ? "resuming" : "rebuilding") << " " << options.replica << ": "
                 << Thousands(p.total) << " tweets listed by builder " << p.builder << "\n";
+      if (p.partition_offline) {
+        std::cerr << "no other replica of its partition serves: the partition is offline "
+                     "(searches answer 503, or partial) until this rebuild ends\n";
+      }
     }
     last_phase = p.phase;
     const double fraction = p.total == 0 ? 1.0 : std::min(1.0, double(p.done) / double(p.total));
@@ -803,6 +807,9 @@ void AddRebuild(CLI::App& app, Globals& g, int* rc) {
       ->check(CLI::Range(1, 50000))
       ->capture_default_str();
   rebuild->add_flag("--force", o->rebuild.force, "Rebuild even a serving replica");
+  rebuild->add_flag("--yes-take-offline", o->rebuild.take_offline,
+                    "With --force: rebuild even the partition's only serving replica (its "
+                    "searches fail or are partial until the rebuild ends)");
   rebuild->add_flag("--restart", o->rebuild.restart, "Begin again instead of resuming");
   rebuild->add_option("--stop-after", o->rebuild.stop_after,
                       "Load at most N tweets in this run, save, and stop (run again to resume)");

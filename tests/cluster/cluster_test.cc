@@ -231,6 +231,16 @@ class ClusterTest : public ::testing::Test {
     }
   }
 
+  // Until `door` answers a search (its view of the serving replicas refreshes
+  // twice a second).
+  void WaitUntilSearches(net::HttpClient& door) {
+    for (int i = 0; i < 100; ++i) {
+      if (Search(door, "love", "newest").status == 200) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ADD_FAILURE() << "the front door does not answer searches";
+  }
+
   // Until both front doors answer a search (their view of the serving
   // replicas refreshes twice a second).
   void WaitUntilBothDoorsSearch() {
@@ -401,6 +411,46 @@ TEST_F(ClusterTest, AFrozenIndexReplicaIsEjectedAndTakenBackOnceItAnswers) {
   }
   EXPECT_EQ(Metric(a0, ejections), ejections_awake) << "i0a was ejected again after it woke";
   EXPECT_EQ(Metric(a0, ejected), 0);
+}
+
+TEST_F(ClusterTest, RebuildingTheLastServingReplicaOfAPartitionNeedsConsent) {
+  // Did: ingest 500 tweets; tweetctl rebuild of serving i0a without --force,
+  // then SIGKILL i0b and rebuild i0a with --force, then with --force
+  // --yes-take-offline. Checked: the first two are refused (exit 4) saying
+  // why, and i0a keeps serving every search meanwhile; the third says the
+  // partition is offline during the rebuild, ends with i0a serving, and
+  // searches find what they found before.
+  net::HttpClient a0 = Door("a0");
+  ASSERT_EQ(Ingest(a0, TweetLines(8'000'000, 500)), 200);
+  const std::vector<std::string> before = AllPages(a0, a0, "love", "newest");
+  ASSERT_FALSE(before.empty());
+  const std::vector<std::string> rebuild_i0a = {"rebuild", "--index-partition", "0", "--replica",
+                                                "a"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = rebuild_i0a;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Tweetctl(args);
+  };
+  auto [unforced, unforced_out] = with({});
+  EXPECT_EQ(unforced, 4) << unforced_out;
+  EXPECT_TRUE(absl::StrContains(unforced_out, "add --force")) << unforced_out;
+
+  cluster_->Signal("i0b", SIGKILL);
+  auto [forced, forced_out] = with({"--force"});
+  EXPECT_EQ(forced, 4) << forced_out;
+  EXPECT_TRUE(absl::StrContains(forced_out, "only serving replica of index partition 0"))
+      << forced_out;
+  EXPECT_TRUE(absl::StrContains(forced_out, "--yes-take-offline")) << forced_out;
+  EXPECT_EQ(StateOf("i0a"), "serving");
+  EXPECT_EQ(AllPages(a0, a0, "love", "newest"), before);
+
+  auto [taken, taken_out] = with({"--force", "--yes-take-offline"});
+  EXPECT_EQ(taken, 0) << taken_out;
+  EXPECT_TRUE(absl::StrContains(taken_out, "the partition is offline")) << taken_out;
+  EXPECT_TRUE(absl::StrContains(taken_out, "is rebuilt, caught up and serving")) << taken_out;
+  EXPECT_EQ(StateOf("i0a"), "serving");
+  WaitUntilSearches(a0);
+  EXPECT_EQ(AllPages(a0, a0, "love", "newest"), before);
 }
 
 TEST_F(ClusterTest, KillingAStoragePrimaryDuringIngestLosesNoAcknowledgedTweet) {
