@@ -7,19 +7,22 @@
 #                                           generated tweets (default 100000; 0: none)
 #   scripts/cluster.sh status               which processes run, and tweetctl status
 #   scripts/cluster.sh stop                 stop every process (data stays in build/cluster)
-#   scripts/cluster.sh kill NODE            SIGKILL one node (e.g. s0a, i1b, a0)
-#   scripts/cluster.sh restart NODE         start a node again
+#   scripts/cluster.sh kill NODE            SIGKILL one node (e.g. s0a, i1b, a0, etcd)
+#   scripts/cluster.sh restart NODE         start a node again (also etcd, haproxy, redis)
 #   scripts/cluster.sh wipe NODE            SIGKILL a node and delete its data (a lost server)
 #
 # Ports: etcd 2479, Redis 6479, storage 7100-7103, index 7200-7203, builders 7300-7301, front
-# doors HTTP 8081 and 8082, gRPC 9091 and 9092. CLUSTER_DIR overrides build/cluster;
-# CLUSTER_MAX_LOG_CHANGES sets how many changes each storage log keeps (default 50000000).
+# doors HTTP 8081 and 8082, gRPC 9091 and 9092, and HAProxy on 8090 in front of both front doors
+# (the cluster's one address: data/haproxy-cluster.cfg). CLUSTER_DIR overrides build/cluster;
+# CLUSTER_MAX_LOG_CHANGES sets how many changes each storage log keeps (default 50000000);
+# CLUSTER_FRONT_DOOR_FLAGS adds tweetsearchd flags to both front doors (e.g. "--limits FILE").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${CLUSTER_DIR:-build/cluster}
 BIN=${TWEETSEARCH_BIN:-build/run/tools}  # set it to use binaries built elsewhere (no build)
 ETCD_PORT=2479
 REDIS_PORT=6479
+LB_PORT=8090
 NODES="s0a s0b s1a s1b i0a i0b i1a i1b b0 b1 a0 a1"
 
 role_of() {
@@ -57,10 +60,33 @@ start_node() {
   running "$node" && return 0
   # A demo on loopback: the demo key may ingest (tweetsearchd's default is search only).
   local extra=()
-  [[ $(role_of "$node") == aggregator ]] && extra=(--demo-key-scopes search,ingest)
+  # CLUSTER_FRONT_DOOR_FLAGS: more flags for both front doors (e.g. "--limits FILE").
+  # shellcheck disable=SC2206
+  [[ $(role_of "$node") == aggregator ]] &&
+    extra=(--demo-key-scopes search,ingest ${CLUSTER_FRONT_DOOR_FLAGS:-})
   "$BIN/tweetsearchd" --topology "$DIR/topology.yaml" --role "$(role_of "$node")" --node "$node" \
     "${extra[@]}" >> "$DIR/$node.log" 2>&1 &
   echo $! > "$DIR/$node.pid"
+}
+
+# etcd, HAProxy (the cluster's one address) and Redis (the front doors' shared quotas).
+start_service() {
+  running "$1" && return 0
+  case $1 in
+    etcd)
+      etcd --name ts --data-dir "$DIR/etcd" \
+        --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+        --listen-peer-urls http://127.0.0.1:2480 --initial-advertise-peer-urls http://127.0.0.1:2480 \
+        --initial-cluster ts=http://127.0.0.1:2480 >> "$DIR/etcd.log" 2>&1 & ;;
+    haproxy)
+      sed -e "s/@BIND@/127.0.0.1:$LB_PORT/; s/@A0@/127.0.0.1:8081/; s/@A1@/127.0.0.1:8082/" \
+        data/haproxy-cluster.cfg > "$DIR/haproxy.cfg"
+      haproxy -db -f "$DIR/haproxy.cfg" >> "$DIR/haproxy.log" 2>&1 & ;;
+    redis)
+      redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$DIR" \
+        >> "$DIR/redis.log" 2>&1 & ;;
+  esac
+  echo $! > "$DIR/$1.pid"
 }
 
 start() {
@@ -73,18 +99,7 @@ start() {
     cmake --build build/run -j "$(nproc)" --target tweetsearchd tweetctl tweetgen
   fi
   write_topology
-  if ! running etcd; then
-    etcd --name ts --data-dir "$DIR/etcd" \
-      --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
-      --listen-peer-urls http://127.0.0.1:2480 --initial-advertise-peer-urls http://127.0.0.1:2480 \
-      --initial-cluster ts=http://127.0.0.1:2480 >> "$DIR/etcd.log" 2>&1 &
-    echo $! > "$DIR/etcd.pid"
-  fi
-  if ! running redis; then
-    redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$DIR" \
-      >> "$DIR/redis.log" 2>&1 &
-    echo $! > "$DIR/redis.pid"
-  fi
+  for service in etcd haproxy redis; do start_service "$service"; done
   for _ in $(seq 50); do
     curl -sf -X POST "http://127.0.0.1:$ETCD_PORT/v3/kv/range" -d '{"key":"AA=="}' > /dev/null && break
     sleep 0.2
@@ -112,16 +127,17 @@ start() {
   fi
   cat <<TXT
 cluster running (data and logs in $DIR):
-  search:  curl 'http://127.0.0.1:8081/v1/search?api_dev_key=$key&search_terms=love'
-           (or :8082, the second front door; gRPC on 127.0.0.1:9091 and :9092)
-  web:     http://127.0.0.1:8081/
+  search:  curl 'http://127.0.0.1:$LB_PORT/v1/search?api_dev_key=$key&search_terms=love'
+           (HAProxy in front of both front doors, :8081 and :8082; gRPC on 127.0.0.1:9091
+           and :9092)
+  web:     http://127.0.0.1:$LB_PORT/
   state:   scripts/cluster.sh status
   stop:    scripts/cluster.sh stop
 TXT
 }
 
 status() {
-  for node in etcd redis $NODES; do
+  for node in etcd redis haproxy $NODES; do
     if running "$node"; then echo "$node: running (pid $(cat "$DIR/$node.pid"))"; else echo "$node: stopped"; fi
   done
   if running etcd; then
@@ -141,7 +157,7 @@ stop_node() {
 }
 
 stop() {
-  for node in a0 a1 b0 b1 i0a i0b i1a i1b s0a s0b s1a s1b redis etcd; do stop_node "$node"; done
+  for node in haproxy a0 a1 b0 b1 i0a i0b i1a i1b s0a s0b s1a s1b redis etcd; do stop_node "$node"; done
   echo "stopped"
 }
 
@@ -150,9 +166,10 @@ case ${1:-} in
   status) status ;;
   stop) stop ;;
   kill) stop_node "$2" KILL ;;
-  restart) start_node "$2" ;;
+  restart)
+    case ${2:-} in etcd | haproxy | redis) start_service "$2" ;; *) start_node "$2" ;; esac ;;
   wipe)
     [[ " $NODES " == *" ${2:-} "* ]] || { echo "wipe: name a node ($NODES)" >&2; exit 2; }
     stop_node "$2" KILL; rm -rf "${DIR:?}/${2:?}" ;;
-  *) sed -n '2,17p' "$0"; exit 2 ;;
+  *) sed -n '2,20p' "$0"; exit 2 ;;
 esac

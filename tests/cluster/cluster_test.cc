@@ -8,12 +8,14 @@
 
 #include <atomic>
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "cluster/topology.h"
 #include "common/file_util.h"
@@ -451,6 +453,75 @@ TEST_F(ClusterTest, RebuildingTheLastServingReplicaOfAPartitionNeedsConsent) {
   EXPECT_EQ(StateOf("i0a"), "serving");
   WaitUntilSearches(a0);
   EXPECT_EQ(AllPages(a0, a0, "love", "newest"), before);
+}
+
+TEST_F(ClusterTest, BehindTheLoadBalancerALostFrontDoorIsNoError) {
+  // Did: start HAProxy with the shipped configuration (data/haproxy-cluster.cfg)
+  // in front of a0 and a1; ingest 1,000 tweets through it; search and read a
+  // tweet from 4 threads through it; SIGKILL a0 once 100 searches were
+  // answered, and go on until 400 more were. Checked: every search and read
+  // through the one address answered 200 with the full total.
+  if (!std::filesystem::exists("/usr/sbin/haproxy")) {
+    GTEST_SKIP() << "HAProxy is not installed (scripts/install-deps.sh installs it)";
+  }
+  const int port = testing::FreeLoopbackPort();
+  std::string config = ReadFile(TWEETSEARCH_SOURCE_DIR "/data/haproxy-cluster.cfg").value_or("");
+  ASSERT_FALSE(config.empty());
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"@BIND@", StrCat("127.0.0.1:", port)},
+           {"@A0@", StrCat("127.0.0.1:", cluster_->http_port("a0"))},
+           {"@A1@", StrCat("127.0.0.1:", cluster_->http_port("a1"))}}) {
+    config = absl::StrReplaceAll(config, {{from, to}});
+  }
+  const std::string config_path = dir_.path() + "/haproxy.cfg";
+  ASSERT_TRUE(WriteFileAtomically(config_path, config).ok());
+  testing::ChildProcess haproxy({"/usr/sbin/haproxy", "-db", "-f", config_path},
+                                dir_.path() + "/haproxy.log");
+  net::HttpClient lb("127.0.0.1", std::to_string(port), std::chrono::seconds(60));
+  bool up = false;
+  for (int i = 0; i < 100 && !up; ++i) {
+    up = Search(lb, "love", "newest").status == 200;
+    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(up) << ReadFile(dir_.path() + "/haproxy.log").value_or("");
+  json ingested;
+  ASSERT_EQ(Ingest(lb, TweetLines(9'000'000, 1000), &ingested), 200);
+  const std::string one_id = ingested["results"][0]["tweet_id"];
+  const uint64_t expected = Search(lb, "love", "newest").total;
+  ASSERT_GT(expected, 0u);
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> searches{0}, failures{0};
+  std::vector<std::thread> load;
+  for (int t = 0; t < 4; ++t) {
+    load.emplace_back([&] {
+      net::HttpClient c("127.0.0.1", std::to_string(port), std::chrono::seconds(60));
+      while (!stop) {
+        Page p = Search(c, "love", "newest");
+        absl::StatusOr<net::HttpReply> read =
+            c.Send("GET", StrCat("/v1/tweets/", one_id, "?api_dev_key=", kKey));
+        searches++;
+        if (p.status != 200 || p.total != expected || !read.ok() || read->status != 200) {
+          failures++;
+          ADD_FAILURE() << "search " << p.status << " (total " << p.total << " of " << expected
+                        << "), read " << (read.ok() ? read->status : 0);
+        }
+      }
+    });
+  }
+  auto wait_for = [&](int n) {
+    for (int i = 0; i < 3000 && searches.load() < n; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  };
+  wait_for(100);
+  cluster_->Signal("a0", SIGKILL);
+  const int at_kill = searches.load();
+  wait_for(at_kill + 400);
+  stop = true;
+  for (std::thread& t : load) t.join();
+  EXPECT_GE(searches.load(), at_kill + 400);
+  EXPECT_EQ(failures.load(), 0) << "of " << searches.load() << " searches and reads";
 }
 
 TEST_F(ClusterTest, KillingAStoragePrimaryDuringIngestLosesNoAcknowledgedTweet) {
