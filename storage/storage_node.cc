@@ -20,7 +20,10 @@ std::string InstallingFile(const StorageNodeOptions& o) { return o.data_dir + "/
 
 StorageNode::StorageNode(const StorageNodeOptions& options, std::unique_ptr<TweetStore> store,
                          uint64_t epoch)
-    : options_(options), store_(std::move(store)), epoch_(epoch) {
+    : options_(options),
+      clock_(options.clock != nullptr ? *options.clock : SystemClock()),
+      store_(std::move(store)),
+      epoch_(epoch) {
   applied_ = store_->LastSequence();
 }
 
@@ -250,7 +253,7 @@ absl::Status StorageNode::SendToPeer(std::span<const ReplicatedChange> changes) 
   }
   if (!last.ok()) return last.status();
   peer_last_ = *last;
-  peer_seen_ = absl::Now();
+  peer_seen_ = Now();
   return absl::OkStatus();
 }
 
@@ -274,7 +277,7 @@ absl::Status StorageNode::CatchUpPeer() {
       absl::MutexLock lock(&write_mu_);
       if (peer_ != peer) return absl::OkStatus();
       peer_last_ = from = *at;
-      peer_seen_ = absl::Now();
+      peer_seen_ = Now();
     }
     if (*at + 1 < store_->FirstSequence()) {
       if (absl::Status s = CopyToPeer(peer, epoch); !s.ok()) return s;
@@ -293,7 +296,7 @@ absl::Status StorageNode::CatchUpPeer() {
       absl::MutexLock lock(&write_mu_);
       if (peer_ == peer) {
         peer_last_ = *after;
-        peer_seen_ = absl::Now();
+        peer_seen_ = Now();
       }
       continue;
     }
@@ -323,13 +326,13 @@ absl::Status StorageNode::CatchUpPeer() {
         peer_->Replicate(epoch_, options_.node, {}, store_->LastSequence());
     if (!told.ok()) return told.status();
     peer_in_sync_ = true;
-    peer_seen_ = absl::Now();
+    peer_seen_ = Now();
     return absl::OkStatus();
   }
 }
 
 absl::Status StorageNode::KeepPeerInSyncLocked() {
-  const absl::Time now = absl::Now();
+  const absl::Time now = Now();
   if (now - peer_seen_ < options_.in_sync_validity / 4) return absl::OkStatus();
   // Under the write lock: no write can slip in between, so the peer's answer
   // says whether it still holds everything.
@@ -401,7 +404,7 @@ absl::Status StorageNode::CopyToPeer(StoragePeer* peer, uint64_t epoch) {
   absl::MutexLock lock(&write_mu_);
   if (peer_ == peer) {
     peer_last_ = *installed;
-    peer_seen_ = absl::Now();
+    peer_seen_ = Now();
   }
   return absl::OkStatus();
 }
@@ -489,7 +492,7 @@ absl::StatusOr<uint64_t> StorageNode::Replicate(uint64_t epoch, const std::strin
     SetApplied(changes.back().change.sequence);
   }
   const bool in_sync = synced_through != 0 && store_->LastSequence() >= synced_through;
-  SetInSyncUntil(in_sync ? absl::Now() + options_.in_sync_validity : absl::InfinitePast());
+  SetInSyncUntil(in_sync ? Now() + options_.in_sync_validity : absl::InfinitePast());
   return store_->LastSequence();
 }
 
@@ -499,7 +502,7 @@ void StorageNode::RecordReader(const std::string& reader, uint64_t after,
   absl::MutexLock lock(&readers_mu_);
   Reader& r = readers_[reader];
   r.after = after;
-  r.seen = absl::Now();
+  r.seen = Now();
   if (keeps.has_value()) {
     r.keeps = *keeps;
     r.reported_keeps = true;
@@ -510,7 +513,7 @@ bool StorageNode::ServesReads() const {
   // No lock: the primary holds write_mu_ through a whole replicated write, and
   // reads must not wait for that.
   return is_primary() ||
-         absl::ToUnixNanos(absl::Now()) < in_sync_until_ns_.load(std::memory_order_acquire);
+         absl::ToUnixNanos(Now()) < in_sync_until_ns_.load(std::memory_order_acquire);
 }
 
 std::vector<absl::StatusOr<StoredTweet>> StorageNode::MultiGet(std::span<const TweetId> ids) const {
@@ -567,7 +570,7 @@ absl::StatusOr<std::vector<ReplicatedChange>> StorageNode::ReadChanges(uint64_t 
 
 absl::Status StorageNode::TrimLog() {
   const uint64_t last = store_->LastSequence();
-  const absl::Time live_since = absl::Now() - options_.live_reader_window;
+  const absl::Time live_since = Now() - options_.live_reader_window;
   // What the named readers still need (nothing is trimmed for one that has not
   // reported yet), and the position of every live reader.
   uint64_t needed = last, live_floor = last;

@@ -44,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "storage/tweet_store.h"
 
 namespace tweetsearch::storage {
@@ -98,6 +99,9 @@ struct StorageNodeOptions {
   // A secondary serves reads for this long after its primary last said it is
   // in sync; an in-sync primary says so at least four times as often.
   absl::Duration in_sync_validity = absl::Seconds(4);
+  // The time the windows above are measured on (its monotonic part); null: SystemClock().
+  // Tests drive it with a ManualClock.
+  const Clock* clock = nullptr;
 };
 
 struct LikesChange {
@@ -237,7 +241,11 @@ class StorageNode {
   bool ServesReads() const;
   void SetInSyncUntil(absl::Time until);
 
+  // Now on the options' clock (monotonic; only compared with other readings of it).
+  absl::Time Now() const { return absl::FromUnixMicros(clock_.NowMonotonicMicros()); }
+
   const StorageNodeOptions options_;
+  const Clock& clock_;
   std::unique_ptr<TweetStore> store_;
 
   mutable absl::Mutex write_mu_;

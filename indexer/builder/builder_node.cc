@@ -53,13 +53,14 @@ BuilderNode::BuilderNode(const BuilderNodeOptions& options,
                          std::unique_ptr<rocksdb::DB> db, std::vector<uint64_t> cursors,
                          std::vector<bool> resyncing)
     : options_(options),
+      clock_(options.clock != nullptr ? *options.clock : SystemClock()),
       sources_(std::move(sources)),
       db_(std::move(db)),
       applied_(cursors),
       synced_(std::move(cursors)),
       caught_up_(sources_.size(), false),
       resync_needed_(std::move(resyncing)),
-      last_sync_(absl::Now()) {}
+      last_sync_(Now()) {}
 
 absl::StatusOr<std::unique_ptr<BuilderNode>> BuilderNode::Open(
     const BuilderNodeOptions& options,
@@ -234,13 +235,13 @@ void BuilderNode::MaybeSync() {
   std::vector<uint64_t> covered;
   {
     absl::MutexLock lock(&mu_);
-    if (absl::Now() - last_sync_ < options_.sync_every || synced_ == applied_) return;
+    if (Now() - last_sync_ < options_.sync_every || synced_ == applied_) return;
     covered = applied_;  // written before this point, so the sync covers it
   }
   if (!db_->SyncWAL().ok()) return;
   absl::MutexLock lock(&mu_);
   synced_ = std::move(covered);
-  last_sync_ = absl::Now();
+  last_sync_ = Now();
 }
 
 absl::Status BuilderNode::CheckPartition(uint32_t partition) const {
@@ -284,6 +285,7 @@ BuilderNodeStatus BuilderNode::Status() const {
   (void)db_->GetIntProperty(rocksdb::DB::Properties::kEstimateNumKeys, &out.ids_estimate);
   absl::MutexLock lock(&mu_);
   out.applied = applied_;
+  out.synced = synced_;
   out.resyncs = resyncs_;
   if (std::find(resync_needed_.begin(), resync_needed_.end(), true) != resync_needed_.end()) {
     out.state = BuilderState::kResyncing;

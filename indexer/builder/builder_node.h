@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/ids.h"
 #include "storage/change_tail.h"
 
@@ -49,6 +50,9 @@ struct BuilderNodeOptions {
   std::string data_dir;  // the map lives in <data_dir>/builder
   absl::Duration poll_wait = absl::Seconds(1);
   absl::Duration sync_every = absl::Seconds(1);
+  // The time sync_every is measured on (its monotonic part); null: SystemClock(). Tests drive
+  // it with a ManualClock.
+  const Clock* clock = nullptr;
 };
 
 enum class BuilderState { kCatchingUp, kServing, kResyncing };
@@ -57,6 +61,7 @@ std::string_view BuilderStateName(BuilderState state);
 struct BuilderNodeStatus {
   BuilderState state = BuilderState::kCatchingUp;
   std::vector<uint64_t> applied;  // per storage partition
+  std::vector<uint64_t> synced;   // per storage partition: durable, what storage may drop
   uint64_t ids_estimate = 0;
   uint64_t resyncs = 0;  // storage partitions resynced from a snapshot since start
 };
@@ -104,7 +109,11 @@ class BuilderNode : private storage::ChangeConsumer {
   // storage may trim.
   void MaybeSync();
 
+  // Now on the options' clock (monotonic; only compared with other readings of it).
+  absl::Time Now() const { return absl::FromUnixMicros(clock_.NowMonotonicMicros()); }
+
   const BuilderNodeOptions options_;
+  const Clock& clock_;
   std::vector<std::unique_ptr<storage::ChangeSource>> sources_;
   std::unique_ptr<rocksdb::DB> db_;
 

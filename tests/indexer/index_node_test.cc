@@ -37,6 +37,8 @@ class IndexNodeTest : public ::testing::Test {
  protected:
   // A reader that has not read for this long no longer holds back trimming.
   static constexpr absl::Duration kLiveWindow = absl::Milliseconds(200);
+  // The storage replica's clock: its live-reader window runs only when a test moves it.
+  ManualClock storage_clock_{1'700'000'000'000};
 
   void SetUp() override {
     storage::StorageNodeOptions options;
@@ -44,6 +46,7 @@ class IndexNodeTest : public ::testing::Test {
     options.data_dir = dir_.path() + "/s0a";
     options.store.sync_writes = false;
     options.live_reader_window = kLiveWindow;
+    options.clock = &storage_clock_;
     absl::StatusOr<std::unique_ptr<storage::StorageNode>> node =
         storage::StorageNode::Open(options);
     ASSERT_TRUE(node.ok()) << node.status();
@@ -239,6 +242,35 @@ TEST_F(IndexNodeTest, TheBuilderListsEachPartitionsLiveIdsInOrder) {
   EXPECT_EQ(after_restart, 2998u);
 }
 
+TEST_F(IndexNodeTest, TheBuilderSyncsWhatItAppliedOnlyAsItsClockMoves) {
+  // What is synced is what the builder tells storage it no longer needs: it
+  // follows what was applied once sync_every (1 ms here) has passed on the
+  // builder's clock, which only this test moves.
+  Put(1000, 100);
+  ManualClock clock(1'700'000'000'000);
+  indexer::BuilderNodeOptions options = BuilderOptions("b0", 2);
+  options.sync_every = absl::Milliseconds(1);
+  options.clock = &clock;
+  absl::StatusOr<std::unique_ptr<indexer::BuilderNode>> opened =
+      indexer::BuilderNode::Open(options, Sources("b0"));
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  std::unique_ptr<indexer::BuilderNode> builder = *std::move(opened);
+  builder->Start();
+  auto applied_all = [&] { return builder->Status().applied[0] == storage_->LastSequence(); };
+  ASSERT_TRUE(WaitFor(applied_all));
+  EXPECT_EQ(builder->Status().synced[0], 0u);
+  Put(2000, 10);  // another round of applying: still no sync
+  ASSERT_TRUE(WaitFor(applied_all));
+  EXPECT_EQ(builder->Status().synced[0], 0u);
+  clock.AdvanceMillis(1);  // its next round (at most poll_wait away) syncs all it applied
+  const uint64_t synced = storage_->LastSequence();
+  ASSERT_TRUE(WaitFor([&] { return builder->Status().synced[0] == synced; }));
+  Put(3000, 10);  // and not again until the clock moves
+  ASSERT_TRUE(WaitFor(applied_all));
+  EXPECT_EQ(builder->Status().synced[0], synced);
+  EXPECT_GT(storage_->LastSequence(), synced);
+}
+
 TEST_F(IndexNodeTest, ABuilderBeyondTheLogResyncsFromAStorageSnapshot) {
   Put(1000, 2000);
   const indexer::BuilderNodeOptions options = BuilderOptions("b1", 2);
@@ -261,7 +293,7 @@ TEST_F(IndexNodeTest, ABuilderBeyondTheLogResyncsFromAStorageSnapshot) {
   del.delete_id = 1500;
   ASSERT_TRUE(storage_->Write(std::move(del)).ok());
   Put(9000, 1);
-  std::this_thread::sleep_for(absl::ToChronoMilliseconds(kLiveWindow * 2));  // b1 is gone
+  storage_clock_.AdvanceMillis(absl::ToInt64Milliseconds(kLiveWindow) + 1);  // b1 is gone
   ASSERT_TRUE(storage_->TrimLog().ok());  // down to the newest change
   b1_source->FailSnapshots(1);            // the first snapshot breaks off: the resync starts again
   absl::StatusOr<std::unique_ptr<indexer::BuilderNode>> opened =

@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <thread>
 
 #include "common/strings.h"
 #include "tests/testing/corpus.h"
@@ -45,6 +44,7 @@ class StorageNodeTest : public ::testing::Test {
     options.in_sync_validity = in_sync_validity;
     options.copy_batch = 128;  // several chunks per copy
     options.readers = {"i0a"};
+    options.clock = &clock_;
     absl::StatusOr<std::unique_ptr<StorageNode>> node = StorageNode::Open(options);
     EXPECT_TRUE(node.ok()) << node.status();
     return node.ok() ? *std::move(node) : nullptr;
@@ -94,6 +94,7 @@ class StorageNodeTest : public ::testing::Test {
   }
 
   testing::TempDir dir_;
+  ManualClock clock_{1'700'000'000'000};  // the replicas' windows are measured on it
   bool peer_stale_ = false;
 };
 
@@ -155,7 +156,7 @@ TEST_F(StorageNodeTest, AReplicaOnAReplacedDiskGetsAFullCopyThenTheLog) {
   std::filesystem::remove_all(dir_.path() + "/s0b");
   b = Open("s0b");
   to_b.Reconnect(b.get());
-  std::this_thread::sleep_for(absl::ToChronoMilliseconds(kValidity));
+  clock_.AdvanceMillis(absl::ToInt64Milliseconds(kValidity));
   EXPECT_TRUE(absl::IsDataLoss(a->CatchUpPeer()));
   EXPECT_TRUE(peer_stale_);
   EXPECT_FALSE(a->Status().peer_in_sync);
@@ -167,7 +168,7 @@ TEST_F(StorageNodeTest, AReplicaOnAReplacedDiskGetsAFullCopyThenTheLog) {
   // b unreachable while nothing is written: out of sync, but not stale (it
   // lacks nothing); back, it is in sync again without a copy.
   to_b.Reconnect(nullptr);
-  std::this_thread::sleep_for(absl::ToChronoMilliseconds(kValidity));
+  clock_.AdvanceMillis(absl::ToInt64Milliseconds(kValidity));
   EXPECT_TRUE(absl::IsUnavailable(a->CatchUpPeer()));
   EXPECT_FALSE(a->Status().peer_in_sync);
   EXPECT_FALSE(peer_stale_);
@@ -245,7 +246,7 @@ TEST_F(StorageNodeTest, TheLogCapNeverCutsOffALiveReader) {
   EXPECT_EQ(a->Status().first_sequence, 401u);
 
   // Once it has not read for longer than the window, the cap applies.
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  clock_.AdvanceMillis(301);
   ASSERT_TRUE(a->TrimLog().ok());
   EXPECT_EQ(a->Status().first_sequence, a->LastSequence() - 100 + 1);
   EXPECT_TRUE(absl::IsFailedPrecondition(
@@ -278,7 +279,9 @@ TEST_F(StorageNodeTest, ASecondaryServesReadsOnlyWhileItsPrimaryCallsItInSync) {
       Open("s0c", 50'000'000, absl::Seconds(30), /*in_sync_validity=*/absl::Milliseconds(50));
   ASSERT_TRUE(c->Replicate(1, "s0a", std::span(&put, 1), /*synced_through=*/1).ok());
   EXPECT_TRUE(c->MultiGet(std::vector<TweetId>{7})[0].ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  clock_.AdvanceMillis(49);
+  EXPECT_TRUE(c->MultiGet(std::vector<TweetId>{7})[0].ok());
+  clock_.AdvanceMillis(1);
   EXPECT_TRUE(absl::IsUnavailable(c->MultiGet(std::vector<TweetId>{7})[0].status()));
   // As primary it is the authority: it serves, and readers wait there.
   Promote(*b, 2, nullptr);
