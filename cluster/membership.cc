@@ -2,22 +2,23 @@
 
 namespace tweetsearch::cluster {
 
-Membership::Membership(std::vector<std::string> etcd, int64_t ttl_s)
+Membership::Membership(std::vector<std::string> etcd, int64_t ttl_s, const Clock& clock)
     : ttl_s_(ttl_s),
+      clock_(clock),
       etcd_(std::make_unique<EtcdClient>(std::move(etcd), std::chrono::milliseconds(ttl_s * 250))) {
 }
 
 absl::StatusOr<std::unique_ptr<Membership>> Membership::Start(std::vector<std::string> etcd,
-                                                              int64_t ttl_s) {
-  std::unique_ptr<Membership> m(new Membership(std::move(etcd), ttl_s));
-  const auto asked = std::chrono::steady_clock::now();
+                                                              int64_t ttl_s, const Clock& clock) {
+  std::unique_ptr<Membership> m(new Membership(std::move(etcd), ttl_s, clock));
+  const int64_t asked = clock.NowMonotonicMicros();
   absl::StatusOr<int64_t> lease = m->etcd_->GrantLease(ttl_s);
   if (!lease.ok()) return lease.status();
   {
     absl::MutexLock lock(&m->mu_);
     m->lease_ = *lease;
     m->generation_ = 1;
-    m->renewed_ = asked;
+    m->renewed_us_ = asked;
   }
   m->keepalive_ = std::make_unique<PeriodicTask>(
       absl::Milliseconds(std::max<int64_t>(250, ttl_s * 250)), [m = m.get()] { m->Renew(); });
@@ -38,11 +39,11 @@ void Membership::Renew() {
   }
   // The renewal counts from when it was asked for, not answered: the lease may
   // have been extended at any moment in between.
-  const auto asked = std::chrono::steady_clock::now();
+  const int64_t asked = clock_.NowMonotonicMicros();
   absl::Status s = etcd_->KeepAlive(lease);
   if (s.ok()) {
     absl::MutexLock lock(&mu_);
-    if (lease_ == lease) renewed_ = asked;
+    if (lease_ == lease) renewed_us_ = asked;
     return;
   }
   if (!absl::IsNotFound(s)) return;  // etcd unreachable: Holds() runs out by itself
@@ -55,7 +56,7 @@ void Membership::Renew() {
     absl::MutexLock lock(&mu_);
     lease_ = *fresh;
     ++generation_;
-    renewed_ = asked;
+    renewed_us_ = asked;
     keys = keys_;
   }
   for (const auto& [key, value] : keys) (void)etcd_->Put(key, value, *fresh);
@@ -81,8 +82,7 @@ absl::Status Membership::Remove(const std::string& key) {
 
 bool Membership::Holds() const {
   absl::MutexLock lock(&mu_);
-  return std::chrono::steady_clock::now() <
-         renewed_ + std::chrono::seconds(ttl_s_) - std::chrono::seconds(1);
+  return clock_.NowMonotonicMicros() < renewed_us_ + (ttl_s_ - 1) * 1'000'000;
 }
 
 int64_t Membership::lease() const {

@@ -22,15 +22,18 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "cluster/etcd_client.h"
+#include "common/clock.h"
 #include "common/periodic.h"
 
 namespace tweetsearch::cluster {
 
 class Membership {
  public:
-  // Grants a lease of `ttl_s` seconds and keeps it alive (every ttl/4).
+  // Grants a lease of `ttl_s` seconds and keeps it alive (every ttl/4, on real
+  // time). Holds() measures on `clock`'s monotonic time, which must outlive it.
   static absl::StatusOr<std::unique_ptr<Membership>> Start(std::vector<std::string> etcd,
-                                                           int64_t ttl_s);
+                                                           int64_t ttl_s,
+                                                           const Clock& clock = SystemClock());
   // Revokes the lease: its keys vanish at once.
   ~Membership();
 
@@ -47,15 +50,16 @@ class Membership {
   EtcdClient& etcd() { return *etcd_; }
 
  private:
-  Membership(std::vector<std::string> etcd, int64_t ttl_s);
+  Membership(std::vector<std::string> etcd, int64_t ttl_s, const Clock& clock);
   void Renew();
 
   const int64_t ttl_s_;
+  const Clock& clock_;
   std::unique_ptr<EtcdClient> etcd_;
   mutable absl::Mutex mu_;
   int64_t lease_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
-  std::chrono::steady_clock::time_point renewed_ ABSL_GUARDED_BY(mu_);
+  int64_t renewed_us_ ABSL_GUARDED_BY(mu_) = 0;  // when the last renewal was asked for
   std::map<std::string, std::string> keys_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<PeriodicTask> keepalive_;
 };

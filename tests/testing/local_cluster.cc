@@ -67,16 +67,8 @@ std::string LocalCluster::RoleOf(const std::string& node) const {
 
 bool LocalCluster::Start() {
   std::filesystem::create_directories(options_.dir);
-  const int client = FreeLoopbackPort(), peer = FreeLoopbackPort();
-  etcd_endpoint_ = StrCat("127.0.0.1:", client);
-  etcd_ = std::make_unique<ChildProcess>(
-      std::vector<std::string>{"etcd", "--name", "test", "--data-dir", options_.dir + "/etcd",
-                               "--listen-client-urls", StrCat("http://", etcd_endpoint_),
-                               "--advertise-client-urls", StrCat("http://", etcd_endpoint_),
-                               "--listen-peer-urls", StrCat("http://127.0.0.1:", peer),
-                               "--initial-advertise-peer-urls", StrCat("http://127.0.0.1:", peer),
-                               "--initial-cluster", StrCat("test=http://127.0.0.1:", peer)},
-      options_.dir + "/etcd.log");
+  etcd_ = std::make_unique<EtcdServer>(options_.dir);
+  etcd_endpoint_ = etcd_->endpoint();
 
   std::string yaml = StrCat("etcd: [", etcd_endpoint_, "]\n");
   if (!options_.redis.empty()) yaml += StrCat("redis: ", options_.redis, "\n");
@@ -125,16 +117,7 @@ bool LocalCluster::Start() {
   std::ofstream(topology_path_) << yaml;
 
   // etcd first: nodes need it to start.
-  bool etcd_up = false;
-  for (int i = 0; i < 100 && !etcd_up; ++i) {
-    const size_t colon = etcd_endpoint_.rfind(':');
-    net::HttpClient c(etcd_endpoint_.substr(0, colon), etcd_endpoint_.substr(colon + 1),
-                      std::chrono::seconds(1));
-    absl::StatusOr<net::HttpReply> r = c.Send("POST", "/v3/kv/range", R"({"key":"AA=="})");
-    etcd_up = r.ok() && r->status == 200;
-    if (!etcd_up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  if (!etcd_up) return false;
+  if (!etcd_->Start()) return false;
   for (const std::string& node : nodes_) StartNode(node);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
   while (std::chrono::steady_clock::now() < deadline) {

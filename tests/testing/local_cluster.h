@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/testing/etcd_server.h"
 #include "tests/testing/process.h"
 
 namespace tweetsearch::testing {
@@ -69,7 +70,7 @@ class LocalCluster {
   LocalClusterOptions options_;
   std::string topology_path_;
   std::string etcd_endpoint_;
-  std::unique_ptr<ChildProcess> etcd_;
+  std::unique_ptr<EtcdServer> etcd_;
   std::map<std::string, int> http_ports_;
   std::map<std::string, std::string> grpc_addresses_;
   std::vector<std::string> nodes_;
