@@ -435,6 +435,16 @@ std::vector<std::vector<uint32_t>> ClusterBackend::IndexReplicasInTurn() const {
   std::vector<std::vector<uint32_t>> replicas(view_.topology().index.size());
   for (uint32_t p = 0; p < replicas.size(); ++p) {
     replicas[p] = view_.LiveIndexReplicas(p);
+    // A replica etcd does not list (its lease lapsed while etcd was away, and it has not put
+    // its key back yet) stays in while it keeps answering: it refuses searches itself when it
+    // is not serving.
+    const uint32_t count = static_cast<uint32_t>(view_.topology().index[p].replicas.size());
+    for (uint32_t r = 0; r < count; ++r) {
+      if (std::find(replicas[p].begin(), replicas[p].end(), r) == replicas[p].end() &&
+          index_health_.AnsweredWithin(p, r, options_.keep_answering)) {
+        replicas[p].push_back(r);
+      }
+    }
     if (replicas[p].empty()) continue;
     std::rotate(replicas[p].begin(), replicas[p].begin() + turn % replicas[p].size(),
                 replicas[p].end());
@@ -510,8 +520,9 @@ absl::Status LeaveOut(uint32_t p, const absl::Status& status, bool allow_partial
                       std::vector<uint32_t>* missing) {
   if (absl::IsInvalidArgument(status)) return status;
   if (!allow_partial) {
-    return absl::UnavailableError(
-        StrCat("index partition ", p, " is unavailable: no replica answered"));
+    return absl::UnavailableError(StrCat("index partition ", p,
+                                         " is unavailable: no replica answered (last error: ",
+                                         status.message(), ")"));
   }
   missing->push_back(p);
   return absl::OkStatus();

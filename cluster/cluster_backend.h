@@ -15,7 +15,9 @@
 // replica, a slow one is hedged to it after the partition's observed p95
 // latency (at most `hedge_after`); the whole fan-out has `search_deadline`.
 // Replicas that keep failing or being overtaken are ejected for a while
-// (cluster/replica_health.h); so are storage replicas for reads.
+// (cluster/replica_health.h); so are storage replicas for reads. An index
+// replica that answered within `keep_answering` stays in the fan-out even
+// when etcd stops listing it (its lease lapsed during an etcd outage).
 // The partitions' top-k lists are merged by sort key. A partition with no
 // replica answering fails the search (Unavailable), or with allow_partial is
 // left out and named. Best match first collects the statistics of every
@@ -43,8 +45,11 @@ struct ClusterBackendOptions {
   size_t max_text_bytes = 4096;
   uint32_t node_id = 0;  // snowflake node bits of this front door
   std::chrono::milliseconds search_deadline{2000};
-  std::chrono::milliseconds hedge_after{100};       // the longest hedge delay
-  ReplicaHealthOptions health;                      // its max_hedge is hedge_after
+  std::chrono::milliseconds hedge_after{100};  // the longest hedge delay
+  ReplicaHealthOptions health;                 // its max_hedge is hedge_after
+  // An index replica that answered within this long is asked even when etcd no
+  // longer lists it (etcd was away and its lease lapsed).
+  std::chrono::seconds keep_answering{5};
   std::chrono::milliseconds write_deadline{20000};  // long enough to ride out a failover
   std::chrono::milliseconds visible_wait{2000};
   size_t tweet_cache_bytes = size_t{64} << 20;

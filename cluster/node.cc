@@ -450,6 +450,7 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> StartAggregator(const Topology& t,
   options.max_text_bytes = config.engine.max_text_bytes;
   options.node_id = config.engine.node_id != 0 ? config.engine.node_id : 1 + place.replica;
   options.write_deadline = std::chrono::seconds(t.write_retry_s);
+  options.keep_answering = std::chrono::seconds(t.lease_ttl_s);
   absl::StatusOr<std::unique_ptr<ClusterBackend>> backend =
       ClusterBackend::Create(*p->view_, options, SystemClock());
   if (!backend.ok()) return backend.status();

@@ -48,12 +48,14 @@ void ReplicaHealth::UpdateHedgeDelayLocked(Partition& part) {
 }
 
 void ReplicaHealth::Answered(uint32_t p, uint32_t r, std::chrono::microseconds latency) {
+  const int64_t now_us = clock_.NowMonotonicMicros();
   std::lock_guard lock(mu_);
   if (p >= parts_.size() || r >= parts_[p].replicas.size()) return;
   Partition& part = parts_[p];
   Replica& replica = part.replicas[r];
   replica.bad_in_a_row = 0;
   replica.ejections_in_a_row = 0;
+  replica.answered_us = now_us;
   part.latencies_us[part.samples % kWindow] = std::max<int64_t>(0, latency.count());
   ++part.samples;
   // The quantile is refreshed every 16 answers: a sort of 256 values per call would cost more
@@ -95,6 +97,14 @@ bool ReplicaHealth::Ejected(uint32_t p, uint32_t r) const {
   std::lock_guard lock(mu_);
   if (p >= parts_.size() || r >= parts_[p].replicas.size()) return false;
   return EjectedLocked(parts_[p].replicas[r], now_us);
+}
+
+bool ReplicaHealth::AnsweredWithin(uint32_t p, uint32_t r, std::chrono::microseconds window) const {
+  const int64_t now_us = clock_.NowMonotonicMicros();
+  std::lock_guard lock(mu_);
+  if (p >= parts_.size() || r >= parts_[p].replicas.size()) return false;
+  const int64_t answered = parts_[p].replicas[r].answered_us;
+  return answered != INT64_MIN && now_us - answered <= window.count();
 }
 
 std::vector<ReplicaRecord> ReplicaHealth::Records() const {

@@ -64,6 +64,8 @@ class ReplicaHealth {
   void Hedged(uint32_t p, uint32_t r);
 
   bool Ejected(uint32_t p, uint32_t r) const;
+  // Whether replica r of partition p answered a call within `window`.
+  bool AnsweredWithin(uint32_t p, uint32_t r, std::chrono::microseconds window) const;
   std::vector<ReplicaRecord> Records() const;
   // The current hedge delay of every partition.
   std::vector<std::chrono::microseconds> HedgeDelays() const;
@@ -74,6 +76,7 @@ class ReplicaHealth {
     uint32_t bad_in_a_row = 0;
     uint32_t ejections_in_a_row = 0;  // since its last answer
     int64_t ejected_until_us = 0;
+    int64_t answered_us = INT64_MIN;  // its last answer
     uint64_t ejections = 0;
     uint64_t hedges = 0;
   };

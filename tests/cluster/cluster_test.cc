@@ -217,19 +217,35 @@ class ClusterTest : public ::testing::Test {
     return "";
   }
 
-  // Searches "love" through `door` until `stop`, counting searches and those
-  // that failed or did not find `expected` tweets (each a test failure).
-  void SearchUntil(const std::atomic<bool>& stop, const std::string& door, uint64_t expected,
-                   std::atomic<int>& searches, std::atomic<int>& failures) {
-    net::HttpClient c = Door(door);
-    while (!stop) {
-      Page p = Search(c, "love", "newest");
-      searches++;
-      if (p.status != 200 || p.total != expected) {
-        failures++;
-        ADD_FAILURE() << "status " << p.status << ", total " << p.total << " of " << expected
-                      << ": " << p.body.dump();
-      }
+  // Threads searching "love" until Stop(), counting searches and those that
+  // failed or did not find `expected` tweets (each a test failure).
+  struct SearchLoad {
+    std::atomic<bool> stop{false};
+    std::atomic<int> searches{0}, failures{0};
+    std::vector<std::thread> threads;
+    void Stop() {
+      stop = true;
+      for (std::thread& t : threads) t.join();
+      threads.clear();
+    }
+    ~SearchLoad() { Stop(); }
+  };
+  // Starts `threads` threads of `load`, through `doors` in turn.
+  void StartSearching(SearchLoad& load, int threads, const std::vector<std::string>& doors,
+                      uint64_t expected) {
+    for (int t = 0; t < threads; ++t) {
+      load.threads.emplace_back([this, &load, door = doors[t % doors.size()], expected] {
+        net::HttpClient c = Door(door);
+        while (!load.stop) {
+          Page p = Search(c, "love", "newest");
+          load.searches++;
+          if (p.status != 200 || p.total != expected) {
+            load.failures++;
+            ADD_FAILURE() << "status " << p.status << ", total " << p.total << " of " << expected
+                          << ": " << p.body.dump();
+          }
+        }
+      });
     }
   }
 
@@ -322,20 +338,14 @@ TEST_F(ClusterTest, SearchesSurviveTheLossOfAnIndexReplicaAndReportALostPartitio
   ASSERT_EQ(Ingest(a0, TweetLines(5'000'000, 2000)), 200);
   const uint64_t expected = Search(a0, "love", "newest").total;
   ASSERT_GT(expected, 0u);
-  std::atomic<bool> stop{false};
-  std::atomic<int> searches{0}, failures{0};
-  std::vector<std::thread> load;
-  for (int t = 0; t < 4; ++t) {
-    load.emplace_back(
-        [&, t] { SearchUntil(stop, t % 2 == 0 ? "a0" : "a1", expected, searches, failures); });
-  }
+  SearchLoad load;
+  StartSearching(load, 4, {"a0", "a1"}, expected);
   std::this_thread::sleep_for(std::chrono::seconds(1));
   cluster_->Signal("i0a", SIGKILL);
   std::this_thread::sleep_for(std::chrono::seconds(4));  // past the lease: i0a leaves etcd
-  stop = true;
-  for (std::thread& t : load) t.join();
-  EXPECT_EQ(failures.load(), 0) << "of " << searches.load() << " searches";
-  EXPECT_GT(searches.load(), 20);
+  load.Stop();
+  EXPECT_EQ(load.failures.load(), 0) << "of " << load.searches.load() << " searches";
+  EXPECT_GT(load.searches.load(), 20);
 
   cluster_->Signal("i0b", SIGKILL);
   Page refused = Search(a0, "love", "newest");
@@ -377,23 +387,18 @@ TEST_F(ClusterTest, AFrozenIndexReplicaIsEjectedAndTakenBackOnceItAnswers) {
   ASSERT_EQ(Metric(a0, ejected), 0);
   ASSERT_EQ(Metric(a0, ejections), 0);
 
-  std::atomic<bool> stop{false};
-  std::atomic<int> searches{0}, failures{0};
+  SearchLoad load;
   cluster_->Signal("i0a", SIGSTOP);
-  std::vector<std::thread> load;
-  for (int t = 0; t < 2; ++t) {
-    load.emplace_back([&] { SearchUntil(stop, "a0", expected, searches, failures); });
-  }
+  StartSearching(load, 2, {"a0"}, expected);
   bool seen_ejected = false;
   for (int i = 0; i < 200 && !seen_ejected; ++i) {
     seen_ejected = Metric(a0, ejected) == 1;
     if (!seen_ejected) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  stop = true;
-  for (std::thread& t : load) t.join();
+  load.Stop();
   cluster_->Signal("i0a", SIGCONT);
   EXPECT_TRUE(seen_ejected) << "i0a was not ejected while frozen";
-  EXPECT_EQ(failures.load(), 0) << "of " << searches.load() << " searches";
+  EXPECT_EQ(load.failures.load(), 0) << "of " << load.searches.load() << " searches";
   EXPECT_GE(Metric(a0, "tweetsearch_replica_hedges_total{" + i0a + "}"), 1);
   const double ejections_frozen = Metric(a0, ejections);
   EXPECT_GE(ejections_frozen, 1);
@@ -522,6 +527,43 @@ TEST_F(ClusterTest, BehindTheLoadBalancerALostFrontDoorIsNoError) {
   for (std::thread& t : load) t.join();
   EXPECT_GE(searches.load(), at_kill + 400);
   EXPECT_EQ(failures.load(), 0) << "of " << searches.load() << " searches and reads";
+}
+
+TEST_F(ClusterTest, SearchesStayCompleteThroughAnEtcdOutageLongerThanTheLeases) {
+  // Did: ingest 2,000 tweets; search from 2 threads through a0 and 2 through
+  // a1; freeze etcd (SIGSTOP) for twice the lease TTL, so every lease lapses;
+  // wake it, and go on for about half as long again. Checked: every search
+  // answered 200
+  // with the full total, while etcd was frozen and after it came back with no
+  // lease alive (the front doors keep asking the index replicas that keep
+  // answering); then every index replica is listed as serving again.
+  net::HttpClient a0 = Door("a0");
+  ASSERT_EQ(Ingest(a0, TweetLines(10'000'000, 2000)), 200);
+  const uint64_t expected = Search(a0, "love", "newest").total;
+  ASSERT_GT(expected, 0u);
+  SearchLoad load;
+  StartSearching(load, 4, {"a0", "a1"}, expected);
+  std::atomic<int>& searches = load.searches;
+  const int before = searches.load();
+  cluster_->Signal("etcd", SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::seconds(6));  // the outage: twice the 3 s lease
+  const int during = searches.load() - before;
+  cluster_->Signal("etcd", SIGCONT);
+  // Back, etcd expires the lapsed leases (the members vanish) and the processes
+  // put their keys back on new ones: search on for about as long as half the
+  // outage (by the rate seen during it), which spans that.
+  const int back = searches.load();
+  for (int i = 0; i < 3000 && searches.load() < back + during / 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  load.Stop();
+  EXPECT_GT(during, 20);
+  EXPECT_GE(searches.load(), back + during / 2);
+  EXPECT_EQ(load.failures.load(), 0) << "of " << searches.load() << " searches";
+  for (int i = 0; i < 300 && cluster_->ServingIndexNodes().size() < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(cluster_->ServingIndexNodes().size(), 4u) << "the index replicas did not come back";
 }
 
 TEST_F(ClusterTest, KillingAStoragePrimaryDuringIngestLosesNoAcknowledgedTweet) {

@@ -116,6 +116,20 @@ TEST_F(ReplicaHealthTest, TheHedgeDelayIsTheRecentP95WithinItsBounds) {
   EXPECT_EQ(health_.HedgeDelays()[0], options_.min_hedge);
 }
 
+TEST_F(ReplicaHealthTest, AReplicaAnsweredWithinAWindowOfItsLastAnswer) {
+  EXPECT_FALSE(health_.AnsweredWithin(0, 0, std::chrono::seconds(5)));  // never
+  health_.Answered(0, 0, microseconds(800));
+  EXPECT_TRUE(health_.AnsweredWithin(0, 0, std::chrono::seconds(5)));
+  EXPECT_FALSE(health_.AnsweredWithin(0, 1, std::chrono::seconds(5)));
+  clock_.AdvanceMillis(5000);
+  EXPECT_TRUE(health_.AnsweredWithin(0, 0, std::chrono::seconds(5)));
+  clock_.AdvanceMillis(1);
+  EXPECT_FALSE(health_.AnsweredWithin(0, 0, std::chrono::seconds(5)));
+  health_.Failed(0, 0);  // failures do not count as answers
+  EXPECT_FALSE(health_.AnsweredWithin(0, 0, std::chrono::seconds(5)));
+  EXPECT_FALSE(health_.AnsweredWithin(9, 0, std::chrono::seconds(5)));
+}
+
 TEST_F(ReplicaHealthTest, OutOfRangeReplicasAreIgnored) {
   health_.Failed(7, 0);
   health_.Overtaken(0, 9);

@@ -45,6 +45,7 @@ std::map<std::string, std::string> EtcdRange(const std::string& endpoint,
 LocalCluster::LocalCluster(LocalClusterOptions options) : options_(std::move(options)) {}
 
 LocalCluster::~LocalCluster() {
+  if (etcd_ != nullptr) etcd_->process().Signal(SIGCONT);
   for (auto& [node, process] : processes_) {
     process->Signal(SIGCONT);  // a frozen process must be able to die
   }
@@ -180,6 +181,10 @@ std::string LocalCluster::grpc_address(const std::string& node) const {
 }
 
 void LocalCluster::Signal(const std::string& node, int signal_number) {
+  if (node == "etcd") {
+    if (etcd_ != nullptr) etcd_->process().Signal(signal_number);
+    return;
+  }
   auto it = processes_.find(node);
   if (it == processes_.end()) return;
   it->second->Signal(signal_number);

@@ -42,7 +42,8 @@ class LocalCluster {
   // every index replica serves, every storage partition has a primary and a
   // builder leads, within two minutes.
   bool Start();
-  // Sends `signal_number` to a node (SIGKILL, SIGSTOP, SIGCONT, SIGTERM).
+  // Sends `signal_number` to a node (SIGKILL, SIGSTOP, SIGCONT, SIGTERM), or to
+  // etcd (SIGSTOP and SIGCONT only).
   void Signal(const std::string& node, int signal_number);
   // Starts a node again (after a kill).
   void Restart(const std::string& node);
