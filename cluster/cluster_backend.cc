@@ -520,9 +520,9 @@ absl::Status LeaveOut(uint32_t p, const absl::Status& status, bool allow_partial
                       std::vector<uint32_t>* missing) {
   if (absl::IsInvalidArgument(status)) return status;
   if (!allow_partial) {
-    return absl::UnavailableError(StrCat("index partition ", p,
-                                         " is unavailable: no replica answered (last error: ",
-                                         status.message(), ")"));
+    return absl::UnavailableError(
+        StrCat("index partition ", p,
+               " is unavailable: no replica answered (last error: ", status.message(), ")"));
   }
   missing->push_back(p);
   return absl::OkStatus();
