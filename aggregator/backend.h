@@ -118,6 +118,7 @@ struct ReplicaStats {
   bool ejected = false;
   uint64_t ejections = 0;  // since start
   uint64_t hedges = 0;     // calls to it hedged to another replica
+  bool listed = false;     // index replicas: etcd lists it as serving, in this front door's view
 };
 
 struct HedgeDelayStats {

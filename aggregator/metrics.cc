@@ -1,6 +1,7 @@
 #include "aggregator/metrics.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "aggregator/backend.h"
 #include "aggregator/stream_hub.h"
@@ -46,6 +47,12 @@ void RenderReplicaMetrics(const EngineStats& s, std::string* out) {
   LabelledSeries(out, s.replicas, "tweetsearch_replica_hedges_total", "counter",
                  "Calls to the replica that ran past the hedge delay and were sent again.",
                  [](const ReplicaStats& r) { return r.hedges; });
+  std::vector<ReplicaStats> index;
+  std::copy_if(s.replicas.begin(), s.replicas.end(), std::back_inserter(index),
+               [](const ReplicaStats& r) { return r.role == "index"; });
+  LabelledSeries(out, index, "tweetsearch_replica_listed", "gauge",
+                 "1 while this front door's view of etcd lists the index replica as serving.",
+                 [](const ReplicaStats& r) { return r.listed ? 1 : 0; });
   LabelledSeries(out, s.hedge_delays, "tweetsearch_replica_hedge_delay_seconds", "gauge",
                  "How long a call to the partition runs before it is hedged (its recent p95).",
                  [](const HedgeDelayStats& h) { return h.seconds; });

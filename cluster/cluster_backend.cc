@@ -694,6 +694,14 @@ aggregator::EngineStats ClusterBackend::Stats() const {
   s.tweet_cache_bytes = cache_.bytes();
   AddReplicaStats("index", view_.topology().index, index_health_, &s);
   AddReplicaStats("storage", view_.topology().storage, storage_health_, &s);
+  for (aggregator::ReplicaStats& r : s.replicas) {
+    if (r.role != "index") continue;
+    const std::vector<Partition>& index = view_.topology().index;
+    const std::vector<uint32_t> listed = view_.LiveIndexReplicas(r.partition);
+    r.listed = std::any_of(listed.begin(), listed.end(), [&](uint32_t replica) {
+      return index[r.partition].replicas[replica].node == r.node;
+    });
+  }
   std::vector<std::vector<uint32_t>> replicas = IndexReplicasInTurn();
   ipb::StatusRequest request;
   auto fan = std::make_shared<FanOut<ipb::IndexStatus>>(

@@ -8,6 +8,8 @@
 #include <thread>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "common/file_util.h"
 #include "common/strings.h"
 #include "net/http_client.h"
@@ -38,6 +40,17 @@ std::map<std::string, std::string> EtcdRange(const std::string& endpoint,
     out[key] = value;
   }
   return out;
+}
+
+// The index replicas a front door's /metrics says its view lists as serving.
+int ListedIndexReplicas(absl::string_view metrics) {
+  int listed = 0;
+  for (absl::string_view line : absl::StrSplit(metrics, '\n')) {
+    if (absl::StartsWith(line, "tweetsearch_replica_listed{") && absl::EndsWith(line, "} 1")) {
+      ++listed;
+    }
+  }
+  return listed;
 }
 
 }  // namespace
@@ -128,7 +141,13 @@ bool LocalCluster::Start() {
       net::HttpClient c("127.0.0.1", http_port(a), std::chrono::seconds(2));
       absl::StatusOr<net::HttpReply> r =
           c.Send("GET", "/v1/search?api_dev_key=demo-key-0123456789&search_terms=x");
-      if (r.ok() && r->status == 200) continue;
+      // Its view of etcd (refreshed twice a second) must list every index replica too: a test
+      // that kills one expects this front door to know the other.
+      absl::StatusOr<net::HttpReply> metrics = c.Send("GET", "/metrics");
+      if (r.ok() && r->status == 200 && metrics.ok() &&
+          ListedIndexReplicas(metrics->body) == 2 * options_.index_partitions) {
+        continue;
+      }
       ready = false;
       doors += StrCat("\n  ", a, ": ",
                       r.ok() ? StrCat(r->status, " ", r->body.substr(0, 300))
