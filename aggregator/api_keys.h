@@ -38,6 +38,9 @@ struct ApiKey {
   bool Allows(Scope scope) const { return scopes & static_cast<uint8_t>(scope); }
 };
 
+// `key`, or PermissionDenied when it lacks `scope` (as KeyRegistry::Authenticate answers).
+absl::StatusOr<ApiKey> CheckScope(absl::StatusOr<ApiKey> key, Scope scope);
+
 // The documented demo key. It is public (the web page's config serves it), so by default it
 // may only search; the operator can widen it (DaemonConfig::demo_key_scopes).
 inline constexpr std::string_view kDemoKey = "demo-key-0123456789";

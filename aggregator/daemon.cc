@@ -182,6 +182,30 @@ absl::Status Read(const YAML::Node& node, const char* key, T* out) {
   }
 }
 
+// Registers the demo key with the configured scopes (on first start), or gives it those scopes.
+absl::Status SetUpDemoKey(const DaemonConfig& config, KeyRegistry& keys, bool first_start,
+                          bool shared_keys) {
+  uint8_t scopes = 0;
+  for (const std::string& name : config.demo_key_scopes) {
+    absl::StatusOr<Scope> scope = ParseScope(name);
+    if (!scope.ok()) {
+      return absl::InvalidArgumentError(StrCat("demo_key_scopes: ", scope.status().message()));
+    }
+    scopes |= static_cast<uint8_t>(*scope);
+  }
+  if (scopes == 0) {
+    return absl::InvalidArgumentError(
+        "demo_key_scopes is empty: give at least one scope, or turn the demo key off");
+  }
+  // A shared registry is older than this process: the demo key is registered by the first
+  // front door to start, and given these scopes by every later one.
+  absl::Status s = first_start || shared_keys ? keys.Register(kDemoKey, "demo", "demo", scopes)
+                                              : keys.SetScopes(kDemoKey, scopes);
+  if (shared_keys && absl::IsAlreadyExists(s)) s = keys.SetScopes(kDemoKey, scopes);
+  if (!s.ok() && !absl::IsAlreadyExists(s) && !absl::IsNotFound(s)) return s;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status LoadDaemonConfigFile(const std::string& path, DaemonConfig* c) {
@@ -274,7 +298,8 @@ absl::Status LoadDaemonConfigFile(const std::string& path, DaemonConfig* c) {
 }
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config,
-                                                      std::unique_ptr<Backend> backend) {
+                                                      std::unique_ptr<Backend> backend,
+                                                      std::unique_ptr<KeyRegistry> keys) {
   if (config.data_dir.empty()) return absl::InvalidArgumentError("data_dir is required");
   auto d = std::make_unique<DaemonImpl>();
   std::error_code ec;
@@ -282,6 +307,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   if (ec)
     return absl::UnavailableError(StrCat("cannot create ", config.data_dir, ": ", ec.message()));
   const bool first_start = !std::filesystem::exists(config.data_dir + "/keys/CURRENT");
+  const bool shared_keys = keys != nullptr;
 
   if (backend != nullptr) {
     d->backend_ = std::move(backend);
@@ -300,25 +326,18 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
         stats.indexed_documents, stats.last_change, stats.checkpoint_change);
   }
 
-  absl::StatusOr<std::unique_ptr<KeyRegistry>> keys = KeyRegistry::Open(config.data_dir + "/keys");
-  if (!keys.ok()) return keys.status();
-  d->keys_ = *std::move(keys);
+  if (shared_keys) {
+    d->keys_ = std::move(keys);
+  } else {
+    absl::StatusOr<std::unique_ptr<KeyRegistry>> local =
+        KeyRegistry::Open(config.data_dir + "/keys");
+    if (!local.ok()) return local.status();
+    d->keys_ = *std::move(local);
+  }
   if (config.demo_key) {
-    uint8_t scopes = 0;
-    for (const std::string& name : config.demo_key_scopes) {
-      absl::StatusOr<Scope> scope = ParseScope(name);
-      if (!scope.ok()) {
-        return absl::InvalidArgumentError(StrCat("demo_key_scopes: ", scope.status().message()));
-      }
-      scopes |= static_cast<uint8_t>(*scope);
+    if (absl::Status s = SetUpDemoKey(config, *d->keys_, first_start, shared_keys); !s.ok()) {
+      return s;
     }
-    if (scopes == 0) {
-      return absl::InvalidArgumentError(
-          "demo_key_scopes is empty: give at least one scope, or turn the demo key off");
-    }
-    absl::Status s = first_start ? d->keys_->Register(kDemoKey, "demo", "demo", scopes)
-                                 : d->keys_->SetScopes(kDemoKey, scopes);
-    if (!s.ok() && !absl::IsAlreadyExists(s) && !absl::IsNotFound(s)) return s;
   }
   absl::StatusOr<std::string> admin = ReadOrCreateSecret(config.data_dir + "/admin.key", [&] {
     return d->keys_->Create(

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "aggregator/api_keys.h"
 #include "aggregator/backend.h"
 #include "aggregator/engine.h"
 #include "aggregator/http/http_server.h"
@@ -76,9 +77,11 @@ class Daemon {
  public:
   // Opens the data directory, loads the sample on first start, and starts serving. With a
   // `backend` (a cluster's front door) the daemon serves it instead of opening an Engine on
-  // the data directory, which then only holds the keys, usage series and secrets.
+  // the data directory, which then only holds the keys, usage series and secrets. With `keys`
+  // (a cluster's shared registry) the API keys are those, not the data directory's.
   static absl::StatusOr<std::unique_ptr<Daemon>> Start(const DaemonConfig& config,
-                                                       std::unique_ptr<Backend> backend = nullptr);
+                                                       std::unique_ptr<Backend> backend = nullptr,
+                                                       std::unique_ptr<KeyRegistry> keys = nullptr);
   virtual ~Daemon() = default;
 
   virtual uint16_t http_port() const = 0;

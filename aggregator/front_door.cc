@@ -81,6 +81,7 @@ int HttpStatusFor(const absl::Status& status) {
     case absl::StatusCode::kNotFound:
       return 404;
     case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kAborted:  // a conflict with another change: try again
       return 409;
     case absl::StatusCode::kResourceExhausted:
       return 429;

@@ -145,14 +145,24 @@ absl::StatusOr<std::optional<KeyValue>> EtcdClient::Get(std::string_view key) {
 }
 
 absl::StatusOr<std::vector<KeyValue>> EtcdClient::GetPrefix(std::string_view prefix) {
-  absl::StatusOr<std::string> text = Call(
-      "/v3/kv/range", json{{"key", B64(prefix)}, {"range_end", B64(PrefixEnd(prefix))}}.dump());
+  absl::StatusOr<RangeResult> range = GetPrefixSince(prefix, 0);
+  if (!range.ok()) return range.status();
+  return std::move(range->kvs);
+}
+
+absl::StatusOr<RangeResult> EtcdClient::GetPrefixSince(std::string_view prefix,
+                                                       int64_t min_mod_revision) {
+  json body = {{"key", B64(prefix)}, {"range_end", B64(PrefixEnd(prefix))}};
+  if (min_mod_revision > 0) body["min_mod_revision"] = std::to_string(min_mod_revision);
+  absl::StatusOr<std::string> text = Call("/v3/kv/range", body.dump());
   if (!text.ok()) return text.status();
   absl::StatusOr<json> j = Parse(*text);
   if (!j.ok()) return j.status();
-  std::vector<KeyValue> out;
+  RangeResult out;
+  out.revision = Int(j->value("header", json::object()), "revision");
+  if (out.revision == 0) return absl::InternalError(StrCat("etcd: a range without a revision"));
   if (j->contains("kvs")) {
-    for (const json& kv : (*j)["kvs"]) out.push_back(ToKeyValue(kv));
+    for (const json& kv : (*j)["kvs"]) out.kvs.push_back(ToKeyValue(kv));
   }
   return out;
 }
@@ -193,6 +203,25 @@ absl::StatusOr<bool> EtcdClient::CompareAndPut(std::string_view key, int64_t mod
                                          {"target", "MOD"},
                                          {"mod_revision", std::to_string(mod_revision)}}})},
                {"success", json::array({{{"requestPut", put}}})}};
+  absl::StatusOr<std::string> text = Call("/v3/kv/txn", body.dump());
+  if (!text.ok()) return text.status();
+  absl::StatusOr<json> j = Parse(*text);
+  if (!j.ok()) return j.status();
+  return j->value("succeeded", false);
+}
+
+absl::StatusOr<bool> EtcdClient::PutIfPrefixUnchanged(std::string_view prefix, int64_t revision,
+                                                      std::string_view key,
+                                                      std::string_view value) {
+  // Every key of the range must have a mod_revision below revision + 1 (an empty range passes).
+  json compare = {{"key", B64(prefix)},
+                  {"range_end", B64(PrefixEnd(prefix))},
+                  {"target", "MOD"},
+                  {"result", "LESS"},
+                  {"mod_revision", std::to_string(revision + 1)}};
+  json body = {
+      {"compare", json::array({compare})},
+      {"success", json::array({{{"requestPut", {{"key", B64(key)}, {"value", B64(value)}}}}})}};
   absl::StatusOr<std::string> text = Call("/v3/kv/txn", body.dump());
   if (!text.ok()) return text.status();
   absl::StatusOr<json> j = Parse(*text);

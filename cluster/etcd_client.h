@@ -35,6 +35,12 @@ struct KeyValue {
   int64_t lease = 0;
 };
 
+// Keys read together, and etcd's revision when they were read.
+struct RangeResult {
+  std::vector<KeyValue> kvs;
+  int64_t revision = 0;
+};
+
 class EtcdClient {
  public:
   // `endpoints`: HOST:PORT of etcd members; a call that cannot reach one tries
@@ -54,6 +60,9 @@ class EtcdClient {
   absl::StatusOr<std::optional<KeyValue>> Get(std::string_view key);
   // Every key starting with `prefix`, in key order.
   absl::StatusOr<std::vector<KeyValue>> GetPrefix(std::string_view prefix);
+  // The keys starting with `prefix` last modified at or after `min_mod_revision` (every one
+  // for 0), in key order, with the revision they were read at.
+  absl::StatusOr<RangeResult> GetPrefixSince(std::string_view prefix, int64_t min_mod_revision);
   absl::Status Delete(std::string_view key);
   // Creates `key` if it does not exist: true; otherwise false and the current
   // value in `*current` (when not null).
@@ -63,6 +72,10 @@ class EtcdClient {
   // changed or is gone.
   absl::StatusOr<bool> CompareAndPut(std::string_view key, int64_t mod_revision,
                                      std::string_view value, int64_t lease);
+  // Puts `key` (no lease) if no key starting with `prefix` was modified after `revision`: a
+  // lock on a whole prefix, taken optimistically. True if it put, false if something changed.
+  absl::StatusOr<bool> PutIfPrefixUnchanged(std::string_view prefix, int64_t revision,
+                                            std::string_view key, std::string_view value);
 
  private:
   // POSTs `body` (JSON) to `path` and returns the JSON answer's text.

@@ -10,6 +10,7 @@
 #include "cluster/cluster_backend.h"
 #include "cluster/cluster_view.h"
 #include "cluster/membership.h"
+#include "cluster/shared_keys.h"
 #include "common/clock.h"
 #include "common/file_util.h"
 #include "common/periodic.h"
@@ -408,6 +409,30 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> StartBuilder(const Topology& t,
   return std::unique_ptr<ClusterNode>(std::move(p));
 }
 
+// The cluster's API keys (etcd), with the keys this front door held on its own before (a data
+// directory from before keys were shared) carried over.
+absl::StatusOr<std::unique_ptr<SharedKeyRegistry>> OpenSharedKeys(const Topology& t,
+                                                                  const std::string& data_dir) {
+  absl::StatusOr<std::unique_ptr<SharedKeyRegistry>> keys =
+      SharedKeyRegistry::Open(SharedKeyOptions{.etcd = t.etcd}, SystemClock());
+  if (!keys.ok()) return keys.status();
+  if (std::filesystem::exists(data_dir + "/keys/CURRENT")) {
+    absl::StatusOr<aggregator::KeyTable> local = aggregator::ReadKeyTable(data_dir + "/keys");
+    if (!local.ok()) return local.status();
+    absl::StatusOr<size_t> put = (*keys)->Import(*local);
+    if (!put.ok()) return put.status();
+    // Once carried over, the local registry is kept aside (never read again), so that a key
+    // deleted from etcd later does not come back from it.
+    std::error_code ec;
+    std::filesystem::rename(data_dir + "/keys", data_dir + "/keys.imported", ec);
+    if (ec)
+      return absl::UnavailableError(StrCat("cannot rename ", data_dir, "/keys: ", ec.message()));
+    spdlog::info("{} API keys of {}/keys now shared by the cluster", *put, data_dir);
+  }
+  (*keys)->Start();
+  return keys;
+}
+
 absl::StatusOr<std::unique_ptr<ClusterNode>> StartAggregator(const Topology& t,
                                                              const Topology::Place& place,
                                                              const aggregator::DaemonConfig& base) {
@@ -454,8 +479,10 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> StartAggregator(const Topology& t,
   absl::StatusOr<std::unique_ptr<ClusterBackend>> backend =
       ClusterBackend::Create(*p->view_, options, SystemClock());
   if (!backend.ok()) return backend.status();
+  absl::StatusOr<std::unique_ptr<SharedKeyRegistry>> keys = OpenSharedKeys(t, config.data_dir);
+  if (!keys.ok()) return keys.status();
   absl::StatusOr<std::unique_ptr<aggregator::Daemon>> daemon =
-      aggregator::Daemon::Start(config, *std::move(backend));
+      aggregator::Daemon::Start(config, *std::move(backend), *std::move(keys));
   if (!daemon.ok()) return daemon.status();
   p->daemon_ = *std::move(daemon);
   absl::StatusOr<std::unique_ptr<Membership>> membership = Membership::Start(t.etcd, t.lease_ttl_s);

@@ -22,6 +22,16 @@ struct HttpClient::Connection {
   bool open = false;
 };
 
+namespace {
+
+// Runs the handlers of `ioc` until none is left, ready for the next operation.
+void RunToCompletion(net::io_context& ioc) {
+  ioc.run();
+  ioc.restart();
+}
+
+}  // namespace
+
 absl::Status ParseServerUrl(std::string_view url, std::string* host, std::string* port) {
   const std::string_view original = url;
   auto bad = [&] {
@@ -113,7 +123,9 @@ absl::StatusOr<HttpReply> HttpClient::Send(std::string_view method, std::string_
       auto endpoints = resolver.resolve(host_, port_, ec);
       if (ec) return absl::UnavailableError(StrCat("cannot resolve ", host_, ": ", ec.message()));
       c.stream.expires_after(timeout_);
-      c.stream.connect(endpoints, ec);
+      c.stream.async_connect(endpoints,
+                             [&ec](beast::error_code e, const tcp::endpoint&) { ec = e; });
+      RunToCompletion(c.ioc);
       if (ec) {
         return absl::UnavailableError(
             StrCat("cannot connect to ", host_, ":", port_, ": ", ec.message()));
@@ -122,11 +134,17 @@ absl::StatusOr<HttpReply> HttpClient::Send(std::string_view method, std::string_
       c.open = true;
       c.buffer.clear();
     }
+    // Asynchronous operations run to completion here, because the stream's timeout (expires_after)
+    // only bounds asynchronous ones: a synchronous read from a frozen server never returns.
     c.stream.expires_after(timeout_);
-    http::write(c.stream, request, ec);
+    http::async_write(c.stream, request, [&ec](beast::error_code e, size_t) { ec = e; });
+    RunToCompletion(c.ioc);
     http::response_parser<http::string_body> parser;
     parser.body_limit(size_t{1} << 30);
-    if (!ec) http::read(c.stream, c.buffer, parser, ec);
+    if (!ec) {
+      http::async_read(c.stream, c.buffer, parser, [&ec](beast::error_code e, size_t) { ec = e; });
+      RunToCompletion(c.ioc);
+    }
     if (ec) {
       c.stream.socket().close(ec);
       connection_ = std::make_unique<Connection>();

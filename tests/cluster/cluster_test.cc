@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -132,6 +133,18 @@ double Metric(net::HttpClient& door, const std::string& sample) {
   return std::nan("");
 }
 
+// Asks `done` every `every` until it holds (true) or `timeout` has passed (false).
+bool WaitUntil(const std::function<bool()>& done,
+               std::chrono::milliseconds timeout = std::chrono::seconds(10),
+               std::chrono::milliseconds every = std::chrono::milliseconds(100)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(every);
+  }
+  return true;
+}
+
 class ClusterTest : public ::testing::Test {
  protected:
   // Tests that need another cluster shape change the options here.
@@ -179,12 +192,9 @@ class ClusterTest : public ::testing::Test {
 
   bool WaitForState(const std::string& node, const std::string& state,
                     std::chrono::seconds timeout = std::chrono::seconds(60)) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (StateOf(node).starts_with(state)) return true;  // "serving, leader" is serving
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    }
-    return false;
+    // "serving, leader" is serving
+    return WaitUntil([&] { return StateOf(node).starts_with(state); }, timeout,
+                     std::chrono::milliseconds(300));
   }
 
   // Every acknowledged id is readable through a1 and found exactly once by a
@@ -209,12 +219,14 @@ class ClusterTest : public ::testing::Test {
   std::string KillPrimaryAndWaitForTheNext(int p) {
     const std::string killed = cluster_->StoragePrimary(p);
     cluster_->Signal(killed, SIGKILL);
-    for (int i = 0; i < 100; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      const std::string next = cluster_->StoragePrimary(p);
-      if (!next.empty() && next != killed) return next;
-    }
-    return "";
+    std::string next;
+    const bool taken_over = WaitUntil(
+        [&] {
+          next = cluster_->StoragePrimary(p);
+          return !next.empty() && next != killed;
+        },
+        std::chrono::seconds(20), std::chrono::milliseconds(200));
+    return taken_over ? next : "";
   }
 
   // Threads searching "love" until Stop(), counting searches and those that
@@ -252,23 +264,41 @@ class ClusterTest : public ::testing::Test {
   // Until `door` answers a search (its view of the serving replicas refreshes
   // twice a second).
   void WaitUntilSearches(net::HttpClient& door) {
-    for (int i = 0; i < 100; ++i) {
-      if (Search(door, "love", "newest").status == 200) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!WaitUntil([&] { return Search(door, "love", "newest").status == 200; })) {
+      ADD_FAILURE() << "the front door does not answer searches";
     }
-    ADD_FAILURE() << "the front door does not answer searches";
   }
 
   // Until both front doors answer a search (their view of the serving
   // replicas refreshes twice a second).
   void WaitUntilBothDoorsSearch() {
     net::HttpClient a0 = Door("a0"), a1 = Door("a1");
-    for (int i = 0; i < 100; ++i) {
-      if (Search(a0, "love", "newest").status == 200 && Search(a1, "love", "newest").status == 200)
-        return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!WaitUntil([&] {
+          return Search(a0, "love", "newest").status == 200 &&
+                 Search(a1, "love", "newest").status == 200;
+        })) {
+      ADD_FAILURE() << "the front doors do not answer searches";
     }
-    ADD_FAILURE() << "the front doors do not answer searches";
+  }
+
+  // The admin key front door `door` made on its first start.
+  std::string AdminKeyOf(const std::string& door) {
+    return ReadFile(StrCat(cluster_->dir(), "/", door, "/admin.key")).value_or("");
+  }
+  // The HTTP status of a search for "love" with `key` through `door`.
+  int SearchStatus(net::HttpClient& door, const std::string& key) {
+    auto r = door.Send("GET", "/v1/search?search_terms=love", {}, "", key);
+    return r.ok() ? r->status : -1;
+  }
+  // Whether `door` lists a key whose prefix is `prefix` (asked with its own admin key).
+  bool Lists(const std::string& door, const std::string& prefix) {
+    net::HttpClient c = Door(door);
+    auto r = c.Send("GET", "/v1/admin/keys", {}, "", AdminKeyOf(door));
+    if (!r.ok() || r->status != 200) return false;
+    for (const json& k : json::parse(r->body, nullptr, false).value("keys", json::array())) {
+      if (k.value("prefix", "") == prefix) return true;
+    }
+    return false;
   }
 
   static constexpr const char* kEveryWord =
@@ -564,6 +594,57 @@ TEST_F(ClusterTest, SearchesStayCompleteThroughAnEtcdOutageLongerThanTheLeases) 
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_EQ(cluster_->ServingIndexNodes().size(), 4u) << "the index replicas did not come back";
+}
+
+TEST_F(ClusterTest, AKeyCreatedOrRevokedOnOneFrontDoorTakesEffectOnTheOther) {
+  // Did: create a key on a0, search with it through a1; revoke it on a1, search with it
+  // through a0; freeze etcd and create another. Checked: a1 accepts the key and a0 refuses it
+  // once revoked, each within the wait (the times are printed); each front door's admin key
+  // works on the other; while etcd is frozen the keys in force still work and a new key is a
+  // 503.
+  net::HttpClient a0 = Door("a0"), a1 = Door("a1");
+  auto created =
+      a0.Send("POST", "/v1/admin/keys", R"({"owner":"ana","tier":"free","scopes":["search"]})",
+              "application/json", AdminKeyOf("a0"));
+  ASSERT_TRUE(created.ok() && created->status == 201) << (created.ok() ? created->body : "");
+  const std::string key = json::parse(created->body).value("key", "");
+  ASSERT_FALSE(key.empty()) << created->body;
+  EXPECT_EQ(SearchStatus(a0, key), 200);
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitUntil([&] { return SearchStatus(a1, key) == 200; }, std::chrono::seconds(10),
+                        std::chrono::milliseconds(10)))
+      << "a1 never accepted the key made on a0";
+  const auto accepted = std::chrono::steady_clock::now() - start;
+
+  // a0's admin key is a key of the cluster, so a1 accepts it too.
+  auto listed = a1.Send("GET", "/v1/admin/keys", {}, "", AdminKeyOf("a0"));
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->status, 200) << listed->body;
+
+  auto revoked =
+      a1.Send("DELETE", StrCat("/v1/admin/keys/", key.substr(0, 10)), {}, "", AdminKeyOf("a1"));
+  ASSERT_TRUE(revoked.ok());
+  ASSERT_EQ(revoked->status, 200) << revoked->body;
+  EXPECT_EQ(SearchStatus(a1, key), 401);
+  start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitUntil([&] { return SearchStatus(a0, key) == 401; }, std::chrono::seconds(10),
+                        std::chrono::milliseconds(10)))
+      << "a0 kept accepting the key revoked on a1";
+  const auto refused = std::chrono::steady_clock::now() - start;
+  std::printf(
+      "a key took effect on the other front door after %.0f ms; its revocation after "
+      "%.0f ms\n",
+      std::chrono::duration<double, std::milli>(accepted).count(),
+      std::chrono::duration<double, std::milli>(refused).count());
+
+  cluster_->Signal("etcd", SIGSTOP);
+  EXPECT_EQ(SearchStatus(a1, kKey), 200);  // the demo key, read before the freeze
+  auto during =
+      a0.Send("POST", "/v1/admin/keys", R"({"owner":"bo","tier":"free","scopes":["search"]})",
+              "application/json", AdminKeyOf("a0"));
+  cluster_->Signal("etcd", SIGCONT);
+  ASSERT_TRUE(during.ok());
+  EXPECT_EQ(during->status, 503) << during->body;
 }
 
 TEST_F(ClusterTest, KillingAStoragePrimaryDuringIngestLosesNoAcknowledgedTweet) {
@@ -969,28 +1050,25 @@ class FrontDoorQuotaTest : public ClusterTest {
 
 TEST_F(FrontDoorQuotaTest, KillingAFrontDoorKeepsTheOtherServingAndQuotasExact) {
   // Did: quotas in a real Redis, a partner key limited to 30 searches an hour,
-  // created on both front doors; 10 searches through each door; SIGKILL a1
+  // created on a0 and seen by a1; 10 searches through each door; SIGKILL a1
   // while a client searches through a0 with the demo key; then 30 more
   // partner searches through a0. Checked: the demo-key client saw no failure
   // while a1 died; the partner key got exactly 30 searches in all: 20 before
   // the kill (10 per door) and 10 of the 30 afterwards, the other 20 refused
   // with 429, so the surviving door counted what the dead one had admitted.
   const std::string partner = "partner-key-0001";
-  for (const char* door : {"a0", "a1"}) {
-    net::HttpClient admin = Door(door);
-    const std::string admin_key =
-        ReadFile(StrCat(cluster_->dir(), "/", door, "/admin.key")).value_or("");
+  {
+    // Created on a0; a1 shares a0's keys.
+    net::HttpClient admin = Door("a0");
     auto r = admin.Send("POST", "/v1/admin/keys",
                         StrCat("{\"owner\":\"partner\",\"tier\":\"partner\",\"scopes\":["
                                "\"search\"],\"key\":\"",
                                partner, "\"}"),
-                        "application/json", admin_key);
-    ASSERT_TRUE(r.ok() && r->status == 201) << door << ": " << (r.ok() ? r->body : "unreachable");
+                        "application/json", AdminKeyOf("a0"));
+    ASSERT_TRUE(r.ok() && r->status == 201) << (r.ok() ? r->body : "unreachable");
+    ASSERT_TRUE(WaitUntil([&] { return Lists("a1", partner.substr(0, 10)); }));
   }
-  auto search = [&](net::HttpClient& c) {
-    auto r = c.Send("GET", "/v1/search?search_terms=love", {}, "", partner);
-    return r.ok() ? r->status : -1;
-  };
+  auto search = [&](net::HttpClient& c) { return SearchStatus(c, partner); };
   net::HttpClient a0 = Door("a0"), a1 = Door("a1");
   int admitted = 0;
   for (int i = 0; i < 10; ++i) {
