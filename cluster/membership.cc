@@ -49,12 +49,17 @@ void Membership::Renew() {
   if (!absl::IsNotFound(s)) return;  // etcd unreachable: Holds() runs out by itself
   // The lease expired while this process lived: take a new one and put the keys
   // back.
+  {
+    absl::MutexLock lock(&mu_);
+    if (lease_ == lease) lost_ = true;
+  }
   absl::StatusOr<int64_t> fresh = etcd_->GrantLease(ttl_s_);
   if (!fresh.ok()) return;
   std::map<std::string, std::string> keys;
   {
     absl::MutexLock lock(&mu_);
     lease_ = *fresh;
+    lost_ = false;
     ++generation_;
     renewed_us_ = asked;
     keys = keys_;
@@ -83,6 +88,11 @@ absl::Status Membership::Remove(const std::string& key) {
 bool Membership::Holds() const {
   absl::MutexLock lock(&mu_);
   return clock_.NowMonotonicMicros() < renewed_us_ + (ttl_s_ - 1) * 1'000'000;
+}
+
+bool Membership::LeaseKnownLost() const {
+  absl::MutexLock lock(&mu_);
+  return lost_;
 }
 
 int64_t Membership::lease() const {

@@ -45,6 +45,10 @@ class Membership {
   // True while the current lease is certainly alive: its last renewal, plus the
   // TTL, minus a second of margin, is still ahead.
   bool Holds() const;
+  // True once etcd has answered that the current lease expired (until a new one is granted,
+  // which changes generation()). A lease that is not held but not known lost lapsed while
+  // etcd did not answer.
+  bool LeaseKnownLost() const;
   int64_t lease() const;
   uint64_t generation() const;
   EtcdClient& etcd() { return *etcd_; }
@@ -60,6 +64,7 @@ class Membership {
   int64_t lease_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t renewed_us_ ABSL_GUARDED_BY(mu_) = 0;  // when the last renewal was asked for
+  bool lost_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, std::string> keys_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<PeriodicTask> keepalive_;
 };

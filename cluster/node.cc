@@ -55,10 +55,24 @@ class StorageProcess final : public ClusterNode {
           node_->MarkPeerOutOfSync();
         }
       }
-      if (!membership_->Holds() || membership_->generation() != generation_) {
-        spdlog::warn("storage {}: primary lease lapsed, stepping down", name_);
-        node_->StepDown();
-        return;
+      switch (Standing(generation_)) {
+        case storage::LeaseStanding::kLost:
+          spdlog::warn("storage {}: primary lease lapsed, stepping down", name_);
+          node_->StepDown();
+          silent_logged_ = false;
+          break;
+        case storage::LeaseStanding::kSilent:
+          if (!silent_logged_) {
+            spdlog::warn(
+                "storage {}: etcd has not renewed the primary lease; writes go on while the "
+                "secondary accepts them",
+                name_);
+          }
+          silent_logged_ = true;
+          break;
+        case storage::LeaseStanding::kHeld:
+          silent_logged_ = false;
+          break;
       }
       return;
     }
@@ -102,10 +116,7 @@ class StorageProcess final : public ClusterNode {
     generation_ = generation;
     const std::string stale_peer = peer_name_.empty() ? "" : StaleKey(place_.partition, peer_name_);
     absl::Status s = node_->BecomePrimary(
-        epoch, peer_.get(),
-        [this, generation] {
-          return membership_->Holds() && membership_->generation() == generation;
-        },
+        epoch, peer_.get(), [this, generation] { return Standing(generation); },
         [this, stale_peer] { return etcd().Put(stale_peer, "1"); },
         [this, stale_peer] { return etcd().Delete(stale_peer); });
     if (!s.ok()) {
@@ -134,6 +145,14 @@ class StorageProcess final : public ClusterNode {
 
   EtcdClient& etcd() { return *etcd_; }
 
+  // Where the primary lease taken with membership generation `generation` stands.
+  storage::LeaseStanding Standing(uint64_t generation) const {
+    if (membership_->generation() != generation || membership_->LeaseKnownLost()) {
+      return storage::LeaseStanding::kLost;
+    }
+    return membership_->Holds() ? storage::LeaseStanding::kHeld : storage::LeaseStanding::kSilent;
+  }
+
   std::string name_;
   Topology::Place place_;
   std::unique_ptr<storage::StorageNode> node_;
@@ -144,6 +163,7 @@ class StorageProcess final : public ClusterNode {
   std::unique_ptr<storage::StoragePeer> peer_;
   std::string peer_name_;
   uint64_t generation_ = 0;
+  bool silent_logged_ = false;
   uint64_t rounds_ = 0, catch_up_errors_ = 0;
   std::unique_ptr<PeriodicTask> election_, catch_up_;
 };

@@ -63,7 +63,7 @@ absl::Status StorageNode::PersistEpoch(uint64_t epoch) {
 }
 
 absl::Status StorageNode::BecomePrimary(uint64_t epoch, StoragePeer* peer,
-                                        std::function<bool()> holds_role,
+                                        std::function<LeaseStanding()> holds_role,
                                         std::function<absl::Status()> on_peer_stale,
                                         std::function<absl::Status()> on_peer_in_sync) {
   absl::MutexLock lock(&write_mu_);
@@ -131,10 +131,16 @@ absl::StatusOr<WriteResult> StorageNode::Write(WriteOp op) {
     return absl::FailedPreconditionError(
         StrCat("not the primary of storage partition ", options_.partition));
   }
-  if (holds_role_ && !holds_role_()) {
+  const LeaseStanding standing = holds_role_ ? holds_role_() : LeaseStanding::kHeld;
+  if (standing == LeaseStanding::kLost) {
     StepDownLocked();
     return absl::FailedPreconditionError(
         StrCat("the primary lease of storage partition ", options_.partition, " has lapsed"));
+  }
+  if (standing == LeaseStanding::kSilent && (peer_ == nullptr || !peer_in_sync_)) {
+    return absl::UnavailableError(
+        StrCat("etcd has not renewed the primary lease of storage partition ", options_.partition,
+               " and the secondary is not in sync: no write without both"));
   }
 
   // The changes this write makes, checked against the store as it is now.
@@ -190,10 +196,12 @@ absl::StatusOr<WriteResult> StorageNode::Write(WriteOp op) {
       return absl::FailedPreconditionError(StrCat("no longer the primary: ", sent.message()));
     }
     if (!sent.ok()) {
-      if (!options_.allow_single_replica) {
-        return absl::UnavailableError(
-            StrCat("the secondary of storage partition ", options_.partition,
-                   " is unreachable and single-replica writes are off: ", sent.message()));
+      if (!options_.allow_single_replica || standing == LeaseStanding::kSilent) {
+        return absl::UnavailableError(StrCat(
+            "the secondary of storage partition ", options_.partition,
+            " is unreachable, and this write needs it (single-replica writes are off, or etcd has "
+            "not renewed the primary's lease): ",
+            sent.message()));
       }
       peer_in_sync_ = false;
       alone = true;

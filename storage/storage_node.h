@@ -140,6 +140,17 @@ struct StorageNodeStatus {
   uint64_t tweets_copied = 0;  // tweets those copies carried
 };
 
+// What a primary knows of its role's lease, asked before each write.
+enum class LeaseStanding {
+  kHeld,  // renewed within its TTL
+  // Lapsed while etcd has not answered since (etcd frozen or cut off). Another replica can
+  // only have been promoted by taking a higher epoch, and from then on this primary's
+  // secondary refuses its epoch; so a write its in-sync secondary accepts is still safe to
+  // acknowledge, and the primary writes with it alone (never without it).
+  kSilent,
+  kLost,  // etcd said it expired, or it was replaced: step down
+};
+
 class StorageNode {
  public:
   static absl::StatusOr<std::unique_ptr<StorageNode>> Open(const StorageNodeOptions& options);
@@ -147,12 +158,13 @@ class StorageNode {
 
   // Takes the primary role with `epoch` (above every epoch seen; persisted
   // first). `peer` may be null (no second replica) and must outlive the role.
-  // `holds_role` tells, before each write, whether the role's lease is still
-  // held; `on_peer_stale` must durably record that the peer may not be promoted
+  // `holds_role` tells, before each write, where the role's lease stands
+  // (LeaseStanding); `on_peer_stale` must durably record that the peer may not be promoted
   // (called before a write is acknowledged without it) and `on_peer_in_sync`
   // clears that record once the peer has caught up. The peer counts as out of
   // sync until CatchUpPeer() has brought it up to date.
-  absl::Status BecomePrimary(uint64_t epoch, StoragePeer* peer, std::function<bool()> holds_role,
+  absl::Status BecomePrimary(uint64_t epoch, StoragePeer* peer,
+                             std::function<LeaseStanding()> holds_role,
                              std::function<absl::Status()> on_peer_stale,
                              std::function<absl::Status()> on_peer_in_sync);
   // Gives up the primary role (writes are refused from now on).
@@ -264,7 +276,7 @@ class StorageNode {
   std::atomic<bool> primary_{false};
   std::atomic<int64_t> in_sync_until_ns_{INT64_MIN};
   std::atomic<bool> readable_{true};  // false while a copy is being installed
-  std::function<bool()> holds_role_ ABSL_GUARDED_BY(write_mu_);
+  std::function<LeaseStanding()> holds_role_ ABSL_GUARDED_BY(write_mu_);
   std::function<absl::Status()> on_peer_stale_ ABSL_GUARDED_BY(write_mu_);
   std::function<absl::Status()> on_peer_in_sync_ ABSL_GUARDED_BY(write_mu_);
 

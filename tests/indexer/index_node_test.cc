@@ -53,8 +53,8 @@ class IndexNodeTest : public ::testing::Test {
     storage_ = *std::move(node);
     ASSERT_TRUE(storage_
                     ->BecomePrimary(
-                        1, nullptr, [] { return true; }, [] { return absl::OkStatus(); },
-                        [] { return absl::OkStatus(); })
+                        1, nullptr, [] { return storage::LeaseStanding::kHeld; },
+                        [] { return absl::OkStatus(); }, [] { return absl::OkStatus(); })
                     .ok());
   }
 

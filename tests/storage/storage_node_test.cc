@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
+#include <functional>
 
 #include "common/strings.h"
 #include "tests/testing/corpus.h"
@@ -50,10 +52,15 @@ class StorageNodeTest : public ::testing::Test {
     return node.ok() ? *std::move(node) : nullptr;
   }
 
-  // Makes `node` primary with `epoch`, replicating to `peer` (may be null).
-  void Promote(StorageNode& node, uint64_t epoch, storage::StoragePeer* peer) {
+  // Makes `node` primary with `epoch`, replicating to `peer` (may be null), its lease standing
+  // as `standing` says.
+  void Promote(
+      StorageNode& node, uint64_t epoch, storage::StoragePeer* peer,
+      std::function<storage::LeaseStanding()> standing = [] {
+        return storage::LeaseStanding::kHeld;
+      }) {
     ASSERT_TRUE(node.BecomePrimary(
-                        epoch, peer, [] { return true; },
+                        epoch, peer, std::move(standing),
                         [this] {
                           peer_stale_ = true;
                           return absl::OkStatus();
@@ -290,6 +297,52 @@ TEST_F(StorageNodeTest, ASecondaryServesReadsOnlyWhileItsPrimaryCallsItInSync) {
   ASSERT_TRUE(changes.ok()) << changes.status();
   EXPECT_TRUE(changes->empty());
   EXPECT_TRUE(get(7).ok());
+}
+
+TEST_F(StorageNodeTest, APrimaryWhoseLeaseEtcdLeftUnrenewedWritesOnlyWithItsSecondary) {
+  std::unique_ptr<StorageNode> a = Open("s0a");
+  std::unique_ptr<StorageNode> b = Open("s0b");
+  testing::LocalStoragePeer to_b(b.get());
+  std::atomic<storage::LeaseStanding> standing{storage::LeaseStanding::kHeld};
+  Promote(*a, 1, &to_b, [&] { return standing.load(); });
+  ASSERT_TRUE(a->CatchUpPeer().ok());
+  Put(*a, 1000, 10);
+
+  // etcd stopped answering and the lease ran out: writes go on with the secondary.
+  standing = storage::LeaseStanding::kSilent;
+  Put(*a, 2000, 10);
+  EXPECT_EQ(b->LastSequence(), a->LastSequence());
+  EXPECT_EQ(a->Status().single_replica_writes, 0u);
+
+  // Never without it, although single-replica writes are on: nothing is written or marked.
+  to_b.Reconnect(nullptr);
+  const uint64_t before = a->LastSequence();
+  storage::WriteOp alone;
+  alone.puts.push_back(MakeTweet(3000));
+  absl::StatusOr<storage::WriteResult> refused = a->Write(std::move(alone));
+  EXPECT_TRUE(absl::IsUnavailable(refused.status())) << refused.status();
+  EXPECT_EQ(a->LastSequence(), before);
+  EXPECT_FALSE(peer_stale_);
+  EXPECT_TRUE(a->is_primary());
+
+  // The secondary was promoted meanwhile (it reached etcd): it refuses the old epoch, and the
+  // old primary steps down without writing.
+  to_b.Reconnect(b.get());
+  Promote(*b, 2, nullptr);
+  storage::WriteOp fenced;
+  fenced.puts.push_back(MakeTweet(4000));
+  refused = a->Write(std::move(fenced));
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused.status())) << refused.status();
+  EXPECT_FALSE(a->is_primary());
+  EXPECT_EQ(a->LastSequence(), before);
+
+  // etcd answered that the lease expired: a primary steps down at its next write.
+  std::unique_ptr<StorageNode> c = Open("s1a");
+  Promote(*c, 1, nullptr, [] { return storage::LeaseStanding::kLost; });
+  storage::WriteOp lost;
+  lost.puts.push_back(MakeTweet(5000));
+  EXPECT_TRUE(absl::IsFailedPrecondition(c->Write(std::move(lost)).status()));
+  EXPECT_FALSE(c->is_primary());
 }
 
 }  // namespace
