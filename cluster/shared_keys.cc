@@ -30,6 +30,18 @@ std::string HashOfEtcdKey(std::string_view etcd_key) {
   return absl::HexStringToBytes(AsAbsl(hex));
 }
 
+// The records of a range read, by key hash. A record this version cannot decode is left out:
+// it authenticates nothing.
+KeyTable::Map RecordsOf(const RangeResult& range) {
+  KeyTable::Map records;
+  for (const KeyValue& kv : range.kvs) {
+    std::string hash = HashOfEtcdKey(kv.key);
+    absl::StatusOr<ApiKey> key = aggregator::DecodeKeyRecord(kv.value);
+    if (!hash.empty() && key.ok()) records.insert_or_assign(std::move(hash), *std::move(key));
+  }
+  return records;
+}
+
 absl::Status Contended(std::string_view what) {
   return absl::AbortedError(StrCat("the API keys kept changing while ", what, " them; try again"));
 }
@@ -62,14 +74,7 @@ absl::Status SharedKeyRegistry::Refresh(bool full) {
   const int64_t after = full ? 0 : revision();
   absl::StatusOr<RangeResult> range = etcd_.GetPrefixSince(kKeysPrefix, after + (after > 0));
   if (!range.ok()) return range.status();
-  KeyTable::Map read;
-  for (const KeyValue& kv : range->kvs) {
-    std::string hash = HashOfEtcdKey(kv.key);
-    if (hash.empty()) continue;
-    absl::StatusOr<ApiKey> key = aggregator::DecodeKeyRecord(kv.value);
-    if (!key.ok()) continue;  // not ours to judge; the writer decoded what it wrote
-    read.insert_or_assign(std::move(hash), *std::move(key));
-  }
+  KeyTable::Map read = RecordsOf(*range);
   absl::MutexLock lock(&mu_);
   if (range->revision < revision_) return absl::OkStatus();  // an older member answered
   if (full) {
@@ -156,13 +161,7 @@ absl::Status SharedKeyRegistry::Revoke(std::string_view key_or_prefix) {
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     absl::StatusOr<RangeResult> range = etcd_.GetPrefixSince(kKeysPrefix, 0);
     if (!range.ok()) return range.status();
-    KeyTable::Map keys;
-    for (const KeyValue& kv : range->kvs) {
-      std::string hash = HashOfEtcdKey(kv.key);
-      absl::StatusOr<ApiKey> key = aggregator::DecodeKeyRecord(kv.value);
-      if (!hash.empty() && key.ok()) keys.insert_or_assign(std::move(hash), *std::move(key));
-    }
-    const KeyTable now(std::move(keys));
+    const KeyTable now(RecordsOf(*range));
     absl::StatusOr<std::string> hash = now.ChooseToRevoke(key_or_prefix);
     if (!hash.ok()) return hash.status();
     ApiKey revoked = *now.Find(*hash);
