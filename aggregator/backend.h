@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "aggregator/stream_feed.h"
 #include "common/clock.h"
 #include "common/ids.h"
 #include "common/synthetic.h"
@@ -29,8 +30,6 @@
 #include "storage/tweet_store.h"
 
 namespace tweetsearch::aggregator {
-
-class StreamHub;
 
 // A tweet offered for ingest.
 struct NewTweet {
@@ -76,6 +75,13 @@ struct SearchCall {
   const query::Plan* plan = nullptr;  // search_terms planned with the backend's analyzer
   query::SearchOptions options;
   bool allow_partial = false;  // answer without partitions that have no live replica
+};
+
+// One stream as the front door opens it.
+struct StreamCall {
+  std::string_view search_terms;
+  const query::Plan* plan = nullptr;  // search_terms planned with the backend's analyzer
+  std::string_view last_event_id;     // empty: only the changes acknowledged from now on
 };
 
 struct SearchOutcome {
@@ -182,8 +188,15 @@ class Backend {
   virtual EngineStats Stats() const = 0;
   // Tweets accepted since start.
   virtual uint64_t tweets_ingested() const = 0;
-  // The standing queries of streams (GET /v1/stream); null where streams are not served.
-  virtual StreamHub* streams() { return nullptr; }
+  // Opens a stream of the call's matches (GET /v1/stream; aggregator/stream_feed.h): the changes
+  // acknowledged from now on, or those after its last event id when it has one.
+  // InvalidArgument for an id this server did not give; Unimplemented where streams are not
+  // served.
+  virtual absl::StatusOr<std::unique_ptr<StreamFeed>> OpenStream(const StreamCall& /*call*/) {
+    return absl::UnimplementedError("this server does not serve streams");
+  }
+  // The streams' figures (for /metrics); none where streams are not served.
+  virtual std::optional<StreamHubStats> StreamStats() const { return std::nullopt; }
 };
 
 }  // namespace tweetsearch::aggregator

@@ -420,6 +420,23 @@ void Engine::NoteChangeTime() {
 
 absl::StatusOr<storage::StoredTweet> Engine::Get(TweetId id) const { return store_->Get(id); }
 
+absl::StatusOr<std::unique_ptr<StreamFeed>> Engine::OpenStream(const StreamCall& call) {
+  if (streams_ == nullptr) return Backend::OpenStream(call);
+  std::optional<StreamPosition> resume;
+  if (!call.last_event_id.empty()) {
+    absl::StatusOr<StreamPosition> position = ParseStreamEventId(call.last_event_id, 1);
+    if (!position.ok()) return position.status();
+    resume = *std::move(position);
+  }
+  StreamHub* const hubs[] = {streams_.get()};
+  return StreamFeed::Open(hubs, *call.plan, resume);
+}
+
+std::optional<StreamHubStats> Engine::StreamStats() const {
+  if (streams_ == nullptr) return std::nullopt;
+  return streams_->Stats();
+}
+
 absl::StatusOr<std::vector<SearchHit>> Engine::Search(const query::Plan& plan,
                                                       const query::SearchOptions& options,
                                                       uint64_t* total_hits,

@@ -119,7 +119,10 @@ class Engine final : public Backend {
   const Clock& clock() const override { return clock_; }
   EngineStats Stats() const override;
   uint64_t tweets_ingested() const override { return ingested_.load(std::memory_order_relaxed); }
-  StreamHub* streams() override { return streams_.get(); }
+  absl::StatusOr<std::unique_ptr<StreamFeed>> OpenStream(const StreamCall& call) override;
+  std::optional<StreamHubStats> StreamStats() const override;
+  // The hub of the streams (null when options.streams is false).
+  StreamHub* streams() { return streams_.get(); }
 
   // Seals and saves the index and trims the change log now.
   absl::Status Checkpoint();

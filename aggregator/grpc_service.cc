@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "aggregator/reflection.h"
 #include "aggregator/tweet_json.h"
 #include "common/strings.h"
 #include "proto/tweetsearch.grpc.pb.h"
@@ -149,18 +150,18 @@ class Service final : public v1::TweetSearch::Service {
       return absl::OkStatus();
     });
     if (!opened.ok()) return opened;
-    live->subscription().OnReady([&] {
+    live->feed().OnReady([&] {
       absl::MutexLock lock(&mu);
       woken = true;
     });
     v1::StreamEvent ready;
     ready.set_kind(v1::StreamEvent::KIND_READY);
-    ready.set_id(StreamEventId(live->subscription().start()));
+    ready.set_id(live->feed().start_id());
     if (!writer->Write(ready)) return grpc::Status::CANCELLED;
-    if (std::optional<uint64_t> gap = live->subscription().gap_after()) {
+    if (const std::optional<std::string>& gap = live->feed().gap_after()) {
       v1::StreamEvent e;
       e.set_kind(v1::StreamEvent::KIND_GAP);
-      e.set_id(StreamEventId(*gap));
+      e.set_id(*gap);
       if (!writer->Write(e)) return grpc::Status::CANCELLED;
     }
     return ToGrpc(Pump(context, *live, writer, mu, woken));
@@ -270,13 +271,13 @@ class Service final : public v1::TweetSearch::Service {
                            bool& woken) {
     for (;;) {
       if (context->IsCancelled()) return absl::CancelledError("the client went away");
-      absl::StatusOr<Subscription::Batch> batch = live.subscription().Next(256);
+      absl::StatusOr<StreamFeed::Batch> batch = live.feed().Next(256);
       if (!batch.ok()) return batch.status();
       if (!batch->events.empty()) {
         if (absl::Status s = live.Charge(batch->events.size()); !s.ok()) return s;
-        for (const StreamEvent& e : batch->events) {
+        for (const FeedEvent& e : batch->events) {
           v1::StreamEvent out;
-          out.set_id(StreamEventId(e.sequence));
+          out.set_id(e.id);
           if (e.kind == StreamEvent::Kind::kTweet) {
             out.set_kind(v1::StreamEvent::KIND_TWEET);
             ToProto(*e.tweet, e.tweet->likes, 0, out.mutable_tweet());
@@ -303,8 +304,12 @@ class Service final : public v1::TweetSearch::Service {
 
 class Server final : public GrpcServer {
  public:
-  Server(std::unique_ptr<Service> service, std::unique_ptr<grpc::Server> server, uint16_t port)
-      : service_(std::move(service)), server_(std::move(server)), port_(port) {}
+  Server(std::unique_ptr<Service> service, std::unique_ptr<grpc::Service> reflection,
+         std::unique_ptr<grpc::Server> server, uint16_t port)
+      : service_(std::move(service)),
+        reflection_(std::move(reflection)),
+        server_(std::move(server)),
+        port_(port) {}
   ~Server() override { Shutdown(std::chrono::milliseconds(5000)); }
 
   uint16_t port() const override { return port_; }
@@ -317,7 +322,8 @@ class Server final : public GrpcServer {
 
  private:
   std::unique_ptr<Service> service_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Service> reflection_;
+  std::unique_ptr<grpc::Server> server_;  // after the services: it goes first
   uint16_t port_;
   bool stopped_ = false;
 };
@@ -336,13 +342,18 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const std::string&
       address.find(':') != std::string::npos ? StrCat("[", address, "]") : address;
   builder.AddListeningPort(StrCat(host, ":", port), grpc::InsecureServerCredentials(), &bound);
   builder.RegisterService(service.get());
+  // v1alpha comes from gRPC's plugin; v1, which clients ask first, from us.
+  std::unique_ptr<grpc::Service> reflection =
+      MakeReflectionV1Service({v1::TweetSearch::service_full_name(), kReflectionV1Service,
+                               "grpc.reflection.v1alpha.ServerReflection"});
+  builder.RegisterService(reflection.get());
   builder.SetMaxReceiveMessageSize(64 << 20);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || bound == 0) {
     return absl::UnavailableError(StrCat("cannot listen for gRPC on ", host, ":", port));
   }
-  return std::unique_ptr<GrpcServer>(
-      new Server(std::move(service), std::move(server), static_cast<uint16_t>(bound)));
+  return std::unique_ptr<GrpcServer>(new Server(std::move(service), std::move(reflection),
+                                                std::move(server), static_cast<uint16_t>(bound)));
 }
 
 }  // namespace tweetsearch::aggregator

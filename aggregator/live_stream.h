@@ -2,10 +2,10 @@
 // the front door opened it: the subscription to read events from, and the key's quota on them.
 //
 // Opening (FrontDoor::OpenStream) authenticates the key (scope search), charges one search,
-// plans the query, checks the key's cap on open streams (the rules' max_streams) and subscribes
-// to the backend's StreamHub. Each batch of events is charged to the key's "stream" limits
-// before it is sent; a refusal ends the stream with a final event naming the limit (the
-// client may resume after the last event it received once the quota allows).
+// plans the query, checks the key's cap on open streams (the rules' max_streams) and opens the
+// backend's feed of the query's matches (stream_feed.h). Each batch of events is charged to the
+// key's "stream" limits before it is sent; a refusal ends the stream with a final event naming the
+// limit (the client may resume after the last event it received once the quota allows).
 //
 // Thread-safety: one transport thread at a time uses a stream; the front door's counts of open
 // streams are shared.
@@ -18,7 +18,7 @@
 
 #include "absl/status/status.h"
 #include "aggregator/api_keys.h"
-#include "aggregator/stream_hub.h"
+#include "aggregator/stream_feed.h"
 
 namespace tweetsearch::aggregator {
 
@@ -38,7 +38,7 @@ class LiveStream {
   LiveStream(const LiveStream&) = delete;
   LiveStream& operator=(const LiveStream&) = delete;
 
-  Subscription& subscription() { return *subscription_; }
+  StreamFeed& feed() { return *feed_; }
   const ApiKey& key() const { return key_; }
   const std::string& query() const { return query_; }
   bool resumed() const { return resumed_; }  // opened with a last event id
@@ -47,25 +47,20 @@ class LiveStream {
 
  private:
   friend class FrontDoor;
-  LiveStream(const FrontDoor& door, ApiKey key, std::unique_ptr<Subscription> subscription,
-             std::string query, bool resumed)
+  LiveStream(const FrontDoor& door, ApiKey key, std::unique_ptr<StreamFeed> feed, std::string query,
+             bool resumed)
       : door_(door),
         key_(std::move(key)),
         query_(std::move(query)),
         resumed_(resumed),
-        subscription_(std::move(subscription)) {}
+        feed_(std::move(feed)) {}
 
   const FrontDoor& door_;
   const ApiKey key_;
   const std::string query_;
   const bool resumed_;
-  std::unique_ptr<Subscription> subscription_;
+  std::unique_ptr<StreamFeed> feed_;
 };
-
-// The event id a stream's events carry and Last-Event-ID gives back: the change's sequence.
-std::string StreamEventId(uint64_t sequence);
-// InvalidArgument unless `text` is one.
-absl::StatusOr<uint64_t> ParseStreamEventId(std::string_view text);
 
 }  // namespace tweetsearch::aggregator
 

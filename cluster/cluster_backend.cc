@@ -259,7 +259,8 @@ ClusterBackend::ClusterBackend(ClusterView& view, const ClusterBackendOptions& o
       analyzer_(std::move(analyzer)),
       cache_(options.tweet_cache_bytes),
       index_health_(ReplicaCounts(view.topology().index), HealthOptions(options), clock),
-      storage_health_(ReplicaCounts(view.topology().storage), HealthOptions(options), clock) {}
+      storage_health_(ReplicaCounts(view.topology().storage), HealthOptions(options), clock),
+      streams_(std::make_unique<ClusterStreams>(view, *analyzer_)) {}
 
 ClusterBackend::~ClusterBackend() = default;
 
@@ -482,6 +483,20 @@ absl::StatusOr<storage::StoredTweet> ClusterBackend::Get(TweetId id) const {
   if (answers[p]->tweets_size() == 0)
     return absl::NotFoundError(StrCat("tweet ", id, " not found"));
   return FromProto(answers[p]->tweets(0));
+}
+
+absl::StatusOr<std::unique_ptr<aggregator::StreamFeed>> ClusterBackend::OpenStream(
+    const aggregator::StreamCall& call) {
+  // The query is filed under its rarest terms: ask the index partitions how rare they are. Only
+  // the standing queries' efficiency depends on it, so a failure is no refusal.
+  aggregator::SearchCall search;
+  search.search_terms = call.search_terms;
+  search.plan = call.plan;
+  search.allow_partial = true;
+  absl::StatusOr<query::CollectionStats> stats = CollectStats(search);
+  return streams_->Open(
+      *call.plan, call.last_event_id,
+      stats.ok() ? stats->doc_freq : absl::flat_hash_map<std::string, uint64_t>());
 }
 
 absl::StatusOr<query::CollectionStats> ClusterBackend::CollectStats(

@@ -35,6 +35,7 @@
 
 #include "aggregator/backend.h"
 #include "aggregator/tweet_cache.h"
+#include "cluster/cluster_streams.h"
 #include "cluster/cluster_view.h"
 #include "cluster/replica_health.h"
 #include "common/snowflake.h"
@@ -78,6 +79,11 @@ class ClusterBackend final : public aggregator::Backend {
   const Clock& clock() const override { return clock_; }
   aggregator::EngineStats Stats() const override;
   uint64_t tweets_ingested() const override { return ingested_.load(std::memory_order_relaxed); }
+  absl::StatusOr<std::unique_ptr<aggregator::StreamFeed>> OpenStream(
+      const aggregator::StreamCall& call) override;
+  std::optional<aggregator::StreamHubStats> StreamStats() const override {
+    return streams_->Stats();
+  }
 
  private:
   ClusterBackend(ClusterView& view, const ClusterBackendOptions& options, const Clock& clock,
@@ -104,6 +110,7 @@ class ClusterBackend final : public aggregator::Backend {
   mutable ReplicaHealth index_health_;
   mutable ReplicaHealth storage_health_;
   std::atomic<uint64_t> ingested_{0}, rejected_{0};
+  std::unique_ptr<ClusterStreams> streams_;  // last: its streams go before the rest
 };
 
 }  // namespace tweetsearch::cluster

@@ -2,8 +2,9 @@
 // (one partition's replicas) and the loop that tails it. Index servers and
 // builders both tail every storage partition this way (docs/cluster.md).
 //
-// Thread-safety: a ChangeSource is used by one tailing thread; TailChangeLog
-// runs on the caller's thread until the consumer says stop.
+// Thread-safety: a ChangeSource may be used from any thread unless an
+// implementation says otherwise; TailChangeLog runs on the caller's thread
+// until the consumer says stop.
 #ifndef TWEETSEARCH_STORAGE_CHANGE_TAIL_H_
 #define TWEETSEARCH_STORAGE_CHANGE_TAIL_H_
 

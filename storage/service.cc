@@ -1,5 +1,7 @@
 #include "storage/service.h"
 
+#include <atomic>
+
 #include "common/strings.h"
 #include "net/grpc.h"
 #include "proto/cluster.grpc.pb.h"
@@ -220,8 +222,9 @@ class GrpcChangeSource final : public ChangeSource {
                                                             uint64_t keeps) override {
     absl::Status last = absl::UnavailableError("no replica");
     absl::Status trimmed;
+    const size_t first = current_.load(std::memory_order_relaxed);
     for (size_t attempt = 0; attempt < stubs_.size(); ++attempt) {
-      const size_t i = (current_ + attempt) % stubs_.size();
+      const size_t i = (first + attempt) % stubs_.size();
       ipb::ReadChangesRequest request;
       request.set_after(after);
       request.set_max(static_cast<uint32_t>(max));
@@ -259,8 +262,9 @@ class GrpcChangeSource final : public ChangeSource {
   absl::StatusOr<uint64_t> SnapshotIds(
       const std::function<absl::Status(std::span<const TweetId>)>& ids) override {
     absl::Status last = absl::UnavailableError("no replica");
+    const size_t first = current_.load(std::memory_order_relaxed);
     for (size_t attempt = 0; attempt < stubs_.size(); ++attempt) {
-      const size_t i = (current_ + attempt) % stubs_.size();
+      const size_t i = (first + attempt) % stubs_.size();
       ipb::SnapshotIdsRequest request;
       request.set_reader(reader_);
       grpc::ClientContext context;
@@ -300,7 +304,7 @@ class GrpcChangeSource final : public ChangeSource {
   const std::string reader_;
   const ChangeBodies bodies_;
   std::vector<std::unique_ptr<Storage::Stub>> stubs_;
-  size_t current_ = 0;  // Tail() calls from one thread
+  std::atomic<size_t> current_{0};  // the replica that answered last
 };
 
 }  // namespace

@@ -2,8 +2,7 @@
 // replica serves, and the clients the other roles reach it with: a primary's StoragePeer (its
 // secondary) and a ChangeSource (the change log an index server or builder follows).
 //
-// Thread-safety: the service and the peer may be used from any thread; a ChangeSource from one
-// thread at a time, as its interface says.
+// Thread-safety: the service, the peer and the change source may be used from any thread.
 #ifndef TWEETSEARCH_STORAGE_SERVICE_H_
 #define TWEETSEARCH_STORAGE_SERVICE_H_
 

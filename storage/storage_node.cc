@@ -172,7 +172,9 @@ absl::StatusOr<WriteResult> StorageNode::Write(WriteOp op) {
   } else if (op.delete_id.has_value()) {
     absl::StatusOr<StoredTweet> t = store_->Get(*op.delete_id);
     if (!t.ok()) return t.status();
-    changes.push_back({Change{++sequence, ChangeKind::kDelete, *op.delete_id, 0}, std::nullopt});
+    // The change carries the deleted tweet: streams reading the log can tell whether it
+    // matched their query.
+    changes.push_back({Change{++sequence, ChangeKind::kDelete, *op.delete_id, 0}, *std::move(t)});
   } else if (op.likes.has_value()) {
     absl::StatusOr<StoredTweet> t = store_->Get(op.likes->id);
     if (!t.ok()) return t.status();
@@ -578,12 +580,20 @@ absl::StatusOr<std::vector<ReplicatedChange>> StorageNode::ReadChanges(uint64_t 
 
 absl::Status StorageNode::TrimLog() {
   const uint64_t last = store_->LastSequence();
-  const absl::Time live_since = Now() - options_.live_reader_window;
+  const absl::Time now = Now();
+  const absl::Time live_since = now - options_.live_reader_window;
   // What the named readers still need (nothing is trimmed for one that has not
   // reported yet), and the position of every live reader.
   uint64_t needed = last, live_floor = last;
   {
     absl::MutexLock lock(&readers_mu_);
+    // Changes through a sequence noted change_retention ago are old enough.
+    log_times_.emplace_back(now, last);
+    while (!log_times_.empty() && log_times_.front().first <= now - options_.change_retention) {
+      retained_after_ = std::max(retained_after_, log_times_.front().second);
+      log_times_.pop_front();
+    }
+    needed = std::min(needed, retained_after_);
     for (const std::string& reader : options_.readers) {
       auto it = readers_.find(reader);
       needed = std::min(needed,

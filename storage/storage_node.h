@@ -32,6 +32,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -94,6 +95,10 @@ struct StorageNodeOptions {
   // A reader (or the peer) heard from within this window is live: the cap
   // never trims past its position.
   absl::Duration live_reader_window = absl::Seconds(30);
+  // Changes younger than this are kept whatever readers still need (within
+  // max_log_changes), so that a front door's stream can resume from them.
+  // Default 15 min.
+  absl::Duration change_retention = absl::Minutes(15);
   // Tweets per chunk of a full copy.
   size_t copy_batch = 2000;
   // A secondary serves reads for this long after its primary last said it is
@@ -217,7 +222,9 @@ class StorageNode {
   // (about every in_sync_validity / 4). The primary's background work: call it
   // periodically. OK when there is nothing to do.
   absl::Status CatchUpPeer();
-  // Trims the change log below what every reader still needs (see above).
+  // Trims the change log below what every reader still needs and older than
+  // change_retention (see above). Call it periodically: it also notes the time
+  // the retention is measured from.
   absl::Status TrimLog();
 
   // Status() reads RocksDB properties; these two are cheap, for periodic checks.
@@ -293,6 +300,10 @@ class StorageNode {
   };
   mutable absl::Mutex readers_mu_;
   absl::flat_hash_map<std::string, Reader> readers_ ABSL_GUARDED_BY(readers_mu_);
+  // (time, last sequence) as TrimLog saw them, for change_retention; and the
+  // last sequence noted at least change_retention ago.
+  std::deque<std::pair<absl::Time, uint64_t>> log_times_ ABSL_GUARDED_BY(readers_mu_);
+  uint64_t retained_after_ ABSL_GUARDED_BY(readers_mu_) = 0;
 
   std::atomic<uint64_t> single_replica_writes_{0}, replicated_writes_{0};
   std::atomic<uint64_t> copies_sent_{0}, tweets_copied_{0};

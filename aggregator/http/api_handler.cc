@@ -666,7 +666,9 @@ HttpResponse ApiHandler::MetricsPage(Call& call) const {
   metrics_.Render(&body);
   for (const auto& extra : extra_metrics_) extra(&body);
   RenderEngineMetrics(door_.backend().Stats(), &body);
-  if (StreamHub* streams = door_.backend().streams()) RenderStreamMetrics(streams->Stats(), &body);
+  if (std::optional<StreamHubStats> streams = door_.backend().StreamStats()) {
+    RenderStreamMetrics(*streams, &body);
+  }
   if (usage_ != nullptr) RenderUsageMetrics(usage_->Stats(), &body);
   return MakeResponse(http::status::ok, call.request, std::move(body),
                       "text/plain; version=0.0.4; charset=utf-8");

@@ -565,7 +565,7 @@ void Session::StartStream(const HttpResponse& head, std::shared_ptr<LiveStream> 
   bytes += "\r\n";
   bytes += SsePrelude(*live_);
   // Posted, never run inline: the hub calls it holding its locks.
-  live_->subscription().OnReady([weak = weak_from_this(), ex = stream_.get_executor()] {
+  live_->feed().OnReady([weak = weak_from_this(), ex = stream_.get_executor()] {
     net::post(ex, [weak] {
       if (auto self = weak.lock()) self->PumpStream();
     });
@@ -587,7 +587,7 @@ void Session::PumpStream() {
   net::post(server_.workers(), [self = shared_from_this(), live = live_] {
     std::string out;
     bool more = false, end = false;
-    absl::StatusOr<Subscription::Batch> batch = live->subscription().Next(256);
+    absl::StatusOr<StreamFeed::Batch> batch = live->feed().Next(256);
     if (!batch.ok()) {
       out = SseEnd(batch.status());
       end = true;

@@ -8,22 +8,22 @@
 namespace tweetsearch::aggregator {
 
 std::string SsePrelude(LiveStream& stream) {
-  Subscription& subscription = stream.subscription();
-  std::string out = StrCat("retry: 2000\n\nid: ", StreamEventId(subscription.start()),
-                           "\nevent: ready\ndata: {\"query\":");
+  StreamFeed& feed = stream.feed();
+  std::string out =
+      StrCat("retry: 2000\n\nid: ", feed.start_id(), "\nevent: ready\ndata: {\"query\":");
   AppendJsonString(&out, SanitizeUtf8(stream.query()));
   StrAppend(&out, ",\"resumed\":", stream.resumed() ? "true" : "false", "}\n\n");
-  if (std::optional<uint64_t> gap = subscription.gap_after()) {
-    StrAppend(&out, "event: gap\ndata: {\"after\":\"", StreamEventId(*gap),
+  if (const std::optional<std::string>& gap = feed.gap_after()) {
+    StrAppend(&out, "event: gap\ndata: {\"after\":\"", *gap,
               "\",\"message\":\"events after this id are no longer kept; the stream goes on "
               "from the oldest kept\"}\n\n");
   }
   return out;
 }
 
-void AppendSseEvents(std::string* out, const std::vector<StreamEvent>& events) {
-  for (const StreamEvent& e : events) {
-    StrAppend(out, "id: ", StreamEventId(e.sequence), "\n");
+void AppendSseEvents(std::string* out, const std::vector<FeedEvent>& events) {
+  for (const FeedEvent& e : events) {
+    StrAppend(out, "id: ", e.id, "\n");
     if (e.kind == StreamEvent::Kind::kTweet) {
       *out += "event: tweet\ndata: ";
       AppendTweetJson(out, *e.tweet, e.tweet->likes, /*with_score=*/false, 0);

@@ -25,7 +25,7 @@ namespace tweetsearch::aggregator {
 // point was no longer kept.
 std::string SsePrelude(LiveStream& stream);
 // Appends each event to `*out`.
-void AppendSseEvents(std::string* out, const std::vector<StreamEvent>& events);
+void AppendSseEvents(std::string* out, const std::vector<FeedEvent>& events);
 // The final event of a stream that the server ends.
 std::string SseEnd(const absl::Status& why);
 inline constexpr std::string_view kSseKeepAlive = ": keep-alive\n\n";

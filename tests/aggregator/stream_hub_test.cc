@@ -4,9 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
@@ -15,6 +13,7 @@
 #include "indexer/query/plan.h"
 #include "indexer/query/searcher.h"
 #include "tests/testing/corpus.h"
+#include "tests/testing/wake_signal.h"
 
 namespace tweetsearch::aggregator {
 namespace {
@@ -43,13 +42,7 @@ struct Received {
 // fixed time); fails after 60 s.
 class Reader {
  public:
-  explicit Reader(Subscription& s) : s_(s) {
-    s_.OnReady([this] {
-      std::lock_guard<std::mutex> lock(mu_);
-      woken_ = true;
-      cv_.notify_one();
-    });
-  }
+  explicit Reader(Subscription& s) : s_(s) { s_.OnReady(wake_.Callback()); }
 
   absl::Status ReadUntil(const std::function<bool(const Received&)>& done, size_t max = 100) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -62,11 +55,7 @@ class Reader {
         got_.ids.push_back(e.sequence);
       }
       if (!b->events.empty() || b->more) continue;
-      std::unique_lock<std::mutex> lock(mu_);
-      if (!cv_.wait_until(lock, deadline, [this] { return woken_; })) {
-        return absl::DeadlineExceededError("no event within 60 s");
-      }
-      woken_ = false;
+      if (!wake_.Wait(deadline)) return absl::DeadlineExceededError("no event within 60 s");
     }
     return absl::OkStatus();
   }
@@ -78,10 +67,7 @@ class Reader {
  private:
   Subscription& s_;
   Received got_;
-  // std::mutex: ThreadSanitizer sees its ordering (as the hub's).
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool woken_ = false;
+  testing::WakeSignal wake_;
 };
 
 class StreamHubTest : public ::testing::Test {

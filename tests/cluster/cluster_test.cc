@@ -10,6 +10,8 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -23,6 +25,7 @@
 #include "common/strings.h"
 #include "net/grpc.h"
 #include "net/http_client.h"
+#include "net/sse_client.h"
 #include "proto/cluster.grpc.pb.h"
 #include "tests/testing/corpus.h"
 #include "tests/testing/local_cluster.h"
@@ -737,6 +740,112 @@ TEST_F(ClusterTest, AKeyCreatedOrRevokedOnOneFrontDoorTakesEffectOnTheOther) {
   cluster_->Signal("etcd", SIGCONT);
   ASSERT_TRUE(during.ok());
   EXPECT_EQ(during->status, 503) << during->body;
+}
+
+// A client of GET /v1/stream as a browser's EventSource is: it reads events, and when the
+// stream ends or the connection breaks it connects again with the last id it received, to
+// whichever front door it is told.
+class StreamClient {
+ public:
+  StreamClient(testing::LocalCluster& cluster, std::string query)
+      : cluster_(cluster), query_(std::move(query)) {}
+  // Connects to `door`, after the last event received (if any); the ready event's id.
+  std::string Connect(const std::string& door) {
+    door_ = door;
+    if (s_ != nullptr) s_->Close();
+    s_.reset();
+    absl::StatusOr<std::unique_ptr<net::SseClient>> s = net::SseClient::Open(
+        "127.0.0.1", cluster_.http_port(door), "/v1/stream?search_terms=" + net::UrlEncode(query_),
+        kKey, last_id_, std::chrono::seconds(20));
+    if (!s.ok()) return "";
+    s_ = *std::move(s);
+    absl::StatusOr<net::SseEvent> ready = s_->Next();
+    if (!ready.ok() || ready->event != "ready") return "";
+    if (last_id_.empty()) last_id_ = ready->id;
+    return ready->id;
+  }
+  // Reads until `done`; reconnects (at most 20 times in all) when the stream ends. False after
+  // two minutes.
+  bool ReadUntil(const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      absl::StatusOr<net::SseEvent> e =
+          s_ == nullptr ? absl::UnavailableError("not connected") : s_->Next();
+      if (!e.ok() || e->event == "end") {
+        if (++reconnects > 20) return false;
+        Connect(door_);
+        continue;
+      }
+      if (e->event != "tweet" && e->event != "delete") continue;
+      last_id_ = e->id;
+      json data = json::parse(e->data, nullptr, false);
+      if (e->event == "tweet") {
+        ++tweets[data.value("tweet_id", std::string())];
+      } else {
+        ++deletes[data.value("tweet_id", std::string())];
+      }
+    }
+    return true;
+  }
+  void Close() {
+    if (s_ != nullptr) s_->Close();
+  }
+  const std::string& last_id() const { return last_id_; }
+
+  std::map<std::string, int> tweets, deletes;  // events per tweet id
+  int reconnects = 0;
+
+ private:
+  testing::LocalCluster& cluster_;
+  const std::string query_;
+  std::string door_, last_id_;
+  std::unique_ptr<net::SseClient> s_;
+};
+
+TEST_F(ClusterTest, AStreamFollowsEveryStoragePartitionAndResumesOnTheOtherFrontDoor) {
+  // Did: open a stream on a0 for a query every test tweet matches; ingest 5 batches of 100
+  // through a1; read half of them from the stream; SIGKILL a0 (the stream's front door) and
+  // ingest 5 more batches; resume the stream on a1 with the last event id received; read on;
+  // then SIGKILL the primary of storage partition 0 and ingest 5 more batches through the
+  // failover; delete one tweet. Checked: the first ready id holds one position per storage
+  // partition; every acknowledged tweet is pushed exactly once across both front doors and
+  // the failover, nothing else is pushed, and the delete is pushed too.
+  StreamClient stream(*cluster_, kEveryWord);
+  const std::string start = stream.Connect("a0");
+  ASSERT_FALSE(start.empty()) << "the stream did not open on a0";
+  EXPECT_EQ(std::count(start.begin(), start.end(), '-'), 1) << start;
+  net::HttpClient a1 = Door("a1");
+  std::vector<std::string> acked;
+  auto ingest = [&](int first_batch) {
+    for (int batch = first_batch; batch < first_batch + 5; ++batch) {
+      json answer;
+      ASSERT_EQ(Ingest(a1, TweetLines(7'000'000 + batch * 100'000, 100), &answer), 200) << batch;
+      std::vector<std::string> ids = Acknowledged(answer);
+      EXPECT_EQ(ids.size(), 100u) << answer.dump();
+      acked.insert(acked.end(), ids.begin(), ids.end());
+    }
+  };
+  ASSERT_NO_FATAL_FAILURE(ingest(0));
+  ASSERT_TRUE(stream.ReadUntil([&] { return stream.tweets.size() >= 250; }));
+  stream.Close();
+  cluster_->Signal("a0", SIGKILL);
+  ASSERT_NO_FATAL_FAILURE(ingest(5));
+  ASSERT_FALSE(stream.Connect("a1").empty()) << "the stream did not resume on a1";
+  ASSERT_TRUE(stream.ReadUntil([&] { return stream.tweets.size() >= acked.size(); }));
+  ASSERT_FALSE(KillPrimaryAndWaitForTheNext(0).empty());
+  ASSERT_NO_FATAL_FAILURE(ingest(10));
+  ASSERT_TRUE(stream.ReadUntil([&] { return stream.tweets.size() >= acked.size(); }))
+      << stream.tweets.size() << " of " << acked.size();
+  auto deleted = a1.Send("DELETE", StrCat("/v1/tweets/", acked[123]), {}, "", kKey);
+  ASSERT_TRUE(deleted.ok() && deleted->status == 200);
+  ASSERT_TRUE(stream.ReadUntil([&] { return !stream.deletes.empty(); }));
+
+  std::map<std::string, int> want;
+  for (const std::string& id : acked) want[id] = 1;
+  EXPECT_EQ(stream.tweets, want) << "each acknowledged tweet once, and nothing else";
+  EXPECT_EQ(stream.deletes, (std::map<std::string, int>{{acked[123], 1}}));
+  std::cout << "stream reconnects beyond the planned one: " << stream.reconnects << "\n";
 }
 
 TEST_F(ClusterTest, KillingAStoragePrimaryDuringIngestLosesNoAcknowledgedTweet) {

@@ -46,6 +46,7 @@ class IndexNodeTest : public ::testing::Test {
     options.data_dir = dir_.path() + "/s0a";
     options.store.sync_writes = false;
     options.live_reader_window = kLiveWindow;
+    options.change_retention = absl::ZeroDuration();  // these tests trim at once
     options.clock = &storage_clock_;
     absl::StatusOr<std::unique_ptr<storage::StorageNode>> node =
         storage::StorageNode::Open(options);

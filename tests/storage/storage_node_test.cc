@@ -35,7 +35,8 @@ class StorageNodeTest : public ::testing::Test {
  protected:
   std::unique_ptr<StorageNode> Open(const std::string& name, uint64_t max_log_changes = 50'000'000,
                                     absl::Duration live_window = absl::Seconds(30),
-                                    absl::Duration in_sync_validity = absl::Seconds(4)) {
+                                    absl::Duration in_sync_validity = absl::Seconds(4),
+                                    absl::Duration retention = absl::ZeroDuration()) {
     storage::StorageNodeOptions options;
     options.node = name;
     options.data_dir = dir_.path() + "/" + name;
@@ -43,6 +44,7 @@ class StorageNodeTest : public ::testing::Test {
     options.allow_single_replica = true;
     options.max_log_changes = max_log_changes;
     options.live_reader_window = live_window;
+    options.change_retention = retention;  // most tests trim at once
     options.in_sync_validity = in_sync_validity;
     options.copy_batch = 128;  // several chunks per copy
     options.readers = {"i0a"};
@@ -230,6 +232,43 @@ TEST_F(StorageNodeTest, ACopyCutOffByACrashIsClearedAtRestartAndRefusedMeanwhile
   EXPECT_FALSE(b->Status().installing);
   EXPECT_TRUE(b->MultiGet(std::vector<TweetId>{7})[0].ok());
   EXPECT_TRUE(absl::IsNotFound(b->MultiGet(std::vector<TweetId>{1})[0].status()));
+}
+
+TEST_F(StorageNodeTest, DeletesCarryTheirTweetOnBothReplicasAndTheLogKeepsTheRetention) {
+  // Did: a primary with a 10-minute retention replicating to its secondary; 300 tweets, one
+  // deleted; trims with the clock at 9 minutes, then past 10 minutes, and a reader that keeps
+  // nothing back. Checked: the delete's change carries the deleted tweet on both replicas (a
+  // stream reading the log can match it); no change younger than the retention is trimmed,
+  // and the older ones are once it has passed.
+  std::unique_ptr<StorageNode> a =
+      Open("s0a", 50'000'000, absl::Seconds(30), absl::Seconds(4), absl::Minutes(10));
+  std::unique_ptr<StorageNode> b = Open("s0b");
+  testing::LocalStoragePeer to_b(b.get());
+  Promote(*a, 1, &to_b);
+  ASSERT_TRUE(a->CatchUpPeer().ok());
+  Put(*a, 1000, 300);
+  Delete(*a, 1007);
+  for (StorageNode* node : {a.get(), b.get()}) {
+    absl::StatusOr<std::vector<storage::ReplicatedChange>> last = node->ReadChanges(
+        node->LastSequence() - 1, 1, absl::ZeroDuration(), "", 0, storage::ChangeBodies::kInclude);
+    ASSERT_TRUE(last.ok() && last->size() == 1u) << last.status();
+    EXPECT_EQ((*last)[0].change.kind, storage::ChangeKind::kDelete);
+    ASSERT_TRUE((*last)[0].tweet.has_value()) << "the delete does not carry its tweet";
+    EXPECT_EQ((*last)[0].tweet->id, 1007u);
+    EXPECT_EQ((*last)[0].tweet->text, MakeTweet(1007).text);
+  }
+  // The reader i0a says it needs nothing: only the retention holds the log.
+  ASSERT_TRUE(a->ReadChanges(a->LastSequence(), 1, absl::ZeroDuration(), "i0a", a->LastSequence(),
+                             storage::ChangeBodies::kOmit)
+                  .ok());
+  ASSERT_TRUE(a->TrimLog().ok());  // notes the time of the changes so far
+  Put(*a, 5000, 10);               // newer changes
+  clock_.AdvanceMillis(9 * 60 * 1000);
+  ASSERT_TRUE(a->TrimLog().ok());
+  EXPECT_LE(a->Status().first_sequence, 1u) << "changes younger than the retention were trimmed";
+  clock_.AdvanceMillis(2 * 60 * 1000);
+  ASSERT_TRUE(a->TrimLog().ok());
+  EXPECT_EQ(a->Status().first_sequence, 302u) << "the changes older than the retention stay";
 }
 
 TEST_F(StorageNodeTest, TheLogCapNeverCutsOffALiveReader) {
