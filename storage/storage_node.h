@@ -15,9 +15,10 @@
 //
 // Readers (index servers, builders, a catching-up peer) read the change log
 // with ReadChanges, which can wait for new changes (long poll); the log is
-// trimmed only below what every known reader still needs, or beyond
-// max_log_changes, but never past the position of a reader that has read
-// within live_reader_window (a live reader that lags is not cut off).
+// trimmed only below what every known reader still needs and older than
+// change_retention (streams resume from it), or beyond max_log_changes, but
+// never past the position of a reader that has read within live_reader_window
+// (a live reader that lags is not cut off).
 //
 // A peer whose log position the primary no longer has (a replica on a
 // replaced disk, or one away for longer than the log keeps) gets a full
