@@ -382,6 +382,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     limiter_options.rules_path = config.limits_file;
     limiter_options.max_keys = config.limiter_max_keys;
     absl::StatusOr<std::unique_ptr<limiter::Limiter>> limiter;
+    std::unique_ptr<limiter::StreamSlots> stream_slots;
     if (config.redis.empty()) {
       limiter = limiter::Limiter::Create(limiter_options, SystemClock());
     } else {
@@ -393,10 +394,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       }
       redis.host = config.redis.substr(0, colon);
       limiter = limiter::CreateRedisLimiter(limiter_options, redis, SystemClock());
+      // Open streams count against max_streams on every front door together; a dead front
+      // door's lapse within 15 s.
+      stream_slots = std::make_unique<limiter::StreamSlots>(redis, std::chrono::seconds(15));
       spdlog::info("quota state in Redis at {}", config.redis);
     }
     if (!limiter.ok()) return limiter.status();
-    d->gate_ = std::make_shared<LimiterGate>(*std::move(limiter));
+    d->gate_ = std::make_shared<LimiterGate>(*std::move(limiter), std::move(stream_slots));
     d->door_->set_gate(d->gate_);
     d->handler_->add_extra_metrics(
         [gate = d->gate_](std::string* out) { gate->RenderMetrics(out); });

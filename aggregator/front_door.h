@@ -63,6 +63,14 @@ class AdmissionGate {
                              CallContext* call) = 0;
   // The most streams `key` may hold open at once; none: no cap.
   virtual std::optional<uint32_t> MaxStreams(const ApiKey& /*key*/) { return std::nullopt; }
+  // Where several front doors share the count of open streams (Redis): takes one of `key`'s
+  // `cap` slots for a stream, held until the handle is destroyed. ResourceExhausted when the
+  // key holds `cap` streams on all front doors together; null when the count is not shared (or
+  // its store did not answer): the front door's own count is then the cap.
+  virtual absl::StatusOr<std::unique_ptr<StreamSlot>> TakeStreamSlot(const ApiKey& /*key*/,
+                                                                     uint32_t /*cap*/) {
+    return nullptr;
+  }
 };
 
 struct SearchRequest {

@@ -28,8 +28,9 @@ int64_t Seconds(int64_t ms) { return (ms + 999) / 1000; }
 
 }  // namespace
 
-LimiterGate::LimiterGate(std::unique_ptr<limiter::Limiter> limiter)
-    : limiter_(std::move(limiter)) {}
+LimiterGate::LimiterGate(std::unique_ptr<limiter::Limiter> limiter,
+                         std::unique_ptr<limiter::StreamSlots> slots)
+    : limiter_(std::move(limiter)), slots_(std::move(slots)) {}
 
 absl::Status LimiterGate::Admit(const ApiKey* key, Endpoint endpoint, uint64_t cost,
                                 CallContext* call) {
@@ -71,6 +72,30 @@ absl::Status LimiterGate::Admit(const ApiKey* key, Endpoint endpoint, uint64_t c
 
 std::optional<uint32_t> LimiterGate::MaxStreams(const ApiKey& key) {
   return limiter_->MaxStreams(key.prefix, key.tier);
+}
+
+namespace {
+
+class SharedStreamSlot final : public StreamSlot {
+ public:
+  SharedStreamSlot(limiter::StreamSlots& slots, std::string key, std::string slot)
+      : slots_(slots), key_(std::move(key)), slot_(std::move(slot)) {}
+  ~SharedStreamSlot() override { slots_.Give(key_, slot_); }
+
+ private:
+  limiter::StreamSlots& slots_;
+  const std::string key_, slot_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<StreamSlot>> LimiterGate::TakeStreamSlot(const ApiKey& key,
+                                                                        uint32_t cap) {
+  if (slots_ == nullptr) return nullptr;
+  absl::StatusOr<std::string> slot = slots_->Take(key.id, cap);
+  if (absl::IsUnavailable(slot.status())) return nullptr;  // each front door counts alone
+  if (!slot.ok()) return slot.status();
+  return std::make_unique<SharedStreamSlot>(*slots_, key.id, *std::move(slot));
 }
 
 void LimiterGate::RenderMetrics(std::string* out) const {

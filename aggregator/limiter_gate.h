@@ -22,16 +22,21 @@
 #include "absl/synchronization/mutex.h"
 #include "aggregator/front_door.h"
 #include "limiter/limiter.h"
+#include "limiter/stream_slots.h"
 
 namespace tweetsearch::aggregator {
 
 class LimiterGate final : public AdmissionGate {
  public:
-  explicit LimiterGate(std::unique_ptr<limiter::Limiter> limiter);
+  // `slots` (may be null): the count of open streams shared with the other front doors.
+  explicit LimiterGate(std::unique_ptr<limiter::Limiter> limiter,
+                       std::unique_ptr<limiter::StreamSlots> slots = nullptr);
 
   absl::Status Admit(const ApiKey* key, Endpoint endpoint, uint64_t cost,
                      CallContext* call) override;
   std::optional<uint32_t> MaxStreams(const ApiKey& key) override;
+  absl::StatusOr<std::unique_ptr<StreamSlot>> TakeStreamSlot(const ApiKey& key,
+                                                             uint32_t cap) override;
 
   limiter::Limiter& limiter() { return *limiter_; }
   // Appends the limiter's series (refusals by limit, shadow overruns, keys, reloads).
@@ -39,6 +44,7 @@ class LimiterGate final : public AdmissionGate {
 
  private:
   std::unique_ptr<limiter::Limiter> limiter_;
+  std::unique_ptr<limiter::StreamSlots> slots_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, uint64_t> refused_by_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, uint64_t> shadow_by_ ABSL_GUARDED_BY(mu_);

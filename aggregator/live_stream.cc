@@ -7,6 +7,7 @@ namespace tweetsearch::aggregator {
 
 LiveStream::~LiveStream() {
   feed_.reset();
+  slot_.reset();
   absl::MutexLock lock(&door_.streams_mu_);
   auto it = door_.open_streams_.find(key_.id);
   if (it != door_.open_streams_.end() && --it->second == 0) door_.open_streams_.erase(it);
@@ -36,15 +37,24 @@ absl::StatusOr<std::unique_ptr<LiveStream>> FrontDoor::OpenStream(const StreamRe
     }
     ++open;  // taken now, so that concurrent opens cannot pass the cap together
   }
-  absl::StatusOr<std::unique_ptr<StreamFeed>> feed =
-      backend_.OpenStream(StreamCall{request.search_terms, &*plan, request.last_event_id});
-  if (!feed.ok()) {
+  auto give_back = [&](const absl::Status& why) {
     absl::MutexLock lock(&streams_mu_);
     if (--open_streams_[key->id] == 0) open_streams_.erase(key->id);
-    return feed.status();
+    return why;
+  };
+  // Where front doors share the count (Redis), the cap holds for all of them together.
+  absl::StatusOr<std::unique_ptr<StreamSlot>> slot =
+      cap.has_value() ? gate_->TakeStreamSlot(*key, *cap) : nullptr;
+  if (!slot.ok()) {
+    return give_back(absl::ResourceExhaustedError(
+        StrCat("this key may hold ", *cap, " streams open at once (its tier's max_streams), ",
+               "on all front doors together; close one first")));
   }
+  absl::StatusOr<std::unique_ptr<StreamFeed>> feed =
+      backend_.OpenStream(StreamCall{request.search_terms, &*plan, request.last_event_id});
+  if (!feed.ok()) return give_back(feed.status());
   return std::unique_ptr<LiveStream>(new LiveStream(*this, *std::move(key), *std::move(feed),
-                                                    request.search_terms,
+                                                    *std::move(slot), request.search_terms,
                                                     !request.last_event_id.empty()));
 }
 

@@ -24,6 +24,13 @@ namespace tweetsearch::aggregator {
 
 class FrontDoor;
 
+// A stream's place in its key's max_streams where front doors share the count (the quota
+// store), given back when destroyed.
+class StreamSlot {
+ public:
+  virtual ~StreamSlot() = default;
+};
+
 struct StreamRequest {
   std::string api_dev_key;
   std::string search_terms;
@@ -34,7 +41,7 @@ struct StreamRequest {
 
 class LiveStream {
  public:
-  ~LiveStream();  // frees the key's slot
+  ~LiveStream();  // frees the key's slots
   LiveStream(const LiveStream&) = delete;
   LiveStream& operator=(const LiveStream&) = delete;
 
@@ -47,19 +54,21 @@ class LiveStream {
 
  private:
   friend class FrontDoor;
-  LiveStream(const FrontDoor& door, ApiKey key, std::unique_ptr<StreamFeed> feed, std::string query,
-             bool resumed)
+  LiveStream(const FrontDoor& door, ApiKey key, std::unique_ptr<StreamFeed> feed,
+             std::unique_ptr<StreamSlot> slot, std::string query, bool resumed)
       : door_(door),
         key_(std::move(key)),
         query_(std::move(query)),
         resumed_(resumed),
-        feed_(std::move(feed)) {}
+        feed_(std::move(feed)),
+        slot_(std::move(slot)) {}
 
   const FrontDoor& door_;
   const ApiKey key_;
   const std::string query_;
   const bool resumed_;
   std::unique_ptr<StreamFeed> feed_;
+  std::unique_ptr<StreamSlot> slot_;  // null where front doors do not share the count
 };
 
 }  // namespace tweetsearch::aggregator

@@ -37,7 +37,7 @@ cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TEST
 cmake --build build/tsan -j "$JOBS" --target concurrency_test limiter_test redis_limiter_test \
   stream_hub_test replica_health_test
 TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
-  ctest --test-dir build/tsan --output-on-failure --no-tests=error -R 'ConcurrencyTest\.|LimiterTest\.|StreamHubTest\.|StreamFeedTest\.|StreamEventIdTest\.|ReplicaHealthTest\.'
+  ctest --test-dir build/tsan --output-on-failure --no-tests=error -R 'ConcurrencyTest\.|LimiterTest\.|StreamSlotsTest\.|StreamHubTest\.|StreamFeedTest\.|StreamEventIdTest\.|ReplicaHealthTest\.'
 
 echo "== coverage-guided fuzzing: each libFuzzer target for ${FUZZ_SECONDS:-30} s (ASan + UBSan)"
 CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DBUILD_TESTING=OFF \

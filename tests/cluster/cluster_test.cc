@@ -1229,17 +1229,69 @@ class FrontDoorQuotaTest : public ClusterTest {
     ASSERT_TRUE(redis_->Start()) << "redis-server did not start";
     options.redis = StrCat("127.0.0.1:", redis_->port());
     const std::string limits = dir_.path() + "/limits.yaml";
-    ASSERT_TRUE(
-        WriteFileAtomically(limits, StrCat("tiers:\n  partner:\n    search:\n      - {name: "
-                                           "partner_hourly, limit: ",
-                                           kLimit,
-                                           ", window: 1h, algorithm: "
-                                           "sliding_window_log}\n"))
-            .ok());
+    ASSERT_TRUE(WriteFileAtomically(limits, StrCat("tiers:\n  partner:\n    search:\n"
+                                                   "      - {name: partner_hourly, limit: ",
+                                                   kLimit,
+                                                   ", window: 1h, algorithm: sliding_window_log}\n"
+                                                   "  streamer:\n    max_streams: 2\n"))
+                    .ok());
     options.aggregator_args = {"--limits", limits};
   }
+  // Creates `key` of `tier` on a0 and waits until a1 knows it (front doors share keys).
+  void MakeKey(const std::string& tier, const std::string& key) {
+    net::HttpClient admin = Door("a0");
+    auto r = admin.Send("POST", "/v1/admin/keys",
+                        StrCat("{\"owner\":\"", tier, "\",\"tier\":\"", tier,
+                               "\",\"scopes\":[\"search\"],\"key\":\"", key, "\"}"),
+                        "application/json", AdminKeyOf("a0"));
+    ASSERT_TRUE(r.ok() && r->status == 201) << (r.ok() ? r->body : "unreachable");
+    ASSERT_TRUE(WaitUntil([&] { return Lists("a1", key.substr(0, 10)); }));
+  }
+  // Opens a stream with the streamer key on `door`: the client, or null with the refusal's
+  // status in `*status`.
+  std::unique_ptr<net::SseClient> StreamerStream(const std::string& door, int* status) {
+    net::HttpReply refused;
+    auto s = net::SseClient::Open("127.0.0.1", cluster_->http_port(door), "/v1/stream?q=love",
+                                  kStreamer, "", std::chrono::seconds(30), &refused);
+    *status = s.ok() ? 200 : refused.status;
+    return s.ok() ? *std::move(s) : nullptr;
+  }
+  static constexpr const char* kPartner = "partner-key-0001";
+  static constexpr const char* kStreamer = "streamer-key-0001";
   std::unique_ptr<testing::RedisServer> redis_;
 };
+
+TEST_F(FrontDoorQuotaTest, AKeysMaxStreamsHoldsForBothFrontDoorsTogether) {
+  // Did: a key allowed 2 open streams (max_streams), quotas in a real Redis; one
+  // stream opened on each front door, then a third asked of each; the stream on a1 closed;
+  // then a0, holding 2 streams, SIGKILLed. Checked: the third is a 429 on both front doors
+  // (each holds only one stream itself); once a1's stream closed, a0 may open one again; the
+  // dead a0's slots lapse (within the 15 s lease) and a1 may then open 2.
+  ASSERT_NO_FATAL_FAILURE(MakeKey("streamer", kStreamer));
+  int status = 0;
+  std::unique_ptr<net::SseClient> on_a0 = StreamerStream("a0", &status);
+  ASSERT_EQ(status, 200);
+  std::unique_ptr<net::SseClient> on_a1 = StreamerStream("a1", &status);
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(StreamerStream("a0", &status), nullptr);
+  EXPECT_EQ(status, 429);
+  EXPECT_EQ(StreamerStream("a1", &status), nullptr);
+  EXPECT_EQ(status, 429);
+
+  on_a1->Close();
+  std::unique_ptr<net::SseClient> second_on_a0;
+  ASSERT_TRUE(WaitUntil([&] { return (second_on_a0 = StreamerStream("a0", &status)) != nullptr; }))
+      << "the slot of the closed stream was not given back; last status " << status;
+  cluster_->Signal("a0", SIGKILL);
+  std::vector<std::unique_ptr<net::SseClient>> on_a1_again;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        if (auto s = StreamerStream("a1", &status)) on_a1_again.push_back(std::move(s));
+        return on_a1_again.size() == 2;
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(500)))
+      << "the dead front door's slots did not lapse; last status " << status;
+}
 
 TEST_F(FrontDoorQuotaTest, KillingAFrontDoorKeepsTheOtherServingAndQuotasExact) {
   // Did: quotas in a real Redis, a partner key limited to 30 searches an hour,
@@ -1249,18 +1301,8 @@ TEST_F(FrontDoorQuotaTest, KillingAFrontDoorKeepsTheOtherServingAndQuotasExact) 
   // while a1 died; the partner key got exactly 30 searches in all: 20 before
   // the kill (10 per door) and 10 of the 30 afterwards, the other 20 refused
   // with 429, so the surviving door counted what the dead one had admitted.
-  const std::string partner = "partner-key-0001";
-  {
-    // Created on a0; a1 shares a0's keys.
-    net::HttpClient admin = Door("a0");
-    auto r = admin.Send("POST", "/v1/admin/keys",
-                        StrCat("{\"owner\":\"partner\",\"tier\":\"partner\",\"scopes\":["
-                               "\"search\"],\"key\":\"",
-                               partner, "\"}"),
-                        "application/json", AdminKeyOf("a0"));
-    ASSERT_TRUE(r.ok() && r->status == 201) << (r.ok() ? r->body : "unreachable");
-    ASSERT_TRUE(WaitUntil([&] { return Lists("a1", partner.substr(0, 10)); }));
-  }
+  const std::string partner = kPartner;
+  ASSERT_NO_FATAL_FAILURE(MakeKey("partner", partner));  // on a0; a1 shares a0's keys
   auto search = [&](net::HttpClient& c) { return SearchStatus(c, partner); };
   net::HttpClient a0 = Door("a0"), a1 = Door("a1");
   int admitted = 0;
