@@ -395,8 +395,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       redis.host = config.redis.substr(0, colon);
       limiter = limiter::CreateRedisLimiter(limiter_options, redis, SystemClock());
       // Open streams count against max_streams on every front door together; a dead front
-      // door's lapse within 15 s.
-      stream_slots = std::make_unique<limiter::StreamSlots>(redis, std::chrono::seconds(15));
+      // door's lapse within 15 s. Opening a stream is rare and not latency-bound: its Redis
+      // calls may take longer than a quota check's before the front door counts alone.
+      limiter::RedisOptions slots_redis = redis;
+      slots_redis.command_timeout_ms = 500;
+      stream_slots = std::make_unique<limiter::StreamSlots>(slots_redis, std::chrono::seconds(15));
       spdlog::info("quota state in Redis at {}", config.redis);
     }
     if (!limiter.ok()) return limiter.status();
