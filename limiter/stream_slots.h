@@ -51,7 +51,7 @@ class StreamSlots {
   // Gives a slot back (best effort: a slot Redis does not hear of lapses).
   void Give(std::string_view key, const std::string& slot);
 
-  // Slots this front door holds, by key (for tests and metrics).
+  // Slots this front door holds, all keys together (for tests).
   size_t held() const;
 
  private:
