@@ -19,6 +19,7 @@
 #include "common/strings.h"
 #include "limiter/local_limiter.h"
 #include "limiter/redis_script.h"
+#include "limiter/redis_util.h"
 #include "limiter/rule_match.h"
 
 namespace tweetsearch::limiter {
@@ -29,10 +30,7 @@ struct ContextDeleter {
 };
 using Connection = std::unique_ptr<redisContext, ContextDeleter>;
 
-struct ReplyDeleter {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
+using Reply = RedisReply;
 
 // What a caller sends: a check for the decide script (its keys, and its part of the
 // arguments; the lane's leader joins the checks of a batch into one script call), or any other
@@ -41,10 +39,6 @@ struct Command {
   std::vector<std::string> keys, args;
   std::vector<std::string> raw;
 };
-
-timeval Micros(int64_t us) {
-  return timeval{static_cast<time_t>(us / 1'000'000), static_cast<suseconds_t>(us % 1'000'000)};
-}
 
 // Network waits (timeouts, deadlines, the registration period) are real time, as the socket
 // timeouts are; quotas are decided by the injected Clock.
@@ -71,11 +65,6 @@ constexpr char kSettleScript[] = R"lua(
 redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]), 'NX')
 return {tonumber(redis.call('GET', KEYS[1]) or ARGV[1])}
 )lua";
-
-std::string RandomId() {
-  std::random_device device;
-  return StrCat(std::to_string(device()), std::to_string(device()));
-}
 
 // Redis names a script by the SHA-1 of its text; computing it here lets the first EVALSHA go
 // out without a SCRIPT LOAD round trip (NOSCRIPT then loads it once).

@@ -1,11 +1,9 @@
 #include "limiter/stream_slots.h"
 
-#include <hiredis/hiredis.h>
-
-#include <random>
 #include <vector>
 
 #include "common/strings.h"
+#include "limiter/redis_util.h"
 
 namespace tweetsearch::limiter {
 namespace {
@@ -33,19 +31,7 @@ redis.call('PEXPIRE', KEYS[1], lease)
 return 1
 )lua";
 
-struct ReplyDeleter {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
-
-timeval Millis(int64_t ms) {
-  return timeval{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>(ms % 1000 * 1000)};
-}
-
-std::string RandomName() {
-  std::random_device device;
-  return StrCat(device(), device());
-}
+using Reply = RedisReply;
 
 // Sends `args` as one command.
 Reply Command(redisContext* c, const std::vector<std::string>& args) {
@@ -64,7 +50,7 @@ Reply Command(redisContext* c, const std::vector<std::string>& args) {
 void StreamSlots::ContextDeleter::operator()(redisContext* c) const { redisFree(c); }
 
 StreamSlots::StreamSlots(const RedisOptions& redis, std::chrono::milliseconds lease)
-    : redis_(redis), lease_(lease), front_door_(RandomName()) {
+    : redis_(redis), lease_(lease), front_door_(RandomId()) {
   renewer_ = std::thread([this] { RenewLoop(); });
 }
 
@@ -80,10 +66,11 @@ StreamSlots::~StreamSlots() {
 redisContext* StreamSlots::Connected() {
   if (connection_ != nullptr) return connection_.get();
   if (std::chrono::steady_clock::now() < retry_at_) return nullptr;
-  connection_.reset(
-      redisConnectWithTimeout(redis_.host.c_str(), redis_.port, Millis(redis_.connect_timeout_ms)));
+  connection_.reset(redisConnectWithTimeout(redis_.host.c_str(), redis_.port,
+                                            Micros(int64_t{redis_.connect_timeout_ms} * 1000)));
   if (connection_ == nullptr || connection_->err != 0 ||
-      redisSetTimeout(connection_.get(), Millis(redis_.command_timeout_ms)) != REDIS_OK) {
+      redisSetTimeout(connection_.get(), Micros(int64_t{redis_.command_timeout_ms} * 1000)) !=
+          REDIS_OK) {
     Failed();
     return nullptr;
   }
@@ -148,6 +135,7 @@ void StreamSlots::RenewAll() {
     Reply reply = Command(c, args);
     if (reply == nullptr || reply->type != REDIS_REPLY_INTEGER) return Failed();
   }
+  renewals_.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace tweetsearch::limiter

@@ -16,6 +16,7 @@
 #ifndef TWEETSEARCH_LIMITER_STREAM_SLOTS_H_
 #define TWEETSEARCH_LIMITER_STREAM_SLOTS_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -51,8 +52,10 @@ class StreamSlots {
   // Gives a slot back (best effort: a slot Redis does not hear of lapses).
   void Give(std::string_view key, const std::string& slot);
 
-  // Slots this front door holds, all keys together (for tests).
+  // Slots this front door holds, all keys together, and the rounds that renewed them all
+  // (for tests).
   size_t held() const;
+  uint64_t renewals() const { return renewals_.load(std::memory_order_relaxed); }
 
  private:
   struct ContextDeleter {
@@ -76,6 +79,7 @@ class StreamSlots {
   std::map<std::string, std::set<std::string>, std::less<>> held_;  // key → its slots here
   bool stop_ = false;
   std::condition_variable cv_;
+  std::atomic<uint64_t> renewals_{0};
   std::thread renewer_;  // last: started once the rest is ready
 };
 

@@ -31,6 +31,7 @@
 #include "tests/testing/local_cluster.h"
 #include "tests/testing/process.h"
 #include "tests/testing/redis_server.h"
+#include "tests/testing/wait.h"
 
 namespace tweetsearch {
 namespace {
@@ -146,17 +147,7 @@ std::vector<std::string> Acknowledged(const json& answer) {
   return ids;
 }
 
-// Asks `done` every `every` until it holds (true) or `timeout` has passed (false).
-bool WaitUntil(const std::function<bool()>& done,
-               std::chrono::milliseconds timeout = std::chrono::seconds(10),
-               std::chrono::milliseconds every = std::chrono::milliseconds(100)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(every);
-  }
-  return true;
-}
+using testing::WaitUntil;
 
 class ClusterTest : public ::testing::Test {
  protected:

@@ -9,6 +9,7 @@
 
 #include "tests/testing/corpus.h"
 #include "tests/testing/redis_server.h"
+#include "tests/testing/wait.h"
 
 namespace tweetsearch::limiter {
 namespace {
@@ -27,14 +28,9 @@ class StreamSlotsTest : public ::testing::Test {
     options.retry_interval_ms = 100;
     return std::make_unique<StreamSlots>(options, lease);
   }
-  // Until `done` holds, trying every 10 ms; false after 10 s.
+  // Until `done` holds, asking every 10 ms; false after 10 s.
   static bool Eventually(const std::function<bool()>& done) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!done()) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return true;
+    return testing::WaitUntil(done, std::chrono::seconds(10), std::chrono::milliseconds(10));
   }
 
   testing::TempDir dir_;
@@ -76,20 +72,22 @@ TEST_F(StreamSlotsTest, TheCapHoldsForEveryFrontDoorTogetherAndAGivenSlotIsFreeA
 
 TEST_F(StreamSlotsTest, ADeadFrontDoorsSlotsLapseWhileALiveOnesAreRenewed) {
   // Did: leases of 1 s (renewed every third of it: a margin for slow sanitizer runs). Front
-  // door a takes a key's only slot and keeps running (renewing); b asks for it for 5 s (five
-  // leases); then a second key's only slot is taken by c, which then dies (destroyed without
-  // giving it back). Checked: b is refused all along while a lives; c's slot is free again
-  // within a few leases.
+  // door a takes a key's only slot and keeps running; b asks for it until a has renewed it 15
+  // times (five leases); then a second key's only slot is taken by c, which then dies
+  // (destroyed without giving it back). Checked: b is refused all along while a lives; c's slot
+  // is free again within a few leases.
   constexpr std::chrono::milliseconds kLease{1000};
   auto a = FrontDoor(kLease), b = FrontDoor(kLease);
   ASSERT_TRUE(a->Take("held", 1).ok());
-  const auto until = std::chrono::steady_clock::now() + 5 * kLease;
+  const uint64_t renewed = a->renewals();
   int asked = 0;
-  while (std::chrono::steady_clock::now() < until) {
-    EXPECT_TRUE(absl::IsResourceExhausted(b->Take("held", 1).status())) << "ask " << asked;
-    ++asked;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the pace of b's asking
-  }
+  EXPECT_TRUE(testing::WaitUntil(
+      [&] {
+        EXPECT_TRUE(absl::IsResourceExhausted(b->Take("held", 1).status())) << "ask " << asked;
+        ++asked;
+        return a->renewals() >= renewed + 15;
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(50)));
   EXPECT_GT(asked, 10);
 
   auto c = FrontDoor(kLease);
