@@ -53,6 +53,18 @@ struct IngestOutcome {
   TweetId id = 0;
 };
 
+// A write made with an idempotency key (HTTP's Idempotency-Key header, gRPC's
+// idempotency_key): a retry within a day is answered as the first attempt was and changes
+// nothing (storage/write_records.h); the same key for another request is FailedPrecondition.
+struct WriteOnce {
+  std::string key;          // whose and which: the caller's key id, '/', and the client's key
+  std::string fingerprint;  // what was asked (idempotency.h)
+  bool replayed = false;    // out: an earlier attempt answered, and nothing was written
+  // out (ingest): not OK when the call failed as a whole, with no outcome its own: the key
+  // answers another request (FailedPrecondition), or its record could not be read or stored.
+  absl::Status status;
+};
+
 // InvalidArgument naming the field when `t` cannot be stored: text missing,
 // over `max_text_bytes` or not UTF-8; user_name over 64 bytes or not UTF-8;
 // lang not a language code; id 0.
@@ -160,14 +172,23 @@ class Backend {
   virtual ~Backend() = default;
 
   // Ingests `tweets` with one outcome each, in order. Accepted tweets are
-  // durable and searchable when this returns.
-  virtual std::vector<IngestOutcome> Ingest(std::vector<NewTweet> tweets) = 0;
+  // durable and searchable when this returns. With `once`, the write is idempotent (WriteOnce);
+  // a call whose answer is lost may then be repeated.
+  virtual std::vector<IngestOutcome> Ingest(std::vector<NewTweet> tweets, WriteOnce* once) = 0;
   // NotFound if the tweet is not stored.
-  virtual absl::Status Delete(TweetId id) = 0;
+  virtual absl::Status Delete(TweetId id, WriteOnce* once) = 0;
   // Sets (`add` false) or adds to (`add` true; clamped at 0 and 2^32-1) a
   // tweet's likes and returns the new value. NotFound if the tweet is not
   // stored.
-  virtual absl::StatusOr<uint32_t> Likes(TweetId id, int64_t value, bool add) = 0;
+  virtual absl::StatusOr<uint32_t> Likes(TweetId id, int64_t value, bool add, WriteOnce* once) = 0;
+  // The same, without an idempotency key.
+  std::vector<IngestOutcome> Ingest(std::vector<NewTweet> tweets) {
+    return Ingest(std::move(tweets), nullptr);
+  }
+  absl::Status Delete(TweetId id) { return Delete(id, nullptr); }
+  absl::StatusOr<uint32_t> Likes(TweetId id, int64_t value, bool add) {
+    return Likes(id, value, add, nullptr);
+  }
   virtual absl::StatusOr<storage::StoredTweet> Get(TweetId id) const = 0;
 
   // Runs a search and hydrates its hits (hits deleted meanwhile are dropped).

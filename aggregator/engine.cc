@@ -11,6 +11,7 @@
 #include "common/strings.h"
 #include "indexer/index/tweet_sources.h"
 #include "indexer/server/index_node.h"
+#include "storage/write_records.h"
 
 namespace tweetsearch::aggregator {
 namespace {
@@ -35,6 +36,7 @@ struct Engine::Writer {
   bool add = false;                                // kLikes
   absl::Status status;                             // kDelete, kLikes
   uint32_t likes = 0;                              // kLikes: the new value
+  WriteOnce* once = nullptr;                       // an idempotent write: its key
   bool done = false;
   absl::CondVar cv;
 };
@@ -154,6 +156,8 @@ absl::Status Engine::Recover() {
         index_->AddBatch(docs);  // AlreadyExists: indexed before the checkpoint was recorded
       } else if (changes[i].kind == storage::ChangeKind::kDelete) {
         (void)index_->Delete(changes[i++].id);  // NotFound: never indexed or deleted already
+      } else if (changes[i].kind == storage::ChangeKind::kRequest) {
+        ++i;  // a write's record: nothing to index
       } else {
         (void)index_->SetLikes(changes[i].id, changes[i].likes);  // NotFound: deleted later
         ++i;
@@ -176,32 +180,40 @@ void Engine::NoteId(TweetId id) {
   }
 }
 
-std::vector<IngestOutcome> Engine::Ingest(std::vector<NewTweet> tweets) {
+std::vector<IngestOutcome> Engine::Ingest(std::vector<NewTweet> tweets, WriteOnce* once) {
   std::vector<IngestOutcome> outcomes(tweets.size());
-  if (tweets.empty()) return outcomes;
+  if (tweets.empty() && once == nullptr) return outcomes;
   Writer w;
   w.kind = Writer::Kind::kIngest;
   w.tweets = &tweets;
   w.outcomes = &outcomes;
+  w.once = once;
   Submit(&w);
+  if (!w.status.ok()) {
+    // The call failed as a whole: no outcome is its own.
+    once->status = w.status;
+    for (IngestOutcome& o : outcomes) o = IngestOutcome{w.status, 0};
+  }
   return outcomes;
 }
 
-absl::Status Engine::Delete(TweetId id) {
+absl::Status Engine::Delete(TweetId id, WriteOnce* once) {
   Writer w;
   w.kind = Writer::Kind::kDelete;
   w.id = id;
+  w.once = once;
   Submit(&w);
   return w.status;
 }
 
-absl::StatusOr<uint32_t> Engine::Likes(TweetId id, int64_t value, bool add) {
+absl::StatusOr<uint32_t> Engine::Likes(TweetId id, int64_t value, bool add, WriteOnce* once) {
   if (absl::Status s = storage::CheckLikesChange(value, add); !s.ok()) return s;
   Writer w;
   w.kind = Writer::Kind::kLikes;
   w.id = id;
   w.value = value;
   w.add = add;
+  w.once = once;
   Submit(&w);
   if (!w.status.ok()) return w.status;
   return w.likes;
@@ -214,13 +226,15 @@ void Engine::Submit(Writer* w) {
   if (w->done) return;
 
   // This writer leads: it takes the ingest calls queued behind it (or only itself, for a
-  // delete or likes change, whose order relative to ingests must stay as queued).
+  // delete or likes change, whose order relative to ingests must stay as queued, and for an
+  // idempotent ingest, whose record answers for its own tweets).
   std::vector<Writer*> group = {w};
-  if (w->kind == Writer::Kind::kIngest) {
+  if (w->kind == Writer::Kind::kIngest && w->once == nullptr) {
     size_t tweets = w->tweets->size();
     for (size_t i = 1; i < queue_.size(); ++i) {
       Writer* next = queue_[i];
-      if (next->kind != Writer::Kind::kIngest || tweets + next->tweets->size() > kMaxGroupTweets) {
+      if (next->kind != Writer::Kind::kIngest || next->once != nullptr ||
+          tweets + next->tweets->size() > kMaxGroupTweets) {
         break;
       }
       tweets += next->tweets->size();
@@ -232,6 +246,13 @@ void Engine::Submit(Writer* w) {
     absl::MutexLock leader(&leader_mu_);
     WriteGroup(group);
     NoteChangeTime();
+    if (const int64_t now = clock_.NowUnixMillis(); now - records_swept_ms_ >= 3'600'000) {
+      // Idempotent writes' records older than a day, once an hour.
+      records_swept_ms_ = now;
+      if (absl::StatusOr<uint64_t> n = storage::DropExpiredWriteRecords(*store_, now); !n.ok()) {
+        spdlog::warn("dropping expired write records failed: {}", n.status().message());
+      }
+    }
     const uint64_t last = store_->LastSequence();
     if (last - checkpoint_change_ >= options_.checkpoint_every && last >= checkpoint_retry_at_) {
       // A failed checkpoint leaves the previous one in force (the change log still holds every
@@ -264,6 +285,8 @@ void Engine::WriteGroup(std::vector<Writer*>& group) {
 }
 
 void Engine::WriteIngest(std::vector<Writer*>& group) {
+  Writer* const once = group[0]->once != nullptr ? group[0] : nullptr;  // then alone
+  if (once != nullptr && Replay(once)) return;
   // Validate, assign ids, and gather the candidates of every call of the group.
   struct Candidate {
     IngestOutcome* outcome;
@@ -314,6 +337,8 @@ void Engine::WriteIngest(std::vector<Writer*>& group) {
     }
   }
   rejected_.fetch_add(rejected, std::memory_order_relaxed);
+  // An idempotent call's record says what it did, written with its tweets (or alone).
+  if (once != nullptr) mutation.requests.push_back(RecordOf(*once));
   if (mutation.empty()) return;
 
   // Durable first, then searchable.
@@ -339,6 +364,7 @@ void Engine::WriteIngest(std::vector<Writer*>& group) {
     written[i]->outcome->status = indexed[i];
     undo.deletes.push_back(written[i]->tweet.id);
   }
+  if (once != nullptr && !undo.empty()) undo.requests.push_back(RecordOf(*once));
   std::vector<StreamChange> changes;
   if (streams_ != nullptr && streams_->wanted()) {
     // Puts are logged in order, so the i-th written tweet has the i-th sequence of the write.
@@ -361,21 +387,27 @@ void Engine::WriteIngest(std::vector<Writer*>& group) {
 }
 
 void Engine::WriteOne(Writer* w) {
+  if (w->once != nullptr && Replay(w)) return;
   absl::StatusOr<storage::StoredTweet> current = store_->Get(w->id);
+  storage::Mutation mutation;
   if (!current.ok()) {
     w->status = current.status();
-    return;
-  }
-  storage::Mutation mutation;
-  if (w->kind == Writer::Kind::kDelete) {
+    // An idempotent write records its final answers: a tweet not stored is one.
+    if (w->once == nullptr || !absl::IsNotFound(w->status)) return;
+  } else if (w->kind == Writer::Kind::kDelete) {
     mutation.deletes.push_back(w->id);
   } else {
     w->likes = storage::ApplyLikes(current->likes, w->value, w->add);
     mutation.likes.emplace_back(w->id, w->likes);
   }
+  if (w->once != nullptr) mutation.requests.push_back(RecordOf(*w));
   absl::StatusOr<uint64_t> sequence = store_->Write(mutation);
   if (!sequence.ok()) {
     w->status = sequence.status();
+    return;
+  }
+  if (!current.ok()) {
+    PublishChanges({}, *sequence);
     return;
   }
   // The store had the tweet, so the index has it too; a NotFound here would be a bug that the
@@ -392,6 +424,50 @@ void Engine::WriteOne(Writer* w) {
                                    std::make_shared<const storage::StoredTweet>(*current)});
   }
   PublishChanges(std::move(changes), *sequence);
+}
+
+bool Engine::Replay(Writer* w) {
+  absl::StatusOr<std::optional<storage::WriteRecord>> stored =
+      storage::FindWriteRecord(*store_, w->once->key, clock_.NowUnixMillis());
+  if (!stored.ok()) {
+    w->status = absl::UnavailableError(StrCat("storage: ", stored.status().message()));
+    return true;
+  }
+  if (!stored->has_value()) return false;
+  const storage::WriteRecord& r = **stored;
+  if (absl::Status same = storage::CheckSameRequest(r, w->once->fingerprint); !same.ok()) {
+    w->status = same;
+    return true;
+  }
+  w->once->replayed = true;
+  if (w->kind != Writer::Kind::kIngest) {
+    w->status = r.status;
+    w->likes = r.likes;
+    return true;
+  }
+  if (r.ids.size() != w->outcomes->size() || r.outcomes.size() != w->outcomes->size()) {
+    w->status = absl::DataLossError("a stored ingest record does not fit its request");
+    return true;
+  }
+  for (size_t i = 0; i < r.ids.size(); ++i) (*w->outcomes)[i] = {r.outcomes[i], r.ids[i]};
+  return true;
+}
+
+storage::StoredRequest Engine::RecordOf(const Writer& w) const {
+  storage::WriteRecord r;
+  r.fingerprint = w.once->fingerprint;
+  r.created_at_ms = clock_.NowUnixMillis();
+  r.done = true;
+  if (w.kind == Writer::Kind::kIngest) {
+    for (const IngestOutcome& o : *w.outcomes) {
+      r.ids.push_back(o.id);
+      r.outcomes.push_back(o.status);
+    }
+  } else {
+    r.status = w.status;
+    r.likes = w.likes;
+  }
+  return storage::ToStoredRequest(w.once->key, r);
 }
 
 void Engine::PublishChanges(std::vector<StreamChange> changes, uint64_t through) {

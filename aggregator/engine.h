@@ -82,16 +82,20 @@ class Engine final : public Backend {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
+  using Backend::Delete;
+  using Backend::Ingest;
+  using Backend::Likes;
   // Ingests `tweets` with one outcome each, in order; one bad tweet never affects the others.
   // Accepted tweets are durable and searchable when this returns. A store failure rejects the
-  // whole call's tweets with Unavailable (nothing was acknowledged).
-  std::vector<IngestOutcome> Ingest(std::vector<NewTweet> tweets) override;
+  // whole call's tweets with Unavailable (nothing was acknowledged). With `once`, the call's
+  // record is written in the same store write as its tweets.
+  std::vector<IngestOutcome> Ingest(std::vector<NewTweet> tweets, WriteOnce* once) override;
 
   // Deletes a tweet from storage and the index. NotFound if it is not stored.
-  absl::Status Delete(TweetId id) override;
+  absl::Status Delete(TweetId id, WriteOnce* once) override;
   // Sets (`add` false) or adds to (`add` true; clamped at 0 and 2^32-1) a tweet's likes;
   // returns the new value, which sort 2 uses at once. NotFound if the tweet is not stored.
-  absl::StatusOr<uint32_t> Likes(TweetId id, int64_t value, bool add) override;
+  absl::StatusOr<uint32_t> Likes(TweetId id, int64_t value, bool add, WriteOnce* once) override;
 
   absl::StatusOr<storage::StoredTweet> Get(TweetId id) const override;
 
@@ -139,6 +143,10 @@ class Engine final : public Backend {
   void WriteGroup(std::vector<Writer*>& group);
   void WriteIngest(std::vector<Writer*>& group);
   void WriteOne(Writer* w);
+  // An idempotent write whose record is stored: answers `w` from it and returns true.
+  bool Replay(Writer* w);
+  // The record of `w`'s answer as it stands (ingest: its outcomes; else status and likes).
+  storage::StoredRequest RecordOf(const Writer& w) const;
   absl::Status CheckpointLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(leader_mu_);
   // Notes the time of the last change written (at most one note a second), and forgets notes
   // older than the retention, remembering how far the log may be trimmed.
@@ -171,6 +179,7 @@ class Engine final : public Backend {
   // retention; `trimmable_` is the last sequence written before the oldest note kept.
   std::deque<std::pair<int64_t, uint64_t>> change_times_ ABSL_GUARDED_BY(leader_mu_);
   uint64_t trimmable_ ABSL_GUARDED_BY(leader_mu_) = 0;
+  int64_t records_swept_ms_ ABSL_GUARDED_BY(leader_mu_) = 0;  // expired write records dropped
 
   // Declared last: destroyed first, while the store and the analyzer it reads are alive.
   StoreChangeLog change_log_{*store_};

@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
+#include "aggregator/idempotency.h"
 #include "common/strings.h"
 #include "common/utf8.h"
 #include "indexer/analysis/analyzer.h"
@@ -340,6 +341,26 @@ absl::StatusOr<CountsResponse> FrontDoor::Counts(const CountsRequest& request,
   return response;
 }
 
+namespace {
+
+// The call's idempotency key, checked and scoped to `key`, with the fingerprint `hash` makes;
+// none without one.
+template <typename Hash>
+absl::StatusOr<std::optional<WriteOnce>> OnceOf(const CallContext* call, const ApiKey& key,
+                                                Hash hash) {
+  if (call == nullptr || call->idempotency_key.empty()) return std::optional<WriteOnce>();
+  if (absl::Status s = CheckIdempotencyKey(call->idempotency_key); !s.ok()) return s;
+  return std::optional<WriteOnce>(MakeWriteOnce(key.id, call->idempotency_key, hash()));
+}
+
+void NoteReplayed(const WriteOnce& once, CallContext* call) {
+  if (!once.replayed || call == nullptr) return;
+  call->replayed = true;
+  call->headers.emplace_back("Idempotent-Replayed", "true");
+}
+
+}  // namespace
+
 absl::StatusOr<IngestResponse> FrontDoor::Ingest(std::string_view api_dev_key,
                                                  std::vector<absl::StatusOr<NewTweet>> lines,
                                                  CallContext* call) const {
@@ -347,6 +368,9 @@ absl::StatusOr<IngestResponse> FrontDoor::Ingest(std::string_view api_dev_key,
                                          std::max<size_t>(1, lines.size()), call);
   if (!key.ok()) return key.status();
   if (lines.size() > kMaxIngestTweets) return TooManyTweets(lines.size());
+  absl::StatusOr<std::optional<WriteOnce>> once =
+      OnceOf(call, *key, [&] { return IngestFingerprint(lines); });
+  if (!once.ok()) return once.status();
   IngestResponse response;
   response.outcomes.resize(lines.size());
   std::vector<NewTweet> tweets;
@@ -360,7 +384,12 @@ absl::StatusOr<IngestResponse> FrontDoor::Ingest(std::string_view api_dev_key,
       response.outcomes[i].status = lines[i].status();
     }
   }
-  std::vector<IngestOutcome> outcomes = backend_.Ingest(std::move(tweets));
+  std::vector<IngestOutcome> outcomes =
+      backend_.Ingest(std::move(tweets), once->has_value() ? &**once : nullptr);
+  if (once->has_value()) {
+    if (!(*once)->status.ok()) return (*once)->status;
+    NoteReplayed(**once, call);
+  }
   for (size_t j = 0; j < outcomes.size(); ++j) response.outcomes[line_of[j]] = outcomes[j];
   for (const IngestOutcome& o : response.outcomes)
     ++(o.status.ok() ? response.accepted : response.rejected);
@@ -377,23 +406,28 @@ absl::StatusOr<storage::StoredTweet> FrontDoor::Get(std::string_view api_dev_key
 }
 
 absl::Status FrontDoor::Delete(std::string_view api_dev_key, TweetId id, CallContext* call) const {
-  if (absl::StatusOr<ApiKey> key =
-          Authorize(api_dev_key, Scope::kIngest, Endpoint::kWrite, 1, call);
-      !key.ok()) {
-    return key.status();
-  }
-  return backend_.Delete(id);
+  absl::StatusOr<ApiKey> key = Authorize(api_dev_key, Scope::kIngest, Endpoint::kWrite, 1, call);
+  if (!key.ok()) return key.status();
+  absl::StatusOr<std::optional<WriteOnce>> once =
+      OnceOf(call, *key, [&] { return DeleteFingerprint(id); });
+  if (!once.ok()) return once.status();
+  absl::Status s = backend_.Delete(id, once->has_value() ? &**once : nullptr);
+  if (once->has_value()) NoteReplayed(**once, call);
+  return s;
 }
 
 absl::StatusOr<uint32_t> FrontDoor::Likes(std::string_view api_dev_key, TweetId id, int64_t value,
                                           bool add, CallContext* call) const {
-  if (absl::StatusOr<ApiKey> key =
-          Authorize(api_dev_key, Scope::kIngest, Endpoint::kWrite, 1, call);
-      !key.ok()) {
-    return key.status();
-  }
+  absl::StatusOr<ApiKey> key = Authorize(api_dev_key, Scope::kIngest, Endpoint::kWrite, 1, call);
+  if (!key.ok()) return key.status();
   if (absl::Status s = storage::CheckLikesChange(value, add); !s.ok()) return s;
-  return backend_.Likes(id, value, add);
+  absl::StatusOr<std::optional<WriteOnce>> once =
+      OnceOf(call, *key, [&] { return LikesFingerprint(id, value, add); });
+  if (!once.ok()) return once.status();
+  absl::StatusOr<uint32_t> likes =
+      backend_.Likes(id, value, add, once->has_value() ? &**once : nullptr);
+  if (once->has_value()) NoteReplayed(**once, call);
+  return likes;
 }
 
 absl::StatusOr<std::string> FrontDoor::CreateKey(std::string_view api_dev_key,

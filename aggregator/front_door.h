@@ -43,11 +43,14 @@ enum class Endpoint { kSearch, kIngest, kRead, kWrite, kAdmin, kStreamEvents };
 
 // What a transport knows about a call, and what the front door hands back for its answer.
 struct CallContext {
-  std::string client_ip;   // in: the peer's address, for limits on requests without a key
+  std::string client_ip;  // in: the peer's address, for limits on requests without a key
+  // in: a write's Idempotency-Key (aggregator/idempotency.h); empty: none
+  std::string idempotency_key;
+  bool replayed = false;   // out: an earlier attempt of this idempotent write answered
   std::string key_id;      // out: the caller's key id once authenticated (for usage counts)
   std::string limited_by;  // out: the limit that refused the call, if one did
   // out: headers for the answer (quota: X-Ratelimit-*, RateLimit-Policy, RateLimit, and
-  // Retry-After when refused), whatever the outcome.
+  // Retry-After when refused; Idempotent-Replayed: true), whatever the outcome.
   std::vector<std::pair<std::string, std::string>> headers;
 };
 

@@ -170,6 +170,7 @@ class Service final : public v1::TweetSearch::Service {
   grpc::Status Ingest(grpc::ServerContext* context, const v1::IngestRequest* request,
                       v1::IngestResponse* response) override {
     return Timed("ingest", context, [&](CallContext* call) {
+      call->idempotency_key = request->idempotency_key();
       std::vector<absl::StatusOr<NewTweet>> lines;
       lines.reserve(request->tweets_size());
       for (const v1::IngestTweet& in : request->tweets()) {
@@ -222,6 +223,7 @@ class Service final : public v1::TweetSearch::Service {
   grpc::Status DeleteTweet(grpc::ServerContext* context, const v1::DeleteTweetRequest* request,
                            v1::DeleteTweetResponse*) override {
     return Timed("delete", context, [&](CallContext* call) {
+      call->idempotency_key = request->idempotency_key();
       return door_.Delete(KeyOf(context, request->api_dev_key()), request->id(), call);
     });
   }
@@ -233,6 +235,7 @@ class Service final : public v1::TweetSearch::Service {
         return absl::InvalidArgumentError("give set or add");
       }
       const bool add = request->change_case() == v1::LikesRequest::kAdd;
+      call->idempotency_key = request->idempotency_key();
       absl::StatusOr<uint32_t> likes =
           door_.Likes(KeyOf(context, request->api_dev_key()), request->id(),
                       add ? request->add() : int64_t{request->set()}, add, call);

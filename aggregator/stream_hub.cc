@@ -218,7 +218,10 @@ std::vector<StreamEvent> StreamHub::MatchLog(
     const Subscription& s, std::vector<storage::ReplicatedChange>& changes) const {
   std::vector<StreamEvent> events;
   for (storage::ReplicatedChange& rc : changes) {
-    if (rc.change.kind == storage::ChangeKind::kLikes || !rc.tweet.has_value()) continue;
+    if (rc.change.kind == storage::ChangeKind::kLikes ||
+        rc.change.kind == storage::ChangeKind::kRequest || !rc.tweet.has_value()) {
+      continue;
+    }
     absl::StatusOr<query::AnalyzedTweet> a = Analyze(*rc.tweet, analyzer_);
     if (!a.ok() || !query::Matches(s.plan_, *a)) continue;
     events.push_back(StreamEvent{

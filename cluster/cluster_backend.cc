@@ -12,6 +12,7 @@
 #include "net/grpc.h"
 #include "storage/convert.h"
 #include "storage/tweet_store.h"
+#include "storage/write_records.h"
 
 namespace tweetsearch::cluster {
 namespace {
@@ -341,30 +342,116 @@ void ClusterBackend::WaitVisible(const std::vector<std::pair<uint32_t, uint64_t>
   state->mu.Await(absl::Condition(&done));
 }
 
+namespace {
+
+// The storage partition that keeps an idempotent ingest's record: FNV-1a of its key, which
+// every front door computes alike.
+uint32_t HomeOf(std::string_view key, uint32_t partitions) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
+  return StoragePartitionOf(h, partitions);
+}
+
+// Whether an outcome may change on a retry (the write may not have landed).
+bool Passing(const absl::Status& s) { return absl::IsUnavailable(s); }
+
+}  // namespace
+
+absl::StatusOr<storage::WriteRecord> ClusterBackend::StoreRecord(uint32_t p,
+                                                                 const aggregator::WriteOnce& once,
+                                                                 const storage::WriteRecord& record,
+                                                                 bool* replayed) {
+  ipb::WriteRequest request;
+  request.set_request_key(once.key);
+  ToProto(record, request.mutable_record());
+  absl::StatusOr<ipb::WriteResponse> answer = WriteToPrimary(p, std::move(request));
+  if (!answer.ok()) return answer.status();
+  storage::WriteRecord stored = FromProto(answer->record());
+  if (absl::Status s = storage::CheckSameRequest(stored, once.fingerprint); !s.ok()) return s;
+  if (replayed != nullptr) *replayed = answer->replayed();
+  return stored;
+}
+
 std::vector<aggregator::IngestOutcome> ClusterBackend::Ingest(
-    std::vector<aggregator::NewTweet> tweets) {
+    std::vector<aggregator::NewTweet> tweets, aggregator::WriteOnce* once) {
   std::vector<aggregator::IngestOutcome> outcomes(tweets.size());
   const uint32_t partitions = static_cast<uint32_t>(view_.topology().storage.size());
-  std::vector<ipb::WriteRequest> requests(partitions);
-  std::vector<std::vector<size_t>> positions(partitions);
+  // Validate and choose ids.
   absl::flat_hash_set<TweetId> seen;
-  uint64_t rejected = 0;
   for (size_t i = 0; i < tweets.size(); ++i) {
     aggregator::NewTweet& t = tweets[i];
     outcomes[i].status = aggregator::ValidateNewTweet(t, options_.max_text_bytes);
+    if (!outcomes[i].status.ok()) continue;
+    const TweetId id = t.id.has_value() ? *t.id : ids_.Next();
+    if (!seen.insert(id).second) {
+      outcomes[i].status = absl::AlreadyExistsError(StrCat("duplicate id ", id));
+      continue;
+    }
+    outcomes[i].id = id;
+  }
+  // An idempotent call's plan (its ids) is stored first: a retry answers from its final
+  // record, or sends the same tweets under the same ids again (`retry`: those that landed
+  // are OK).
+  bool again = false;
+  const uint32_t home = once != nullptr ? HomeOf(once->key, partitions) : 0;
+  if (once != nullptr) {
+    storage::WriteRecord plan;
+    plan.fingerprint = once->fingerprint;
+    plan.created_at_ms = clock_.NowUnixMillis();
+    for (const aggregator::IngestOutcome& o : outcomes) plan.ids.push_back(o.id);
+    absl::StatusOr<storage::WriteRecord> stored = StoreRecord(home, *once, plan, &again);
+    if (stored.ok() && stored->ids.size() != outcomes.size()) {
+      stored = absl::DataLossError("a stored ingest record does not fit its request");
+    }
+    if (!stored.ok()) {
+      once->status = stored.status();
+      return outcomes;
+    }
+    for (size_t i = 0; i < outcomes.size(); ++i) {
+      outcomes[i].id = stored->ids[i];
+      if (stored->done && i < stored->outcomes.size()) outcomes[i].status = stored->outcomes[i];
+    }
+    if (stored->done) {
+      once->replayed = true;
+      return outcomes;
+    }
+  }
+  WriteTweets(std::move(tweets), again, outcomes);
+  if (once == nullptr || std::any_of(outcomes.begin(), outcomes.end(),
+                                     [](const auto& o) { return Passing(o.status); })) {
+    return outcomes;  // no final answer yet: a retry finishes the plan
+  }
+  storage::WriteRecord answer;
+  answer.fingerprint = once->fingerprint;
+  answer.created_at_ms = clock_.NowUnixMillis();
+  answer.done = true;
+  for (const aggregator::IngestOutcome& o : outcomes) {
+    answer.ids.push_back(o.id);
+    answer.outcomes.push_back(o.status);
+  }
+  // Another attempt may have finished first: its answer is the one every retry gets.
+  absl::StatusOr<storage::WriteRecord> stored = StoreRecord(home, *once, answer, nullptr);
+  if (stored.ok() && stored->done && stored->outcomes.size() == outcomes.size()) {
+    for (size_t i = 0; i < outcomes.size(); ++i) outcomes[i].status = stored->outcomes[i];
+  }
+  return outcomes;
+}
+
+void ClusterBackend::WriteTweets(std::vector<aggregator::NewTweet> tweets, bool retry,
+                                 std::vector<aggregator::IngestOutcome>& outcomes) {
+  const uint32_t partitions = static_cast<uint32_t>(view_.topology().storage.size());
+  std::vector<ipb::WriteRequest> requests(partitions);
+  std::vector<std::vector<size_t>> positions(partitions);
+  uint64_t rejected = 0;
+  for (size_t i = 0; i < tweets.size(); ++i) {
     if (!outcomes[i].status.ok()) {
       ++rejected;
       continue;
     }
-    const TweetId id = t.id.has_value() ? *t.id : ids_.Next();
-    if (!seen.insert(id).second) {
-      outcomes[i].status = absl::AlreadyExistsError(StrCat("duplicate id ", id));
-      ++rejected;
-      continue;
-    }
-    outcomes[i].id = id;
+    const TweetId id = outcomes[i].id;
     const uint32_t p = StoragePartitionOf(id, partitions);
-    ToProto(aggregator::ToStoredTweet(std::move(t), id, clock_), requests[p].add_puts());
+    ToProto(aggregator::ToStoredTweet(std::move(tweets[i]), id, clock_), requests[p].add_puts());
+    requests[p].set_retry(retry);
     positions[p].push_back(i);
   }
   // One writer thread per storage partition with tweets.
@@ -401,33 +488,50 @@ std::vector<aggregator::IngestOutcome> ClusterBackend::Ingest(
   WaitVisible(written);
   ingested_.fetch_add(accepted, std::memory_order_relaxed);
   rejected_.fetch_add(rejected, std::memory_order_relaxed);
-  return outcomes;
 }
 
-absl::Status ClusterBackend::Delete(TweetId id) {
+absl::StatusOr<ipb::WriteResponse> ClusterBackend::WriteOne(TweetId id, ipb::WriteRequest request,
+                                                            aggregator::WriteOnce* once) {
   const uint32_t p = StoragePartitionOf(id, static_cast<uint32_t>(view_.topology().storage.size()));
-  ipb::WriteRequest request;
-  request.set_delete_id(id);
+  if (once != nullptr) {
+    // The record is written with the change, or answers instead of it.
+    storage::WriteRecord r;
+    r.fingerprint = once->fingerprint;
+    r.created_at_ms = clock_.NowUnixMillis();
+    request.set_request_key(once->key);
+    ToProto(r, request.mutable_record());
+  }
   absl::StatusOr<ipb::WriteResponse> answer = WriteToPrimary(p, std::move(request));
   if (!answer.ok()) return answer.status();
+  if (once != nullptr) {
+    storage::WriteRecord stored = FromProto(answer->record());
+    if (absl::Status s = storage::CheckSameRequest(stored, once->fingerprint); !s.ok()) return s;
+    once->replayed = answer->replayed();
+    if (!stored.status.ok()) return stored.status;
+    answer->set_likes(stored.likes);
+  }
   cache_.Invalidate(id);
   WaitVisible({{p, answer->last_sequence()}});
-  return absl::OkStatus();
+  return answer;
 }
 
-absl::StatusOr<uint32_t> ClusterBackend::Likes(TweetId id, int64_t value, bool add) {
+absl::Status ClusterBackend::Delete(TweetId id, aggregator::WriteOnce* once) {
+  ipb::WriteRequest request;
+  request.set_delete_id(id);
+  return WriteOne(id, std::move(request), once).status();
+}
+
+absl::StatusOr<uint32_t> ClusterBackend::Likes(TweetId id, int64_t value, bool add,
+                                               aggregator::WriteOnce* once) {
   if (absl::Status s = storage::CheckLikesChange(value, add); !s.ok()) return s;
-  const uint32_t p = StoragePartitionOf(id, static_cast<uint32_t>(view_.topology().storage.size()));
   ipb::WriteRequest request;
   request.set_likes_id(id);
   request.set_likes_value(value);
   request.set_likes_add(add);
-  // A retried "add" could count twice if its first attempt landed: likes are a
-  // popularity signal, and the retry only happens across a failover.
-  absl::StatusOr<ipb::WriteResponse> answer = WriteToPrimary(p, std::move(request));
+  // Without an idempotency key, a retried "add" could count twice if its first attempt
+  // landed: the retry only happens across a failover. With one, the record answers it.
+  absl::StatusOr<ipb::WriteResponse> answer = WriteOne(id, std::move(request), once);
   if (!answer.ok()) return answer.status();
-  cache_.Invalidate(id);
-  WaitVisible({{p, answer->last_sequence()}});
   return answer->likes();
 }
 

@@ -39,6 +39,7 @@
 #include "cluster/cluster_view.h"
 #include "cluster/replica_health.h"
 #include "common/snowflake.h"
+#include "storage/write_records.h"
 
 namespace tweetsearch::cluster {
 
@@ -64,9 +65,14 @@ class ClusterBackend final : public aggregator::Backend {
       ClusterView& view, const ClusterBackendOptions& options, const Clock& clock);
   ~ClusterBackend() override;
 
-  std::vector<aggregator::IngestOutcome> Ingest(std::vector<aggregator::NewTweet> tweets) override;
-  absl::Status Delete(TweetId id) override;
-  absl::StatusOr<uint32_t> Likes(TweetId id, int64_t value, bool add) override;
+  using aggregator::Backend::Delete;
+  using aggregator::Backend::Ingest;
+  using aggregator::Backend::Likes;
+  std::vector<aggregator::IngestOutcome> Ingest(std::vector<aggregator::NewTweet> tweets,
+                                                aggregator::WriteOnce* once) override;
+  absl::Status Delete(TweetId id, aggregator::WriteOnce* once) override;
+  absl::StatusOr<uint32_t> Likes(TweetId id, int64_t value, bool add,
+                                 aggregator::WriteOnce* once) override;
   absl::StatusOr<storage::StoredTweet> Get(TweetId id) const override;
   absl::StatusOr<aggregator::SearchOutcome> RunSearch(
       const aggregator::SearchCall& call) const override;
@@ -99,6 +105,20 @@ class ClusterBackend final : public aggregator::Backend {
   // Waits until the serving index replicas have applied storage partition `p`
   // through `sequence`.
   void WaitVisible(const std::vector<std::pair<uint32_t, uint64_t>>& written) const;
+  // Stores an idempotent ingest's record (its plan or final answer) in storage partition `p`;
+  // returns the record stored there now (FailedPrecondition when it answers another request),
+  // and whether an earlier attempt had stored it.
+  absl::StatusOr<storage::WriteRecord> StoreRecord(uint32_t p, const aggregator::WriteOnce& once,
+                                                   const storage::WriteRecord& record,
+                                                   bool* replayed);
+  // Writes the tweets whose outcome is OK, under their outcome's id, and sets their outcomes.
+  void WriteTweets(std::vector<aggregator::NewTweet> tweets, bool retry,
+                   std::vector<aggregator::IngestOutcome>& outcomes);
+  // A delete or likes change of tweet `id`, idempotent with `once`; the stored answer replaces
+  // a replayed one's.
+  absl::StatusOr<internal::v1::WriteResponse> WriteOne(TweetId id,
+                                                       internal::v1::WriteRequest request,
+                                                       aggregator::WriteOnce* once);
 
   ClusterView& view_;
   const ClusterBackendOptions options_;

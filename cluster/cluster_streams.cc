@@ -103,7 +103,10 @@ class ClusterStreams::Follower final : public storage::ChangeConsumer {
       for (const storage::ReplicatedChange& rc : changes) {
         // Likes changes concern no stream; a put whose tweet was deleted since has its delete
         // later in the log.
-        if (rc.change.kind == storage::ChangeKind::kLikes || !rc.tweet.has_value()) continue;
+        if (rc.change.kind == storage::ChangeKind::kLikes ||
+            rc.change.kind == storage::ChangeKind::kRequest || !rc.tweet.has_value()) {
+          continue;
+        }
         published.push_back(aggregator::StreamChange{
             rc.change.sequence,
             rc.change.kind == storage::ChangeKind::kPut ? aggregator::StreamChange::Kind::kPut

@@ -28,12 +28,27 @@ StoredTweet FromProto(const v1::Tweet& t) {
 
 void ToProto(const ReplicatedChange& c, internal::v1::Change* out) {
   out->set_sequence(c.change.sequence);
-  out->set_kind(c.change.kind == ChangeKind::kPut      ? v1::ChangeRecord::KIND_PUT
-                : c.change.kind == ChangeKind::kDelete ? v1::ChangeRecord::KIND_DELETE
-                                                       : v1::ChangeRecord::KIND_LIKES);
+  switch (c.change.kind) {
+    case ChangeKind::kPut:
+      out->set_kind(v1::ChangeRecord::KIND_PUT);
+      break;
+    case ChangeKind::kDelete:
+      out->set_kind(v1::ChangeRecord::KIND_DELETE);
+      break;
+    case ChangeKind::kLikes:
+      out->set_kind(v1::ChangeRecord::KIND_LIKES);
+      break;
+    case ChangeKind::kRequest:
+      out->set_kind(v1::ChangeRecord::KIND_REQUEST);
+      break;
+  }
   out->set_id(c.change.id);
   out->set_likes(c.change.likes);
   if (c.tweet.has_value()) ToProto(*c.tweet, out->mutable_tweet());
+  if (c.request.has_value()) {
+    out->set_request_key(c.request->key);
+    out->set_request_value(c.request->value);
+  }
 }
 
 absl::StatusOr<ReplicatedChange> FromProto(const internal::v1::Change& c) {
@@ -50,6 +65,13 @@ absl::StatusOr<ReplicatedChange> FromProto(const internal::v1::Change& c) {
       break;
     case v1::ChangeRecord::KIND_LIKES:
       out.change.kind = ChangeKind::kLikes;
+      break;
+    case v1::ChangeRecord::KIND_REQUEST:
+      out.change.kind = ChangeKind::kRequest;
+      if (c.request_key().empty()) {
+        return absl::InvalidArgumentError(StrCat("change ", c.sequence(), ": request without key"));
+      }
+      out.request = StoredRequest{c.request_key(), c.request_value()};
       break;
     default:
       return absl::InvalidArgumentError(StrCat("change ", c.sequence(), ": unknown kind"));

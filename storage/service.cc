@@ -6,6 +6,7 @@
 #include "net/grpc.h"
 #include "proto/cluster.grpc.pb.h"
 #include "storage/convert.h"
+#include "storage/write_records.h"
 
 namespace tweetsearch::storage {
 namespace {
@@ -32,6 +33,10 @@ class StorageService final : public Storage::Service {
       if (request->likes_id() != 0) {
         op.likes = LikesChange{request->likes_id(), request->likes_value(), request->likes_add()};
       }
+      if (!request->request_key().empty()) {
+        op.request_key = request->request_key();
+        op.record = FromProto(request->record());
+      }
       absl::StatusOr<WriteResult> result = node_.Write(std::move(op));
       if (!result.ok()) return net::ToGrpc(result.status());
       for (const absl::Status& s : result->outcomes) {
@@ -41,6 +46,8 @@ class StorageService final : public Storage::Service {
       }
       response->set_likes(result->likes);
       response->set_last_sequence(result->last_sequence);
+      if (result->record.has_value()) ToProto(*result->record, response->mutable_record());
+      response->set_replayed(result->replayed);
       return grpc::Status::OK;
     });
   }
@@ -71,6 +78,12 @@ class StorageService final : public Storage::Service {
       chunk.begin = request->begin();
       chunk.tweets.reserve(request->tweets_size());
       for (const v1::Tweet& t : request->tweets()) chunk.tweets.push_back(FromProto(t));
+      for (const ipb::Change& c : request->requests()) {
+        absl::StatusOr<ReplicatedChange> r = FromProto(c);
+        if (!r.ok()) return net::ToGrpc(r.status());
+        if (!r->request.has_value()) return net::ToGrpc(absl::InvalidArgumentError("no record"));
+        chunk.requests.push_back(*std::move(r->request));
+      }
       if (request->has_finish()) {
         absl::StatusOr<ReplicatedChange> finish = FromProto(request->finish());
         if (!finish.ok()) return net::ToGrpc(finish.status());
@@ -186,6 +199,10 @@ class GrpcStoragePeer final : public StoragePeer {
     request.set_sequence(chunk.sequence);
     request.set_begin(chunk.begin);
     for (const StoredTweet& t : chunk.tweets) ToProto(t, request.add_tweets());
+    for (const StoredRequest& r : chunk.requests) {
+      ToProto(ReplicatedChange{Change{0, ChangeKind::kRequest, 0, 0}, std::nullopt, r},
+              request.add_requests());
+    }
     if (chunk.finish.has_value()) ToProto(*chunk.finish, request.mutable_finish());
     ipb::ReplicateResponse response;
     grpc::ClientContext context;

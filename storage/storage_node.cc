@@ -143,46 +143,30 @@ absl::StatusOr<WriteResult> StorageNode::Write(WriteOp op) {
                " and the secondary is not in sync: no write without both"));
   }
 
-  // The changes this write makes, checked against the store as it is now.
   WriteResult result;
   std::vector<ReplicatedChange> changes;
-  uint64_t sequence = store_->LastSequence();
-  if (!op.puts.empty()) {
-    result.outcomes.resize(op.puts.size());
-    std::vector<TweetId> ids;
-    ids.reserve(op.puts.size());
-    for (const StoredTweet& t : op.puts) ids.push_back(t.id);
-    std::vector<absl::StatusOr<StoredTweet>> stored = store_->MultiGet(ids);
-    absl::flat_hash_map<TweetId, size_t> seen;
-    for (size_t i = 0; i < op.puts.size(); ++i) {
-      StoredTweet& t = op.puts[i];
-      if (stored[i].ok()) {
-        result.outcomes[i] = op.retry && *stored[i] == t
-                                 ? absl::OkStatus()
-                                 : absl::AlreadyExistsError(StrCat("duplicate id ", t.id));
-        continue;
-      }
-      if (!absl::IsNotFound(stored[i].status())) return stored[i].status();
-      if (!seen.emplace(t.id, i).second) {
-        result.outcomes[i] = absl::AlreadyExistsError(StrCat("duplicate id ", t.id));
-        continue;
-      }
-      changes.push_back({Change{++sequence, ChangeKind::kPut, t.id, 0}, std::move(t)});
-    }
-  } else if (op.delete_id.has_value()) {
-    absl::StatusOr<StoredTweet> t = store_->Get(*op.delete_id);
-    if (!t.ok()) return t.status();
-    // The change carries the deleted tweet: streams reading the log can tell whether it
-    // matched their query.
-    changes.push_back({Change{++sequence, ChangeKind::kDelete, *op.delete_id, 0}, *std::move(t)});
-  } else if (op.likes.has_value()) {
-    absl::StatusOr<StoredTweet> t = store_->Get(op.likes->id);
-    if (!t.ok()) return t.status();
-    if (absl::Status s = CheckLikesChange(op.likes->value, op.likes->add); !s.ok()) return s;
-    result.likes = ApplyLikes(t->likes, op.likes->value, op.likes->add);
-    changes.push_back(
-        {Change{++sequence, ChangeKind::kLikes, op.likes->id, result.likes}, std::nullopt});
+  const bool record_only = op.puts.empty() && !op.delete_id.has_value() && !op.likes.has_value();
+  if (!op.request_key.empty() && !op.record.has_value()) {
+    return absl::InvalidArgumentError("an idempotent write without its record");
   }
+  if (!op.request_key.empty()) {
+    // A stored record first: nothing is written when it answers.
+    absl::StatusOr<bool> replayed = ReplayLocked(op, result);
+    if (!replayed.ok()) return replayed.status();
+    if (*replayed) {
+      result.last_sequence = store_->LastSequence();
+      return result;
+    }
+  }
+  absl::Status answer;
+  if (!record_only) {
+    answer = ChangesOfLocked(op, result, changes);
+    // A final answer is recorded (a tweet not stored, a bad value); a passing failure is not,
+    // so that a retry tries again.
+    const bool final = answer.ok() || absl::IsNotFound(answer) || absl::IsInvalidArgument(answer);
+    if (!final || (!answer.ok() && op.request_key.empty())) return answer;
+  }
+  if (!op.request_key.empty()) AppendRecordLocked(op, answer, result, changes);
   if (changes.empty()) {
     result.last_sequence = store_->LastSequence();
     return result;
@@ -239,6 +223,82 @@ absl::StatusOr<WriteResult> StorageNode::Write(WriteOp op) {
   result.last_sequence = changes.back().change.sequence;
   SetApplied(result.last_sequence);
   return result;
+}
+
+absl::Status StorageNode::ChangesOfLocked(WriteOp& op, WriteResult& result,
+                                          std::vector<ReplicatedChange>& changes) {
+  uint64_t sequence = store_->LastSequence();
+  if (!op.puts.empty()) {
+    result.outcomes.resize(op.puts.size());
+    std::vector<TweetId> ids;
+    ids.reserve(op.puts.size());
+    for (const StoredTweet& t : op.puts) ids.push_back(t.id);
+    std::vector<absl::StatusOr<StoredTweet>> stored = store_->MultiGet(ids);
+    absl::flat_hash_map<TweetId, size_t> seen;
+    for (size_t i = 0; i < op.puts.size(); ++i) {
+      StoredTweet& t = op.puts[i];
+      if (stored[i].ok()) {
+        result.outcomes[i] = op.retry && *stored[i] == t
+                                 ? absl::OkStatus()
+                                 : absl::AlreadyExistsError(StrCat("duplicate id ", t.id));
+        continue;
+      }
+      if (!absl::IsNotFound(stored[i].status())) return stored[i].status();
+      if (!seen.emplace(t.id, i).second) {
+        result.outcomes[i] = absl::AlreadyExistsError(StrCat("duplicate id ", t.id));
+        continue;
+      }
+      changes.push_back(
+          {Change{++sequence, ChangeKind::kPut, t.id, 0}, std::move(t), std::nullopt});
+    }
+  } else if (op.delete_id.has_value()) {
+    absl::StatusOr<StoredTweet> t = store_->Get(*op.delete_id);
+    if (!t.ok()) return t.status();
+    // The change carries the deleted tweet: streams reading the log can tell whether it
+    // matched their query.
+    changes.push_back(
+        {Change{++sequence, ChangeKind::kDelete, *op.delete_id, 0}, *std::move(t), std::nullopt});
+  } else if (op.likes.has_value()) {
+    absl::StatusOr<StoredTweet> t = store_->Get(op.likes->id);
+    if (!t.ok()) return t.status();
+    if (absl::Status s = CheckLikesChange(op.likes->value, op.likes->add); !s.ok()) return s;
+    result.likes = ApplyLikes(t->likes, op.likes->value, op.likes->add);
+    changes.push_back({Change{++sequence, ChangeKind::kLikes, op.likes->id, result.likes},
+                       std::nullopt, std::nullopt});
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> StorageNode::ReplayLocked(const WriteOp& op, WriteResult& result) {
+  absl::StatusOr<std::optional<WriteRecord>> stored =
+      FindWriteRecord(*store_, op.request_key, clock_.NowUnixMillis());
+  if (!stored.ok()) return stored.status();
+  if (!stored->has_value()) return false;
+  // An ingest's final answer replaces its plan; nothing else replaces a record (the caller
+  // reads the stored one, and refuses it if it answers another request).
+  const bool alone = op.puts.empty() && !op.delete_id.has_value() && !op.likes.has_value();
+  if (alone && op.record->done && !(*stored)->done &&
+      (*stored)->fingerprint == op.record->fingerprint) {
+    return false;
+  }
+  result.record = **std::move(stored);
+  result.replayed = true;
+  return true;
+}
+
+void StorageNode::AppendRecordLocked(const WriteOp& op, const absl::Status& answer,
+                                     WriteResult& result, std::vector<ReplicatedChange>& changes) {
+  WriteRecord record = *op.record;
+  if (!op.puts.empty() || op.delete_id.has_value() || op.likes.has_value()) {
+    record.done = true;
+    record.status = answer;
+    record.likes = result.likes;
+  }
+  const uint64_t sequence =
+      changes.empty() ? store_->LastSequence() + 1 : changes.back().change.sequence + 1;
+  changes.push_back({Change{sequence, ChangeKind::kRequest, 0, 0}, std::nullopt,
+                     ToStoredRequest(op.request_key, record)});
+  result.record = std::move(record);
 }
 
 absl::Status StorageNode::SendToPeer(std::span<const ReplicatedChange> changes) {
@@ -403,6 +463,19 @@ absl::Status StorageNode::CopyToPeer(StoragePeer* peer, uint64_t epoch) {
     chunk.begin = false;
   }
   chunk.tweets.clear();
+  // Then the records of idempotent writes, so that a retry after a failover to the copy is
+  // answered as the first attempt was.
+  for (;;) {
+    absl::StatusOr<std::vector<StoredRequest>> next =
+        (*snapshot)->NextRequests(options_.copy_batch);
+    if (!next.ok()) return next.status();
+    if (next->empty()) break;
+    chunk.requests = *std::move(next);
+    absl::StatusOr<uint64_t> sent = peer->Install(epoch, options_.node, chunk);
+    if (!sent.ok()) return sent.status();
+    chunk.begin = false;
+  }
+  chunk.requests.clear();
   chunk.finish = last;
   absl::StatusOr<uint64_t> installed = peer->Install(epoch, options_.node, chunk);
   if (!installed.ok()) return installed.status();
@@ -464,6 +537,9 @@ absl::StatusOr<uint64_t> StorageNode::Install(uint64_t epoch, const std::string&
   }
   if (!chunk.tweets.empty()) {
     if (absl::Status s = store_->InstallTweets(chunk.tweets); !s.ok()) return s;
+  }
+  if (!chunk.requests.empty()) {
+    if (absl::Status s = store_->InstallRequests(chunk.requests); !s.ok()) return s;
   }
   if (!chunk.finish.has_value()) return 0;
   if (chunk.finish->change.sequence != chunk.sequence) {
@@ -581,6 +657,16 @@ absl::StatusOr<std::vector<ReplicatedChange>> StorageNode::ReadChanges(uint64_t 
 absl::Status StorageNode::TrimLog() {
   const uint64_t last = store_->LastSequence();
   const absl::Time now = Now();
+  {
+    // Idempotent writes' records older than a day, once an hour; under the write lock, so
+    // that an ingest's final answer is not written over one being dropped.
+    absl::MutexLock lock(&write_mu_);
+    if (now - records_swept_ >= absl::Hours(1)) {
+      records_swept_ = now;
+      absl::StatusOr<uint64_t> dropped = DropExpiredWriteRecords(*store_, clock_.NowUnixMillis());
+      if (!dropped.ok()) return dropped.status();
+    }
+  }
   const absl::Time live_since = now - options_.live_reader_window;
   // What the named readers still need (nothing is trimmed for one that has not
   // reported yet), and the position of every live reader.

@@ -48,6 +48,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "storage/tweet_store.h"
+#include "storage/write_records.h"
 
 namespace tweetsearch::storage {
 
@@ -57,6 +58,7 @@ struct InstallChunk {
   uint64_t sequence = 0;  // the snapshot's sequence
   bool begin = false;
   std::vector<StoredTweet> tweets;
+  std::vector<StoredRequest> requests;  // idempotent writes' records
   std::optional<ReplicatedChange> finish;
 };
 
@@ -116,18 +118,28 @@ struct LikesChange {
   bool add = false;
 };
 
-// One write: tweets to store, or one delete, or one likes change.
+// One write: tweets to store, or one delete, or one likes change; or, alone, the record of an
+// idempotent ingest (storage/write_records.h).
 struct WriteOp {
   std::vector<StoredTweet> puts;
   bool retry = false;  // a stored identical tweet is this caller's earlier write: OK
   std::optional<TweetId> delete_id;
   std::optional<LikesChange> likes;
+  // An idempotent write: the key of its record, and the record (its fingerprint and time; alone,
+  // the whole record to store). With a delete or likes change, a stored record answers instead
+  // of the write; else the record of the answer is written with the change. Alone, the record
+  // is stored unless one is stored already that is final, or for another request, or this one
+  // is a plan.
+  std::string request_key;
+  std::optional<WriteRecord> record;
 };
 
 struct WriteResult {
   std::vector<absl::Status> outcomes;  // one per put
   uint32_t likes = 0;                  // the new value of a likes change
   uint64_t last_sequence = 0;
+  std::optional<WriteRecord> record;  // an idempotent write: its record as stored now
+  bool replayed = false;              // ... stored by an earlier attempt, and nothing was written
 };
 
 enum class ReplicaRole { kSecondary, kPrimary };
@@ -240,6 +252,20 @@ class StorageNode {
  private:
   StorageNode(const StorageNodeOptions& options, std::unique_ptr<TweetStore> store, uint64_t epoch);
   absl::Status PersistEpoch(uint64_t epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // The changes `op` makes, checked against the store as it is now, appended to `changes`; its
+  // answers in `result`. NotFound for a delete or likes change of a tweet not stored.
+  absl::Status ChangesOfLocked(WriteOp& op, WriteResult& result,
+                               std::vector<ReplicatedChange>& changes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // An idempotent write: true when a stored record answers it (`result` says what), and
+  // nothing is to be written.
+  absl::StatusOr<bool> ReplayLocked(const WriteOp& op, WriteResult& result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // An idempotent write: appends its record to `changes`, after the write's own changes, with
+  // the write's `answer` (unless it is an ingest's record alone).
+  void AppendRecordLocked(const WriteOp& op, const absl::Status& answer, WriteResult& result,
+                          std::vector<ReplicatedChange>& changes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // Sends `changes` to the peer, first whatever it is missing before them.
   absl::Status SendToPeer(std::span<const ReplicatedChange> changes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
@@ -305,6 +331,8 @@ class StorageNode {
   // last sequence noted at least change_retention ago.
   std::deque<std::pair<absl::Time, uint64_t>> log_times_ ABSL_GUARDED_BY(readers_mu_);
   uint64_t retained_after_ ABSL_GUARDED_BY(readers_mu_) = 0;
+  // When TrimLog last dropped expired records of idempotent writes.
+  absl::Time records_swept_ ABSL_GUARDED_BY(write_mu_) = absl::InfinitePast();
 
   std::atomic<uint64_t> single_replica_writes_{0}, replicated_writes_{0};
   std::atomic<uint64_t> copies_sent_{0}, tweets_copied_{0};

@@ -48,45 +48,69 @@ absl::StatusOr<StoredTweet> DecodeTweet(const rocksdb::Slice& value, TweetId key
   return t;
 }
 
-std::string EncodeChange(ChangeKind kind, TweetId id, uint32_t likes,
-                         const StoredTweet* deleted = nullptr) {
+v1::ChangeRecord::Kind KindToProto(ChangeKind kind) {
+  switch (kind) {
+    case ChangeKind::kPut:
+      return v1::ChangeRecord::KIND_PUT;
+    case ChangeKind::kDelete:
+      return v1::ChangeRecord::KIND_DELETE;
+    case ChangeKind::kLikes:
+      return v1::ChangeRecord::KIND_LIKES;
+    case ChangeKind::kRequest:
+      return v1::ChangeRecord::KIND_REQUEST;
+  }
+  return v1::ChangeRecord::KIND_UNSPECIFIED;
+}
+
+// The log entry of a change: with the tweet a delete removed, or the record a request stores.
+std::string EncodeChange(const ReplicatedChange& rc) {
+  const Change& c = rc.change;
   v1::ChangeRecord record;
-  record.set_kind(kind == ChangeKind::kPut      ? v1::ChangeRecord::KIND_PUT
-                  : kind == ChangeKind::kDelete ? v1::ChangeRecord::KIND_DELETE
-                                                : v1::ChangeRecord::KIND_LIKES);
-  record.set_id(id);
-  record.set_likes(likes);
-  if (deleted != nullptr) {
+  record.set_kind(KindToProto(c.kind));
+  record.set_id(c.id);
+  record.set_likes(c.likes);
+  if (c.kind == ChangeKind::kDelete && rc.tweet.has_value()) {
+    const StoredTweet& deleted = *rc.tweet;
     v1::Tweet* t = record.mutable_deleted();
-    t->set_id(deleted->id);
-    t->set_user_id(deleted->user_id);
-    t->set_user_name(deleted->user_name);
-    t->set_text(deleted->text);
-    t->set_created_at_ms(deleted->created_at_ms);
-    t->set_lang(deleted->lang);
-    t->set_likes(deleted->likes);
+    t->set_id(deleted.id);
+    t->set_user_id(deleted.user_id);
+    t->set_user_name(deleted.user_name);
+    t->set_text(deleted.text);
+    t->set_created_at_ms(deleted.created_at_ms);
+    t->set_lang(deleted.lang);
+    t->set_likes(deleted.likes);
+  }
+  if (c.kind == ChangeKind::kRequest && rc.request.has_value()) {
+    record.set_request_key(rc.request->key);
+    record.set_request_value(rc.request->value);
   }
   return record.SerializeAsString();
 }
 
-// Decodes a change; with `deleted`, also the tweet a delete recorded (left empty if none).
-absl::StatusOr<Change> DecodeChange(const rocksdb::Slice& key, const rocksdb::Slice& value,
-                                    std::optional<StoredTweet>* deleted = nullptr) {
-  Change change;
+std::string EncodeChange(ChangeKind kind, TweetId id, uint32_t likes) {
+  return EncodeChange(ReplicatedChange{Change{0, kind, id, likes}, std::nullopt, std::nullopt});
+}
+
+// Decodes a change, with the record a request stores; with `bodies`, also the tweet a delete
+// recorded (the tweet of a put is not in the log).
+absl::StatusOr<ReplicatedChange> DecodeChange(const rocksdb::Slice& key,
+                                              const rocksdb::Slice& value, bool bodies) {
+  ReplicatedChange out;
+  Change& change = out.change;
   change.sequence = DecodeKey(key);
   v1::ChangeRecord record;
   if (!record.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
     return absl::DataLossError(StrCat("change ", change.sequence, " does not decode"));
   }
-  if (deleted != nullptr && record.has_deleted()) {
+  if (bodies && record.has_deleted()) {
     v1::Tweet& t = *record.mutable_deleted();
-    *deleted = StoredTweet{t.id(),
-                           t.user_id(),
-                           std::move(*t.mutable_user_name()),
-                           std::move(*t.mutable_text()),
-                           t.created_at_ms(),
-                           std::move(*t.mutable_lang()),
-                           t.likes()};
+    out.tweet = StoredTweet{t.id(),
+                            t.user_id(),
+                            std::move(*t.mutable_user_name()),
+                            std::move(*t.mutable_text()),
+                            t.created_at_ms(),
+                            std::move(*t.mutable_lang()),
+                            t.likes()};
   }
   change.id = record.id();
   change.likes = record.likes();
@@ -100,25 +124,34 @@ absl::StatusOr<Change> DecodeChange(const rocksdb::Slice& key, const rocksdb::Sl
     case v1::ChangeRecord::KIND_LIKES:
       change.kind = ChangeKind::kLikes;
       break;
+    case v1::ChangeRecord::KIND_REQUEST:
+      change.kind = ChangeKind::kRequest;
+      out.request = StoredRequest{std::move(*record.mutable_request_key()),
+                                  std::move(*record.mutable_request_value())};
+      break;
     default:
       return absl::DataLossError(StrCat("change ", change.sequence, " has an unknown kind"));
   }
-  return change;
+  return out;
 }
 
 class RocksDbSnapshot final : public StoreSnapshot {
  public:
   RocksDbSnapshot(rocksdb::DB* db, const rocksdb::Snapshot* snapshot,
-                  rocksdb::ColumnFamilyHandle* tweets, ReplicatedChange last)
+                  rocksdb::ColumnFamilyHandle* tweets, rocksdb::ColumnFamilyHandle* requests,
+                  ReplicatedChange last)
       : db_(db), snapshot_(snapshot), last_(std::move(last)) {
     rocksdb::ReadOptions options;
     options.snapshot = snapshot_;
     options.fill_cache = false;  // a copy reads everything once
     it_.reset(db_->NewIterator(options, tweets));
     it_->SeekToFirst();
+    requests_.reset(db_->NewIterator(options, requests));
+    requests_->SeekToFirst();
   }
   ~RocksDbSnapshot() override {
     it_.reset();
+    requests_.reset();
     db_->ReleaseSnapshot(snapshot_);
   }
 
@@ -135,11 +168,21 @@ class RocksDbSnapshot final : public StoreSnapshot {
     return out;
   }
 
+  absl::StatusOr<std::vector<StoredRequest>> NextRequests(size_t max) override {
+    std::vector<StoredRequest> out;
+    for (; requests_->Valid() && out.size() < max; requests_->Next()) {
+      out.push_back(StoredRequest{requests_->key().ToString(), requests_->value().ToString()});
+    }
+    if (absl::Status s = FromRocks(requests_->status(), "snapshot"); !s.ok()) return s;
+    return out;
+  }
+
  private:
   rocksdb::DB* db_;
   const rocksdb::Snapshot* snapshot_;
   ReplicatedChange last_;
   std::unique_ptr<rocksdb::Iterator> it_;
+  std::unique_ptr<rocksdb::Iterator> requests_;
 };
 
 class RocksDbTweetStore final : public TweetStore {
@@ -150,6 +193,7 @@ class RocksDbTweetStore final : public TweetStore {
       : db_(std::move(db)),
         tweets_(handles[0]),
         changes_(handles[1]),
+        requests_(handles[2]),
         sync_(options.sync_writes),
         guard_(db_.get(), dir, options.min_free_disk_bytes),
         first_sequence_(first_sequence),
@@ -159,6 +203,7 @@ class RocksDbTweetStore final : public TweetStore {
     // Handles must go before the DB. Errors closing are logged by RocksDB itself.
     (void)db_->DestroyColumnFamilyHandle(tweets_);
     (void)db_->DestroyColumnFamilyHandle(changes_);
+    (void)db_->DestroyColumnFamilyHandle(requests_);
     (void)db_->Close();
   }
 
@@ -182,9 +227,10 @@ class RocksDbTweetStore final : public TweetStore {
       absl::StatusOr<StoredTweet> gone = Get(id);
       if (!gone.ok() && !absl::IsNotFound(gone.status())) return gone.status();
       if (auto s = batch.Delete(tweets_, EncodeKey(id)); !s.ok()) return FromRocks(s, "batch");
-      const rocksdb::Status s =
-          batch.Put(changes_, EncodeKey(++sequence),
-                    EncodeChange(ChangeKind::kDelete, id, 0, gone.ok() ? &*gone : nullptr));
+      const ReplicatedChange change{
+          Change{++sequence, ChangeKind::kDelete, id, 0},
+          gone.ok() ? std::optional<StoredTweet>(*std::move(gone)) : std::nullopt, std::nullopt};
+      const rocksdb::Status s = batch.Put(changes_, EncodeKey(sequence), EncodeChange(change));
       if (!s.ok()) return FromRocks(s, "batch");
     }
     for (const auto& [id, likes] : m.likes) {
@@ -196,6 +242,9 @@ class RocksDbTweetStore final : public TweetStore {
         return FromRocks(s, "batch");
       }
       if (auto s = log(ChangeKind::kLikes, id, likes); !s.ok()) return FromRocks(s, "batch");
+    }
+    for (const StoredRequest& r : m.requests) {
+      if (auto s = PutRequest(batch, ++sequence, r); !s.ok()) return s;
     }
     if (sequence == last_sequence_) return sequence;
     rocksdb::WriteOptions options;
@@ -238,6 +287,10 @@ class RocksDbTweetStore final : public TweetStore {
       } else if (c.kind == ChangeKind::kDelete) {
         s = batch.Delete(tweets_, key);
         pending[c.id] = std::nullopt;
+      } else if (c.kind == ChangeKind::kRequest) {
+        if (!rc.request.has_value()) return absl::InvalidArgumentError("request without record");
+        if (absl::Status st = PutRequest(batch, c.sequence, *rc.request); !st.ok()) return st;
+        continue;
       } else {
         absl::StatusOr<std::optional<StoredTweet>> t = current(c.id);
         if (!t.ok()) return t.status();
@@ -248,9 +301,7 @@ class RocksDbTweetStore final : public TweetStore {
         }
       }
       if (!s.ok()) return FromRocks(s, "batch");
-      const bool with_body = c.kind == ChangeKind::kDelete && rc.tweet.has_value();
-      s = batch.Put(changes_, EncodeKey(c.sequence),
-                    EncodeChange(c.kind, c.id, c.likes, with_body ? &*rc.tweet : nullptr));
+      s = batch.Put(changes_, EncodeKey(c.sequence), EncodeChange(rc));
       if (!s.ok()) return FromRocks(s, "batch");
     }
     rocksdb::WriteOptions options;
@@ -268,11 +319,11 @@ class RocksDbTweetStore final : public TweetStore {
           StrCat("changes after ", after, " were trimmed; the oldest kept is ", FirstSequence()));
     };
     if (after + 1 < FirstSequence()) return trimmed();
-    absl::Status s = ScanRecords(after, bodies == ChangeBodies::kInclude,
-                                 [&](const Change& c, std::optional<StoredTweet>& deleted) {
-                                   out.push_back(ReplicatedChange{c, std::move(deleted)});
-                                   return out.size() < max;
-                                 });
+    absl::Status s =
+        ScanRecords(after, bodies == ChangeBodies::kInclude, [&](ReplicatedChange& rc) {
+          out.push_back(std::move(rc));
+          return out.size() < max;
+        });
     if (!s.ok()) return s;
     // The log has no gaps, so a scan that does not start right after `after`
     // met a trim that ran since the check above.
@@ -352,24 +403,50 @@ class RocksDbTweetStore final : public TweetStore {
 
   absl::Status ScanChanges(uint64_t after,
                            const std::function<bool(const Change&)>& visit) const override {
-    return ScanRecords(after, false,
-                       [&](const Change& c, std::optional<StoredTweet>&) { return visit(c); });
+    return ScanRecords(after, false, [&](ReplicatedChange& rc) { return visit(rc.change); });
   }
 
-  // ScanChanges, with the tweet each delete recorded when `deleted_bodies`.
-  absl::Status ScanRecords(
-      uint64_t after, bool deleted_bodies,
-      const std::function<bool(const Change&, std::optional<StoredTweet>&)>& visit) const {
+  // ScanChanges, with each request's record, and the tweet each delete recorded when `bodies`.
+  absl::Status ScanRecords(uint64_t after, bool bodies,
+                           const std::function<bool(ReplicatedChange&)>& visit) const {
     if (after == UINT64_MAX) return absl::OkStatus();
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), changes_));
     for (it->Seek(EncodeKey(after + 1)); it->Valid(); it->Next()) {
-      std::optional<StoredTweet> deleted;
-      absl::StatusOr<Change> change =
-          DecodeChange(it->key(), it->value(), deleted_bodies ? &deleted : nullptr);
+      absl::StatusOr<ReplicatedChange> change = DecodeChange(it->key(), it->value(), bodies);
       if (!change.ok()) return change.status();
-      if (!visit(*change, deleted)) break;
+      if (!visit(*change)) break;
     }
     return FromRocks(it->status(), "scan changes");
+  }
+
+  absl::StatusOr<std::optional<std::string>> GetRequest(std::string_view key) const override {
+    std::string value;
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), requests_, key, &value);
+    if (s.IsNotFound()) return std::optional<std::string>();
+    if (absl::Status st = FromRocks(s, "get request"); !st.ok()) return st;
+    return std::optional<std::string>(std::move(value));
+  }
+
+  absl::StatusOr<uint64_t> DropRequests(
+      const std::function<bool(std::string_view value)>& expired) override {
+    rocksdb::WriteBatch batch;
+    uint64_t dropped = 0;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), requests_));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      if (!expired(std::string_view(it->value().data(), it->value().size()))) continue;
+      if (auto s = batch.Delete(requests_, it->key()); !s.ok()) return FromRocks(s, "batch");
+      ++dropped;
+    }
+    if (absl::Status s = FromRocks(it->status(), "scan requests"); !s.ok()) return s;
+    if (dropped == 0) return dropped;
+    if (absl::Status s = guard_.BeforeWrite(/*adds_data=*/false); !s.ok()) return s;
+    // A record rewritten meanwhile (an ingest finished) is newer than the rule's cut: losing it
+    // a little early only costs that retry its replay.
+    if (absl::Status s = guard_.After(db_->Write(rocksdb::WriteOptions(), &batch), "drop");
+        !s.ok()) {
+      return s;
+    }
+    return dropped;
   }
 
   absl::Status TrimChanges(uint64_t through) override {
@@ -404,18 +481,18 @@ class RocksDbTweetStore final : public TweetStore {
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(options, changes_));
     it->SeekToLast();  // the newest change is never trimmed
     if (it->Valid()) {
-      absl::StatusOr<Change> change = DecodeChange(it->key(), it->value());
+      absl::StatusOr<ReplicatedChange> change = DecodeChange(it->key(), it->value(), true);
       if (!change.ok()) {
         it.reset();
         db_->ReleaseSnapshot(snapshot);
         return change.status();
       }
-      last.change = *change;
-      if (change->kind == ChangeKind::kPut) {
+      last = *std::move(change);
+      if (last.change.kind == ChangeKind::kPut) {
         rocksdb::PinnableSlice value;
-        rocksdb::Status s = db_->Get(options, tweets_, EncodeKey(change->id), &value);
+        rocksdb::Status s = db_->Get(options, tweets_, EncodeKey(last.change.id), &value);
         if (s.ok()) {
-          absl::StatusOr<StoredTweet> t = DecodeTweet(value, change->id);
+          absl::StatusOr<StoredTweet> t = DecodeTweet(value, last.change.id);
           if (t.ok()) last.tweet = *std::move(t);
         }
       }
@@ -427,7 +504,7 @@ class RocksDbTweetStore final : public TweetStore {
       return status;
     }
     return std::unique_ptr<StoreSnapshot>(
-        new RocksDbSnapshot(db_.get(), snapshot, tweets_, std::move(last)));
+        new RocksDbSnapshot(db_.get(), snapshot, tweets_, requests_, std::move(last)));
   }
 
   absl::Status ClearForInstall() override {
@@ -439,6 +516,14 @@ class RocksDbTweetStore final : public TweetStore {
       absl::Status s = FromRocks(db_->DeleteRange(options, family, EncodeKey(0), end), "clear");
       if (!s.ok()) return s;
     }
+    // Request keys are any bytes: delete them one by one (there are a day's worth at most).
+    rocksdb::WriteBatch batch;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), requests_));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      if (auto s = batch.Delete(requests_, it->key()); !s.ok()) return FromRocks(s, "batch");
+    }
+    if (absl::Status s = FromRocks(it->status(), "clear"); !s.ok()) return s;
+    if (absl::Status s = FromRocks(db_->Write(options, &batch), "clear"); !s.ok()) return s;
     last_sequence_ = 0;
     first_sequence_ = 1;
     return absl::OkStatus();
@@ -455,6 +540,15 @@ class RocksDbTweetStore final : public TweetStore {
     return guard_.After(db_->Write(rocksdb::WriteOptions(), &batch), "install");
   }
 
+  absl::Status InstallRequests(std::span<const StoredRequest> requests) override {
+    if (absl::Status s = guard_.BeforeWrite(); !s.ok()) return s;
+    rocksdb::WriteBatch batch;
+    for (const StoredRequest& r : requests) {
+      if (auto s = batch.Put(requests_, r.key, r.value); !s.ok()) return FromRocks(s, "batch");
+    }
+    return guard_.After(db_->Write(rocksdb::WriteOptions(), &batch), "install");
+  }
+
   absl::Status FinishInstall(const ReplicatedChange& last) override {
     absl::MutexLock lock(&write_mu_);
     if (last_sequence_ != 0) {
@@ -463,9 +557,13 @@ class RocksDbTweetStore final : public TweetStore {
     if (last.change.sequence == 0) return absl::OkStatus();  // the copy of an empty store
     rocksdb::WriteBatch batch;
     const Change& c = last.change;
-    rocksdb::Status s =
-        batch.Put(changes_, EncodeKey(c.sequence), EncodeChange(c.kind, c.id, c.likes));
+    rocksdb::Status s = batch.Put(changes_, EncodeKey(c.sequence),
+                                  EncodeChange(ReplicatedChange{c, std::nullopt, last.request}));
     if (!s.ok()) return FromRocks(s, "batch");
+    if (c.kind == ChangeKind::kRequest && last.request.has_value()) {
+      s = batch.Put(requests_, last.request->key, last.request->value);
+      if (!s.ok()) return FromRocks(s, "batch");
+    }
     rocksdb::WriteOptions options;
     options.sync = sync_;  // also makes every InstallTweets() before it durable (one WAL)
     if (absl::Status st = guard_.After(db_->Write(options, &batch), "install"); !st.ok()) return st;
@@ -504,9 +602,17 @@ class RocksDbTweetStore final : public TweetStore {
     for (size_t i = 0; i < ids.size(); ++i) each(i, statuses[i], values[i]);
   }
 
+  // Stores a record and logs it as change `sequence`, in `batch`.
+  absl::Status PutRequest(rocksdb::WriteBatch& batch, uint64_t sequence, const StoredRequest& r) {
+    if (auto s = batch.Put(requests_, r.key, r.value); !s.ok()) return FromRocks(s, "batch");
+    const ReplicatedChange change{Change{sequence, ChangeKind::kRequest, 0, 0}, std::nullopt, r};
+    return FromRocks(batch.Put(changes_, EncodeKey(sequence), EncodeChange(change)), "batch");
+  }
+
   std::unique_ptr<rocksdb::DB> db_;
   rocksdb::ColumnFamilyHandle* tweets_;
   rocksdb::ColumnFamilyHandle* changes_;
+  rocksdb::ColumnFamilyHandle* requests_;
   const bool sync_;
   WriteGuard guard_;
   // Writes are serialized by write_mu_; the sequences are atomics so that
@@ -551,8 +657,15 @@ absl::StatusOr<std::unique_ptr<TweetStore>> TweetStore::Open(const std::string& 
   db_options.keep_log_file_num = 3;
   db_options.max_total_wal_size = options.write_buffer_bytes * 4;
 
+  rocksdb::ColumnFamilyOptions requests_cf;  // a day of idempotent writes' records: small
+  requests_cf.table_factory = changes_cf.table_factory;
+  requests_cf.write_buffer_size = options.write_buffer_bytes / 8;
+  requests_cf.compression = rocksdb::kLZ4Compression;
+
   std::vector<rocksdb::ColumnFamilyDescriptor> families = {
-      {rocksdb::kDefaultColumnFamilyName, tweets_cf}, {"changes", changes_cf}};
+      {rocksdb::kDefaultColumnFamilyName, tweets_cf},
+      {"changes", changes_cf},
+      {"requests", requests_cf}};
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(db_options, dir, families, &handles, &raw);

@@ -7,6 +7,10 @@
 //              delete (with the tweet deleted) and likes change in the order it was applied. An
 //              index that saved its segments at sequence S catches up by replaying the changes
 //              after S; changes at or below the oldest index checkpoint are trimmed.
+//   "requests" the records of idempotent writes (storage/write_records.h): key and value
+//              chosen by the writer. A record is written in the same batch as the write's
+//              changes and logged as a change of its own (kRequest), so that it replicates
+//              with them; readers of the log that only index or route tweets skip it.
 // A Write() lands in both families in one RocksDB write batch, so the log never disagrees with
 // the tweets. With `sync_writes`, the WAL is fsynced before Write() returns: an acknowledged
 // write survives kill -9 and power loss. RocksDB groups concurrent synced writers into one
@@ -25,6 +29,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -46,7 +51,7 @@ struct StoredTweet {
   bool operator==(const StoredTweet&) const = default;
 };
 
-enum class ChangeKind { kPut, kDelete, kLikes };
+enum class ChangeKind { kPut, kDelete, kLikes, kRequest };
 
 struct Change {
   uint64_t sequence = 0;
@@ -55,14 +60,26 @@ struct Change {
   uint32_t likes = 0;  // for kLikes: the new absolute value
 };
 
+// An entry of the requests column family: the record of an idempotent write.
+struct StoredRequest {
+  std::string key;
+  std::string value;
+
+  bool operator==(const StoredRequest&) const = default;
+};
+
 // One atomic, durable write: tweets to store (replacing any with the same id), tweets to
-// delete, and likes to set. Applied in that order.
+// delete, likes to set, and records of idempotent writes to store (replacing any with the same
+// key). Applied and logged in that order.
 struct Mutation {
   std::vector<StoredTweet> puts;
   std::vector<TweetId> deletes;
   std::vector<std::pair<TweetId, uint32_t>> likes;
+  std::vector<StoredRequest> requests;
 
-  bool empty() const { return puts.empty() && deletes.empty() && likes.empty(); }
+  bool empty() const {
+    return puts.empty() && deletes.empty() && likes.empty() && requests.empty();
+  }
 };
 
 // Whether a read of the change log carries the tweets of puts and deletes. Index servers
@@ -73,10 +90,11 @@ enum class ChangeBodies { kInclude, kOmit };
 // A change as a replica, an index server or a stream needs it: the change, and for a put the
 // tweet as stored now (absent when it was deleted since), for a delete the tweet as it was
 // deleted (absent in changes logged before deletes recorded it); absent in both when read with
-// ChangeBodies::kOmit.
+// ChangeBodies::kOmit. A kRequest change always carries its record.
 struct ReplicatedChange {
   Change change;
   std::optional<StoredTweet> tweet;
+  std::optional<StoredRequest> request;
 };
 
 struct StoreOptions {
@@ -106,6 +124,8 @@ class StoreSnapshot {
   virtual const ReplicatedChange& last() const = 0;
   // The next tweets in id order, at most `max`; empty at the end.
   virtual absl::StatusOr<std::vector<StoredTweet>> Next(size_t max) = 0;
+  // The next records of idempotent writes in key order, at most `max`; empty at the end.
+  virtual absl::StatusOr<std::vector<StoredRequest>> NextRequests(size_t max) = 0;
 };
 
 class TweetStore {
@@ -127,6 +147,12 @@ class TweetStore {
   virtual std::vector<absl::StatusOr<StoredTweet>> MultiGet(std::span<const TweetId> ids) const = 0;
   // Which of `ids` are stored (one bool each). Cheaper than MultiGet: values are not decoded.
   virtual absl::StatusOr<std::vector<bool>> Contains(std::span<const TweetId> ids) const = 0;
+  // The record stored under `key` in the requests column family; nullopt if none.
+  virtual absl::StatusOr<std::optional<std::string>> GetRequest(std::string_view key) const = 0;
+  // Deletes every record for which `expired(value)` says true (not logged: each replica
+  // forgets its own records by the same rule). Returns how many it deleted.
+  virtual absl::StatusOr<uint64_t> DropRequests(
+      const std::function<bool(std::string_view value)>& expired) = 0;
   // Calls `visit` for each stored tweet with first <= id <= last, in id order, until it returns
   // false.
   virtual absl::Status Scan(TweetId first, TweetId last,
@@ -135,7 +161,8 @@ class TweetStore {
   // Applies changes numbered by another replica (storage replication): `changes` must be
   // consecutive and start at LastSequence() + 1 (FailedPrecondition otherwise, naming the
   // sequence expected). A put stores its tweet (a put without one only enters the log); a
-  // likes change sets the stored tweet's likes; a delete deletes. Atomic and, with sync_writes,
+  // likes change sets the stored tweet's likes; a delete deletes; a request change stores its
+  // record. Atomic and, with sync_writes,
   // durable when this returns.
   virtual absl::Status Apply(std::span<const ReplicatedChange> changes) = 0;
   // Up to `max` changes after `after`, in order, with the tweets of puts unless `bodies` is
@@ -160,12 +187,14 @@ class TweetStore {
 
   // Installing a full copy of another replica (see StoreSnapshot), in three steps:
   // ClearForInstall() deletes every tweet and change (LastSequence() is then 0);
-  // InstallTweets() adds copied tweets (not synced); FinishInstall() writes the copy's last
+  // InstallTweets() and InstallRequests() add copied tweets and records (not synced);
+  // FinishInstall() writes the copy's last
   // change, syncs, and makes its sequence LastSequence(). Until FinishInstall() the store
   // holds tweets its sequence does not account for: the caller must not serve from it, and
   // must clear it again after a crash.
   virtual absl::Status ClearForInstall() = 0;
   virtual absl::Status InstallTweets(std::span<const StoredTweet> tweets) = 0;
+  virtual absl::Status InstallRequests(std::span<const StoredRequest> requests) = 0;
   virtual absl::Status FinishInstall(const ReplicatedChange& last) = 0;
 
   // RocksDB's estimate of the number of stored tweets.

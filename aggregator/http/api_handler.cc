@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "aggregator/http/json_writer.h"
 #include "aggregator/http/web_assets.h"
+#include "aggregator/idempotency.h"
 #include "aggregator/tweet_json.h"
 #include "common/strings.h"
 #include "common/utf8.h"
@@ -774,8 +775,25 @@ HttpResponse ApiHandler::Stream(Call& call) const {
   return response;
 }
 
+namespace {
+
+// A write's Idempotency-Key header into the call: at most one, and a valid key.
+absl::Status TakeIdempotencyKey(const HttpRequest& request, CallContext* context) {
+  const size_t headers = request.count("Idempotency-Key");
+  if (headers == 0) return absl::OkStatus();
+  if (headers > 1) return absl::InvalidArgumentError("more than one Idempotency-Key header");
+  const auto value = request["Idempotency-Key"];
+  context->idempotency_key.assign(value.data(), value.size());
+  return CheckIdempotencyKey(context->idempotency_key);
+}
+
+}  // namespace
+
 HttpResponse ApiHandler::Ingest(Call& call) const {
   const HttpRequest& request = call.request;
+  if (absl::Status s = TakeIdempotencyKey(request, call.context); !s.ok()) {
+    return Error(s, request);
+  }
   const std::string& body = request.body();
   // Counted before anything is parsed (a newline count runs at memory speed).
   if (const size_t newlines = std::count(body.begin(), body.end(), '\n');
@@ -852,6 +870,9 @@ HttpResponse ApiHandler::GetTweet(Call& call) const {
 HttpResponse ApiHandler::DeleteTweet(Call& call) const {
   absl::StatusOr<TweetId> id = ParseTweetId(call.args[0]);
   if (!id.ok()) return Error(id.status(), call.request);
+  if (absl::Status s = TakeIdempotencyKey(call.request, call.context); !s.ok()) {
+    return Error(s, call.request);
+  }
   if (absl::Status s = door_.Delete(call.key, *id, call.context); !s.ok()) {
     return Error(s, call.request);
   }
@@ -863,6 +884,7 @@ HttpResponse ApiHandler::Likes(Call& call) const {
   const HttpRequest& request = call.request;
   absl::StatusOr<TweetId> id = ParseTweetId(call.args[0]);
   if (!id.ok()) return Error(id.status(), request);
+  if (absl::Status s = TakeIdempotencyKey(request, call.context); !s.ok()) return Error(s, request);
   // {"set": N} or {"add": N} in the body, or ?set=N / ?add=N.
   std::optional<int64_t> set, add;
   if (!request.body().empty()) {

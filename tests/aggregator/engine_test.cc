@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/container/flat_hash_set.h"
+#include "aggregator/idempotency.h"
 #include "common/synthetic.h"
 #include "indexer/query/plan.h"
 #include "tests/testing/corpus.h"
@@ -208,6 +209,89 @@ TEST_F(EngineTest, ConcurrentIngestCallsAreAllWrittenOnce) {
   EXPECT_EQ(All(*e, "shared").size(), std::min<size_t>(unique.size(), query::kMaxLimit));
   EXPECT_EQ(e->Stats().tweets_ingested, unique.size());
   EXPECT_LE(e->Stats().write_groups, uint64_t{kThreads * kCalls});
+}
+
+// Idempotency keys in one process: a retry gets the first answer and changes nothing, also
+// after a restart (with the change log replayed); another request under the key is refused;
+// after a day the key is free again.
+TEST_F(EngineTest, ARetryWithTheSameIdempotencyKeyGetsTheFirstAnswerAndChangesNothing) {
+  EngineOptions o = Options();
+  o.checkpoint_on_close = false;  // the restart replays the log, records included
+  auto e = Open(o);
+  ASSERT_TRUE(e->Ingest({Tweet(500, "liked tweet", 10)})[0].status.ok());
+
+  WriteOnce add = MakeWriteOnce("k1", "like-1", LikesFingerprint(500, 5, true));
+  absl::StatusOr<uint32_t> likes = e->Likes(500, 5, true, &add);
+  ASSERT_TRUE(likes.ok()) << likes.status();
+  EXPECT_EQ(*likes, 15u);
+  EXPECT_FALSE(add.replayed);
+  const uint64_t last_change = e->Stats().last_change;
+  WriteOnce again = MakeWriteOnce("k1", "like-1", LikesFingerprint(500, 5, true));
+  likes = e->Likes(500, 5, true, &again);
+  ASSERT_TRUE(likes.ok());
+  EXPECT_EQ(*likes, 15u);
+  EXPECT_TRUE(again.replayed);
+  EXPECT_EQ(e->Stats().last_change, last_change) << "a replay writes nothing";
+  EXPECT_EQ(e->Get(500)->likes, 15u);
+
+  // The same key for another request, and the same client key under another API key.
+  WriteOnce other = MakeWriteOnce("k1", "like-1", LikesFingerprint(500, 6, true));
+  EXPECT_TRUE(absl::IsFailedPrecondition(e->Likes(500, 6, true, &other).status()));
+  WriteOnce elsewhere = MakeWriteOnce("k2", "like-1", LikesFingerprint(500, 5, true));
+  EXPECT_EQ(*e->Likes(500, 5, true, &elsewhere), 20u);
+
+  // Ingest without ids: a retry gets the same ids, and nothing is stored twice.
+  std::vector<NewTweet> batch = {Tweet(std::nullopt, "idempotent zebra one"),
+                                 Tweet(std::nullopt, "idempotent zebra two"), Tweet(500, "dup")};
+  auto fingerprint = [&] {
+    std::vector<absl::StatusOr<NewTweet>> lines(batch.begin(), batch.end());
+    return IngestFingerprint(lines);
+  };
+  WriteOnce ingest = MakeWriteOnce("k1", "batch-1", fingerprint());
+  std::vector<IngestOutcome> first = e->Ingest(batch, &ingest);
+  ASSERT_EQ(first.size(), 3u);
+  ASSERT_TRUE(first[0].status.ok() && first[1].status.ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(first[2].status));
+  EXPECT_FALSE(ingest.replayed);
+  WriteOnce ingest_again = MakeWriteOnce("k1", "batch-1", fingerprint());
+  std::vector<IngestOutcome> second = e->Ingest(batch, &ingest_again);
+  EXPECT_TRUE(ingest_again.replayed);
+  ASSERT_EQ(second.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(second[i].id, first[i].id);
+    EXPECT_EQ(second[i].status, first[i].status);
+  }
+  EXPECT_EQ(All(*e, "zebra").size(), 2u);
+  std::vector<NewTweet> changed = batch;
+  changed[1].text = "idempotent zebra changed";
+  std::vector<absl::StatusOr<NewTweet>> changed_lines(changed.begin(), changed.end());
+  WriteOnce reused = MakeWriteOnce("k1", "batch-1", IngestFingerprint(changed_lines));
+  e->Ingest(changed, &reused);
+  EXPECT_TRUE(absl::IsFailedPrecondition(reused.status));
+  EXPECT_EQ(All(*e, "zebra").size(), 2u);
+
+  // A delete of a tweet not stored is a final answer too.
+  WriteOnce gone = MakeWriteOnce("k1", "delete-9", DeleteFingerprint(9));
+  EXPECT_TRUE(absl::IsNotFound(e->Delete(9, &gone)));
+  ASSERT_TRUE(e->Ingest({Tweet(9, "now stored")})[0].status.ok());
+  WriteOnce gone_again = MakeWriteOnce("k1", "delete-9", DeleteFingerprint(9));
+  EXPECT_TRUE(absl::IsNotFound(e->Delete(9, &gone_again)));
+  EXPECT_TRUE(gone_again.replayed);
+  EXPECT_TRUE(e->Get(9).ok());
+
+  // A restart keeps the records.
+  e.reset();
+  e = Open(o);
+  WriteOnce after_restart = MakeWriteOnce("k1", "like-1", LikesFingerprint(500, 5, true));
+  EXPECT_EQ(*e->Likes(500, 5, true, &after_restart), 15u);
+  EXPECT_TRUE(after_restart.replayed);
+  EXPECT_EQ(e->Get(500)->likes, 20u);
+
+  // A day later the key is forgotten: the same request is a new one.
+  clock_.AdvanceMillis(24 * 3600 * 1000);
+  WriteOnce next_day = MakeWriteOnce("k1", "like-1", LikesFingerprint(500, 5, true));
+  EXPECT_EQ(*e->Likes(500, 5, true, &next_day), 25u);
+  EXPECT_FALSE(next_day.replayed);
 }
 
 TEST(TweetCacheTest, EvictsLeastRecentlyUsedAndNeverCachesAcrossAnInvalidation) {

@@ -102,6 +102,33 @@ class StorageNodeTest : public ::testing::Test {
     return out;
   }
 
+  // Adds `add` likes to tweet `id` under idempotency key `key` with `fingerprint`.
+  absl::StatusOr<storage::WriteResult> AddLikes(StorageNode& primary, TweetId id, int64_t add,
+                                                const std::string& key,
+                                                const std::string& fingerprint) {
+    storage::WriteOp op;
+    op.likes = storage::LikesChange{id, add, true};
+    op.request_key = key;
+    op.record = storage::WriteRecord{};
+    op.record->fingerprint = fingerprint;
+    op.record->created_at_ms = clock_.NowUnixMillis();
+    return primary.Write(std::move(op));
+  }
+
+  // Stores an ingest's record alone: its plan (`ids`), or its final answer with `done`.
+  absl::StatusOr<storage::WriteResult> IngestRecord(StorageNode& primary, const std::string& key,
+                                                    std::vector<TweetId> ids, bool done) {
+    storage::WriteOp op;
+    op.request_key = key;
+    op.record = storage::WriteRecord{};
+    op.record->fingerprint = "f";
+    op.record->created_at_ms = clock_.NowUnixMillis();
+    op.record->done = done;
+    op.record->ids = std::move(ids);
+    if (done) op.record->outcomes.resize(op.record->ids.size());
+    return primary.Write(std::move(op));
+  }
+
   testing::TempDir dir_;
   ManualClock clock_{1'700'000'000'000};  // the replicas' windows are measured on it
   bool peer_stale_ = false;
@@ -224,7 +251,8 @@ TEST_F(StorageNodeTest, ACopyCutOffByACrashIsClearedAtRestartAndRefusedMeanwhile
   // A copy given up for the log: replication from sequence 1 clears it first.
   chunk.begin = true;
   ASSERT_TRUE(b->Install(3, "s0a", chunk).ok());
-  storage::ReplicatedChange put{storage::Change{1, storage::ChangeKind::kPut, 7, 0}, MakeTweet(7)};
+  storage::ReplicatedChange put{storage::Change{1, storage::ChangeKind::kPut, 7, 0}, MakeTweet(7),
+                                std::nullopt};
   absl::StatusOr<uint64_t> replicated =
       b->Replicate(3, "s0a", std::span(&put, 1), /*synced_through=*/1);
   ASSERT_TRUE(replicated.ok()) << replicated.status();
@@ -308,7 +336,8 @@ TEST_F(StorageNodeTest, ASecondaryServesReadsOnlyWhileItsPrimaryCallsItInSync) {
   // Restarted, it does not know whether it lacks writes: readers go elsewhere.
   EXPECT_TRUE(absl::IsUnavailable(read(0)));
   EXPECT_TRUE(absl::IsUnavailable(get(7)));
-  storage::ReplicatedChange put{storage::Change{1, storage::ChangeKind::kPut, 7, 0}, MakeTweet(7)};
+  storage::ReplicatedChange put{storage::Change{1, storage::ChangeKind::kPut, 7, 0}, MakeTweet(7),
+                                std::nullopt};
   ASSERT_TRUE(b->Replicate(1, "s0a", std::span(&put, 1), /*synced_through=*/1).ok());
   EXPECT_TRUE(read(0).ok());
   EXPECT_TRUE(get(7).ok());
@@ -382,6 +411,74 @@ TEST_F(StorageNodeTest, APrimaryWhoseLeaseEtcdLeftUnrenewedWritesOnlyWithItsSeco
   lost.puts.push_back(MakeTweet(5000));
   EXPECT_TRUE(absl::IsFailedPrecondition(c->Write(std::move(lost)).status()));
   EXPECT_FALSE(c->is_primary());
+}
+
+// A likes change with an idempotency key counts once: its record is replicated with it, carried
+// by a full copy, and answers the retry on the replica promoted after a failover. An ingest's
+// plan is kept until its final answer replaces it; nothing replaces a final answer.
+TEST_F(StorageNodeTest, AnIdempotentWriteIsAnsweredFromItsRecordAfterACopyAndAFailover) {
+  std::unique_ptr<StorageNode> a = Open("s0a", /*max_log_changes=*/10);
+  std::unique_ptr<StorageNode> b = Open("s0b");
+  testing::LocalStoragePeer to_b(b.get());
+  Promote(*a, 1, &to_b);
+  ASSERT_TRUE(a->CatchUpPeer().ok());
+  Put(*a, 7, 1);  // 2 likes
+
+  absl::StatusOr<storage::WriteResult> first = AddLikes(*a, 7, 5, "k/like", "f1");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->likes, 7u);
+  EXPECT_FALSE(first->replayed);
+  const uint64_t last = a->LastSequence();
+  absl::StatusOr<storage::WriteResult> retry = AddLikes(*a, 7, 5, "k/like", "f1");
+  ASSERT_TRUE(retry.ok());
+  EXPECT_TRUE(retry->replayed);
+  ASSERT_TRUE(retry->record.has_value());
+  EXPECT_EQ(retry->record->likes, 7u);
+  EXPECT_EQ(a->LastSequence(), last);
+  // Another request under the key gets the stored record, whose fingerprint tells it apart.
+  absl::StatusOr<storage::WriteResult> other = AddLikes(*a, 7, 1, "k/like", "f2");
+  ASSERT_TRUE(other.ok());
+  EXPECT_TRUE(other->replayed);
+  EXPECT_EQ(other->record->fingerprint, "f1");
+
+  // An ingest's plan stays until its final answer; a later plan gets the first one.
+  ASSERT_FALSE(IngestRecord(*a, "k/ingest", {100, 101}, false)->replayed);
+  absl::StatusOr<storage::WriteResult> plan = IngestRecord(*a, "k/ingest", {200, 201}, false);
+  ASSERT_TRUE(plan->replayed);
+  EXPECT_EQ(plan->record->ids, (std::vector<TweetId>{100, 101}));
+  ASSERT_FALSE(IngestRecord(*a, "k/ingest", {100, 101}, true)->replayed);
+  absl::StatusOr<storage::WriteResult> done = IngestRecord(*a, "k/ingest", {300, 301}, true);
+  ASSERT_TRUE(done->replayed);
+  EXPECT_TRUE(done->record->done);
+  EXPECT_EQ(done->record->ids, (std::vector<TweetId>{100, 101}));
+
+  // b loses its disk while a writes on and trims; the full copy carries the records.
+  to_b.Reconnect(nullptr);
+  b.reset();
+  std::filesystem::remove_all(dir_.path() + "/s0b");
+  Put(*a, 1000, 20);
+  ASSERT_TRUE(a->TrimLog().ok());
+  b = Open("s0b");
+  to_b.Reconnect(b.get());
+  ASSERT_TRUE(a->CatchUpPeer().ok());
+  ASSERT_EQ(a->Status().copies_sent, 1u);
+
+  // Failover: the retry on b is answered from the record and counts nothing.
+  a->StepDown();
+  Promote(*b, 2, nullptr);
+  retry = AddLikes(*b, 7, 5, "k/like", "f1");
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  EXPECT_TRUE(retry->replayed);
+  EXPECT_EQ(retry->record->likes, 7u);
+  EXPECT_EQ(b->MultiGet(std::vector<TweetId>{7})[0]->likes, 7u);
+
+  // A day later the record is gone (and the hourly sweep drops it): the key is free again.
+  clock_.AdvanceMillis(storage::kWriteRecordTtlMs);
+  ASSERT_TRUE(b->TrimLog().ok());
+  retry = AddLikes(*b, 7, 5, "k/like", "f1");
+  ASSERT_TRUE(retry.ok());
+  EXPECT_FALSE(retry->replayed);
+  EXPECT_EQ(retry->likes, 12u);
 }
 
 }  // namespace

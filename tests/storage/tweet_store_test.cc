@@ -186,7 +186,7 @@ TEST(TweetStoreTest, TheFirstSequenceFollowsTrimsReopensAndInstalls) {
     EXPECT_EQ((*store)->FirstSequence(), 1u);
     const StoredTweet copied = Tweet(42, "copied");
     ASSERT_TRUE((*store)->InstallTweets({&copied, 1}).ok());
-    ReplicatedChange last{Change{500, ChangeKind::kPut, 42, 0}, copied};
+    ReplicatedChange last{Change{500, ChangeKind::kPut, 42, 0}, copied, std::nullopt};
     ASSERT_TRUE((*store)->FinishInstall(last).ok());
     EXPECT_EQ((*store)->FirstSequence(), 500u);
     EXPECT_TRUE(absl::IsFailedPrecondition(
@@ -199,6 +199,62 @@ TEST(TweetStoreTest, TheFirstSequenceFollowsTrimsReopensAndInstalls) {
   ASSERT_TRUE(after.ok()) << after.status();
   ASSERT_EQ(after->size(), 1u);
   EXPECT_EQ(after->front().change.id, 42u);
+}
+
+// Records of idempotent writes: written with a write's changes and logged after them, applied
+// from the log by another replica, carried by a full copy, and dropped by the caller's rule.
+TEST(TweetStoreTest, RequestRecordsAreLoggedAppliedCopiedAndDropped) {
+  testing::TempDir dir;
+  auto primary = TweetStore::Open(dir.path() + "/a");
+  auto replica = TweetStore::Open(dir.path() + "/b");
+  ASSERT_TRUE(primary.ok() && replica.ok());
+  Mutation m;
+  m.puts = {Tweet(1, "one")};
+  m.requests = {{"k1/a", "old"}, {"k1/b", "new"}};
+  ASSERT_TRUE((*primary)->Write(m).ok());
+  Mutation alone;  // a record without a change of its own
+  alone.requests = {{"k2/c", "plan"}};
+  ASSERT_EQ(*(*primary)->Write(alone), 4u);
+  EXPECT_EQ(*(*primary)->GetRequest("k1/b"), std::optional<std::string>("new"));
+  EXPECT_EQ(*(*primary)->GetRequest("k1/z"), std::nullopt);
+
+  auto log = (*primary)->ReadChanges(0, 100, ChangeBodies::kOmit);
+  ASSERT_TRUE(log.ok()) << log.status();
+  ASSERT_EQ(log->size(), 4u);
+  EXPECT_EQ((*log)[0].change.kind, ChangeKind::kPut);
+  EXPECT_EQ((*log)[1].change.kind, ChangeKind::kRequest);
+  EXPECT_EQ((*log)[1].request, (StoredRequest{"k1/a", "old"}));
+  EXPECT_EQ((*log)[3].request, (StoredRequest{"k2/c", "plan"}));
+  ASSERT_TRUE((*replica)->Apply(*log).ok());
+  EXPECT_EQ(*(*replica)->GetRequest("k2/c"), std::optional<std::string>("plan"));
+  EXPECT_EQ(*(*replica)->GetRequest("k1/a"), std::optional<std::string>("old"));
+
+  // A full copy of the primary into a cleared third store carries every record.
+  auto copy = TweetStore::Open(dir.path() + "/c");
+  Mutation stale;
+  stale.requests = {{"gone/x", "cleared by the copy"}};
+  ASSERT_TRUE((*copy)->Write(stale).ok());
+  ASSERT_TRUE((*copy)->ClearForInstall().ok());
+  auto snapshot = (*primary)->Snapshot();
+  ASSERT_TRUE(snapshot.ok());
+  std::vector<StoredRequest> records;
+  for (;;) {
+    auto next = (*snapshot)->NextRequests(2);
+    ASSERT_TRUE(next.ok());
+    if (next->empty()) break;
+    ASSERT_TRUE((*copy)->InstallRequests(*next).ok());
+    records.insert(records.end(), next->begin(), next->end());
+  }
+  EXPECT_EQ(records.size(), 3u);
+  ASSERT_TRUE((*copy)->FinishInstall((*snapshot)->last()).ok());
+  EXPECT_EQ(*(*copy)->GetRequest("k1/b"), std::optional<std::string>("new"));
+  EXPECT_EQ(*(*copy)->GetRequest("gone/x"), std::nullopt);
+
+  auto dropped = (*primary)->DropRequests([](std::string_view v) { return v == "old"; });
+  ASSERT_TRUE(dropped.ok());
+  EXPECT_EQ(*dropped, 1u);
+  EXPECT_EQ(*(*primary)->GetRequest("k1/a"), std::nullopt);
+  EXPECT_EQ(*(*primary)->GetRequest("k1/b"), std::optional<std::string>("new"));
 }
 
 TEST(TweetStoreTest, OpenFailsCleanlyOnAFile) {
