@@ -90,9 +90,10 @@ HttpClient::~HttpClient() {
   connection_->stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
 }
 
-absl::StatusOr<HttpReply> HttpClient::Send(std::string_view method, std::string_view target,
-                                           std::string_view body, std::string_view content_type,
-                                           std::string_view api_key) {
+absl::StatusOr<HttpReply> HttpClient::Send(
+    std::string_view method, std::string_view target, std::string_view body,
+    std::string_view content_type, std::string_view api_key,
+    const std::vector<std::pair<std::string, std::string>>& headers) {
   http::request<http::string_body> request;
   request.method(http::string_to_verb(beast::string_view(method.data(), method.size())));
   if (request.method() == http::verb::unknown) {
@@ -108,6 +109,7 @@ absl::StatusOr<HttpReply> HttpClient::Send(std::string_view method, std::string_
     request.set(http::field::content_type,
                 beast::string_view(content_type.data(), content_type.size()));
   }
+  for (const auto& [name, value] : headers) request.insert(name, value);
   request.body() = std::string(body);
   request.keep_alive(true);
   request.prepare_payload();

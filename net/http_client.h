@@ -12,6 +12,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -33,11 +35,12 @@ class HttpClient {
   ~HttpClient();
 
   // Sends one request (reconnecting if the kept-alive connection was closed) and reads the
-  // reply. Unavailable when the server cannot be reached or the connection breaks.
-  absl::StatusOr<HttpReply> Send(std::string_view method, std::string_view target,
-                                 std::string_view body = {},
-                                 std::string_view content_type = "application/json",
-                                 std::string_view api_key = {});
+  // reply, with `headers` added as given (a name may repeat). Unavailable when the server
+  // cannot be reached or the connection breaks.
+  absl::StatusOr<HttpReply> Send(
+      std::string_view method, std::string_view target, std::string_view body = {},
+      std::string_view content_type = "application/json", std::string_view api_key = {},
+      const std::vector<std::pair<std::string, std::string>>& headers = {});
 
  private:
   struct Connection;

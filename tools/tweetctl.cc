@@ -28,6 +28,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -83,19 +84,39 @@ int Call(HttpClient& client, const Globals& g, std::string_view method, const st
   return Checked(client.Send(method, target, body, "application/json", g.key), g, reply);
 }
 
-// Sends one ingest batch. A 503 means storage was unavailable and nothing was stored: the batch
-// is sent again after the answer's Retry-After (1 to 30 s), up to 5 times.
+// A batch's Idempotency-Key: 128 random bits, in hex.
+std::string BatchKey() {
+  thread_local std::mt19937_64 bits{std::random_device{}()};
+  char key[33];
+  std::snprintf(key, sizeof key, "%016llx%016llx", static_cast<unsigned long long>(bits()),
+                static_cast<unsigned long long>(bits()));
+  return key;
+}
+
+// Sends one ingest batch, with an Idempotency-Key of its own. A 503 means storage was
+// unavailable and nothing was stored; a broken connection may have lost the answer of a batch
+// that was stored. Either way the batch is sent again under the same key (which stores nothing
+// twice and answers as the first time), after the answer's Retry-After (1 to 30 s) or 1 s, up
+// to 5 times.
 int SendBatch(HttpClient& client, const Globals& g, std::string_view body, HttpReply* reply) {
   constexpr int kRetries = 5;
+  const std::vector<std::pair<std::string, std::string>> headers = {
+      {"Idempotency-Key", BatchKey()}};
   for (int attempt = 0;; ++attempt) {
     absl::StatusOr<HttpReply> r =
-        client.Send("POST", "/v1/tweets?report=rejected", body, "application/json", g.key);
-    if (!r.ok() || r->status != 503 || attempt == kRetries) return Checked(std::move(r), g, reply);
+        client.Send("POST", "/v1/tweets?report=rejected", body, "application/json", g.key, headers);
+    const bool lost = !r.ok() && absl::IsUnavailable(r.status());
+    if ((!lost && (!r.ok() || r->status != 503)) || attempt == kRetries) {
+      return Checked(std::move(r), g, reply);
+    }
     int wait = 1;
-    if (!absl::SimpleAtoi(r->headers["retry-after"], &wait)) wait = 1;
+    if (!lost && !absl::SimpleAtoi(r->headers["retry-after"], &wait)) wait = 1;
     wait = std::clamp(wait, 1, 30);
-    std::cerr << "\ntweetctl: the server answered 503 (storage unavailable, nothing stored); "
-              << "sending the batch again in " << wait << " s\n";
+    std::cerr << "\ntweetctl: "
+              << (lost ? "the connection broke (" + std::string(r.status().message()) + ")"
+                       : std::string("the server answered 503 (storage unavailable, nothing "
+                                     "stored)"))
+              << "; sending the batch again in " << wait << " s\n";
     std::this_thread::sleep_for(std::chrono::seconds(wait));
   }
 }

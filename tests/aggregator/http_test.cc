@@ -466,6 +466,73 @@ TEST_F(HttpTest, GrpcServesTheSameCalls) {
   }
 }
 
+// Idempotency keys over HTTP and gRPC: a retried write gets the first answer, marked replayed,
+// and changes nothing; a key reused for another request, a bad key and two keys are refused.
+TEST_F(HttpTest, RetriesWithAnIdempotencyKeyGetTheFirstAnswerAndChangeNothing) {
+  auto send = [&](std::string_view target, std::string_view body,
+                  std::vector<std::pair<std::string, std::string>> headers) {
+    auto reply = client_->Send("POST", target, body, "application/json", kDemoKey, headers);
+    EXPECT_TRUE(reply.ok()) << reply.status();
+    return reply.ok() ? *reply : HttpReply{};
+  };
+  using Headers = std::vector<std::pair<std::string, std::string>>;
+  const std::string batch = "{\"text\": \"quagga one\"}\n{\"text\": \"quagga two\"}\n";
+  HttpReply first = send("/v1/tweets", batch, Headers{{"Idempotency-Key", "batch-1"}});
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.headers.count("idempotent-replayed"), 0u);
+  HttpReply again = send("/v1/tweets", batch, Headers{{"Idempotency-Key", "batch-1"}});
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.headers["idempotent-replayed"], "true");
+  EXPECT_EQ(again.body, first.body) << "the same ids, the same report";
+  EXPECT_EQ(Search("q=quagga")["total_hits"], 2);
+  HttpReply other =
+      send("/v1/tweets", "{\"text\": \"quagga three\"}\n", Headers{{"Idempotency-Key", "batch-1"}});
+  EXPECT_EQ(other.status, 400);
+  EXPECT_EQ(ErrorCode(other), "failed_precondition");
+
+  const std::string id = json::parse(first.body)["results"][0]["tweet_id"];
+  const std::string likes = "/v1/tweets/" + id + "/likes";
+  HttpReply liked = send(likes, R"({"add": 3})", Headers{{"Idempotency-Key", "like-1"}});
+  ASSERT_EQ(liked.status, 200) << liked.body;
+  HttpReply liked_again = send(likes, R"({"add": 3})", Headers{{"Idempotency-Key", "like-1"}});
+  EXPECT_EQ(liked_again.body, liked.body);
+  EXPECT_EQ(liked_again.headers["idempotent-replayed"], "true");
+  EXPECT_EQ(json::parse(Call("GET", "/v1/tweets/" + id, {}, kDemoKey).body)["likes"], 3);
+  EXPECT_EQ(ErrorCode(send(likes, R"({"add": 4})", Headers{{"Idempotency-Key", "like-1"}})),
+            "failed_precondition");
+
+  for (const Headers& bad : {Headers{{"Idempotency-Key", std::string(256, 'k')}},
+                             Headers{{"Idempotency-Key", "tab\there"}},
+                             Headers{{"Idempotency-Key", "a"}, {"Idempotency-Key", "b"}}}) {
+    HttpReply r = send(likes, R"({"add": 1})", bad);
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_EQ(ErrorCode(r), "invalid_argument");
+  }
+  EXPECT_EQ(json::parse(Call("GET", "/v1/tweets/" + id, {}, kDemoKey).body)["likes"], 3);
+
+  // gRPC: the same key field on a likes change; the replay is marked in the metadata.
+  auto stub = v1::TweetSearch::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(daemon_->grpc_port()), grpc::InsecureChannelCredentials()));
+  v1::LikesRequest request;
+  request.set_api_dev_key(std::string(kDemoKey));
+  request.set_id(std::stoull(id));
+  request.set_add(10);
+  request.set_idempotency_key("grpc-like-1");
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    grpc::ClientContext context;
+    v1::LikesResponse response;
+    ASSERT_TRUE(stub->Likes(&context, request, &response).ok());
+    EXPECT_EQ(response.likes(), 13u);
+    EXPECT_EQ(context.GetServerInitialMetadata().count("idempotent-replayed"),
+              attempt == 0 ? 0u : 1u);
+  }
+  request.set_add(11);
+  grpc::ClientContext context;
+  v1::LikesResponse response;
+  EXPECT_EQ(stub->Likes(&context, request, &response).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+}
+
 // One request on a reflection stream of `service` (v1 or v1alpha), sent and answered as raw
 // bytes: the two versions' messages are the same on the wire.
 std::string AskReflection(const std::shared_ptr<grpc::Channel>& channel, const std::string& service,

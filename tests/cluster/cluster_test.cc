@@ -872,6 +872,64 @@ TEST_F(ClusterTest, KillingAStoragePrimaryDuringIngestLosesNoAcknowledgedTweet) 
   ExpectEachExactlyOnce(acked);
 }
 
+// Idempotency keys through failovers. A client whose answers were lost sends an ingest and a
+// likes change again, with their keys, through the other front door, after the storage primary
+// of the liked tweet's partition was SIGKILLed, and again after the other partition's primary
+// was: every retry gets the first answer (the same ids, the same count) and nothing is stored
+// or counted twice. The ingest's record lives in one of the two partitions, so both rounds
+// cover a failover of the partition that keeps it.
+TEST_F(ClusterTest, WritesRetriedWithTheirIdempotencyKeysAcrossFailoversCountOnce) {
+  net::HttpClient a0 = Door("a0"), a1 = Door("a1");
+  auto post = [](net::HttpClient& door, const std::string& target, const std::string& body,
+                 const std::string& key) {
+    auto reply = door.Send("POST", StrCat(target, "?api_dev_key=", kKey), body, "application/json",
+                           {}, {{"Idempotency-Key", key}});
+    EXPECT_TRUE(reply.ok()) << reply.status();
+    return reply.ok() ? *reply : net::HttpReply{};
+  };
+  std::string batch;
+  for (int i = 0; i < 8; ++i) batch += json{{"text", StrCat("quagga herd ", i)}}.dump() + "\n";
+  const net::HttpReply ingested = post(a0, "/v1/tweets", batch, "batch-1");
+  ASSERT_EQ(ingested.status, 200) << ingested.body;
+  ASSERT_EQ(json::parse(ingested.body)["accepted"], 8) << ingested.body;
+  const std::string id = json::parse(ingested.body)["results"][0]["tweet_id"];
+  const std::string likes = StrCat("/v1/tweets/", id, "/likes");
+  const net::HttpReply liked = post(a0, likes, R"({"add": 5})", "like-1");
+  ASSERT_EQ(liked.status, 200) << liked.body;
+
+  const int home = static_cast<int>(cluster::StoragePartitionOf(std::stoull(id), 2));
+  std::string killed;
+  for (const int p : {home, 1 - home}) {
+    if (!killed.empty()) {
+      // The replica killed in the first round comes back and catches up first, so that the
+      // second round's partition keeps a replica.
+      cluster_->Restart(killed);
+      ASSERT_TRUE(WaitUntil(
+          [&] {
+            return Metric(a0, StrCat("tweetsearch_storage_secondary_in_sync{partition=\"", 1 - p,
+                                     "\"}")) == 1;
+          },
+          std::chrono::seconds(60), std::chrono::milliseconds(250)))
+          << "the restarted replica never caught up";
+    }
+    killed = cluster_->StoragePrimary(p);
+    ASSERT_FALSE(KillPrimaryAndWaitForTheNext(p).empty()) << "partition " << p;
+    const net::HttpReply liked_again = post(a1, likes, R"({"add": 5})", "like-1");
+    EXPECT_EQ(liked_again.status, 200) << liked_again.body;
+    EXPECT_EQ(liked_again.body, liked.body) << "after a failover of partition " << p;
+    EXPECT_EQ(liked_again.headers.at("idempotent-replayed"), "true");
+    const net::HttpReply ingested_again = post(a1, "/v1/tweets", batch, "batch-1");
+    EXPECT_EQ(ingested_again.status, 200) << ingested_again.body;
+    EXPECT_EQ(ingested_again.body, ingested.body) << "after a failover of partition " << p;
+  }
+  auto tweet = a1.Send("GET", StrCat("/v1/tweets/", id, "?api_dev_key=", kKey));
+  ASSERT_TRUE(tweet.ok() && tweet->status == 200);
+  EXPECT_EQ(json::parse(tweet->body)["likes"], 5);
+  EXPECT_EQ(Search(a1, "quagga", "newest").total, 8u) << "each tweet stored once";
+  // A new key is a new request.
+  EXPECT_EQ(json::parse(post(a1, likes, R"({"add": 5})", "like-2").body)["likes"], 10);
+}
+
 TEST_F(ClusterTest, AFrozenPrimaryIsFencedOffAndLosesNothing) {
   // Did: ingest 10 batches of 100; SIGSTOP the primary of storage partition 0
   // and keep ingesting (the writes wait while its lease runs out and the
