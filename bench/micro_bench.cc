@@ -2,9 +2,12 @@
 #include <benchmark/benchmark.h>
 #include <sys/statvfs.h>
 
+#include <filesystem>
 #include <random>
 
+#include "aggregator/engine.h"
 #include "aggregator/http/request_checks.h"
+#include "aggregator/idempotency.h"
 #include "common/synthetic.h"
 #include "indexer/analysis/analyzer.h"
 #include "indexer/index/bitpack.h"
@@ -224,3 +227,49 @@ static void BM_FreeSpaceCheck(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_FreeSpaceCheck);
+
+// What an Idempotency-Key costs a write in one process: range(0) 0 = a likes change, 1 = an
+// ingest call of 100 tweets without ids; range(1) 1 = with a key (a fresh one per call);
+// range(2) 1 = synced writes (the default), 0 = not synced (the work without the fsync).
+static void BM_IdempotentWrites(benchmark::State& state) {
+  namespace agg = tweetsearch::aggregator;
+  char dir_template[] = "/tmp/ts-micro-XXXXXX";
+  const std::string dir = mkdtemp(dir_template);
+  agg::EngineOptions options;
+  options.data_dir = dir;
+  options.store.sync_writes = state.range(2) == 1;
+  options.streams = false;
+  {
+    auto engine = agg::Engine::Open(options, tweetsearch::SystemClock());
+    if (!engine.ok()) {
+      state.SkipWithError(std::string(engine.status().message()).c_str());
+      return;
+    }
+    const bool likes = state.range(0) == 0, keyed = state.range(1) == 1;
+    std::vector<agg::NewTweet> batch;
+    for (const ts::SyntheticTweet& t : Tweets(100)) {
+      agg::NewTweet n = agg::ToNewTweet(t);
+      n.id.reset();
+      batch.push_back(std::move(n));
+    }
+    const tweetsearch::TweetId liked = (*engine)->Ingest(batch)[0].id;
+    uint64_t call = 0;
+    for (auto _ : state) {
+      ++call;
+      agg::WriteOnce once = agg::MakeWriteOnce(
+          "bench", std::to_string(call),
+          likes ? agg::LikesFingerprint(liked, 1, true) : std::string(32, 'f'));
+      if (likes) {
+        benchmark::DoNotOptimize((*engine)->Likes(liked, 1, true, keyed ? &once : nullptr));
+      } else {
+        benchmark::DoNotOptimize((*engine)->Ingest(batch, keyed ? &once : nullptr));
+      }
+    }
+    state.SetItemsProcessed(state.iterations() * (likes ? 1 : 100));
+  }
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_IdempotentWrites)
+    ->ArgsProduct({{0, 1}, {0, 1}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(1.0);
