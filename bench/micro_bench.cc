@@ -256,9 +256,9 @@ static void BM_IdempotentWrites(benchmark::State& state) {
     uint64_t call = 0;
     for (auto _ : state) {
       ++call;
-      agg::WriteOnce once = agg::MakeWriteOnce(
-          "bench", std::to_string(call),
-          likes ? agg::LikesFingerprint(liked, 1, true) : std::string(32, 'f'));
+      agg::WriteOnce once =
+          agg::MakeWriteOnce("bench", std::to_string(call),
+                             likes ? agg::LikesFingerprint(liked, 1, true) : std::string(32, 'f'));
       if (likes) {
         benchmark::DoNotOptimize((*engine)->Likes(liked, 1, true, keyed ? &once : nullptr));
       } else {

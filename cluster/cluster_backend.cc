@@ -11,6 +11,7 @@
 #include "indexer/server/service.h"
 #include "net/grpc.h"
 #include "storage/convert.h"
+#include "storage/storage_node.h"
 #include "storage/tweet_store.h"
 #include "storage/write_records.h"
 
@@ -278,11 +279,13 @@ absl::StatusOr<std::unique_ptr<ClusterBackend>> ClusterBackend::Create(
 
 absl::StatusOr<ipb::WriteResponse> ClusterBackend::WriteToPrimary(uint32_t p,
                                                                   ipb::WriteRequest request) {
-  const auto deadline = Steady::now() + options_.write_deadline;
+  auto deadline = Steady::now() + options_.write_deadline;
+  bool stranded = false;
   absl::Status last = absl::UnavailableError(StrCat("storage partition ", p, " has no primary"));
   for (int attempt = 0; Steady::now() < deadline; ++attempt) {
     if (attempt > 0) {
-      view_.Refresh();
+      // A stranded primary is still the primary: asking etcd (away) who is would only wait.
+      if (!stranded) view_.Refresh();
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min(50 * attempt, 500)));
     }
     std::optional<uint32_t> primary = view_.StoragePrimary(p);
@@ -294,6 +297,12 @@ absl::StatusOr<ipb::WriteResponse> ClusterBackend::WriteToPrimary(uint32_t p,
     if (s.ok()) return response;
     last = net::FromGrpc(s);
     if (!Retryable(s)) return last;
+    if (!stranded && s.error_code() == grpc::StatusCode::UNAVAILABLE &&
+        s.error_message().starts_with(storage::kWaitsForEtcdOrSecondary)) {
+      // Only etcd's return or the secondary's catching up helps: a short wait for either.
+      stranded = true;
+      deadline = std::min(deadline, Steady::now() + options_.stranded_write_deadline);
+    }
     request.set_retry(true);  // the write may have landed before its answer was lost
   }
   return absl::UnavailableError(StrCat("storage partition ", p, ": ", last.message()));

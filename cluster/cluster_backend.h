@@ -53,6 +53,9 @@ struct ClusterBackendOptions {
   // longer lists it (etcd was away and its lease lapsed).
   std::chrono::seconds keep_answering{5};
   std::chrono::milliseconds write_deadline{20000};  // long enough to ride out a failover
+  // A write its primary refuses until etcd or the secondary is back
+  // (storage::kWaitsForEtcdOrSecondary) is tried this long at most, then answered 503.
+  std::chrono::milliseconds stranded_write_deadline{1000};
   std::chrono::milliseconds visible_wait{2000};
   size_t tweet_cache_bytes = size_t{64} << 20;
   index::IndexOptions index;  // the analyzer must match the index servers'

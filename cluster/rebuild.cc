@@ -139,7 +139,7 @@ class TweetFetcher {
 
 // Rebuild progress in etcd, for tweetctl status (best effort).
 void PublishProgress(EtcdClient& etcd, const std::string& key, const RebuildProgress& p,
-                     std::string_view state) {
+                     std::string_view state, const Clock& clock) {
   nlohmann::json j = {{"state", state},
                       {"phase", p.phase},
                       {"builder", p.builder},
@@ -148,7 +148,7 @@ void PublishProgress(EtcdClient& etcd, const std::string& key, const RebuildProg
                       {"missing", p.missing},
                       {"rate", p.tweets_per_s},
                       {"elapsed_s", absl::ToDoubleSeconds(p.elapsed)},
-                      {"updated_ms", absl::ToUnixMillis(absl::Now())}};
+                      {"updated_ms", clock.NowUnixMillis()}};
   (void)etcd.Put(key, j.dump());
 }
 
@@ -158,7 +158,11 @@ class Rebuilder {
  public:
   Rebuilder(const Topology& topology, const RebuildOptions& options,
             const std::function<void(const RebuildProgress&)>& report)
-      : topology_(topology), options_(options), report_(report), etcd_(topology.etcd) {}
+      : topology_(topology),
+        options_(options),
+        report_(report),
+        clock_(options.clock != nullptr ? *options.clock : SystemClock()),
+        etcd_(topology.etcd) {}
 
   absl::Status Run() {
     if (absl::Status s = Connect(); !s.ok()) return s;
@@ -173,7 +177,7 @@ class Rebuilder {
     progress_.total = count.ids();
     progress_.phase = "loading";
     key_ = RebuildKey(partition_, options_.replica);
-    start_ = absl::Now();
+    start_ = Now();
     Tick(true);
     bool stopped = false;
     if (absl::Status s = Load(&stopped); !s.ok() || stopped) return s;
@@ -320,7 +324,7 @@ class Rebuilder {
         pending.wait();
         progress_.phase = "stopped";
         Tick(true);
-        PublishProgress(etcd_, key_, progress_, "stopped");
+        PublishProgress(etcd_, key_, progress_, "stopped", clock_);
         *stopped = true;
         return absl::OkStatus();
       }
@@ -329,8 +333,8 @@ class Rebuilder {
 
   // Waits until the replica serves and has joined (its member key is in etcd).
   absl::Status WaitUntilServing() {
-    const absl::Time join_deadline = absl::Now() + options_.join_timeout;
-    while (absl::Now() < join_deadline) {
+    const absl::Time join_deadline = Now() + options_.join_timeout;
+    while (Now() < join_deadline) {
       if (grpc::Status s = index_->Status(Context(std::chrono::seconds(5)).get(), {}, &status_);
           s.ok()) {
         // Serving, and joined: the replica puts its member key within a moment
@@ -341,11 +345,11 @@ class Rebuilder {
         if (member.ok() && member->has_value()) {
           progress_.phase = "serving";
           Tick(true);
-          PublishProgress(etcd_, key_, progress_, "done");
+          PublishProgress(etcd_, key_, progress_, "done", clock_);
           return absl::OkStatus();
         }
         if (status_.state() == "needs_rebuild") {
-          PublishProgress(etcd_, key_, progress_, "failed");
+          PublishProgress(etcd_, key_, progress_, "failed", clock_);
           return absl::FailedPreconditionError(
               "the storage logs no longer hold the changes made since the rebuild began (the "
               "topology's max_log_changes is too small for this rebuild); run it again");
@@ -362,7 +366,7 @@ class Rebuilder {
   // Reports progress (at most every 200 ms unless `force`) and publishes it in etcd (every
   // second).
   void Tick(bool force) {
-    const absl::Time now = absl::Now();
+    const absl::Time now = Now();
     progress_.elapsed = now - start_;
     if (progress_.phase == "loading") loading_time_ = progress_.elapsed;
     const double seconds = absl::ToDoubleSeconds(loading_time_);
@@ -372,19 +376,23 @@ class Rebuilder {
       last_report_ = now;
     }
     if (force || now - last_publish_ >= absl::Seconds(1)) {
-      PublishProgress(etcd_, key_, progress_, "running");
+      PublishProgress(etcd_, key_, progress_, "running", clock_);
       last_publish_ = now;
     }
   }
 
   absl::Status Interrupted(const absl::Status& s) {
-    PublishProgress(etcd_, key_, progress_, "interrupted");
+    PublishProgress(etcd_, key_, progress_, "interrupted", clock_);
     return absl::Status(s.code(), StrCat(s.message(), " (run the same command again to resume)"));
   }
+
+  // The clock's monotonic time.
+  absl::Time Now() const { return absl::FromUnixMicros(clock_.NowMonotonicMicros()); }
 
   const Topology& topology_;
   const RebuildOptions& options_;
   const std::function<void(const RebuildProgress&)>& report_;
+  const Clock& clock_;
   EtcdClient etcd_;
   uint32_t partition_ = 0;
   std::unique_ptr<ipb::Index::Stub> index_;

@@ -32,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "cluster/topology.h"
+#include "common/clock.h"
 
 namespace tweetsearch::cluster {
 
@@ -47,6 +48,9 @@ struct RebuildOptions {
   uint64_t stop_after = 0;
   uint64_t checkpoint_every = 250'000;              // tweets between the replica's saves
   absl::Duration join_timeout = absl::Minutes(10);  // waiting for the replica to serve
+  // The time the join timeout, the elapsed time, the rate and the reports' pacing are measured
+  // on (its monotonic part; its wall time stamps the progress in etcd); null: SystemClock().
+  const Clock* clock = nullptr;
 };
 
 struct RebuildProgress {

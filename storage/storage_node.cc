@@ -80,6 +80,7 @@ absl::Status StorageNode::BecomePrimary(uint64_t epoch, StoragePeer* peer,
   holds_role_ = std::move(holds_role);
   on_peer_stale_ = std::move(on_peer_stale);
   on_peer_in_sync_ = std::move(on_peer_in_sync);
+  peer_marked_stale_ = false;
   return absl::OkStatus();
 }
 
@@ -97,6 +98,7 @@ void StorageNode::StepDownLocked() {
   holds_role_ = nullptr;
   on_peer_stale_ = nullptr;
   on_peer_in_sync_ = nullptr;
+  peer_marked_stale_ = false;
 }
 
 void StorageNode::MarkPeerOutOfSync() {
@@ -139,8 +141,8 @@ absl::StatusOr<WriteResult> StorageNode::Write(WriteOp op) {
   }
   if (standing == LeaseStanding::kSilent && (peer_ == nullptr || !peer_in_sync_)) {
     return absl::UnavailableError(
-        StrCat("etcd has not renewed the primary lease of storage partition ", options_.partition,
-               " and the secondary is not in sync: no write without both"));
+        StrCat(kWaitsForEtcdOrSecondary, "etcd has not renewed the primary lease of storage ",
+               "partition ", options_.partition, " and the secondary is not in sync"));
   }
 
   WriteResult result;
@@ -182,12 +184,15 @@ absl::StatusOr<WriteResult> StorageNode::Write(WriteOp op) {
       return absl::FailedPreconditionError(StrCat("no longer the primary: ", sent.message()));
     }
     if (!sent.ok()) {
-      if (!options_.allow_single_replica || standing == LeaseStanding::kSilent) {
+      if (standing == LeaseStanding::kSilent) {
         return absl::UnavailableError(StrCat(
-            "the secondary of storage partition ", options_.partition,
-            " is unreachable, and this write needs it (single-replica writes are off, or etcd has "
-            "not renewed the primary's lease): ",
-            sent.message()));
+            kWaitsForEtcdOrSecondary, "the secondary of storage partition ", options_.partition,
+            " is unreachable and etcd has not renewed the primary's ", "lease: ", sent.message()));
+      }
+      if (!options_.allow_single_replica) {
+        return absl::UnavailableError(
+            StrCat("the secondary of storage partition ", options_.partition,
+                   " is unreachable, and single-replica writes are off: ", sent.message()));
       }
       peer_in_sync_ = false;
       alone = true;
@@ -201,13 +206,15 @@ absl::StatusOr<WriteResult> StorageNode::Write(WriteOp op) {
                  "writes are off"));
     }
   }
-  if (alone && peer_ != nullptr) {
-    // The peer must not be promoted while it lacks this write.
+  if (alone && peer_ != nullptr && !peer_marked_stale_) {
+    // The peer must not be promoted while it lacks this write. Recorded once: only this
+    // primary clears the mark, when the peer is back in sync.
     absl::Status marked = on_peer_stale_ ? on_peer_stale_() : absl::OkStatus();
     if (!marked.ok()) {
       return absl::UnavailableError(
           StrCat("cannot record the secondary as stale: ", marked.message()));
     }
+    peer_marked_stale_ = true;
   }
   if (absl::Status s = store_->Apply(changes); !s.ok()) {
     // The secondary may hold changes this replica failed to write: it cannot
@@ -391,6 +398,7 @@ absl::Status StorageNode::CatchUpPeer() {
     if (on_peer_in_sync_) {
       if (absl::Status s = on_peer_in_sync_(); !s.ok()) return s;
     }
+    peer_marked_stale_ = false;
     // Tell the peer, so that it serves readers again.
     absl::StatusOr<uint64_t> told =
         peer_->Replicate(epoch_, options_.node, {}, store_->LastSequence());
@@ -425,6 +433,7 @@ absl::Status StorageNode::KeepPeerInSyncLocked() {
   peer_in_sync_ = false;
   if (on_peer_stale_) {
     if (absl::Status s = on_peer_stale_(); !s.ok()) return s;
+    peer_marked_stale_ = true;
   }
   return absl::DataLossError(StrCat("the secondary is at ", *at, ", behind ", last));
 }

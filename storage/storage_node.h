@@ -39,6 +39,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -111,6 +112,12 @@ struct StorageNodeOptions {
   // Tests drive it with a ManualClock.
   const Clock* clock = nullptr;
 };
+
+// Begins the message of a write refused because etcd no longer renews the primary's lease and
+// the secondary cannot take the write with it: no retry helps until one of them is back, so
+// front doors answer such a write at once (503) instead of retrying it for write_retry_s.
+inline constexpr std::string_view kWaitsForEtcdOrSecondary =
+    "no write until etcd or the secondary is back: ";
 
 struct LikesChange {
   TweetId id = 0;
@@ -331,6 +338,8 @@ class StorageNode {
   // last sequence noted at least change_retention ago.
   std::deque<std::pair<absl::Time, uint64_t>> log_times_ ABSL_GUARDED_BY(readers_mu_);
   uint64_t retained_after_ ABSL_GUARDED_BY(readers_mu_) = 0;
+  // This primary has recorded its peer as stale (in etcd), and has not cleared the mark since.
+  bool peer_marked_stale_ ABSL_GUARDED_BY(write_mu_) = false;
   // When TrimLog last dropped expired records of idempotent writes.
   absl::Time records_swept_ ABSL_GUARDED_BY(write_mu_) = absl::InfinitePast();
 

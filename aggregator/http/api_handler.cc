@@ -332,6 +332,10 @@ HttpResponse ErrorResponse(const absl::Status& status, unsigned version, bool ke
   response.set(http::field::server, "tweetsearch");
   response.set(http::field::content_type, Bsv(kJson));
   response.keep_alive(keep_alive);
+  // Unavailable is passing (storage failing over, etcd away): say when to try again.
+  if (status.code() == absl::StatusCode::kUnavailable) {
+    response.set(http::field::retry_after, StrCat(kIngestRetryAfterSeconds));
+  }
   response.body() = Dump(json{
       {"error",
        {{"code", ErrorCodeName(status)}, {"message", SanitizeUtf8(AsStd(status.message()))}}}});

@@ -1059,6 +1059,69 @@ TEST_F(StorageOutageTest, AnIngestThatStoresNothingForWantOfStorageIsA503WithRet
       << ReadFile(log).value_or("");
 }
 
+// Front doors retry a write for a minute here, so that an answer given without waiting for
+// that retry is told apart from one given after it.
+class StrandedWriteTest : public ClusterTest {
+ protected:
+  void Configure(testing::LocalClusterOptions& options) override { options.write_retry_s = 60; }
+};
+
+TEST_F(StrandedWriteTest, AWriteNoReplicaMayTakeWhileEtcdIsAwayIsA503AtOnce) {
+  // Did: SIGSTOP the secondary of storage partition 0 and write to the partition, so that its
+  // primary writes alone and the secondary falls out of sync; freeze etcd; write to partition
+  // 0 until a write is refused, and once to partition 1; wake etcd and the secondary.
+  // Checked: while etcd is away, partition 0's primary (its lease not renewed, its secondary
+  // behind) refuses, and the front door answers that write 503 with Retry-After without
+  // retrying it for write_retry_s (the time is printed); partition 1, whose secondary is in
+  // sync, acknowledges; once both are back, partition 0 takes writes again.
+  std::vector<std::string> of_partition[2];
+  for (absl::string_view line :
+       absl::StrSplit(TweetLines(8'000'000, 400), '\n', absl::SkipEmpty())) {
+    const uint64_t id = std::stoull(json::parse(line)["id"].get<std::string>());
+    of_partition[cluster::StoragePartitionOf(id, 2)].push_back(StrCat(line, "\n"));
+  }
+  ASSERT_GE(of_partition[0].size(), 100u);
+  net::HttpClient a0 = Door("a0");
+  size_t next = 0;
+  auto write = [&](int p) {
+    absl::StatusOr<net::HttpReply> r = a0.Send("POST", StrCat("/v1/tweets?api_dev_key=", kKey),
+                                               of_partition[p][next++], "application/x-ndjson");
+    return r.ok() ? *r : net::HttpReply{};
+  };
+  const std::string primary = cluster_->StoragePrimary(0);
+  ASSERT_FALSE(primary.empty());
+  const std::string secondary = primary == "s0a" ? "s0b" : "s0a";
+  cluster_->Signal(secondary, SIGSTOP);
+  ASSERT_EQ(write(0).status, 200) << "the primary should write alone";
+
+  cluster_->Signal("etcd", SIGSTOP);
+  net::HttpReply refused;
+  double refused_ms = 0;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const auto start = std::chrono::steady_clock::now();
+        refused = write(0);
+        refused_ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count();
+        return refused.status != 200;
+      },
+      std::chrono::seconds(30), std::chrono::milliseconds(100)))
+      << "partition 0 kept taking writes with etcd away and its secondary behind";
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  EXPECT_EQ(refused.headers["retry-after"], "5");
+  EXPECT_LT(refused_ms, 30'000) << "the front door retried the write for write_retry_s";
+  std::printf("a write partition 0 could not take was answered 503 after %.0f ms\n", refused_ms);
+  const net::HttpReply other = write(1);
+  EXPECT_EQ(other.status, 200) << other.body;
+
+  cluster_->Signal("etcd", SIGCONT);
+  cluster_->Signal(secondary, SIGCONT);
+  EXPECT_TRUE(WaitUntil([&] { return write(0).status == 200; }, std::chrono::seconds(60),
+                        std::chrono::milliseconds(250)))
+      << "partition 0 takes no writes after etcd and its secondary came back";
+}
+
 class RebuildTest : public ClusterTest {
  protected:
   // Storage keeps only the last 1,000 changes per partition (of about 1,600),

@@ -97,7 +97,20 @@ ChildProcess::~ChildProcess() {
 }
 
 void ChildProcess::Signal(int signal_number) {
-  if (pid_ > 0 && !reaped_) kill(pid_, signal_number);
+  if (pid_ <= 0 || reaped_) return;
+  kill(pid_, signal_number);
+  if (signal_number != SIGSTOP) return;
+  // kill() returns before the process stops (a thread may be running on another core and
+  // answer one more request): wait until the kernel reports it stopped ('T' in its stat).
+  const std::string stat = "/proc/" + std::to_string(pid_) + "/stat";
+  for (int i = 0; i < 2000; ++i) {
+    std::ifstream in(stat);
+    std::string line;
+    std::getline(in, line);
+    const size_t paren = line.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] == 'T') return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 std::optional<int> ChildProcess::Wait(std::chrono::milliseconds timeout) {

@@ -23,6 +23,7 @@ class ChildProcess {
   ChildProcess& operator=(const ChildProcess&) = delete;
 
   bool started() const { return pid_ > 0; }
+  // Sends `signal_number`; for SIGSTOP, returns once the process is stopped.
   void Signal(int signal_number);
   // Waits for the exit; returns the exit code, or 128 + signal, or nullopt after `timeout`.
   std::optional<int> Wait(std::chrono::milliseconds timeout);
