@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <filesystem>
@@ -148,6 +149,17 @@ std::vector<std::string> Acknowledged(const json& answer) {
 }
 
 using testing::WaitUntil;
+
+// The lines of TweetLines(first_id, count), by the storage partition of their tweet (of two).
+std::array<std::vector<std::string>, 2> LinesByPartition(uint64_t first_id, int count) {
+  std::array<std::vector<std::string>, 2> out;
+  for (absl::string_view line :
+       absl::StrSplit(TweetLines(first_id, count), '\n', absl::SkipEmpty())) {
+    const uint64_t id = std::stoull(json::parse(line)["id"].get<std::string>());
+    out[cluster::StoragePartitionOf(id, 2)].push_back(StrCat(line, "\n"));
+  }
+  return out;
+}
 
 class ClusterTest : public ::testing::Test {
  protected:
@@ -993,13 +1005,7 @@ TEST_F(StorageOutageTest, AnIngestThatStoresNothingForWantOfStorageIsA503WithRet
   // Checked: the first answer is a 503 with Retry-After whose report rejects
   // every line `unavailable`; the second is a 200 accepting exactly the lines
   // of partition 1, and those are readable; tweetctl stores its 20 and exits 0.
-  std::vector<std::string> of_partition[2];
-  for (absl::string_view line :
-       absl::StrSplit(TweetLines(7'000'000, 200), '\n', absl::SkipEmpty())) {
-    const json t = json::parse(line);
-    const uint64_t id = std::stoull(t["id"].get<std::string>());
-    of_partition[cluster::StoragePartitionOf(id, 2)].push_back(StrCat(line, "\n"));
-  }
+  const std::array<std::vector<std::string>, 2> of_partition = LinesByPartition(7'000'000, 200);
   ASSERT_GE(of_partition[0].size(), 40u);
   ASSERT_GE(of_partition[1].size(), 20u);
   cluster_->Signal("s0a", SIGKILL);
@@ -1074,12 +1080,7 @@ TEST_F(StrandedWriteTest, AWriteNoReplicaMayTakeWhileEtcdIsAwayIsA503AtOnce) {
   // behind) refuses, and the front door answers that write 503 with Retry-After without
   // retrying it for write_retry_s (the time is printed); partition 1, whose secondary is in
   // sync, acknowledges; once both are back, partition 0 takes writes again.
-  std::vector<std::string> of_partition[2];
-  for (absl::string_view line :
-       absl::StrSplit(TweetLines(8'000'000, 400), '\n', absl::SkipEmpty())) {
-    const uint64_t id = std::stoull(json::parse(line)["id"].get<std::string>());
-    of_partition[cluster::StoragePartitionOf(id, 2)].push_back(StrCat(line, "\n"));
-  }
+  const std::array<std::vector<std::string>, 2> of_partition = LinesByPartition(8'000'000, 400);
   ASSERT_GE(of_partition[0].size(), 100u);
   net::HttpClient a0 = Door("a0");
   size_t next = 0;
