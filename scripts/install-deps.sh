@@ -11,7 +11,7 @@ PACKAGES=(
   librocksdb-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   libboost-dev libssl-dev libyaml-cpp-dev libspdlog-dev libhiredis-dev redis-server etcd-server etcd-client curl
   haproxy
-  clang libclang-rt-14-dev clang-format-14 util-linux
+  clang libclang-rt-14-dev clang-format-14 util-linux iproute2
   wrk
   chromium chromium-driver
 )

@@ -9,20 +9,23 @@
 
 namespace tweetsearch::testing {
 
-EtcdServer::EtcdServer(const std::string& dir)
+EtcdServer::EtcdServer(const std::string& dir, const std::string& host,
+                       std::vector<std::string> exec)
     : dir_(dir),
-      endpoint_(StrCat("127.0.0.1:", FreeLoopbackPort())),
-      peer_port_(FreeLoopbackPort()) {}
+      endpoint_(host.empty() ? StrCat("127.0.0.1:", FreeLoopbackPort()) : host + ":2379"),
+      peer_url_(host.empty() ? StrCat("http://127.0.0.1:", FreeLoopbackPort())
+                             : StrCat("http://", host, ":2380")),
+      exec_(std::move(exec)) {}
 
 bool EtcdServer::Start() {
-  const std::string peer = StrCat("http://127.0.0.1:", peer_port_);
-  process_ = std::make_unique<ChildProcess>(
-      std::vector<std::string>{"etcd", "--name", "test", "--data-dir", dir_ + "/etcd",
-                               "--listen-client-urls", StrCat("http://", endpoint_),
-                               "--advertise-client-urls", StrCat("http://", endpoint_),
-                               "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                               "--initial-cluster", StrCat("test=", peer)},
-      dir_ + "/etcd.log");
+  const std::string& peer = peer_url_;
+  std::vector<std::string> argv = exec_;
+  argv.insert(argv.end(),
+              {"etcd", "--name", "test", "--data-dir", dir_ + "/etcd", "--listen-client-urls",
+               StrCat("http://", endpoint_), "--advertise-client-urls",
+               StrCat("http://", endpoint_), "--listen-peer-urls", peer,
+               "--initial-advertise-peer-urls", peer, "--initial-cluster", StrCat("test=", peer)});
+  process_ = std::make_unique<ChildProcess>(argv, dir_ + "/etcd.log");
   const size_t colon = endpoint_.rfind(':');
   for (int i = 0; i < 100; ++i) {
     net::HttpClient c(endpoint_.substr(0, colon), endpoint_.substr(colon + 1),

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tests/testing/process.h"
 
@@ -12,8 +13,10 @@ namespace tweetsearch::testing {
 
 class EtcdServer {
  public:
-  // Data in `dir`/etcd, log in `dir`/etcd.log; not started yet.
-  explicit EtcdServer(const std::string& dir);
+  // Data in `dir`/etcd, log in `dir`/etcd.log; not started yet. On free loopback ports, or
+  // with `host`, on its ports 2379 and 2380, run through `exec` (a network namespace's).
+  explicit EtcdServer(const std::string& dir, const std::string& host = {},
+                      std::vector<std::string> exec = {});
   // Starts it; false if it did not answer within 10 s.
   bool Start();
   // HOST:PORT of its client URL.
@@ -23,7 +26,8 @@ class EtcdServer {
  private:
   std::string dir_;
   std::string endpoint_;
-  int peer_port_ = 0;
+  std::string peer_url_;
+  std::vector<std::string> exec_;
   std::unique_ptr<ChildProcess> process_;
 };
 

@@ -64,6 +64,7 @@ LocalCluster::~LocalCluster() {
   }
   processes_.clear();  // SIGKILL and reap
   etcd_.reset();
+  lab_.reset();  // the namespaces go once nothing runs in them
 }
 
 std::string LocalCluster::RoleOf(const std::string& node) const {
@@ -79,9 +80,20 @@ std::string LocalCluster::RoleOf(const std::string& node) const {
   }
 }
 
+std::string LocalCluster::Listen(const std::string& node, int lab_port) {
+  if (lab_ == nullptr) return StrCat("127.0.0.1:", FreeLoopbackPort());
+  return StrCat(lab_->address(node), ":", lab_port);
+}
+
 bool LocalCluster::Start() {
   std::filesystem::create_directories(options_.dir);
-  etcd_ = std::make_unique<EtcdServer>(options_.dir);
+  if (options_.network_namespaces) {
+    lab_ = std::make_unique<NetworkLab>(options_.dir);
+    const std::string etcd_host = lab_->Add("etcd");
+    etcd_ = std::make_unique<EtcdServer>(options_.dir, etcd_host, lab_->Exec("etcd"));
+  } else {
+    etcd_ = std::make_unique<EtcdServer>(options_.dir);
+  }
   etcd_endpoint_ = etcd_->endpoint();
 
   std::string yaml = StrCat("etcd: [", etcd_endpoint_, "]\n");
@@ -103,7 +115,8 @@ bool LocalCluster::Start() {
       for (const char* r : {"a", "b"}) {
         const std::string node = StrCat(std::string(1, prefix), p, r);
         nodes_.push_back(node);
-        grpc_addresses_[node] = StrCat("127.0.0.1:", FreeLoopbackPort());
+        if (lab_ != nullptr) lab_->Add(node);
+        grpc_addresses_[node] = Listen(node, 7000);
         yaml += StrCat("      - {node: ", node, ", grpc: ", grpc_addresses_[node],
                        ", data: ", options_.dir, "/", node, "}\n");
       }
@@ -115,17 +128,22 @@ bool LocalCluster::Start() {
   for (int b = 0; b < options_.builders; ++b) {
     const std::string node = StrCat("b", b);
     nodes_.push_back(node);
-    grpc_addresses_[node] = StrCat("127.0.0.1:", FreeLoopbackPort());
+    if (lab_ != nullptr) lab_->Add(node);
+    grpc_addresses_[node] = Listen(node, 7000);
     yaml += StrCat("  - {node: ", node, ", grpc: ", grpc_addresses_[node], ", data: ", options_.dir,
                    "/", node, "}\n");
   }
   yaml += "aggregators:\n";
   for (const char* a : {"a0", "a1"}) {
     nodes_.push_back(a);
-    http_ports_[a] = FreeLoopbackPort();
-    yaml +=
-        StrCat("  - {node: ", a, ", http: 127.0.0.1:", http_ports_[a],
-               ", grpc: 127.0.0.1:", FreeLoopbackPort(), ", data: ", options_.dir, "/", a, "}\n");
+    if (lab_ != nullptr) lab_->Add(a);
+    http_addresses_[a] = Listen(a, 8000);
+    yaml += StrCat("  - {node: ", a, ", http: ", http_addresses_[a], ", grpc: ", Listen(a, 7000),
+                   ", data: ", options_.dir, "/", a, "}\n");
+  }
+  if (lab_ != nullptr && !lab_->ok()) {
+    fprintf(stderr, "cannot make the network namespaces: see %s/netns.log\n", options_.dir.c_str());
+    return false;
   }
   topology_path_ = options_.dir + "/topology.yaml";
   std::ofstream(topology_path_) << yaml;
@@ -138,7 +156,7 @@ bool LocalCluster::Start() {
     bool ready = true;
     std::string doors;  // why each front door is not ready
     for (const char* a : {"a0", "a1"}) {
-      net::HttpClient c("127.0.0.1", http_port(a), std::chrono::seconds(2));
+      net::HttpClient c(http_host(a), http_port(a), std::chrono::seconds(2));
       absl::StatusOr<net::HttpReply> r =
           c.Send("GET", "/v1/search?api_dev_key=demo-key-0123456789&search_terms=x");
       // Its view of etcd (refreshed twice a second) must list every index replica too: a test
@@ -183,9 +201,10 @@ bool LocalCluster::Start() {
 }
 
 void LocalCluster::StartNode(const std::string& node) {
-  std::vector<std::string> argv = {
-      options_.tweetsearchd, "--topology", topology_path_, "--role", RoleOf(node), "--node", node,
-      "--log-level",         "info"};
+  std::vector<std::string> argv;
+  if (lab_ != nullptr) argv = lab_->Exec(node);
+  argv.insert(argv.end(), {options_.tweetsearchd, "--topology", topology_path_, "--role",
+                           RoleOf(node), "--node", node, "--log-level", "info"});
   if (RoleOf(node) == "aggregator") {
     // The tests write with the demo key.
     argv.insert(argv.end(), {"--demo-key-scopes", "search,ingest"});
@@ -220,9 +239,14 @@ void LocalCluster::Wipe(const std::string& node) {
   std::filesystem::remove_all(options_.dir + "/" + node);
 }
 
+std::string LocalCluster::http_host(const std::string& aggregator) const {
+  auto it = http_addresses_.find(aggregator);
+  return it == http_addresses_.end() ? "" : it->second.substr(0, it->second.rfind(':'));
+}
+
 std::string LocalCluster::http_port(const std::string& aggregator) const {
-  auto it = http_ports_.find(aggregator);
-  return it == http_ports_.end() ? "" : StrCat(it->second);
+  auto it = http_addresses_.find(aggregator);
+  return it == http_addresses_.end() ? "" : it->second.substr(it->second.rfind(':') + 1);
 }
 
 std::string LocalCluster::StoragePrimary(int partition) const {

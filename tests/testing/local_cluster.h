@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tests/testing/etcd_server.h"
+#include "tests/testing/network_lab.h"
 #include "tests/testing/process.h"
 
 namespace tweetsearch::testing {
@@ -31,6 +32,9 @@ struct LocalClusterOptions {
   uint32_t write_retry_s = 0;                // 0: the topology's default
   std::string redis;                         // HOST:PORT, optional
   std::vector<std::string> aggregator_args;  // extra tweetsearchd flags for a0 and a1
+  // Every process in a network namespace of its own (network_lab.h), so that tests can
+  // partition the network; needs root. Else all on loopback.
+  bool network_namespaces = false;
 };
 
 class LocalCluster {
@@ -49,8 +53,11 @@ class LocalCluster {
   void Restart(const std::string& node);
   // SIGKILLs a node and deletes its data directory: a lost server.
   void Wipe(const std::string& node);
-  // The front door's HTTP port ("a0" or "a1").
+  // The front door's HTTP host and port ("a0" or "a1").
+  std::string http_host(const std::string& aggregator) const;
   std::string http_port(const std::string& aggregator) const;
+  // The namespaces, with network_namespaces (null otherwise): etcd's is "etcd".
+  NetworkLab* lab() { return lab_.get(); }
   const std::string& etcd_endpoint() const { return etcd_endpoint_; }
   const std::string& topology_path() const { return topology_path_; }
   // The node holding storage partition p's primary role according to etcd (""
@@ -68,11 +75,15 @@ class LocalCluster {
   void StartNode(const std::string& node);
   std::string RoleOf(const std::string& node) const;
 
+  // HOST:PORT for `node` to listen on: a free loopback port, or in its namespace.
+  std::string Listen(const std::string& node, int lab_port);
+
   LocalClusterOptions options_;
+  std::unique_ptr<NetworkLab> lab_;
   std::string topology_path_;
   std::string etcd_endpoint_;
   std::unique_ptr<EtcdServer> etcd_;
-  std::map<std::string, int> http_ports_;
+  std::map<std::string, std::string> http_addresses_;
   std::map<std::string, std::string> grpc_addresses_;
   std::vector<std::string> nodes_;
   std::map<std::string, std::unique_ptr<ChildProcess>> processes_;
