@@ -187,7 +187,7 @@ absl::StatusOr<WriteResult> StorageNode::Write(WriteOp op) {
       if (standing == LeaseStanding::kSilent) {
         return absl::UnavailableError(StrCat(
             kWaitsForEtcdOrSecondary, "the secondary of storage partition ", options_.partition,
-            " is unreachable and etcd has not renewed the primary's ", "lease: ", sent.message()));
+            " is unreachable and etcd has not renewed the primary's lease: ", sent.message()));
       }
       if (!options_.allow_single_replica) {
         return absl::UnavailableError(

@@ -35,7 +35,8 @@ std::vector<std::string> ListNamespaces(const std::string& log) {
 }  // namespace
 
 absl::Status NetworkLab::Available() {
-  if (geteuid() != 0) return absl::UnavailableError("partition tests need root (network namespaces)");
+  if (geteuid() != 0)
+    return absl::UnavailableError("partition tests need root (network namespaces)");
   if (access(kIp, X_OK) != 0) return absl::UnavailableError("partition tests need iproute2 (ip)");
   return absl::OkStatus();
 }
