@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -35,9 +36,19 @@ std::vector<std::string> ListNamespaces(const std::string& log) {
 }  // namespace
 
 absl::Status NetworkLab::Available() {
-  if (geteuid() != 0)
+  if (geteuid() != 0) {
     return absl::UnavailableError("partition tests need root (network namespaces)");
+  }
   if (access(kIp, X_OK) != 0) return absl::UnavailableError("partition tests need iproute2 (ip)");
+  // Root in a container may still lack the capabilities: try one.
+  const std::string probe = StrCat("ts", getpid(), "-probe");
+  const std::string log = StrCat("/tmp/", probe, ".log");
+  const bool made =
+      RunCommand({kIp, "netns", "add", probe}, log, std::chrono::seconds(10)) == std::optional(0);
+  if (made) RunCommand({kIp, "netns", "del", probe}, log, std::chrono::seconds(10));
+  std::remove(log.c_str());
+  if (!made)
+    return absl::UnavailableError("this machine does not let the test make network namespaces");
   return absl::OkStatus();
 }
 
