@@ -294,6 +294,30 @@ TEST_F(EngineTest, ARetryWithTheSameIdempotencyKeyGetsTheFirstAnswerAndChangesNo
   EXPECT_FALSE(next_day.replayed);
 }
 
+// Attempts of one idempotent write at the same moment: one of them writes, the others replay.
+TEST_F(EngineTest, ConcurrentAttemptsOfOneIdempotentWriteCountOnce) {
+  auto e = Open(Options());
+  ASSERT_TRUE(e->Ingest({Tweet(7, "raced tweet", 0)})[0].status.ok());
+  constexpr int kThreads = 8;
+  std::vector<WriteOnce> attempts;
+  for (int t = 0; t < kThreads; ++t) {
+    attempts.push_back(MakeWriteOnce("k", "race", LikesFingerprint(7, 3, true)));
+  }
+  std::vector<uint32_t> answers(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] { answers[t] = e->Likes(7, 3, true, &attempts[t]).value_or(0); });
+  }
+  for (std::thread& t : threads) t.join();
+  int written = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(answers[t], 3u);
+    if (!attempts[t].replayed) ++written;
+  }
+  EXPECT_EQ(written, 1);
+  EXPECT_EQ(e->Get(7)->likes, 3u);
+}
+
 TEST(TweetCacheTest, EvictsLeastRecentlyUsedAndNeverCachesAcrossAnInvalidation) {
   TweetCache cache(16 * 4096);  // about 4 KiB a shard
   auto make = [](TweetId id) {

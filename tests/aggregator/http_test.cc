@@ -531,6 +531,10 @@ TEST_F(HttpTest, RetriesWithAnIdempotencyKeyGetTheFirstAnswerAndChangeNothing) {
   v1::LikesResponse response;
   EXPECT_EQ(stub->Likes(&context, request, &response).error_code(),
             grpc::StatusCode::FAILED_PRECONDITION);
+  request.set_idempotency_key("bad\nkey");
+  grpc::ClientContext bad_context;
+  EXPECT_EQ(stub->Likes(&bad_context, request, &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
 }
 
 // One request on a reflection stream of `service` (v1 or v1alpha), sent and answered as raw

@@ -446,6 +446,16 @@ TEST_F(StorageNodeTest, AnIdempotentWriteIsAnsweredFromItsRecordAfterACopyAndAFa
   absl::StatusOr<storage::WriteResult> plan = IngestRecord(*a, "k/ingest", {200, 201}, false);
   ASSERT_TRUE(plan->replayed);
   EXPECT_EQ(plan->record->ids, (std::vector<TweetId>{100, 101}));
+  // A final answer for another request does not replace the plan.
+  storage::WriteOp foreign;
+  foreign.request_key = "k/ingest";
+  foreign.record = storage::WriteRecord{};
+  foreign.record->fingerprint = "another request";
+  foreign.record->done = true;
+  absl::StatusOr<storage::WriteResult> refused = a->Write(std::move(foreign));
+  ASSERT_TRUE(refused.ok() && refused->replayed);
+  EXPECT_EQ(refused->record->fingerprint, "f");
+  EXPECT_FALSE(refused->record->done);
   ASSERT_FALSE(IngestRecord(*a, "k/ingest", {100, 101}, true)->replayed);
   absl::StatusOr<storage::WriteResult> done = IngestRecord(*a, "k/ingest", {300, 301}, true);
   ASSERT_TRUE(done->replayed);
