@@ -337,8 +337,13 @@ void Engine::WriteIngest(std::vector<Writer*>& group) {
     }
   }
   rejected_.fetch_add(rejected, std::memory_order_relaxed);
-  // An idempotent call's record says what it did, written with its tweets (or alone).
-  if (once != nullptr) mutation.requests.push_back(RecordOf(*once));
+  // An idempotent call's record says what it did, written with its tweets (or alone); only a
+  // final answer is kept (a storage failure is not one: the retry tries again).
+  if (once != nullptr &&
+      std::none_of(once->outcomes->begin(), once->outcomes->end(),
+                   [](const IngestOutcome& o) { return absl::IsUnavailable(o.status); })) {
+    mutation.requests.push_back(RecordOf(*once));
+  }
   if (mutation.empty()) return;
 
   // Durable first, then searchable.

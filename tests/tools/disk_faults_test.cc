@@ -212,6 +212,15 @@ TEST_F(DiskFaultsTest, FailedFsyncsInIngestAndCheckpointsLoseNothingAcknowledged
   Fault("fail", "/storage/");
   const size_t before = acked_.size();
   EXPECT_FALSE(AllAccepted(Ingest(100), before, 100));
+  // An idempotent write refused for want of storage keeps no answer: its retry does it.
+  const std::string keyed = R"({"text": "idempotent through a failed fsync"})";
+  auto send_keyed = [&] {
+    return client_->Send("POST", "/v1/tweets", keyed, "application/x-ndjson", aggregator::kDemoKey,
+                         {{"Idempotency-Key", "through-the-fault"}});
+  };
+  auto refused_keyed = send_keyed();
+  ASSERT_TRUE(refused_keyed.ok());
+  EXPECT_EQ(refused_keyed->status, 503) << refused_keyed->body;
   Clear("fail");
   EXPECT_FALSE(AllAccepted(Ingest(100), before, 100));
   EXPECT_EQ(acked_.size(), before);
@@ -229,6 +238,11 @@ TEST_F(DiskFaultsTest, FailedFsyncsInIngestAndCheckpointsLoseNothingAcknowledged
   KillRestartAndCheckEveryAcknowledgedTweet(data);
   EXPECT_EQ(Ingest(100), 200);
   EXPECT_EQ(acked_.size(), before + 100);
+  auto retried_keyed = send_keyed();
+  ASSERT_TRUE(retried_keyed.ok());
+  EXPECT_EQ(retried_keyed->status, 200) << retried_keyed->body;
+  EXPECT_EQ(retried_keyed->headers.count("idempotent-replayed"), 0u) << "a failure was kept";
+  EXPECT_EQ(json::parse(retried_keyed->body)["accepted"], 1);
 }
 
 TEST_F(DiskFaultsTest, ASigkillInsideAnIndexSaveLosesNothingAcknowledged) {
