@@ -1520,8 +1520,9 @@ struct PartitionWorkload {
       auto reply = client.Send("POST", StrCat(target, "?api_dev_key=", kKey), body,
                                "application/json", {}, {{"Idempotency-Key", key}});
       if (reply.ok() && reply->status == 200) return *reply;
+      // No pause before the next try: a failed try took its time already (a timeout, or a
+      // front door's own retries before its 503), and the next goes to the other front door.
       retries++;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a client's back-off
     }
   }
 

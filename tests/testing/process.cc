@@ -15,6 +15,8 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/testing/wait.h"
+
 extern char** environ;
 
 namespace tweetsearch::testing {
@@ -103,14 +105,15 @@ void ChildProcess::Signal(int signal_number) {
   // kill() returns before the process stops (a thread may be running on another core and
   // answer one more request): wait until the kernel reports it stopped ('T' in its stat).
   const std::string stat = "/proc/" + std::to_string(pid_) + "/stat";
-  for (int i = 0; i < 2000; ++i) {
-    std::ifstream in(stat);
-    std::string line;
-    std::getline(in, line);
-    const size_t paren = line.rfind(')');
-    if (paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] == 'T') return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  WaitUntil(
+      [&] {
+        std::ifstream in(stat);
+        std::string line;
+        std::getline(in, line);
+        const size_t paren = line.rfind(')');
+        return paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] == 'T';
+      },
+      std::chrono::seconds(2), std::chrono::milliseconds(1));
 }
 
 std::optional<int> ChildProcess::Wait(std::chrono::milliseconds timeout) {
