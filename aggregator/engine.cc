@@ -189,8 +189,8 @@ std::vector<IngestOutcome> Engine::Ingest(std::vector<NewTweet> tweets, WriteOnc
   w.outcomes = &outcomes;
   w.once = once;
   Submit(&w);
-  if (!w.status.ok()) {
-    // The call failed as a whole: no outcome is its own.
+  if (!w.status.ok() && once != nullptr) {
+    // The call failed as a whole (only an idempotent one can): no outcome is its own.
     once->status = w.status;
     for (IngestOutcome& o : outcomes) o = IngestOutcome{w.status, 0};
   }
