@@ -28,20 +28,7 @@ StoredTweet FromProto(const v1::Tweet& t) {
 
 void ToProto(const ReplicatedChange& c, internal::v1::Change* out) {
   out->set_sequence(c.change.sequence);
-  switch (c.change.kind) {
-    case ChangeKind::kPut:
-      out->set_kind(v1::ChangeRecord::KIND_PUT);
-      break;
-    case ChangeKind::kDelete:
-      out->set_kind(v1::ChangeRecord::KIND_DELETE);
-      break;
-    case ChangeKind::kLikes:
-      out->set_kind(v1::ChangeRecord::KIND_LIKES);
-      break;
-    case ChangeKind::kRequest:
-      out->set_kind(v1::ChangeRecord::KIND_REQUEST);
-      break;
-  }
+  out->set_kind(ChangeKindToProto(c.change.kind));
   out->set_id(c.change.id);
   out->set_likes(c.change.likes);
   if (c.tweet.has_value()) ToProto(*c.tweet, out->mutable_tweet());
@@ -56,25 +43,16 @@ absl::StatusOr<ReplicatedChange> FromProto(const internal::v1::Change& c) {
   out.change.sequence = c.sequence();
   out.change.id = c.id();
   out.change.likes = c.likes();
-  switch (c.kind()) {
-    case v1::ChangeRecord::KIND_PUT:
-      out.change.kind = ChangeKind::kPut;
-      break;
-    case v1::ChangeRecord::KIND_DELETE:
-      out.change.kind = ChangeKind::kDelete;
-      break;
-    case v1::ChangeRecord::KIND_LIKES:
-      out.change.kind = ChangeKind::kLikes;
-      break;
-    case v1::ChangeRecord::KIND_REQUEST:
-      out.change.kind = ChangeKind::kRequest;
-      if (c.request_key().empty()) {
-        return absl::InvalidArgumentError(StrCat("change ", c.sequence(), ": request without key"));
-      }
-      out.request = StoredRequest{c.request_key(), c.request_value()};
-      break;
-    default:
-      return absl::InvalidArgumentError(StrCat("change ", c.sequence(), ": unknown kind"));
+  std::optional<ChangeKind> kind = ChangeKindFromProto(c.kind());
+  if (!kind.has_value()) {
+    return absl::InvalidArgumentError(StrCat("change ", c.sequence(), ": unknown kind"));
+  }
+  out.change.kind = *kind;
+  if (out.change.kind == ChangeKind::kRequest) {
+    if (c.request_key().empty()) {
+      return absl::InvalidArgumentError(StrCat("change ", c.sequence(), ": request without key"));
+    }
+    out.request = StoredRequest{c.request_key(), c.request_value()};
   }
   if (c.has_tweet()) out.tweet = FromProto(c.tweet());
   return out;

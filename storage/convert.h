@@ -3,6 +3,8 @@
 #ifndef TWEETSEARCH_STORAGE_CONVERT_H_
 #define TWEETSEARCH_STORAGE_CONVERT_H_
 
+#include <optional>
+
 #include "absl/status/statusor.h"
 #include "proto/cluster.pb.h"
 #include "storage/tweet_store.h"
@@ -11,6 +13,11 @@ namespace tweetsearch::storage {
 
 void ToProto(const StoredTweet& t, v1::Tweet* out);
 StoredTweet FromProto(const v1::Tweet& t);
+
+// The change kinds as the log and the wire spell them; nullopt for a kind this code does not
+// know. Defined with the store's log encoding (tweet_store.cc), which uses them too.
+v1::ChangeRecord::Kind ChangeKindToProto(ChangeKind kind);
+std::optional<ChangeKind> ChangeKindFromProto(v1::ChangeRecord::Kind kind);
 
 void ToProto(const ReplicatedChange& c, internal::v1::Change* out);
 // InvalidArgument for a change of an unknown kind.

@@ -147,7 +147,6 @@ absl::StatusOr<WriteResult> StorageNode::Write(WriteOp op) {
 
   WriteResult result;
   std::vector<ReplicatedChange> changes;
-  const bool record_only = op.puts.empty() && !op.delete_id.has_value() && !op.likes.has_value();
   if (!op.request_key.empty() && !op.record.has_value()) {
     return absl::InvalidArgumentError("an idempotent write without its record");
   }
@@ -161,7 +160,7 @@ absl::StatusOr<WriteResult> StorageNode::Write(WriteOp op) {
     }
   }
   absl::Status answer;
-  if (!record_only) {
+  if (!op.record_only()) {
     answer = ChangesOfLocked(op, result, changes);
     // A final answer is recorded (a tweet not stored, a bad value); a passing failure is not,
     // so that a retry tries again.
@@ -283,8 +282,7 @@ absl::StatusOr<bool> StorageNode::ReplayLocked(const WriteOp& op, WriteResult& r
   if (!stored->has_value()) return false;
   // An ingest's final answer replaces its plan; nothing else replaces a record (the caller
   // reads the stored one, and refuses it if it answers another request).
-  const bool alone = op.puts.empty() && !op.delete_id.has_value() && !op.likes.has_value();
-  if (alone && op.record->done && !(*stored)->done &&
+  if (op.record_only() && op.record->done && !(*stored)->done &&
       (*stored)->fingerprint == op.record->fingerprint) {
     return false;
   }
@@ -296,7 +294,7 @@ absl::StatusOr<bool> StorageNode::ReplayLocked(const WriteOp& op, WriteResult& r
 void StorageNode::AppendRecordLocked(const WriteOp& op, const absl::Status& answer,
                                      WriteResult& result, std::vector<ReplicatedChange>& changes) {
   WriteRecord record = *op.record;
-  if (!op.puts.empty() || op.delete_id.has_value() || op.likes.has_value()) {
+  if (!op.record_only()) {
     record.done = true;
     record.status = answer;
     record.likes = result.likes;
@@ -666,15 +664,20 @@ absl::StatusOr<std::vector<ReplicatedChange>> StorageNode::ReadChanges(uint64_t 
 absl::Status StorageNode::TrimLog() {
   const uint64_t last = store_->LastSequence();
   const absl::Time now = Now();
+  bool sweep = false;
   {
+    absl::MutexLock lock(&readers_mu_);
+    if (now - records_swept_ >= absl::Hours(1)) {
+      records_swept_ = now;
+      sweep = true;
+    }
+  }
+  if (sweep) {
     // Idempotent writes' records older than a day, once an hour; under the write lock, so
     // that an ingest's final answer is not written over one being dropped.
     absl::MutexLock lock(&write_mu_);
-    if (now - records_swept_ >= absl::Hours(1)) {
-      records_swept_ = now;
-      absl::StatusOr<uint64_t> dropped = DropExpiredWriteRecords(*store_, clock_.NowUnixMillis());
-      if (!dropped.ok()) return dropped.status();
-    }
+    absl::StatusOr<uint64_t> dropped = DropExpiredWriteRecords(*store_, clock_.NowUnixMillis());
+    if (!dropped.ok()) return dropped.status();
   }
   const absl::Time live_since = now - options_.live_reader_window;
   // What the named readers still need (nothing is trimmed for one that has not

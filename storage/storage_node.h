@@ -139,6 +139,9 @@ struct WriteOp {
   // is a plan.
   std::string request_key;
   std::optional<WriteRecord> record;
+
+  // Only an idempotent ingest's record: no tweet to store, delete or like.
+  bool record_only() const { return puts.empty() && !delete_id.has_value() && !likes.has_value(); }
 };
 
 struct WriteResult {
@@ -341,7 +344,7 @@ class StorageNode {
   // This primary has recorded its peer as stale (in etcd), and has not cleared the mark since.
   bool peer_marked_stale_ ABSL_GUARDED_BY(write_mu_) = false;
   // When TrimLog last dropped expired records of idempotent writes.
-  absl::Time records_swept_ ABSL_GUARDED_BY(write_mu_) = absl::InfinitePast();
+  absl::Time records_swept_ ABSL_GUARDED_BY(readers_mu_) = absl::InfinitePast();
 
   std::atomic<uint64_t> single_replica_writes_{0}, replicated_writes_{0};
   std::atomic<uint64_t> copies_sent_{0}, tweets_copied_{0};

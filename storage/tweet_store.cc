@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/strings.h"
 #include "proto/tweetsearch.pb.h"
+#include "storage/convert.h"
 #include "storage/rocks_util.h"
 
 namespace tweetsearch::storage {
@@ -48,25 +49,11 @@ absl::StatusOr<StoredTweet> DecodeTweet(const rocksdb::Slice& value, TweetId key
   return t;
 }
 
-v1::ChangeRecord::Kind KindToProto(ChangeKind kind) {
-  switch (kind) {
-    case ChangeKind::kPut:
-      return v1::ChangeRecord::KIND_PUT;
-    case ChangeKind::kDelete:
-      return v1::ChangeRecord::KIND_DELETE;
-    case ChangeKind::kLikes:
-      return v1::ChangeRecord::KIND_LIKES;
-    case ChangeKind::kRequest:
-      return v1::ChangeRecord::KIND_REQUEST;
-  }
-  return v1::ChangeRecord::KIND_UNSPECIFIED;
-}
-
 // The log entry of a change: with the tweet a delete removed, or the record a request stores.
 std::string EncodeChange(const ReplicatedChange& rc) {
   const Change& c = rc.change;
   v1::ChangeRecord record;
-  record.set_kind(KindToProto(c.kind));
+  record.set_kind(ChangeKindToProto(c.kind));
   record.set_id(c.id);
   record.set_likes(c.likes);
   if (c.kind == ChangeKind::kDelete && rc.tweet.has_value()) {
@@ -114,23 +101,14 @@ absl::StatusOr<ReplicatedChange> DecodeChange(const rocksdb::Slice& key,
   }
   change.id = record.id();
   change.likes = record.likes();
-  switch (record.kind()) {
-    case v1::ChangeRecord::KIND_PUT:
-      change.kind = ChangeKind::kPut;
-      break;
-    case v1::ChangeRecord::KIND_DELETE:
-      change.kind = ChangeKind::kDelete;
-      break;
-    case v1::ChangeRecord::KIND_LIKES:
-      change.kind = ChangeKind::kLikes;
-      break;
-    case v1::ChangeRecord::KIND_REQUEST:
-      change.kind = ChangeKind::kRequest;
-      out.request = StoredRequest{std::move(*record.mutable_request_key()),
-                                  std::move(*record.mutable_request_value())};
-      break;
-    default:
-      return absl::DataLossError(StrCat("change ", change.sequence, " has an unknown kind"));
+  std::optional<ChangeKind> kind = ChangeKindFromProto(record.kind());
+  if (!kind.has_value()) {
+    return absl::DataLossError(StrCat("change ", change.sequence, " has an unknown kind"));
+  }
+  change.kind = *kind;
+  if (change.kind == ChangeKind::kRequest) {
+    out.request = StoredRequest{std::move(*record.mutable_request_key()),
+                                std::move(*record.mutable_request_value())};
   }
   return out;
 }
@@ -688,6 +666,35 @@ absl::StatusOr<std::unique_ptr<TweetStore>> TweetStore::Open(const std::string& 
   }
   return std::unique_ptr<TweetStore>(
       new RocksDbTweetStore(std::move(db), std::move(handles), dir, options, first, last));
+}
+
+v1::ChangeRecord::Kind ChangeKindToProto(ChangeKind kind) {
+  switch (kind) {
+    case ChangeKind::kPut:
+      return v1::ChangeRecord::KIND_PUT;
+    case ChangeKind::kDelete:
+      return v1::ChangeRecord::KIND_DELETE;
+    case ChangeKind::kLikes:
+      return v1::ChangeRecord::KIND_LIKES;
+    case ChangeKind::kRequest:
+      return v1::ChangeRecord::KIND_REQUEST;
+  }
+  return v1::ChangeRecord::KIND_UNSPECIFIED;
+}
+
+std::optional<ChangeKind> ChangeKindFromProto(v1::ChangeRecord::Kind kind) {
+  switch (kind) {
+    case v1::ChangeRecord::KIND_PUT:
+      return ChangeKind::kPut;
+    case v1::ChangeRecord::KIND_DELETE:
+      return ChangeKind::kDelete;
+    case v1::ChangeRecord::KIND_LIKES:
+      return ChangeKind::kLikes;
+    case v1::ChangeRecord::KIND_REQUEST:
+      return ChangeKind::kRequest;
+    default:
+      return std::nullopt;
+  }
 }
 
 absl::Status CheckLikesChange(int64_t value, bool add) {
