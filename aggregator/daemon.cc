@@ -132,7 +132,12 @@ class DaemonImpl final : public Daemon {
         spdlog::warn("some usage counts could not be saved ({} failed flushes)",
                      usage_recorder_->Stats().flush_errors);
       }
+      // Gone before the backend, which a cluster's usage store writes through.
+      if (handler_ != nullptr) handler_->set_usage(nullptr);
+      if (door_ != nullptr) door_->set_usage_store(nullptr);
+      usage_recorder_.reset();
     }
+    usage_store_.reset();
     if (engine_ == nullptr) {
       backend_.reset();
       return absl::OkStatus();
@@ -145,6 +150,26 @@ class DaemonImpl final : public Daemon {
                     s.ToString());
     }
     return s;
+  }
+
+  // Counts every call into `usage` (null: a store of its own in the data directory), flushed
+  // every usage_flush_ms; the front door reads the series from it.
+  absl::Status StartUsage(const DaemonConfig& config, std::unique_ptr<usage::UsageStore> usage) {
+    if (usage != nullptr) {
+      usage_store_ = std::move(usage);
+    } else {
+      absl::StatusOr<std::unique_ptr<usage::UsageStore>> store =
+          usage::UsageStore::Open(config.data_dir + "/usage", SystemClock());
+      if (!store.ok()) return store.status();
+      usage_store_ = *std::move(store);
+    }
+    usage_recorder_ = std::make_unique<usage::UsageRecorder>(
+        *usage_store_, SystemClock(),
+        usage::UsageRecorderOptions{.flush_interval_ms = config.usage_flush_ms});
+    usage_recorder_->Start();
+    door_->set_usage_store(usage_store_.get());
+    handler_->set_usage(usage_recorder_.get());
+    return absl::OkStatus();
   }
 
   ~DaemonImpl() override {
@@ -299,7 +324,8 @@ absl::Status LoadDaemonConfigFile(const std::string& path, DaemonConfig* c) {
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config,
                                                       std::unique_ptr<Backend> backend,
-                                                      std::unique_ptr<KeyRegistry> keys) {
+                                                      std::unique_ptr<KeyRegistry> keys,
+                                                      std::unique_ptr<usage::UsageStore> usage) {
   if (config.data_dir.empty()) return absl::InvalidArgumentError("data_dir is required");
   auto d = std::make_unique<DaemonImpl>();
   std::error_code ec;
@@ -366,16 +392,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     d->ingest_rate_.Sample(SystemClock().NowUnixMillis(), d->backend_->tweets_ingested());
   });
   if (config.usage_flush_ms > 0) {
-    absl::StatusOr<std::unique_ptr<usage::UsageStore>> store =
-        usage::UsageStore::Open(config.data_dir + "/usage", SystemClock());
-    if (!store.ok()) return store.status();
-    d->usage_store_ = *std::move(store);
-    d->usage_recorder_ = std::make_unique<usage::UsageRecorder>(
-        *d->usage_store_, SystemClock(),
-        usage::UsageRecorderOptions{.flush_interval_ms = config.usage_flush_ms});
-    d->usage_recorder_->Start();
-    d->door_->set_usage_store(d->usage_store_.get());
-    d->handler_->set_usage(d->usage_recorder_.get());
+    if (absl::Status st = d->StartUsage(config, std::move(usage)); !st.ok()) return st;
   }
   if (!config.limits_file.empty()) {
     limiter::LimiterOptions limiter_options;

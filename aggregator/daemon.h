@@ -5,7 +5,8 @@
 //   storage/           RocksDB: tweets and the change log
 //   index/             saved index segments, MANIFEST, CHECKPOINT
 //   keys/              RocksDB: API key registry
-//   usage/             RocksDB: usage series per key (usage/usage_store.h)
+//   usage/             RocksDB: usage series per key (usage/usage_store.h); in a cluster they
+//                      are kept in the storage partitions (cluster/cluster_usage.h)
 //   page_token.secret  HMAC key of page tokens (created on first start, mode 0600)
 //   admin.key          the first admin API key (created on first start, mode 0600)
 //
@@ -23,6 +24,7 @@
 #include "aggregator/backend.h"
 #include "aggregator/engine.h"
 #include "aggregator/http/http_server.h"
+#include "usage/usage_store.h"
 
 namespace tweetsearch::aggregator {
 
@@ -78,10 +80,13 @@ class Daemon {
   // Opens the data directory, loads the sample on first start, and starts serving. With a
   // `backend` (a cluster's front door) the daemon serves it instead of opening an Engine on
   // the data directory, which then only holds the keys, usage series and secrets. With `keys`
-  // (a cluster's shared registry) the API keys are those, not the data directory's.
-  static absl::StatusOr<std::unique_ptr<Daemon>> Start(const DaemonConfig& config,
-                                                       std::unique_ptr<Backend> backend = nullptr,
-                                                       std::unique_ptr<KeyRegistry> keys = nullptr);
+  // (a cluster's shared registry) the API keys are those, not the data directory's; with
+  // `usage` (a cluster's shared series) the usage series are kept there. A `usage` store that
+  // refers to `backend` is fine: the daemon lets go of it first.
+  static absl::StatusOr<std::unique_ptr<Daemon>> Start(
+      const DaemonConfig& config, std::unique_ptr<Backend> backend = nullptr,
+      std::unique_ptr<KeyRegistry> keys = nullptr,
+      std::unique_ptr<usage::UsageStore> usage = nullptr);
   virtual ~Daemon() = default;
 
   virtual uint16_t http_port() const = 0;

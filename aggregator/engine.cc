@@ -156,7 +156,7 @@ absl::Status Engine::Recover() {
         index_->AddBatch(docs);  // AlreadyExists: indexed before the checkpoint was recorded
       } else if (changes[i].kind == storage::ChangeKind::kDelete) {
         (void)index_->Delete(changes[i++].id);  // NotFound: never indexed or deleted already
-      } else if (changes[i].kind == storage::ChangeKind::kRequest) {
+      } else if (!storage::ConcernsATweet(changes[i].kind)) {
         ++i;  // a write's record: nothing to index
       } else {
         (void)index_->SetLikes(changes[i].id, changes[i].likes);  // NotFound: deleted later

@@ -218,8 +218,8 @@ std::vector<StreamEvent> StreamHub::MatchLog(
     const Subscription& s, std::vector<storage::ReplicatedChange>& changes) const {
   std::vector<StreamEvent> events;
   for (storage::ReplicatedChange& rc : changes) {
-    if (rc.change.kind == storage::ChangeKind::kLikes ||
-        rc.change.kind == storage::ChangeKind::kRequest || !rc.tweet.has_value()) {
+    if (rc.change.kind == storage::ChangeKind::kLikes || !storage::ConcernsATweet(rc.change.kind) ||
+        !rc.tweet.has_value()) {
       continue;
     }
     absl::StatusOr<query::AnalyzedTweet> a = Analyze(*rc.tweet, analyzer_);

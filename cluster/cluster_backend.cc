@@ -353,14 +353,6 @@ void ClusterBackend::WaitVisible(const std::vector<std::pair<uint32_t, uint64_t>
 
 namespace {
 
-// The storage partition that keeps an idempotent ingest's record: FNV-1a of its key, which
-// every front door computes alike.
-uint32_t HomeOf(std::string_view key, uint32_t partitions) {
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
-  return StoragePartitionOf(h, partitions);
-}
-
 // Whether an outcome may change on a retry (the write may not have landed).
 bool Passing(const absl::Status& s) { return absl::IsUnavailable(s); }
 
@@ -402,7 +394,7 @@ std::vector<aggregator::IngestOutcome> ClusterBackend::Ingest(
   // record, or sends the same tweets under the same ids again (`retry`: those that landed
   // are OK).
   bool again = false;
-  const uint32_t home = once != nullptr ? HomeOf(once->key, partitions) : 0;
+  const uint32_t home = once != nullptr ? StoragePartitionOfKey(once->key, partitions) : 0;
   if (once != nullptr) {
     storage::WriteRecord plan;
     plan.fingerprint = once->fingerprint;

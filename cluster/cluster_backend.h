@@ -94,17 +94,20 @@ class ClusterBackend final : public aggregator::Backend {
     return streams_->Stats();
   }
 
+  // Also for the cluster's usage series (cluster/cluster_usage.h):
+  // Sends `request` to storage partition `p`'s primary until it answers or the deadline
+  // passes (through a failover, marked as a retry after the first attempt).
+  absl::StatusOr<internal::v1::WriteResponse> WriteToPrimary(uint32_t p,
+                                                             internal::v1::WriteRequest request);
+  // Storage partition p's replicas, the primary first (reads fall back to the secondary),
+  // ejected ones last.
+  std::vector<uint32_t> StorageReplicasPrimaryFirst(uint32_t p) const;
+
  private:
   ClusterBackend(ClusterView& view, const ClusterBackendOptions& options, const Clock& clock,
                  SnowflakeGenerator ids, std::unique_ptr<analysis::Analyzer> analyzer);
-  // Sends `request` to storage partition `p`'s primary until it answers or the
-  // deadline passes.
-  absl::StatusOr<internal::v1::WriteResponse> WriteToPrimary(uint32_t p,
-                                                             internal::v1::WriteRequest request);
   // Per index partition, its serving replicas, starting at a different one on each call.
   std::vector<std::vector<uint32_t>> IndexReplicasInTurn() const;
-  // Storage partition p's replicas, the primary first (reads fall back to the secondary).
-  std::vector<uint32_t> StorageReplicasPrimaryFirst(uint32_t p) const;
   // Waits until the serving index replicas have applied storage partition `p`
   // through `sequence`.
   void WaitVisible(const std::vector<std::pair<uint32_t, uint64_t>>& written) const;

@@ -104,7 +104,7 @@ class ClusterStreams::Follower final : public storage::ChangeConsumer {
         // Likes changes concern no stream; a put whose tweet was deleted since has its delete
         // later in the log.
         if (rc.change.kind == storage::ChangeKind::kLikes ||
-            rc.change.kind == storage::ChangeKind::kRequest || !rc.tweet.has_value()) {
+            !storage::ConcernsATweet(rc.change.kind) || !rc.tweet.has_value()) {
           continue;
         }
         published.push_back(aggregator::StreamChange{

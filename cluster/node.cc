@@ -8,6 +8,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "cluster/cluster_backend.h"
+#include "cluster/cluster_usage.h"
 #include "cluster/cluster_view.h"
 #include "cluster/membership.h"
 #include "cluster/shared_keys.h"
@@ -501,8 +502,10 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> StartAggregator(const Topology& t,
   if (!backend.ok()) return backend.status();
   absl::StatusOr<std::unique_ptr<SharedKeyRegistry>> keys = OpenSharedKeys(t, config.data_dir);
   if (!keys.ok()) return keys.status();
+  // Usage series shared by every front door: the storage partitions keep them.
+  auto usage = std::make_unique<ClusterUsageStore>(**backend, *p->view_, SystemClock());
   absl::StatusOr<std::unique_ptr<aggregator::Daemon>> daemon =
-      aggregator::Daemon::Start(config, *std::move(backend), *std::move(keys));
+      aggregator::Daemon::Start(config, *std::move(backend), *std::move(keys), std::move(usage));
   if (!daemon.ok()) return daemon.status();
   p->daemon_ = *std::move(daemon);
   absl::StatusOr<std::unique_ptr<Membership>> membership = Membership::Start(t.etcd, t.lease_ttl_s);

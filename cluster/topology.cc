@@ -245,4 +245,10 @@ absl::StatusOr<Topology> LoadTopology(const std::string& path) {
 uint32_t StoragePartitionOf(TweetId id, uint32_t count) { return HashToPartition(id, 0, count); }
 uint32_t IndexPartitionOf(TweetId id, uint32_t count) { return HashToPartition(id, 1, count); }
 
+uint32_t StoragePartitionOfKey(std::string_view key, uint32_t count) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
+  return StoragePartitionOf(h, count);
+}
+
 }  // namespace tweetsearch::cluster

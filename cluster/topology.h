@@ -93,6 +93,9 @@ uint32_t StoragePartitionOf(TweetId id, uint32_t count);
 // The index partition of a tweet: the same hash with seed 1, so the two counts
 // are independent.
 uint32_t IndexPartitionOf(TweetId id, uint32_t count);
+// The storage partition that keeps what is filed under `key` rather than a tweet id (an
+// idempotent ingest's record, an API key's usage series): FNV-1a of the key, placed as an id.
+uint32_t StoragePartitionOfKey(std::string_view key, uint32_t count);
 
 }  // namespace tweetsearch::cluster
 

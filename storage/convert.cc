@@ -1,6 +1,7 @@
 #include "storage/convert.h"
 
 #include "common/strings.h"
+#include "usage/usage_table.h"
 
 namespace tweetsearch::storage {
 
@@ -36,6 +37,7 @@ void ToProto(const ReplicatedChange& c, internal::v1::Change* out) {
     out->set_request_key(c.request->key);
     out->set_request_value(c.request->value);
   }
+  for (const usage::Increment& inc : c.usage) usage::ToProto(inc, out->add_usage());
 }
 
 absl::StatusOr<ReplicatedChange> FromProto(const internal::v1::Change& c) {
@@ -55,6 +57,8 @@ absl::StatusOr<ReplicatedChange> FromProto(const internal::v1::Change& c) {
     out.request = StoredRequest{c.request_key(), c.request_value()};
   }
   if (c.has_tweet()) out.tweet = FromProto(c.tweet());
+  out.usage.reserve(c.usage_size());
+  for (const v1::UsageIncrement& inc : c.usage()) out.usage.push_back(usage::FromProto(inc));
   return out;
 }
 

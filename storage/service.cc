@@ -7,6 +7,7 @@
 #include "proto/cluster.grpc.pb.h"
 #include "storage/convert.h"
 #include "storage/write_records.h"
+#include "usage/usage_table.h"
 
 namespace tweetsearch::storage {
 namespace {
@@ -17,6 +18,20 @@ namespace ipb = internal::v1;
 constexpr size_t kDefaultReadMax = 4096;
 constexpr uint32_t kMaxWaitMs = 10'000;
 constexpr size_t kSnapshotChunk = 65536;  // ids per SnapshotIds message
+constexpr size_t kMaxUsagePoints = 10'000;
+
+// A usage series' key id is printable ASCII, as the usage column family's layout needs.
+absl::Status CheckUsageKeyId(std::string_view key_id) {
+  if (key_id.empty() || key_id.size() > 256) {
+    return absl::InvalidArgumentError("a usage key id has 1 to 256 characters");
+  }
+  for (char c : key_id) {
+    if (c < 0x21 || c > 0x7e) {
+      return absl::InvalidArgumentError("a usage key id is printable ASCII");
+    }
+  }
+  return absl::OkStatus();
+}
 
 class StorageService final : public Storage::Service {
  public:
@@ -36,6 +51,11 @@ class StorageService final : public Storage::Service {
       if (!request->request_key().empty()) {
         op.request_key = request->request_key();
         op.record = FromProto(request->record());
+      }
+      op.usage.reserve(request->usage_size());
+      for (const v1::UsageIncrement& inc : request->usage()) {
+        if (absl::Status s = CheckUsageKeyId(inc.key_id()); !s.ok()) return net::ToGrpc(s);
+        op.usage.push_back(usage::FromProto(inc));
       }
       absl::StatusOr<WriteResult> result = node_.Write(std::move(op));
       if (!result.ok()) return net::ToGrpc(result.status());
@@ -83,6 +103,9 @@ class StorageService final : public Storage::Service {
         if (!r.ok()) return net::ToGrpc(r.status());
         if (!r->request.has_value()) return net::ToGrpc(absl::InvalidArgumentError("no record"));
         chunk.requests.push_back(*std::move(r->request));
+      }
+      for (const ipb::UsageBucket& b : request->usage()) {
+        chunk.usage.push_back(StoredUsage{b.key(), b.value()});
       }
       if (request->has_finish()) {
         absl::StatusOr<ReplicatedChange> finish = FromProto(request->finish());
@@ -148,6 +171,38 @@ class StorageService final : public Storage::Service {
     });
   }
 
+  grpc::Status QueryUsage(grpc::ServerContext*, const ipb::UsageQueryRequest* request,
+                          ipb::UsageQueryResponse* response) override {
+    return net::Guarded("Storage.QueryUsage", [&]() -> grpc::Status {
+      if (absl::Status s = CheckUsageKeyId(request->key_id()); !s.ok()) return net::ToGrpc(s);
+      if (request->resolution() > static_cast<uint32_t>(usage::Resolution::kDay)) {
+        return net::ToGrpc(absl::InvalidArgumentError("unknown resolution"));
+      }
+      absl::StatusOr<std::vector<usage::Point>> points = node_.QueryUsage(
+          request->key_id(), static_cast<usage::Resolution>(request->resolution()),
+          request->from_s(), request->to_s(),
+          std::min<size_t>(request->max_points() == 0 ? kMaxUsagePoints : request->max_points(),
+                           kMaxUsagePoints));
+      if (!points.ok()) return net::ToGrpc(points.status());
+      for (const usage::Point& p : *points) {
+        ipb::UsagePoint* out = response->add_points();
+        out->set_start_s(p.start_s);
+        usage::ToProto(p.counters, out->mutable_counters());
+      }
+      return grpc::Status::OK;
+    });
+  }
+
+  grpc::Status UsageKeys(grpc::ServerContext*, const ipb::UsageKeysRequest*,
+                         ipb::UsageKeysResponse* response) override {
+    return net::Guarded("Storage.UsageKeys", [&]() -> grpc::Status {
+      absl::StatusOr<std::vector<std::string>> keys = node_.UsageKeys();
+      if (!keys.ok()) return net::ToGrpc(keys.status());
+      for (std::string& k : *keys) response->add_key_ids(std::move(k));
+      return grpc::Status::OK;
+    });
+  }
+
   grpc::Status Status(grpc::ServerContext*, const ipb::StatusRequest*,
                       ipb::StorageStatus* response) override {
     return net::Guarded("Storage.Status", [&]() -> grpc::Status {
@@ -200,8 +255,13 @@ class GrpcStoragePeer final : public StoragePeer {
     request.set_begin(chunk.begin);
     for (const StoredTweet& t : chunk.tweets) ToProto(t, request.add_tweets());
     for (const StoredRequest& r : chunk.requests) {
-      ToProto(ReplicatedChange{Change{0, ChangeKind::kRequest, 0, 0}, std::nullopt, r},
+      ToProto(ReplicatedChange{Change{0, ChangeKind::kRequest, 0, 0}, std::nullopt, r, {}},
               request.add_requests());
+    }
+    for (const StoredUsage& b : chunk.usage) {
+      ipb::UsageBucket* out = request.add_usage();
+      out->set_key(b.key);
+      out->set_value(b.value);
     }
     if (chunk.finish.has_value()) ToProto(*chunk.finish, request.mutable_finish());
     ipb::ReplicateResponse response;

@@ -43,8 +43,10 @@ absl::StatusOr<std::unique_ptr<StorageNode>> StorageNode::Open(const StorageNode
       return absl::DataLossError(StrCat(EpochFile(options), " is not a number"));
     }
   }
+  StoreOptions store_options = options.store;
+  if (store_options.clock == nullptr) store_options.clock = options.clock;  // usage expiry
   absl::StatusOr<std::unique_ptr<TweetStore>> store =
-      TweetStore::Open(options.data_dir + "/storage", options.store);
+      TweetStore::Open(options.data_dir + "/storage", store_options);
   if (!store.ok()) return store.status();
   if (std::filesystem::exists(InstallingFile(options))) {
     // A copy was cut off: what it left is not a state of the partition.
@@ -255,22 +257,29 @@ absl::Status StorageNode::ChangesOfLocked(WriteOp& op, WriteResult& result,
         continue;
       }
       changes.push_back(
-          {Change{++sequence, ChangeKind::kPut, t.id, 0}, std::move(t), std::nullopt});
+          {Change{++sequence, ChangeKind::kPut, t.id, 0}, std::move(t), std::nullopt, {}});
     }
   } else if (op.delete_id.has_value()) {
     absl::StatusOr<StoredTweet> t = store_->Get(*op.delete_id);
     if (!t.ok()) return t.status();
     // The change carries the deleted tweet: streams reading the log can tell whether it
     // matched their query.
-    changes.push_back(
-        {Change{++sequence, ChangeKind::kDelete, *op.delete_id, 0}, *std::move(t), std::nullopt});
+    changes.push_back({Change{++sequence, ChangeKind::kDelete, *op.delete_id, 0},
+                       *std::move(t),
+                       std::nullopt,
+                       {}});
+  } else if (!op.usage.empty()) {
+    changes.push_back({Change{++sequence, ChangeKind::kUsage, 0, 0}, std::nullopt, std::nullopt,
+                       std::move(op.usage)});
   } else if (op.likes.has_value()) {
     absl::StatusOr<StoredTweet> t = store_->Get(op.likes->id);
     if (!t.ok()) return t.status();
     if (absl::Status s = CheckLikesChange(op.likes->value, op.likes->add); !s.ok()) return s;
     result.likes = ApplyLikes(t->likes, op.likes->value, op.likes->add);
     changes.push_back({Change{++sequence, ChangeKind::kLikes, op.likes->id, result.likes},
-                       std::nullopt, std::nullopt});
+                       std::nullopt,
+                       std::nullopt,
+                       {}});
   }
   return absl::OkStatus();
 }
@@ -301,8 +310,10 @@ void StorageNode::AppendRecordLocked(const WriteOp& op, const absl::Status& answ
   }
   const uint64_t sequence =
       changes.empty() ? store_->LastSequence() + 1 : changes.back().change.sequence + 1;
-  changes.push_back({Change{sequence, ChangeKind::kRequest, 0, 0}, std::nullopt,
-                     ToStoredRequest(op.request_key, record)});
+  changes.push_back({Change{sequence, ChangeKind::kRequest, 0, 0},
+                     std::nullopt,
+                     ToStoredRequest(op.request_key, record),
+                     {}});
   result.record = std::move(record);
 }
 
@@ -471,18 +482,26 @@ absl::Status StorageNode::CopyToPeer(StoragePeer* peer, uint64_t epoch) {
   }
   chunk.tweets.clear();
   // Then the records of idempotent writes, so that a retry after a failover to the copy is
-  // answered as the first attempt was.
-  for (;;) {
-    absl::StatusOr<std::vector<StoredRequest>> next =
-        (*snapshot)->NextRequests(options_.copy_batch);
-    if (!next.ok()) return next.status();
-    if (next->empty()) break;
-    chunk.requests = *std::move(next);
-    absl::StatusOr<uint64_t> sent = peer->Install(epoch, options_.node, chunk);
-    if (!sent.ok()) return sent.status();
-    chunk.begin = false;
+  // answered as the first attempt was, and the usage series.
+  auto send_each = [&](auto next_of, auto& entries) -> absl::Status {
+    for (;;) {
+      auto next = next_of();
+      if (!next.ok()) return next.status();
+      if (next->empty()) break;
+      entries = *std::move(next);
+      absl::StatusOr<uint64_t> sent = peer->Install(epoch, options_.node, chunk);
+      if (!sent.ok()) return sent.status();
+      chunk.begin = false;
+    }
+    entries.clear();
+    return absl::OkStatus();
+  };
+  absl::Status sent =
+      send_each([&] { return (*snapshot)->NextRequests(options_.copy_batch); }, chunk.requests);
+  if (sent.ok()) {
+    sent = send_each([&] { return (*snapshot)->NextUsage(options_.copy_batch); }, chunk.usage);
   }
-  chunk.requests.clear();
+  if (!sent.ok()) return sent;
   chunk.finish = last;
   absl::StatusOr<uint64_t> installed = peer->Install(epoch, options_.node, chunk);
   if (!installed.ok()) return installed.status();
@@ -548,6 +567,9 @@ absl::StatusOr<uint64_t> StorageNode::Install(uint64_t epoch, const std::string&
   if (!chunk.requests.empty()) {
     if (absl::Status s = store_->InstallRequests(chunk.requests); !s.ok()) return s;
   }
+  if (!chunk.usage.empty()) {
+    if (absl::Status s = store_->InstallUsage(chunk.usage); !s.ok()) return s;
+  }
   if (!chunk.finish.has_value()) return 0;
   if (chunk.finish->change.sequence != chunk.sequence) {
     return absl::InvalidArgumentError("the copy's last change is not at its sequence");
@@ -609,14 +631,31 @@ bool StorageNode::ServesReads() const {
          absl::ToUnixNanos(Now()) < in_sync_until_ns_.load(std::memory_order_acquire);
 }
 
-std::vector<absl::StatusOr<StoredTweet>> StorageNode::MultiGet(std::span<const TweetId> ids) const {
+absl::Status StorageNode::CheckServesReads() const {
   if (!readable_.load(std::memory_order_acquire)) {
-    return std::vector<absl::StatusOr<StoredTweet>>(
-        ids.size(), absl::UnavailableError(StrCat(options_.node, " is installing a copy")));
+    return absl::UnavailableError(StrCat(options_.node, " is installing a copy"));
   }
-  if (!ServesReads()) {
-    return std::vector<absl::StatusOr<StoredTweet>>(
-        ids.size(), absl::UnavailableError(StrCat(options_.node, " may lack recent writes")));
+  if (!ServesReads())
+    return absl::UnavailableError(StrCat(options_.node, " may lack recent writes"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<usage::Point>> StorageNode::QueryUsage(std::string_view key_id,
+                                                                  usage::Resolution resolution,
+                                                                  int64_t from_s, int64_t to_s,
+                                                                  size_t max_points) const {
+  if (absl::Status s = CheckServesReads(); !s.ok()) return s;
+  return store_->QueryUsage(key_id, resolution, from_s, to_s, max_points);
+}
+
+absl::StatusOr<std::vector<std::string>> StorageNode::UsageKeys() const {
+  if (absl::Status s = CheckServesReads(); !s.ok()) return s;
+  return store_->UsageKeys();
+}
+
+std::vector<absl::StatusOr<StoredTweet>> StorageNode::MultiGet(std::span<const TweetId> ids) const {
+  if (absl::Status s = CheckServesReads(); !s.ok()) {
+    return std::vector<absl::StatusOr<StoredTweet>>(ids.size(), s);
   }
   return store_->MultiGet(ids);
 }
@@ -678,6 +717,8 @@ absl::Status StorageNode::TrimLog() {
     absl::MutexLock lock(&write_mu_);
     absl::StatusOr<uint64_t> dropped = DropExpiredWriteRecords(*store_, clock_.NowUnixMillis());
     if (!dropped.ok()) return dropped.status();
+    // And usage buckets past their retention (which queries already leave out).
+    if (absl::Status s = store_->ExpireUsage(); !s.ok()) return s;
   }
   const absl::Time live_since = now - options_.live_reader_window;
   // What the named readers still need (nothing is trimmed for one that has not

@@ -60,6 +60,7 @@ struct InstallChunk {
   bool begin = false;
   std::vector<StoredTweet> tweets;
   std::vector<StoredRequest> requests;  // idempotent writes' records
+  std::vector<StoredUsage> usage;       // the usage series
   std::optional<ReplicatedChange> finish;
 };
 
@@ -125,23 +126,26 @@ struct LikesChange {
   bool add = false;
 };
 
-// One write: tweets to store, or one delete, or one likes change; or, alone, the record of an
-// idempotent ingest (storage/write_records.h).
+// One write: tweets to store, or one delete, or one likes change, or usage counts to add; or,
+// alone, the record of an idempotent ingest (storage/write_records.h).
 struct WriteOp {
   std::vector<StoredTweet> puts;
   bool retry = false;  // a stored identical tweet is this caller's earlier write: OK
   std::optional<TweetId> delete_id;
   std::optional<LikesChange> likes;
+  std::vector<usage::Increment> usage;  // one change adds them all
   // An idempotent write: the key of its record, and the record (its fingerprint and time; alone,
-  // the whole record to store). With a delete or likes change, a stored record answers instead
-  // of the write; else the record of the answer is written with the change. Alone, the record
-  // is stored unless one is stored already that is final, or for another request, or this one
-  // is a plan.
+  // the whole record to store). With a delete, likes change or usage, a stored record answers
+  // instead of the write; else the record of the answer is written with the change. Alone, the
+  // record is stored unless one is stored already that is final, or for another request, or this
+  // one is a plan.
   std::string request_key;
   std::optional<WriteRecord> record;
 
-  // Only an idempotent ingest's record: no tweet to store, delete or like.
-  bool record_only() const { return puts.empty() && !delete_id.has_value() && !likes.has_value(); }
+  // Only an idempotent ingest's record: no tweet to store, delete, like or usage.
+  bool record_only() const {
+    return puts.empty() && !delete_id.has_value() && !likes.has_value() && usage.empty();
+  }
 };
 
 struct WriteResult {
@@ -239,6 +243,12 @@ class StorageNode {
 
   // Unavailable for every id when reads are not served (see ReadChanges).
   std::vector<absl::StatusOr<StoredTweet>> MultiGet(std::span<const TweetId> ids) const;
+  // The usage series this partition keeps (TweetStore::QueryUsage, UsageKeys); Unavailable
+  // when reads are not served.
+  absl::StatusOr<std::vector<usage::Point>> QueryUsage(std::string_view key_id,
+                                                       usage::Resolution resolution, int64_t from_s,
+                                                       int64_t to_s, size_t max_points) const;
+  absl::StatusOr<std::vector<std::string>> UsageKeys() const;
 
   // Brings an out-of-sync peer up to date from the change log, or with a full
   // copy when the log no longer reaches back to it; tells an in-sync peer so
@@ -295,6 +305,8 @@ class StorageNode {
   void RecordReader(const std::string& reader, uint64_t after, std::optional<uint64_t> keeps);
   void SetApplied(uint64_t sequence);
   bool ServesReads() const;
+  // Unavailable, saying why, when reads are not served.
+  absl::Status CheckServesReads() const;
   void SetInSyncUntil(absl::Time until);
 
   // Now on the options' clock (monotonic; only compared with other readings of it).

@@ -1,6 +1,7 @@
 #include "storage/tweet_store.h"
 
 #include <rocksdb/cache.h>
+#include <rocksdb/compaction_filter.h>
 #include <rocksdb/db.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/options.h>
@@ -17,6 +18,7 @@
 #include "proto/tweetsearch.pb.h"
 #include "storage/convert.h"
 #include "storage/rocks_util.h"
+#include "usage/usage_table.h"
 
 namespace tweetsearch::storage {
 namespace {
@@ -71,11 +73,12 @@ std::string EncodeChange(const ReplicatedChange& rc) {
     record.set_request_key(rc.request->key);
     record.set_request_value(rc.request->value);
   }
+  for (const usage::Increment& inc : rc.usage) usage::ToProto(inc, record.add_usage());
   return record.SerializeAsString();
 }
 
 std::string EncodeChange(ChangeKind kind, TweetId id, uint32_t likes) {
-  return EncodeChange(ReplicatedChange{Change{0, kind, id, likes}, std::nullopt, std::nullopt});
+  return EncodeChange(ReplicatedChange{Change{0, kind, id, likes}, std::nullopt, std::nullopt, {}});
 }
 
 // Decodes a change, with the record a request stores; with `bodies`, also the tweet a delete
@@ -110,6 +113,8 @@ absl::StatusOr<ReplicatedChange> DecodeChange(const rocksdb::Slice& key,
     out.request = StoredRequest{std::move(*record.mutable_request_key()),
                                 std::move(*record.mutable_request_value())};
   }
+  out.usage.reserve(record.usage_size());
+  for (const v1::UsageIncrement& inc : record.usage()) out.usage.push_back(usage::FromProto(inc));
   return out;
 }
 
@@ -117,7 +122,7 @@ class RocksDbSnapshot final : public StoreSnapshot {
  public:
   RocksDbSnapshot(rocksdb::DB* db, const rocksdb::Snapshot* snapshot,
                   rocksdb::ColumnFamilyHandle* tweets, rocksdb::ColumnFamilyHandle* requests,
-                  ReplicatedChange last)
+                  rocksdb::ColumnFamilyHandle* usage, ReplicatedChange last)
       : db_(db), snapshot_(snapshot), last_(std::move(last)) {
     rocksdb::ReadOptions options;
     options.snapshot = snapshot_;
@@ -126,10 +131,13 @@ class RocksDbSnapshot final : public StoreSnapshot {
     it_->SeekToFirst();
     requests_.reset(db_->NewIterator(options, requests));
     requests_->SeekToFirst();
+    usage_.reset(db_->NewIterator(options, usage));
+    usage_->SeekToFirst();
   }
   ~RocksDbSnapshot() override {
     it_.reset();
     requests_.reset();
+    usage_.reset();
     db_->ReleaseSnapshot(snapshot_);
   }
 
@@ -155,23 +163,37 @@ class RocksDbSnapshot final : public StoreSnapshot {
     return out;
   }
 
+  absl::StatusOr<std::vector<StoredUsage>> NextUsage(size_t max) override {
+    std::vector<StoredUsage> out;
+    for (; usage_->Valid() && out.size() < max; usage_->Next()) {
+      out.push_back(StoredUsage{usage_->key().ToString(), usage_->value().ToString()});
+    }
+    if (absl::Status s = FromRocks(usage_->status(), "snapshot"); !s.ok()) return s;
+    return out;
+  }
+
  private:
   rocksdb::DB* db_;
   const rocksdb::Snapshot* snapshot_;
   ReplicatedChange last_;
   std::unique_ptr<rocksdb::Iterator> it_;
   std::unique_ptr<rocksdb::Iterator> requests_;
+  std::unique_ptr<rocksdb::Iterator> usage_;
 };
 
 class RocksDbTweetStore final : public TweetStore {
  public:
   RocksDbTweetStore(std::unique_ptr<rocksdb::DB> db,
                     std::vector<rocksdb::ColumnFamilyHandle*> handles, const std::string& dir,
-                    const StoreOptions& options, uint64_t first_sequence, uint64_t last_sequence)
-      : db_(std::move(db)),
+                    const StoreOptions& options, uint64_t first_sequence, uint64_t last_sequence,
+                    std::unique_ptr<rocksdb::CompactionFilter> usage_filter)
+      : usage_filter_(std::move(usage_filter)),
+        clock_(options.clock != nullptr ? *options.clock : SystemClock()),
+        db_(std::move(db)),
         tweets_(handles[0]),
         changes_(handles[1]),
         requests_(handles[2]),
+        usage_(handles[3]),
         sync_(options.sync_writes),
         guard_(db_.get(), dir, options.min_free_disk_bytes),
         first_sequence_(first_sequence),
@@ -182,6 +204,7 @@ class RocksDbTweetStore final : public TweetStore {
     (void)db_->DestroyColumnFamilyHandle(tweets_);
     (void)db_->DestroyColumnFamilyHandle(changes_);
     (void)db_->DestroyColumnFamilyHandle(requests_);
+    (void)db_->DestroyColumnFamilyHandle(usage_);
     (void)db_->Close();
   }
 
@@ -207,7 +230,9 @@ class RocksDbTweetStore final : public TweetStore {
       if (auto s = batch.Delete(tweets_, EncodeKey(id)); !s.ok()) return FromRocks(s, "batch");
       const ReplicatedChange change{
           Change{++sequence, ChangeKind::kDelete, id, 0},
-          gone.ok() ? std::optional<StoredTweet>(*std::move(gone)) : std::nullopt, std::nullopt};
+          gone.ok() ? std::optional<StoredTweet>(*std::move(gone)) : std::nullopt,
+          std::nullopt,
+          {}};
       const rocksdb::Status s = batch.Put(changes_, EncodeKey(sequence), EncodeChange(change));
       if (!s.ok()) return FromRocks(s, "batch");
     }
@@ -220,6 +245,11 @@ class RocksDbTweetStore final : public TweetStore {
         return FromRocks(s, "batch");
       }
       if (auto s = log(ChangeKind::kLikes, id, likes); !s.ok()) return FromRocks(s, "batch");
+    }
+    if (!m.usage.empty()) {
+      const ReplicatedChange change{Change{++sequence, ChangeKind::kUsage, 0, 0}, std::nullopt,
+                                    std::nullopt, m.usage};
+      if (absl::Status s = AddUsage(batch, change); !s.ok()) return s;
     }
     for (const StoredRequest& r : m.requests) {
       if (auto s = PutRequest(batch, ++sequence, r); !s.ok()) return s;
@@ -268,6 +298,9 @@ class RocksDbTweetStore final : public TweetStore {
       } else if (c.kind == ChangeKind::kRequest) {
         if (!rc.request.has_value()) return absl::InvalidArgumentError("request without record");
         if (absl::Status st = PutRequest(batch, c.sequence, *rc.request); !st.ok()) return st;
+        continue;
+      } else if (c.kind == ChangeKind::kUsage) {
+        if (absl::Status st = AddUsage(batch, rc); !st.ok()) return st;
         continue;
       } else {
         absl::StatusOr<std::optional<StoredTweet>> t = current(c.id);
@@ -397,6 +430,20 @@ class RocksDbTweetStore final : public TweetStore {
     return FromRocks(it->status(), "scan changes");
   }
 
+  absl::StatusOr<std::vector<usage::Point>> QueryUsage(std::string_view key_id,
+                                                       usage::Resolution resolution, int64_t from_s,
+                                                       int64_t to_s,
+                                                       size_t max_points) const override {
+    return usage::QueryTable(*db_, usage_, key_id, resolution, from_s, to_s, max_points,
+                             clock_.NowUnixMillis() / 1000);
+  }
+
+  absl::StatusOr<std::vector<std::string>> UsageKeys() const override {
+    return usage::KeysOfTable(*db_, usage_);
+  }
+
+  absl::Status ExpireUsage() override { return usage::CompactTable(*db_, usage_); }
+
   absl::StatusOr<std::optional<std::string>> GetRequest(std::string_view key) const override {
     std::string value;
     rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), requests_, key, &value);
@@ -482,7 +529,7 @@ class RocksDbTweetStore final : public TweetStore {
       return status;
     }
     return std::unique_ptr<StoreSnapshot>(
-        new RocksDbSnapshot(db_.get(), snapshot, tweets_, requests_, std::move(last)));
+        new RocksDbSnapshot(db_.get(), snapshot, tweets_, requests_, usage_, std::move(last)));
   }
 
   absl::Status ClearForInstall() override {
@@ -501,6 +548,10 @@ class RocksDbTweetStore final : public TweetStore {
       if (auto s = batch.Delete(requests_, it->key()); !s.ok()) return FromRocks(s, "batch");
     }
     if (absl::Status s = FromRocks(it->status(), "clear"); !s.ok()) return s;
+    // Usage keys begin with a key id, printable ASCII: all below "\xff".
+    if (auto s = batch.DeleteRange(usage_, rocksdb::Slice(), "\xff"); !s.ok()) {
+      return FromRocks(s, "batch");
+    }
     if (absl::Status s = FromRocks(db_->Write(options, &batch), "clear"); !s.ok()) return s;
     last_sequence_ = 0;
     first_sequence_ = 1;
@@ -527,6 +578,15 @@ class RocksDbTweetStore final : public TweetStore {
     return guard_.After(db_->Write(rocksdb::WriteOptions(), &batch), "install");
   }
 
+  absl::Status InstallUsage(std::span<const StoredUsage> buckets) override {
+    if (absl::Status s = guard_.BeforeWrite(); !s.ok()) return s;
+    rocksdb::WriteBatch batch;
+    for (const StoredUsage& b : buckets) {
+      if (auto s = batch.Put(usage_, b.key, b.value); !s.ok()) return FromRocks(s, "batch");
+    }
+    return guard_.After(db_->Write(rocksdb::WriteOptions(), &batch), "install");
+  }
+
   absl::Status FinishInstall(const ReplicatedChange& last) override {
     absl::MutexLock lock(&write_mu_);
     if (last_sequence_ != 0) {
@@ -535,8 +595,11 @@ class RocksDbTweetStore final : public TweetStore {
     if (last.change.sequence == 0) return absl::OkStatus();  // the copy of an empty store
     rocksdb::WriteBatch batch;
     const Change& c = last.change;
-    rocksdb::Status s = batch.Put(changes_, EncodeKey(c.sequence),
-                                  EncodeChange(ReplicatedChange{c, std::nullopt, last.request}));
+    // The copy holds this change's effect: only a record (a Put) is written again; usage
+    // counts would be added twice.
+    rocksdb::Status s =
+        batch.Put(changes_, EncodeKey(c.sequence),
+                  EncodeChange(ReplicatedChange{c, std::nullopt, last.request, last.usage}));
     if (!s.ok()) return FromRocks(s, "batch");
     if (c.kind == ChangeKind::kRequest && last.request.has_value()) {
       s = batch.Put(requests_, last.request->key, last.request->value);
@@ -583,14 +646,26 @@ class RocksDbTweetStore final : public TweetStore {
   // Stores a record and logs it as change `sequence`, in `batch`.
   absl::Status PutRequest(rocksdb::WriteBatch& batch, uint64_t sequence, const StoredRequest& r) {
     if (auto s = batch.Put(requests_, r.key, r.value); !s.ok()) return FromRocks(s, "batch");
-    const ReplicatedChange change{Change{sequence, ChangeKind::kRequest, 0, 0}, std::nullopt, r};
+    const ReplicatedChange change{
+        Change{sequence, ChangeKind::kRequest, 0, 0}, std::nullopt, r, {}};
     return FromRocks(batch.Put(changes_, EncodeKey(sequence), EncodeChange(change)), "batch");
   }
 
+  // Adds a usage change's counts and logs it, in `batch`.
+  absl::Status AddUsage(rocksdb::WriteBatch& batch, const ReplicatedChange& change) {
+    if (absl::Status s = usage::AddToBatch(change.usage, usage_, batch); !s.ok()) return s;
+    return FromRocks(batch.Put(changes_, EncodeKey(change.change.sequence), EncodeChange(change)),
+                     "batch");
+  }
+
+  // Declared before db_: the DB uses the filter until it closes.
+  std::unique_ptr<rocksdb::CompactionFilter> usage_filter_;
+  const Clock& clock_;
   std::unique_ptr<rocksdb::DB> db_;
   rocksdb::ColumnFamilyHandle* tweets_;
   rocksdb::ColumnFamilyHandle* changes_;
   rocksdb::ColumnFamilyHandle* requests_;
+  rocksdb::ColumnFamilyHandle* usage_;
   const bool sync_;
   WriteGuard guard_;
   // Writes are serialized by write_mu_; the sequences are atomics so that
@@ -640,10 +715,21 @@ absl::StatusOr<std::unique_ptr<TweetStore>> TweetStore::Open(const std::string& 
   requests_cf.write_buffer_size = options.write_buffer_bytes / 8;
   requests_cf.compression = rocksdb::kLZ4Compression;
 
+  // A cluster's usage series: a bucket per key and minute for a day, coarser ones for longer.
+  rocksdb::ColumnFamilyOptions usage_cf;
+  usage_cf.table_factory = changes_cf.table_factory;
+  usage_cf.write_buffer_size = options.write_buffer_bytes / 8;
+  usage_cf.compression = rocksdb::kLZ4Compression;
+  usage_cf.merge_operator = usage::NewCountersMergeOperator();
+  std::unique_ptr<rocksdb::CompactionFilter> usage_filter =
+      usage::NewExpiryFilter(options.clock != nullptr ? *options.clock : SystemClock());
+  usage_cf.compaction_filter = usage_filter.get();
+
   std::vector<rocksdb::ColumnFamilyDescriptor> families = {
       {rocksdb::kDefaultColumnFamilyName, tweets_cf},
       {"changes", changes_cf},
-      {"requests", requests_cf}};
+      {"requests", requests_cf},
+      {"usage", usage_cf}};
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(db_options, dir, families, &handles, &raw);
@@ -664,8 +750,8 @@ absl::StatusOr<std::unique_ptr<TweetStore>> TweetStore::Open(const std::string& 
       return st;
     }
   }
-  return std::unique_ptr<TweetStore>(
-      new RocksDbTweetStore(std::move(db), std::move(handles), dir, options, first, last));
+  return std::unique_ptr<TweetStore>(new RocksDbTweetStore(
+      std::move(db), std::move(handles), dir, options, first, last, std::move(usage_filter)));
 }
 
 v1::ChangeRecord::Kind ChangeKindToProto(ChangeKind kind) {
@@ -678,6 +764,8 @@ v1::ChangeRecord::Kind ChangeKindToProto(ChangeKind kind) {
       return v1::ChangeRecord::KIND_LIKES;
     case ChangeKind::kRequest:
       return v1::ChangeRecord::KIND_REQUEST;
+    case ChangeKind::kUsage:
+      return v1::ChangeRecord::KIND_USAGE;
   }
   return v1::ChangeRecord::KIND_UNSPECIFIED;
 }
@@ -692,6 +780,8 @@ std::optional<ChangeKind> ChangeKindFromProto(v1::ChangeRecord::Kind kind) {
       return ChangeKind::kLikes;
     case v1::ChangeRecord::KIND_REQUEST:
       return ChangeKind::kRequest;
+    case v1::ChangeRecord::KIND_USAGE:
+      return ChangeKind::kUsage;
     default:
       return std::nullopt;
   }

@@ -11,6 +11,9 @@
 //              chosen by the writer. A record is written in the same batch as the write's
 //              changes and logged as a change of its own (kRequest), so that it replicates
 //              with them; readers of the log that only index or route tweets skip it.
+//   "usage"    a cluster's usage series (usage/usage_table.h): each write of usage counts is
+//              merged into its buckets and logged as one change (kUsage) holding the
+//              increments, so the secondary adds the same counts; readers of tweets skip it.
 // A Write() lands in both families in one RocksDB write batch, so the log never disagrees with
 // the tweets. With `sync_writes`, the WAL is fsynced before Write() returns: an acknowledged
 // write survives kill -9 and power loss. RocksDB groups concurrent synced writers into one
@@ -34,7 +37,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/clock.h"
 #include "common/ids.h"
+#include "usage/series.h"
 
 namespace tweetsearch::storage {
 
@@ -51,7 +56,13 @@ struct StoredTweet {
   bool operator==(const StoredTweet&) const = default;
 };
 
-enum class ChangeKind { kPut, kDelete, kLikes, kRequest };
+enum class ChangeKind { kPut, kDelete, kLikes, kRequest, kUsage };
+
+// Whether a change of `kind` is about a tweet (readers that index or route tweets skip the
+// others: records of idempotent writes, usage counts).
+inline bool ConcernsATweet(ChangeKind kind) {
+  return kind != ChangeKind::kRequest && kind != ChangeKind::kUsage;
+}
 
 struct Change {
   uint64_t sequence = 0;
@@ -68,17 +79,24 @@ struct StoredRequest {
   bool operator==(const StoredRequest&) const = default;
 };
 
+// An entry of the usage column family, as a full copy of a replica carries it.
+struct StoredUsage {
+  std::string key;
+  std::string value;
+};
+
 // One atomic, durable write: tweets to store (replacing any with the same id), tweets to
-// delete, likes to set, and records of idempotent writes to store (replacing any with the same
-// key). Applied and logged in that order.
+// delete, likes to set, usage counts to add (one change for all), and records of idempotent
+// writes to store (replacing any with the same key). Applied and logged in that order.
 struct Mutation {
   std::vector<StoredTweet> puts;
   std::vector<TweetId> deletes;
   std::vector<std::pair<TweetId, uint32_t>> likes;
+  std::vector<usage::Increment> usage;
   std::vector<StoredRequest> requests;
 
   bool empty() const {
-    return puts.empty() && deletes.empty() && likes.empty() && requests.empty();
+    return puts.empty() && deletes.empty() && likes.empty() && usage.empty() && requests.empty();
   }
 };
 
@@ -90,11 +108,13 @@ enum class ChangeBodies { kInclude, kOmit };
 // A change as a replica, an index server or a stream needs it: the change, and for a put the
 // tweet as stored now (absent when it was deleted since), for a delete the tweet as it was
 // deleted (absent in changes logged before deletes recorded it); absent in both when read with
-// ChangeBodies::kOmit. A kRequest change always carries its record.
+// ChangeBodies::kOmit. A kRequest change always carries its record, a kUsage change its
+// increments.
 struct ReplicatedChange {
   Change change;
   std::optional<StoredTweet> tweet;
   std::optional<StoredRequest> request;
+  std::vector<usage::Increment> usage;
 };
 
 struct StoreOptions {
@@ -112,6 +132,9 @@ struct StoreOptions {
   // Writes are refused (Unavailable) while the store's disk has less free space than this,
   // so that RocksDB never runs out of it mid-write; 0 turns the check off. Default 64 MiB.
   uint64_t min_free_disk_bytes = uint64_t{64} << 20;
+  // The time that decides which usage buckets have expired; null: SystemClock(). Must outlive
+  // the store.
+  const Clock* clock = nullptr;
 };
 
 // A consistent read-only view of a whole store at one change sequence (for a full copy of a
@@ -126,6 +149,8 @@ class StoreSnapshot {
   virtual absl::StatusOr<std::vector<StoredTweet>> Next(size_t max) = 0;
   // The next records of idempotent writes in key order, at most `max`; empty at the end.
   virtual absl::StatusOr<std::vector<StoredRequest>> NextRequests(size_t max) = 0;
+  // The next entries of the usage column family in key order, at most `max`; empty at the end.
+  virtual absl::StatusOr<std::vector<StoredUsage>> NextUsage(size_t max) = 0;
 };
 
 class TweetStore {
@@ -153,6 +178,16 @@ class TweetStore {
   // forgets its own records by the same rule). Returns how many it deleted.
   virtual absl::StatusOr<uint64_t> DropRequests(
       const std::function<bool(std::string_view value)>& expired) = 0;
+  // The usage series kept here (usage/usage_store.h has what each does).
+  virtual absl::StatusOr<std::vector<usage::Point>> QueryUsage(std::string_view key_id,
+                                                               usage::Resolution resolution,
+                                                               int64_t from_s, int64_t to_s,
+                                                               size_t max_points) const = 0;
+  virtual absl::StatusOr<std::vector<std::string>> UsageKeys() const = 0;
+  // Drops expired usage buckets now (a compaction of the usage column family; not logged:
+  // each replica drops its own by the same rule).
+  virtual absl::Status ExpireUsage() = 0;
+
   // Calls `visit` for each stored tweet with first <= id <= last, in id order, until it returns
   // false.
   virtual absl::Status Scan(TweetId first, TweetId last,
@@ -162,8 +197,8 @@ class TweetStore {
   // consecutive and start at LastSequence() + 1 (FailedPrecondition otherwise, naming the
   // sequence expected). A put stores its tweet (a put without one only enters the log); a
   // likes change sets the stored tweet's likes; a delete deletes; a request change stores its
-  // record. Atomic and, with sync_writes,
-  // durable when this returns.
+  // record; a usage change adds its counts. Atomic and, with sync_writes, durable when this
+  // returns.
   virtual absl::Status Apply(std::span<const ReplicatedChange> changes) = 0;
   // Up to `max` changes after `after`, in order, with the tweets of puts unless `bodies` is
   // kOmit. FailedPrecondition if changes after `after` were trimmed already (the reader must
@@ -186,15 +221,16 @@ class TweetStore {
   virtual absl::StatusOr<std::unique_ptr<StoreSnapshot>> Snapshot() const = 0;
 
   // Installing a full copy of another replica (see StoreSnapshot), in three steps:
-  // ClearForInstall() deletes every tweet and change (LastSequence() is then 0);
-  // InstallTweets() and InstallRequests() add copied tweets and records (not synced);
-  // FinishInstall() writes the copy's last
-  // change, syncs, and makes its sequence LastSequence(). Until FinishInstall() the store
+  // ClearForInstall() deletes every tweet, change, record and usage bucket (LastSequence() is
+  // then 0); InstallTweets(), InstallRequests() and InstallUsage() add copied entries (not
+  // synced); FinishInstall() logs the copy's last change (whose effect the copy holds), syncs,
+  // and makes its sequence LastSequence(). Until FinishInstall() the store
   // holds tweets its sequence does not account for: the caller must not serve from it, and
   // must clear it again after a crash.
   virtual absl::Status ClearForInstall() = 0;
   virtual absl::Status InstallTweets(std::span<const StoredTweet> tweets) = 0;
   virtual absl::Status InstallRequests(std::span<const StoredRequest> requests) = 0;
+  virtual absl::Status InstallUsage(std::span<const StoredUsage> buckets) = 0;
   virtual absl::Status FinishInstall(const ReplicatedChange& last) = 0;
 
   // RocksDB's estimate of the number of stored tweets.

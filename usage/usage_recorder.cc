@@ -3,14 +3,26 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <random>
 
+#include "absl/strings/str_format.h"
 #include "common/strings.h"
 
 namespace tweetsearch::usage {
+namespace {
+
+// 64 random bits in hex: tells this recorder's batches from every other front door's.
+std::string RandomPrefix() {
+  std::random_device random;
+  const uint64_t bits = (uint64_t{random()} << 32) ^ random();
+  return absl::StrFormat("%016x", bits);
+}
+
+}  // namespace
 
 UsageRecorder::UsageRecorder(UsageStore& store, const Clock& clock,
                              const UsageRecorderOptions& options)
-    : store_(store), clock_(clock), options_(options) {}
+    : store_(store), clock_(clock), options_(options), batch_prefix_(RandomPrefix()) {}
 
 UsageRecorder::~UsageRecorder() { Stop(); }
 
@@ -34,6 +46,10 @@ void UsageRecorder::Record(std::string_view key_id, Outcome outcome, std::string
 
 absl::Status UsageRecorder::Flush() {
   absl::MutexLock flush_lock(&flush_mu_);
+  if (unsent_.has_value()) {
+    if (absl::Status s = Send(*unsent_); !s.ok()) return s;  // newer counts wait behind it
+    unsent_.reset();
+  }
   std::vector<Increment> increments;
   std::map<int64_t, Counters> all;
   for (Shard& shard : shards_) {
@@ -50,34 +66,19 @@ absl::Status UsageRecorder::Flush() {
     }
   }
   if (increments.empty()) return absl::OkStatus();
-  const size_t own = increments.size();
   for (auto& [minute, counters] : all) {
     increments.push_back(Increment{std::string(kAllKeys), minute, std::move(counters)});
   }
-  absl::Status s = store_.Add(increments);
-  if (!s.ok()) {
-    flush_errors_.fetch_add(1, std::memory_order_relaxed);
-    increments.resize(own);  // the totals are made again from these
-    Restore(increments);
-    return s;
-  }
-  flushes_.fetch_add(1, std::memory_order_relaxed);
-  return absl::OkStatus();
+  Batch batch{StrCat(batch_prefix_, "-", ++batches_), std::move(increments)};
+  absl::Status s = Send(batch);
+  if (!s.ok()) unsent_ = std::move(batch);
+  return s;
 }
 
-void UsageRecorder::Restore(const std::vector<Increment>& increments) {
-  for (const Increment& inc : increments) {
-    Shard& shard = shards_[std::hash<std::string_view>()(inc.key_id) % kShards];
-    absl::MutexLock lock(&shard.mu);
-    Minutes& minutes = shard.pending[inc.key_id];
-    auto it = std::find_if(minutes.begin(), minutes.end(),
-                           [&](const auto& m) { return m.first == inc.minute_start_s; });
-    if (it == minutes.end()) {
-      minutes.insert(minutes.begin(), {inc.minute_start_s, inc.counters});
-    } else {
-      it->second.Add(inc.counters);
-    }
-  }
+absl::Status UsageRecorder::Send(const Batch& batch) {
+  absl::Status s = store_.Add(batch.increments, batch.id);
+  (s.ok() ? flushes_ : flush_errors_).fetch_add(1, std::memory_order_relaxed);
+  return s;
 }
 
 void UsageRecorder::Start() {

@@ -4,8 +4,10 @@
 // Record() is on every request's path: it takes one of 16 shard locks and adds to the key's
 // minute bucket in a hash map (no allocation once the key has been seen this interval). Flush()
 // swaps the shards' maps out, sums them per minute into the kAllKeys series too, and hands the
-// increments to the store in one write. A failed write puts the counts back, so they go out with
-// the next flush. A crash loses at most the counts since the last flush.
+// increments to the store as one batch with an id of its own. A batch whose write failed is
+// kept as it is and sent again, under the same id, before anything newer: a store shared by
+// several front doors may have written part of it, and the id lets it skip that part. A crash
+// loses at most the counts since the last flush.
 //
 // Thread-safety: every method may be called from any thread.
 #ifndef TWEETSEARCH_USAGE_USAGE_RECORDER_H_
@@ -15,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -77,7 +80,12 @@ class UsageRecorder {
   };
   static constexpr size_t kShards = 16;
 
-  void Restore(const std::vector<Increment>& increments);
+  struct Batch {
+    std::string id;
+    std::vector<Increment> increments;
+  };
+  // Sends `batch`; counts the outcome.
+  absl::Status Send(const Batch& batch);
 
   UsageStore& store_;
   const Clock& clock_;
@@ -87,8 +95,12 @@ class UsageRecorder {
   std::atomic<uint64_t> flushes_{0};
   std::atomic<uint64_t> flush_errors_{0};
 
-  absl::Mutex flush_mu_;        // one flush at a time
-  int64_t last_expire_ms_ = 0;  // used by the background thread only
+  absl::Mutex flush_mu_;  // one flush at a time
+  // Unique to this recorder: "<random hex>-<n>" names batch n.
+  const std::string batch_prefix_;
+  uint64_t batches_ ABSL_GUARDED_BY(flush_mu_) = 0;
+  std::optional<Batch> unsent_ ABSL_GUARDED_BY(flush_mu_);  // a failed batch, to send again
+  int64_t last_expire_ms_ = 0;                              // used by the background thread only
   std::unique_ptr<PeriodicTask> thread_;
 };
 

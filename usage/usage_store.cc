@@ -7,150 +7,26 @@
 #include <rocksdb/write_batch.h>
 
 #include "common/strings.h"
-#include "proto/tweetsearch.pb.h"
 #include "storage/rocks_util.h"
+#include "usage/usage_table.h"
 
 namespace tweetsearch::usage {
 namespace {
-
-using v1::UsageCounters;
 
 absl::Status FromRocks(const rocksdb::Status& s, std::string_view what) {
   if (s.ok()) return absl::OkStatus();
   return absl::UnavailableError(StrCat("usage store: ", what, ": ", s.ToString()));
 }
 
-constexpr size_t kSuffixBytes = 1 + 1 + 8;  // '\0', resolution, bucket start
-
-std::string BucketKey(std::string_view key_id, Resolution r, int64_t start_s) {
-  std::string key(key_id);
-  key.push_back('\0');
-  key.push_back(static_cast<char>(r));
-  const uint64_t v = static_cast<uint64_t>(start_s);
-  for (int shift = 56; shift >= 0; shift -= 8) key.push_back(static_cast<char>(v >> shift));
-  return key;
-}
-
-struct ParsedKey {
-  std::string_view key_id;
-  Resolution resolution;
-  int64_t start_s;
-};
-
-bool ParseKey(std::string_view key, ParsedKey* out) {
-  if (key.size() < kSuffixBytes) return false;
-  const size_t id_size = key.size() - kSuffixBytes;
-  if (key[id_size] != '\0' || static_cast<uint8_t>(key[id_size + 1]) > 3) return false;
-  out->key_id = key.substr(0, id_size);
-  out->resolution = static_cast<Resolution>(key[id_size + 1]);
-  uint64_t v = 0;
-  for (size_t i = id_size + 2; i < key.size(); ++i) v = (v << 8) | static_cast<uint8_t>(key[i]);
-  out->start_s = static_cast<int64_t>(v);
-  return true;
-}
-
-int64_t FloorTo(int64_t t, int64_t step) {
-  return t >= 0 ? t / step * step : (t - step + 1) / step * step;
-}
-
-// The first bucket start of `r` still kept at `now_s`.
-int64_t OldestKept(Resolution r, int64_t now_s) {
-  const int64_t retention = RetentionSeconds(r);
-  if (retention == 0) return std::numeric_limits<int64_t>::min();
-  return FloorTo(now_s - retention, BucketSeconds(r)) + BucketSeconds(r);
-}
-
-void ToProto(const Counters& c, UsageCounters* p) {
-  p->set_served(c.served);
-  p->set_limited(c.limited);
-  p->set_rejected(c.rejected);
-  p->set_failed(c.failed);
-  p->set_searches(c.searches);
-  p->set_search_latency_us_sum(c.search_latency_us_sum);
-  p->clear_search_latency();
-  for (uint64_t n : c.search_latency) p->add_search_latency(n);
-  for (const auto& [name, n] : c.limited_by) (*p->mutable_limited_by())[name] = n;
-}
-
-Counters FromProto(const UsageCounters& p) {
-  Counters c;
-  c.served = p.served();
-  c.limited = p.limited();
-  c.rejected = p.rejected();
-  c.failed = p.failed();
-  c.searches = p.searches();
-  c.search_latency_us_sum = p.search_latency_us_sum();
-  for (int i = 0; i < p.search_latency_size() && i < kLatencyBuckets; ++i) {
-    c.search_latency[i] = p.search_latency(i);
-  }
-  for (const auto& [name, n] : p.limited_by()) c.limited_by[name] = n;
-  return c;
-}
-
-std::string Encode(const Counters& c) {
-  UsageCounters p;
-  ToProto(c, &p);
-  return p.SerializeAsString();
-}
-
-bool Decode(const rocksdb::Slice& value, Counters* out) {
-  UsageCounters p;
-  if (!p.ParseFromArray(value.data(), static_cast<int>(value.size()))) return false;
-  *out = FromProto(p);
-  return true;
-}
-
-// Sums counters: every value of the store is a sum of increments.
-class AddCounters final : public rocksdb::AssociativeMergeOperator {
- public:
-  bool Merge(const rocksdb::Slice& /*key*/, const rocksdb::Slice* existing,
-             const rocksdb::Slice& value, std::string* new_value,
-             rocksdb::Logger* /*logger*/) const override {
-    Counters sum;
-    if (existing != nullptr && !Decode(*existing, &sum)) return false;
-    Counters add;
-    if (!Decode(value, &add)) return false;
-    sum.Add(add);
-    *new_value = Encode(sum);
-    return true;
-  }
-  const char* Name() const override { return "tweetsearch.UsageCountersAdd"; }
-};
-
-// Drops buckets past their resolution's retention, merge operands included.
-class ExpireBuckets final : public rocksdb::CompactionFilter {
- public:
-  explicit ExpireBuckets(const Clock& clock) : clock_(clock) {}
-  bool Filter(int /*level*/, const rocksdb::Slice& key, const rocksdb::Slice& /*value*/,
-              std::string* /*new_value*/, bool* /*value_changed*/) const override {
-    return Expired(key);
-  }
-  bool FilterMergeOperand(int /*level*/, const rocksdb::Slice& key,
-                          const rocksdb::Slice& /*operand*/) const override {
-    return Expired(key);
-  }
-  const char* Name() const override { return "tweetsearch.UsageExpireBuckets"; }
-
- private:
-  bool Expired(const rocksdb::Slice& key) const {
-    ParsedKey parsed;
-    if (!ParseKey(key.ToStringView(), &parsed)) return false;
-    const int64_t now_s = clock_.NowUnixMillis() / 1000;
-    return parsed.start_s < OldestKept(parsed.resolution, now_s);
-  }
-  const Clock& clock_;
-};
-
 class RocksUsageStore final : public UsageStore {
  public:
-  RocksUsageStore(std::unique_ptr<ExpireBuckets> filter, const Clock& clock,
-                  const UsageStoreOptions& options)
-      : filter_(std::move(filter)), clock_(clock), options_(options) {}
+  RocksUsageStore(const Clock& clock, const UsageStoreOptions& options)
+      : filter_(NewExpiryFilter(clock)), clock_(clock), options_(options) {}
 
   absl::Status OpenDb(const std::string& dir) {
     rocksdb::Options options;
     options.create_if_missing = true;
-    options.merge_operator = std::make_shared<AddCounters>();
+    options.merge_operator = NewCountersMergeOperator();
     options.compaction_filter = filter_.get();
     options.max_background_jobs = 1;
     options.write_buffer_size = 8 << 20;
@@ -165,16 +41,13 @@ class RocksUsageStore final : public UsageStore {
     return absl::OkStatus();
   }
 
-  absl::Status Add(const std::vector<Increment>& increments) override {
+  // One atomic write: a retry adds nothing twice, so the batch id is not needed.
+  absl::Status Add(const std::vector<Increment>& increments,
+                   std::string_view /*batch_id*/) override {
     if (increments.empty()) return absl::OkStatus();
     rocksdb::WriteBatch batch;
-    for (const Increment& inc : increments) {
-      const std::string value = Encode(inc.counters);
-      for (Resolution r : kResolutions) {
-        const std::string key =
-            BucketKey(inc.key_id, r, FloorTo(inc.minute_start_s, BucketSeconds(r)));
-        if (auto s = batch.Merge(key, value); !s.ok()) return FromRocks(s, "batch");
-      }
+    if (absl::Status s = AddToBatch(increments, db_->DefaultColumnFamily(), batch); !s.ok()) {
+      return s;
     }
     rocksdb::WriteOptions write;
     write.sync = options_.sync;
@@ -184,81 +57,23 @@ class RocksUsageStore final : public UsageStore {
 
   absl::StatusOr<std::vector<Point>> Query(std::string_view key_id, Resolution r, int64_t from_s,
                                            int64_t to_s, size_t max_points) const override {
-    if (from_s > to_s) return absl::InvalidArgumentError("from is after to");
-    const int64_t step = BucketSeconds(r);
-    const int64_t first = FloorTo(from_s, step);
-    const int64_t end = FloorTo(to_s, step) + (FloorTo(to_s, step) == to_s ? 0 : step);
-    const uint64_t count = static_cast<uint64_t>((end - first) / step);
-    if (count > max_points) {
-      return absl::InvalidArgumentError(
-          StrCat("the range holds ", count, " buckets of ", ResolutionName(r), "; at most ",
-                 max_points, " are returned: narrow the range or choose a coarser resolution"));
-    }
-    std::vector<Point> points(count);
-    for (uint64_t i = 0; i < count; ++i) points[i].start_s = first + static_cast<int64_t>(i) * step;
-    if (count == 0) return points;
-
-    const int64_t oldest = OldestKept(r, clock_.NowUnixMillis() / 1000);
-    const std::string lower = BucketKey(key_id, r, std::max(first, oldest));
-    const std::string upper = BucketKey(key_id, r, end);
-    rocksdb::ReadOptions read;
-    const rocksdb::Slice upper_slice(upper);
-    read.iterate_upper_bound = &upper_slice;
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read));
-    for (it->Seek(lower); it->Valid(); it->Next()) {
-      ParsedKey parsed;
-      if (!ParseKey(it->key().ToStringView(), &parsed) || parsed.key_id != key_id ||
-          parsed.resolution != r || parsed.start_s < first || parsed.start_s >= end) {
-        continue;
-      }
-      Counters c;
-      if (!Decode(it->value(), &c)) {
-        return absl::DataLossError(StrCat("usage store: unreadable bucket of ", key_id));
-      }
-      points[static_cast<size_t>((parsed.start_s - first) / step)].counters = std::move(c);
-    }
-    if (!it->status().ok()) return FromRocks(it->status(), "scan");
-    return points;
+    return QueryTable(*db_, db_->DefaultColumnFamily(), key_id, r, from_s, to_s, max_points,
+                      clock_.NowUnixMillis() / 1000);
   }
 
   absl::StatusOr<std::vector<std::string>> Keys() const override {
-    std::vector<std::string> keys;
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
-    for (it->SeekToFirst(); it->Valid();) {
-      ParsedKey parsed;
-      if (!ParseKey(it->key().ToStringView(), &parsed)) {
-        it->Next();
-        continue;
-      }
-      keys.emplace_back(parsed.key_id);
-      std::string next = keys.back();
-      next.push_back('\x01');  // past every bucket of this key id
-      it->Seek(next);
-    }
-    if (!it->status().ok()) return FromRocks(it->status(), "scan");
-    return keys;
+    return KeysOfTable(*db_, db_->DefaultColumnFamily());
   }
 
-  absl::Status ExpireNow() override {
-    rocksdb::CompactRangeOptions options;
-    options.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
-    return FromRocks(db_->CompactRange(options, nullptr, nullptr), "compact");
-  }
+  absl::Status ExpireNow() override { return CompactTable(*db_, db_->DefaultColumnFamily()); }
 
   absl::StatusOr<uint64_t> StoredBuckets(Resolution r) const override {
-    uint64_t n = 0;
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
-    for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      ParsedKey parsed;
-      if (ParseKey(it->key().ToStringView(), &parsed) && parsed.resolution == r) ++n;
-    }
-    if (!it->status().ok()) return FromRocks(it->status(), "scan");
-    return n;
+    return CountBuckets(*db_, db_->DefaultColumnFamily(), r);
   }
 
  private:
   // Declared before db_: the DB uses the filter until it closes.
-  std::unique_ptr<ExpireBuckets> filter_;
+  std::unique_ptr<rocksdb::CompactionFilter> filter_;
   const Clock& clock_;
   const UsageStoreOptions options_;
   std::unique_ptr<rocksdb::DB> db_;
@@ -267,62 +82,10 @@ class RocksUsageStore final : public UsageStore {
 
 }  // namespace
 
-int64_t BucketSeconds(Resolution r) {
-  switch (r) {
-    case Resolution::kMinute:
-      return 60;
-    case Resolution::kFiveMinutes:
-      return 300;
-    case Resolution::kHour:
-      return 3600;
-    case Resolution::kDay:
-      return 86400;
-  }
-  return 60;
-}
-
-int64_t RetentionSeconds(Resolution r) {
-  switch (r) {
-    case Resolution::kMinute:
-      return 24 * 3600;
-    case Resolution::kFiveMinutes:
-      return 7 * 24 * 3600;
-    case Resolution::kHour:
-      return 30 * 24 * 3600;
-    case Resolution::kDay:
-      return 0;
-  }
-  return 0;
-}
-
-std::string_view ResolutionName(Resolution r) {
-  switch (r) {
-    case Resolution::kMinute:
-      return "1m";
-    case Resolution::kFiveMinutes:
-      return "5m";
-    case Resolution::kHour:
-      return "1h";
-    case Resolution::kDay:
-      return "1d";
-  }
-  return "1m";
-}
-
-absl::StatusOr<Resolution> ParseResolution(std::string_view text) {
-  if (text == "1m" || text == "minute") return Resolution::kMinute;
-  if (text == "5m" || text == "5min") return Resolution::kFiveMinutes;
-  if (text == "1h" || text == "hour") return Resolution::kHour;
-  if (text == "1d" || text == "day") return Resolution::kDay;
-  return absl::InvalidArgumentError(
-      StrCat("unknown resolution '", text.substr(0, 20), "': use 1m, 5m, 1h or 1d"));
-}
-
 absl::StatusOr<std::unique_ptr<UsageStore>> UsageStore::Open(const std::string& dir,
                                                              const Clock& clock,
                                                              const UsageStoreOptions& options) {
-  auto store =
-      std::make_unique<RocksUsageStore>(std::make_unique<ExpireBuckets>(clock), clock, options);
+  auto store = std::make_unique<RocksUsageStore>(clock, options);
   if (absl::Status s = store->OpenDb(dir); !s.ok()) return s;
   return store;
 }

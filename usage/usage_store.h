@@ -7,12 +7,9 @@
 //   day       kept for ever
 // Every increment is added to its bucket at all four resolutions at once, so a coarse bucket
 // always holds the sum of the fine buckets it covers, and expiring a fine bucket only deletes:
-// nothing is ever read back, summed and rewritten (which would race between front doors sharing
-// a store). Increments are RocksDB merge operands summed by a merge operator; expired buckets
-// are dropped by a compaction filter, and queries never return a bucket past its retention.
-//
-// Key layout: <key id> '\0' <resolution byte> <bucket start, Unix seconds, big-endian u64>, so
-// one key's series at one resolution is one ordered range.
+// nothing is ever read back, summed and rewritten. Open() is one process's store, a RocksDB of
+// its own laid out as usage/usage_table.h says; a cluster's front doors share one kept in the
+// storage partitions (cluster/cluster_usage.h).
 //
 // Thread-safety: every method may be called from any thread.
 #ifndef TWEETSEARCH_USAGE_USAGE_STORE_H_
@@ -27,39 +24,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/clock.h"
-#include "usage/counters.h"
+#include "usage/series.h"
 
 namespace tweetsearch::usage {
-
-enum class Resolution : uint8_t { kMinute = 0, kFiveMinutes = 1, kHour = 2, kDay = 3 };
-inline constexpr Resolution kResolutions[] = {Resolution::kMinute, Resolution::kFiveMinutes,
-                                              Resolution::kHour, Resolution::kDay};
-
-// Bucket width in seconds.
-int64_t BucketSeconds(Resolution r);
-// How long buckets of `r` are kept, seconds; 0 for ever.
-int64_t RetentionSeconds(Resolution r);
-// "1m", "5m", "1h", "1d".
-std::string_view ResolutionName(Resolution r);
-// Accepts the names above and "minute", "5min", "hour", "day". InvalidArgument otherwise.
-absl::StatusOr<Resolution> ParseResolution(std::string_view text);
-
-// The series of the requests made without a valid key.
-inline constexpr std::string_view kAnonymousKey = "anonymous";
-// The series of all keys together (written at flush time as the sum of the others).
-inline constexpr std::string_view kAllKeys = "all";
-
-// Counts to add to one key's minute bucket.
-struct Increment {
-  std::string key_id;
-  int64_t minute_start_s = 0;  // Unix seconds, a multiple of 60
-  Counters counters;
-};
-
-struct Point {
-  int64_t start_s = 0;  // bucket start, Unix seconds
-  Counters counters;
-};
 
 struct UsageStoreOptions {
   // Sync each flush to disk (fsync of the WAL). Default true: a flush is every few seconds.
@@ -75,8 +42,11 @@ class UsageStore {
                                                           const UsageStoreOptions& options = {});
   virtual ~UsageStore() = default;
 
-  // Adds the increments to their buckets at every resolution, in one atomic write.
-  virtual absl::Status Add(const std::vector<Increment>& increments) = 0;
+  // Adds the increments to their buckets at every resolution, in one atomic write. A store
+  // several front doors share (a cluster's storage partitions) writes parts of it separately:
+  // there a failed Add may have written some parts, and an Add again with the same `batch_id`
+  // writes only the parts still missing. `batch_id` is unique to each batch of increments.
+  virtual absl::Status Add(const std::vector<Increment>& increments, std::string_view batch_id) = 0;
 
   // The buckets of `key_id` at `resolution` starting in [from_s, to_s), one Point per bucket
   // (zero counters where nothing was counted), oldest first. `from_s` is rounded down and `to_s`

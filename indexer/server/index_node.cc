@@ -230,7 +230,7 @@ void IndexNode::ApplyChanges(uint32_t storage,
   for (size_t i = first; i < changes.size(); ++i) {
     const storage::ReplicatedChange& rc = changes[i];
     const storage::Change& c = rc.change;
-    if (c.kind == storage::ChangeKind::kRequest) continue;  // a write's record: not a tweet
+    if (!storage::ConcernsATweet(c.kind)) continue;
     if (cluster::IndexPartitionOf(c.id, options_.partitions) != options_.partition) continue;
     if (c.kind == storage::ChangeKind::kPut) {
       if (rc.tweet.has_value()) {

@@ -747,6 +747,90 @@ TEST_F(ClusterTest, AKeyCreatedOrRevokedOnOneFrontDoorTakesEffectOnTheOther) {
   EXPECT_EQ(during->status, 503) << during->body;
 }
 
+// Front doors that flush their usage counts often, so that the series fill within the test.
+class SharedUsageTest : public ClusterTest {
+ protected:
+  void Configure(testing::LocalClusterOptions& options) override {
+    options.aggregator_args = {"--usage-flush-ms", "200"};
+  }
+
+  // The requests and served counts of the last hour in the series of key `prefix`, as `door`
+  // shows them to `admin_key`; {-1, -1} when it does not answer.
+  std::pair<int64_t, int64_t> UsageOf(const std::string& door, const std::string& prefix,
+                                      const std::string& admin_key) {
+    net::HttpClient c = Door(door);
+    auto r = c.Send("GET", StrCat("/v1/usage?from=-1h&key=", prefix), {}, "", admin_key);
+    if (!r.ok() || r->status != 200) return {-1, -1};
+    json totals = json::parse(r->body, nullptr, false).value("totals", json::object());
+    return {totals.value("requests", int64_t{-1}), totals.value("served", int64_t{-1})};
+  }
+
+  // Sends `n` searches with `key` through `door`; how many were answered 200.
+  int SearchTimes(const std::string& door, const std::string& key, int n) {
+    net::HttpClient c = Door(door);
+    int served = 0;
+    for (int i = 0; i < n; ++i) served += SearchStatus(c, key) == 200 ? 1 : 0;
+    return served;
+  }
+
+  // Until both front doors show `want` requests, all served, for key `prefix`.
+  bool BothDoorsShow(const std::string& prefix, const std::string& admin_key, int64_t want) {
+    std::pair<int64_t, int64_t> a0, a1;
+    const bool shown = WaitUntil(
+        [&] {
+          a0 = UsageOf("a0", prefix, admin_key);
+          a1 = UsageOf("a1", prefix, admin_key);
+          return a0 == std::pair{want, want} && a1 == std::pair{want, want};
+        },
+        std::chrono::seconds(30), std::chrono::milliseconds(100));
+    if (!shown) {
+      ADD_FAILURE() << "want " << want << " requests; a0 shows " << a0.first << " (" << a0.second
+                    << " served), a1 " << a1.first << " (" << a1.second << ")";
+    }
+    return shown;
+  }
+};
+
+TEST_F(SharedUsageTest, BothFrontDoorsCountIntoOneSeriesThatOutlivesAFrontDoorAndAFailover) {
+  // Did: make a key on a0; search with it 30 times through a0 and 20 through a1; SIGKILL the
+  // storage primary that keeps the key's series and search 10 more times through a1; wipe a0's
+  // data directory and start it again. Checked: each time, both front doors show the key's
+  // series with every request counted exactly once, from both doors.
+  const std::string admin = AdminKeyOf("a1");
+  net::HttpClient a0 = Door("a0");
+  auto created =
+      a0.Send("POST", "/v1/admin/keys", R"({"owner":"ana","tier":"free","scopes":["search"]})",
+              "application/json", AdminKeyOf("a0"));
+  ASSERT_TRUE(created.ok() && created->status == 201) << (created.ok() ? created->body : "");
+  const std::string key = json::parse(created->body).value("key", "");
+  const std::string prefix = key.substr(0, 10);
+  ASSERT_TRUE(WaitUntil([&] { return Lists("a1", prefix); }, std::chrono::seconds(10)));
+
+  EXPECT_EQ(SearchTimes("a0", key, 30), 30);
+  EXPECT_EQ(SearchTimes("a1", key, 20), 20);
+  ASSERT_TRUE(BothDoorsShow(prefix, admin, 50));
+
+  // The key's series lives in one storage partition; its primary dies.
+  std::string key_id;
+  auto listed = Door("a1").Send("GET", "/v1/admin/keys", {}, "", admin);
+  ASSERT_TRUE(listed.ok());
+  for (const json& k : json::parse(listed->body).value("keys", json::array())) {
+    if (k.value("prefix", "") == prefix) key_id = k.value("id", "");
+  }
+  ASSERT_FALSE(key_id.empty()) << listed->body;
+  const int home = static_cast<int>(cluster::StoragePartitionOfKey(key_id, 2));
+  ASSERT_FALSE(KillPrimaryAndWaitForTheNext(home).empty());
+  EXPECT_EQ(SearchTimes("a1", key, 10), 10);
+  ASSERT_TRUE(BothDoorsShow(prefix, admin, 60));
+
+  // A front door keeps no usage of its own: one started on an empty disk shows it all.
+  cluster_->Wipe("a0");
+  cluster_->Restart("a0");
+  net::HttpClient fresh = Door("a0");
+  WaitUntilSearches(fresh);
+  ASSERT_TRUE(BothDoorsShow(prefix, admin, 60));
+}
+
 // A client of GET /v1/stream as a browser's EventSource is: it reads events, and when the
 // stream ends or the connection breaks it connects again with the last id it received, to
 // whichever front door it is told.

@@ -129,6 +129,37 @@ class StorageNodeTest : public ::testing::Test {
     return primary.Write(std::move(op));
   }
 
+  // Adds `increments` to the partition's usage series, idempotent under `key` unless it is
+  // empty.
+  absl::StatusOr<storage::WriteResult> AddUsage(StorageNode& primary, const std::string& key,
+                                                std::vector<usage::Increment> increments) {
+    storage::WriteOp op;
+    op.usage = std::move(increments);
+    if (!key.empty()) {
+      op.request_key = key;
+      op.record = storage::WriteRecord{};
+      op.record->fingerprint = key;
+      op.record->created_at_ms = clock_.NowUnixMillis();
+    }
+    return primary.Write(std::move(op));
+  }
+
+  // Requests served for `key_id` in the bucket of `resolution` at kMinute.
+  static uint64_t Served(const StorageNode& node, const std::string& key_id,
+                         usage::Resolution resolution) {
+    absl::StatusOr<std::vector<usage::Point>> points =
+        node.QueryUsage(key_id, resolution, kMinute, kMinute + 1, 10);
+    EXPECT_TRUE(points.ok()) << points.status();
+    return points.ok() && points->size() == 1 ? points->front().counters.served : 0;
+  }
+
+  static usage::Counters ServedCounters(uint64_t n) {
+    usage::Counters c;
+    c.served = n;
+    return c;
+  }
+
+  static constexpr int64_t kMinute = 1'700'000'000 / 60 * 60;  // of clock_'s start
   testing::TempDir dir_;
   ManualClock clock_{1'700'000'000'000};  // the replicas' windows are measured on it
   bool peer_stale_ = false;
@@ -251,8 +282,8 @@ TEST_F(StorageNodeTest, ACopyCutOffByACrashIsClearedAtRestartAndRefusedMeanwhile
   // A copy given up for the log: replication from sequence 1 clears it first.
   chunk.begin = true;
   ASSERT_TRUE(b->Install(3, "s0a", chunk).ok());
-  storage::ReplicatedChange put{storage::Change{1, storage::ChangeKind::kPut, 7, 0}, MakeTweet(7),
-                                std::nullopt};
+  storage::ReplicatedChange put{
+      storage::Change{1, storage::ChangeKind::kPut, 7, 0}, MakeTweet(7), std::nullopt, {}};
   absl::StatusOr<uint64_t> replicated =
       b->Replicate(3, "s0a", std::span(&put, 1), /*synced_through=*/1);
   ASSERT_TRUE(replicated.ok()) << replicated.status();
@@ -336,8 +367,8 @@ TEST_F(StorageNodeTest, ASecondaryServesReadsOnlyWhileItsPrimaryCallsItInSync) {
   // Restarted, it does not know whether it lacks writes: readers go elsewhere.
   EXPECT_TRUE(absl::IsUnavailable(read(0)));
   EXPECT_TRUE(absl::IsUnavailable(get(7)));
-  storage::ReplicatedChange put{storage::Change{1, storage::ChangeKind::kPut, 7, 0}, MakeTweet(7),
-                                std::nullopt};
+  storage::ReplicatedChange put{
+      storage::Change{1, storage::ChangeKind::kPut, 7, 0}, MakeTweet(7), std::nullopt, {}};
   ASSERT_TRUE(b->Replicate(1, "s0a", std::span(&put, 1), /*synced_through=*/1).ok());
   EXPECT_TRUE(read(0).ok());
   EXPECT_TRUE(get(7).ok());
@@ -489,6 +520,64 @@ TEST_F(StorageNodeTest, AnIdempotentWriteIsAnsweredFromItsRecordAfterACopyAndAFa
   ASSERT_TRUE(retry.ok());
   EXPECT_FALSE(retry->replayed);
   EXPECT_EQ(retry->likes, 12u);
+}
+
+TEST_F(StorageNodeTest, UsageCountsAreAddedOnceReplicatedCopiedAndKeptThroughAFailover) {
+  std::unique_ptr<StorageNode> a = Open("s0a", /*max_log_changes=*/10);
+  std::unique_ptr<StorageNode> b = Open("s0b");
+  testing::LocalStoragePeer to_b(b.get());
+  Promote(*a, 1, &to_b);
+  ASSERT_TRUE(a->CatchUpPeer().ok());
+
+  const std::vector<usage::Increment> first = {{"k1", kMinute, ServedCounters(3)},
+                                               {"all", kMinute, ServedCounters(3)}};
+  absl::StatusOr<storage::WriteResult> written = AddUsage(*a, "usage/door1-1/0", first);
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_FALSE(written->replayed);
+  // Sent again (its answer was lost): counted once.
+  const uint64_t last = a->LastSequence();
+  written = AddUsage(*a, "usage/door1-1/0", first);
+  ASSERT_TRUE(written.ok());
+  EXPECT_TRUE(written->replayed);
+  EXPECT_EQ(a->LastSequence(), last);
+  for (usage::Resolution r : usage::kResolutions) {
+    EXPECT_EQ(Served(*a, "k1", r), 3u) << usage::ResolutionName(r);
+    EXPECT_EQ(Served(*b, "k1", r), 3u) << usage::ResolutionName(r);  // replicated
+  }
+  EXPECT_EQ(*b->UsageKeys(), (std::vector<std::string>{"all", "k1"}));
+
+  // b loses its disk; a counts on and trims its log, its last change a usage change (made
+  // without a record). The full copy carries the buckets, and that last change, with which
+  // the copy's log begins, is not counted again.
+  to_b.Reconnect(nullptr);
+  b.reset();
+  std::filesystem::remove_all(dir_.path() + "/s0b");
+  Put(*a, 1000, 20);
+  ASSERT_TRUE(AddUsage(*a, "", {{"k1", kMinute, ServedCounters(4)}}).ok());
+  ASSERT_TRUE(a->TrimLog().ok());
+  b = Open("s0b");
+  to_b.Reconnect(b.get());
+  ASSERT_TRUE(a->CatchUpPeer().ok());
+  ASSERT_EQ(a->Status().copies_sent, 1u);
+  EXPECT_EQ(Served(*b, "k1", usage::Resolution::kMinute), 7u);
+  EXPECT_EQ(Served(*b, "all", usage::Resolution::kHour), 3u);
+
+  // Failover: a retry of the first batch on b counts nothing; b counts on.
+  a->StepDown();
+  Promote(*b, 2, nullptr);
+  written = AddUsage(*b, "usage/door1-1/0", first);
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_TRUE(written->replayed);
+  ASSERT_TRUE(AddUsage(*b, "usage/door1-2/0", {{"k1", kMinute + 60, ServedCounters(1)}}).ok());
+  EXPECT_EQ(Served(*b, "k1", usage::Resolution::kMinute), 7u);
+  EXPECT_EQ(Served(*b, "k1", usage::Resolution::kHour), 8u);
+
+  // Two days on, minute buckets are past their retention (and the hourly sweep drops them);
+  // the day bucket stays.
+  clock_.AdvanceMillis(48 * 3600 * 1000);
+  ASSERT_TRUE(b->TrimLog().ok());
+  EXPECT_EQ(Served(*b, "k1", usage::Resolution::kMinute), 0u);
+  EXPECT_EQ(Served(*b, "k1", usage::Resolution::kDay), 8u);
 }
 
 }  // namespace

@@ -186,7 +186,7 @@ TEST(TweetStoreTest, TheFirstSequenceFollowsTrimsReopensAndInstalls) {
     EXPECT_EQ((*store)->FirstSequence(), 1u);
     const StoredTweet copied = Tweet(42, "copied");
     ASSERT_TRUE((*store)->InstallTweets({&copied, 1}).ok());
-    ReplicatedChange last{Change{500, ChangeKind::kPut, 42, 0}, copied, std::nullopt};
+    ReplicatedChange last{Change{500, ChangeKind::kPut, 42, 0}, copied, std::nullopt, {}};
     ASSERT_TRUE((*store)->FinishInstall(last).ok());
     EXPECT_EQ((*store)->FirstSequence(), 500u);
     EXPECT_TRUE(absl::IsFailedPrecondition(

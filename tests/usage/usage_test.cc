@@ -87,9 +87,9 @@ TEST(UsageStoreTest, EveryResolutionHoldsTheSumOfItsMinutes) {
   std::vector<Increment> batch;
   for (int m = 0; m < 180; ++m) batch.push_back({"k1", kT0 + m * 60, Served(1)});
   for (int m = 0; m < 180; m += 7) batch.push_back({"k2", kT0 + m * 60, Served(10)});
-  ASSERT_TRUE((*store)->Add(batch).ok());
+  ASSERT_TRUE((*store)->Add(batch, "b1").ok());
   // The same minute again: increments add up.
-  ASSERT_TRUE((*store)->Add({{"k1", kT0, Served(4)}}).ok());
+  ASSERT_TRUE((*store)->Add({{"k1", kT0, Served(4)}}, "b2").ok());
 
   auto minutes = (*store)->Query("k1", Resolution::kMinute, kT0, kT0 + 3 * 3600);
   ASSERT_TRUE(minutes.ok()) << minutes.status();
@@ -146,7 +146,7 @@ TEST(UsageStoreTest, FineBucketsExpireAndCoarseOnesStay) {
   UsageStore& store = **opened;
   std::vector<Increment> batch;
   for (int m = 0; m < 60; ++m) batch.push_back({"k", kT0 + m * 60, Served(2)});
-  ASSERT_TRUE(store.Add(batch).ok());
+  ASSERT_TRUE(store.Add(batch, "b1").ok());
   ASSERT_TRUE(store.ExpireNow().ok());
   EXPECT_EQ(*store.StoredBuckets(Resolution::kMinute), 60u);
   EXPECT_EQ(*store.StoredBuckets(Resolution::kFiveMinutes), 12u);
@@ -189,7 +189,7 @@ TEST(UsageStoreTest, CountsSurviveReopening) {
     Counters c = Served(3);
     c.Count(Outcome::kLimited, "daily");
     c.AddSearchLatency(700);
-    ASSERT_TRUE((*store)->Add({{"k", kT0, c}}).ok());
+    ASSERT_TRUE((*store)->Add({{"k", kT0, c}}, "b1").ok());
   }
   auto store = UsageStore::Open(dir.path(), clock);
   ASSERT_TRUE(store.ok());
@@ -270,9 +270,11 @@ class FlakyStore final : public UsageStore {
  public:
   explicit FlakyStore(UsageStore& real) : real_(real) {}
   bool fail = false;
-  absl::Status Add(const std::vector<Increment>& increments) override {
+  std::vector<std::string> batch_ids;  // of every Add, failed ones included
+  absl::Status Add(const std::vector<Increment>& increments, std::string_view batch_id) override {
+    batch_ids.emplace_back(batch_id);
     if (fail) return absl::UnavailableError("disk unplugged");
-    return real_.Add(increments);
+    return real_.Add(increments, batch_id);
   }
   absl::StatusOr<std::vector<Point>> Query(std::string_view key_id, Resolution r, int64_t from_s,
                                            int64_t to_s, size_t max_points) const override {
@@ -288,6 +290,8 @@ class FlakyStore final : public UsageStore {
   UsageStore& real_;
 };
 
+// A failed batch is sent again as it was, under its id (a shared store may have written part
+// of it), before the counts gathered since, which go in a batch of their own.
 TEST(UsageRecorderTest, AFailedFlushKeepsTheCountsForTheNextOne) {
   TempDir dir;
   ManualClock clock(kT0 * 1000);
@@ -304,6 +308,9 @@ TEST(UsageRecorderTest, AFailedFlushKeepsTheCountsForTheNextOne) {
   store.fail = false;
   ASSERT_TRUE(recorder.Flush().ok());
   EXPECT_EQ(recorder.Stats().flush_errors, 1u);
+  ASSERT_EQ(store.batch_ids.size(), 3u);
+  EXPECT_EQ(store.batch_ids[1], store.batch_ids[0]);
+  EXPECT_NE(store.batch_ids[2], store.batch_ids[0]);
   auto points = (*real)->Query("k", Resolution::kMinute, kT0, kT0 + 120);
   ASSERT_TRUE(points.ok());
   ASSERT_EQ(points->size(), 2u);
@@ -313,6 +320,13 @@ TEST(UsageRecorderTest, AFailedFlushKeepsTheCountsForTheNextOne) {
   auto all = (*real)->Query(kAllKeys, Resolution::kHour, kT0, kT0 + 120);
   ASSERT_TRUE(all.ok());
   EXPECT_EQ((*all)[0].counters.requests(), 3u);
+  // Another recorder's ids are its own.
+  UsageRecorder other(store, clock);
+  other.Record("k", Outcome::kServed);
+  ASSERT_TRUE(other.Flush().ok());
+  ASSERT_EQ(store.batch_ids.size(), 4u);
+  EXPECT_NE(store.batch_ids[3], store.batch_ids[0]);
+  EXPECT_NE(store.batch_ids[3], store.batch_ids[2]);
 }
 
 }  // namespace
