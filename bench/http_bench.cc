@@ -9,6 +9,8 @@
 // Ingest bodies are generated before the clock starts, from the same synthetic generator (same
 // seed, same vocabulary) as the service's sample, and search queries from that vocabulary with
 // the engine benchmark's mixes.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <boost/asio/connect.hpp>
@@ -39,7 +41,8 @@ struct Request {
   http::verb method;
   std::string target;
   std::string body;
-  uint64_t weight = 1;  // tweets in an ingest body
+  uint64_t weight = 1;          // tweets in an ingest body
+  std::string idempotency_key;  // sent as Idempotency-Key when not empty
 };
 
 struct Totals {
@@ -99,6 +102,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     request_.version(11);
     request_.set(http::field::host, "127.0.0.1");
     request_.set("X-Api-Key", key_);
+    if (!r.idempotency_key.empty()) request_.set("Idempotency-Key", r.idempotency_key);
     request_.keep_alive(true);
     if (!r.body.empty()) {
       request_.set(http::field::content_type, "application/x-ndjson");
@@ -228,6 +232,15 @@ int main(int argc, char** argv) {
   ingest->add_option("--batch", batch, "Tweets per request")->capture_default_str();
   ingest->add_option("--seed", seed, "Generator seed (1 = the service's sample)")
       ->capture_default_str();
+  uint32_t node = 0;
+  ingest
+      ->add_option("--node", node,
+                   "Snowflake node bits of the ids, 0 to 1023 (runs with different nodes never "
+                   "share an id)")
+      ->capture_default_str();
+  bool idempotency_keys = false;
+  ingest->add_flag("--idempotency-keys", idempotency_keys,
+                   "Send each request with an Idempotency-Key of its own");
 
   double duration = 20;
   size_t queries = 2000;
@@ -251,10 +264,14 @@ int main(int argc, char** argv) {
   std::vector<Request> requests;
   tweetsearch::SyntheticOptions options;
   options.seed = seed;
+  options.node = node;
   tweetsearch::SyntheticTweetGenerator generator(options);
   if (*ingest) {
     for (uint64_t done = 0; done < tweets;) {
-      Request r{http::verb::post, "/v1/tweets?report=rejected", "", 0};
+      Request r{http::verb::post, "/v1/tweets?report=rejected", "", 0, ""};
+      if (idempotency_keys)
+        r.idempotency_key =
+            "bench-" + std::to_string(::getpid()) + "-" + std::to_string(requests.size());
       for (; r.weight < batch && done < tweets; ++r.weight, ++done) {
         tweetsearch::SyntheticTweet t = generator.Next();
         nlohmann::json line = {{"id", std::to_string(t.id)},
@@ -280,7 +297,7 @@ int main(int argc, char** argv) {
         requests.push_back({http::verb::get,
                             "/v1/search?search_terms=" + tweetsearch::net::UrlEncode(q) + "&sort=" +
                                 sort + "&maximum_results_to_return=" + std::to_string(limit),
-                            "", 1});
+                            "", 1, ""});
       }
     }
     if (!found) {
