@@ -52,6 +52,9 @@ class StorageService final : public Storage::Service {
         op.request_key = request->request_key();
         op.record = FromProto(request->record());
       }
+      if (request->usage_size() > 0 && (!op.puts.empty() || op.delete_id || op.likes)) {
+        return net::ToGrpc(absl::InvalidArgumentError("usage counts are written alone"));
+      }
       op.usage.reserve(request->usage_size());
       for (const v1::UsageIncrement& inc : request->usage()) {
         if (absl::Status s = CheckUsageKeyId(inc.key_id()); !s.ok()) return net::ToGrpc(s);

@@ -712,12 +712,15 @@ absl::Status StorageNode::TrimLog() {
     }
   }
   if (sweep) {
-    // Idempotent writes' records older than a day, once an hour; under the write lock, so
-    // that an ingest's final answer is not written over one being dropped.
-    absl::MutexLock lock(&write_mu_);
-    absl::StatusOr<uint64_t> dropped = DropExpiredWriteRecords(*store_, clock_.NowUnixMillis());
-    if (!dropped.ok()) return dropped.status();
-    // And usage buckets past their retention (which queries already leave out).
+    {
+      // Idempotent writes' records older than a day, once an hour; under the write lock, so
+      // that an ingest's final answer is not written over one being dropped.
+      absl::MutexLock lock(&write_mu_);
+      absl::StatusOr<uint64_t> dropped = DropExpiredWriteRecords(*store_, clock_.NowUnixMillis());
+      if (!dropped.ok()) return dropped.status();
+    }
+    // And usage buckets past their retention (which queries already leave out): a compaction,
+    // which writes go on beside.
     if (absl::Status s = store_->ExpireUsage(); !s.ok()) return s;
   }
   const absl::Time live_since = now - options_.live_reader_window;
