@@ -39,9 +39,17 @@ class FanOut : public std::enable_shared_from_this<FanOut<Response>> {
   using Start = std::function<void(uint32_t p, uint32_t r, grpc::ClientContext* ctx,
                                    Response* response, std::function<void(grpc::Status)> done)>;
 
-  FanOut(std::vector<std::vector<uint32_t>> replicas, ReplicaHealth& health, const Clock& clock,
-         Start start)
-      : start_(std::move(start)), health_(health), clock_(clock), parts_(replicas.size()) {
+  // Cancels a call that `start` began with this context (by default, the call itself).
+  using Cancel = std::function<void(grpc::ClientContext* ctx)>;
+
+  FanOut(
+      std::vector<std::vector<uint32_t>> replicas, ReplicaHealth& health, const Clock& clock,
+      Start start, Cancel cancel = [](grpc::ClientContext* ctx) { ctx->TryCancel(); })
+      : start_(std::move(start)),
+        cancel_(std::move(cancel)),
+        health_(health),
+        clock_(clock),
+        parts_(replicas.size()) {
     for (size_t p = 0; p < replicas.size(); ++p) parts_[p].replicas = std::move(replicas[p]);
   }
 
@@ -65,14 +73,19 @@ class FanOut : public std::enable_shared_from_this<FanOut<Response>> {
     HedgeUntilResolvedLocked();
     // Cancel what is still running (losing hedges, calls past the deadline) and
     // wait for their callbacks: the contexts and responses they use live here.
+    // The cancels run unlocked: one may answer its call at once.
+    std::vector<grpc::ClientContext*> to_cancel;
     for (uint32_t p = 0; p < parts_.size(); ++p) {
       for (auto& a : parts_[p].attempts) {
         if (a->finished) continue;
         if (parts_[p].winner < 0) health_.Failed(p, a->replica);  // ran past the deadline
         a->cancelled = true;
-        a->ctx.TryCancel();
+        to_cancel.push_back(&a->ctx);
       }
     }
+    mu_.Unlock();
+    for (grpc::ClientContext* ctx : to_cancel) cancel_(ctx);
+    mu_.Lock();
     auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return running_ == 0; };
     mu_.Await(absl::Condition(&idle));
     std::vector<absl::StatusOr<Response>> out;
@@ -217,6 +230,7 @@ class FanOut : public std::enable_shared_from_this<FanOut<Response>> {
   }
 
   Start start_;
+  Cancel cancel_;
   ReplicaHealth& health_;
   const Clock& clock_;
   std::chrono::system_clock::time_point deadline_;
@@ -262,6 +276,8 @@ ClusterBackend::ClusterBackend(ClusterView& view, const ClusterBackendOptions& o
       cache_(options.tweet_cache_bytes),
       index_health_(ReplicaCounts(view.topology().index), HealthOptions(options), clock),
       storage_health_(ReplicaCounts(view.topology().storage), HealthOptions(options), clock),
+      batcher_(
+          [&view](uint32_t p, uint32_t r) -> SearchBatcher::Stub& { return view.index(p, r); }),
       streams_(std::make_unique<ClusterStreams>(view, *analyzer_)) {}
 
 ClusterBackend::~ClusterBackend() = default;
@@ -703,11 +719,19 @@ absl::StatusOr<aggregator::SearchOutcome> ClusterBackend::RunSearch(
   request.set_now_ms(o.now_ms);
   request.set_exact_total(o.exact_total);
   if (o.stats != nullptr) ToProto(*o.stats, request.mutable_stats());
+  // Newest-first searches share calls (cluster/search_batcher.h); ranked ones measured no
+  // gain from it, and go one to a call (docs/benchmarks.md).
+  const bool batched = o.sort == query::SortMode::kNewest;
   auto fan = std::make_shared<FanOut<ipb::PartitionSearchResponse>>(
       std::move(replicas), index_health_, clock_,
       [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx, ipb::PartitionSearchResponse* response,
           std::function<void(grpc::Status)> done) {
+        if (batched) return batcher_.Search(p, r, ctx, request, response, std::move(done));
         view_.index(p, r).async()->Search(ctx, &request, response, std::move(done));
+      },
+      [this, batched](grpc::ClientContext* ctx) {
+        if (batched) return batcher_.Cancel(ctx);
+        ctx->TryCancel();
       });
   std::vector<absl::StatusOr<ipb::PartitionSearchResponse>> answers =
       fan->Run(options_.search_deadline, options_.hedge_after);

@@ -38,6 +38,7 @@
 #include "cluster/cluster_streams.h"
 #include "cluster/cluster_view.h"
 #include "cluster/replica_health.h"
+#include "cluster/search_batcher.h"
 #include "common/snowflake.h"
 #include "storage/write_records.h"
 
@@ -135,6 +136,7 @@ class ClusterBackend final : public aggregator::Backend {
   mutable std::atomic<uint32_t> rotation_{0};
   mutable ReplicaHealth index_health_;
   mutable ReplicaHealth storage_health_;
+  mutable SearchBatcher batcher_;  // after the view and health it uses, before the streams
   std::atomic<uint64_t> ingested_{0}, rejected_{0};
   std::unique_ptr<ClusterStreams> streams_;  // last: its streams go before the rest
 };

@@ -25,6 +25,7 @@ namespace tweetsearch::cluster {
 namespace {
 
 constexpr auto kPeerTimeout = std::chrono::seconds(3);
+constexpr int kFrontDoorIoThreads = 16;  // network threads of a cluster's front door
 
 class StorageProcess final : public ClusterNode {
  public:
@@ -469,6 +470,10 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> StartAggregator(const Topology& t,
   config.grpc_port = grpc->second;
   if (config.redis.empty()) config.redis = t.redis;
   config.sample = 0;
+  // A search holds its network thread while the index servers answer: more threads keep
+  // more searches in flight, whose calls then share the index servers' calls
+  // (cluster/search_batcher.h) and their wake-ups (docs/benchmarks.md).
+  if (config.http.io_threads <= 0) config.http.io_threads = kFrontDoorIoThreads;
   // Front doors share one page-token secret (a page from one, the next page
   // from another): the first to start puts one in etcd, the others take it.
   {

@@ -162,7 +162,8 @@ class Server final : public HttpServer {
     }
     port_ = acceptor_.local_endpoint().port();
     Accept();
-    for (int i = 0; i < std::max(1, options_.io_threads); ++i) {
+    const int io_threads = options_.io_threads > 0 ? options_.io_threads : 2;
+    for (int i = 0; i < io_threads; ++i) {
       threads_.emplace_back([this] { ioc_.run(); });
     }
     return absl::OkStatus();

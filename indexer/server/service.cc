@@ -1,6 +1,9 @@
 #include "indexer/server/service.h"
 
 #include <algorithm>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <thread>
 
 #include "net/grpc.h"
 #include "proto/cluster.grpc.pb.h"
@@ -30,19 +33,54 @@ query::SearchOptions ToOptions(const ipb::PartitionSearchRequest& r,
   return o;
 }
 
-class IndexService final : public Index::Service {
+// SearchMany carries newest-first searches: short and bounded (they stop at the limit), they
+// run on gRPC's thread that read the call, which saves a thread hand-off per call. A call that
+// carries a ranked search (tens of milliseconds) runs on a pool instead, so it never holds
+// gRPC's few threads. Single searches (the front doors' ranked ones) and statistics keep
+// gRPC's synchronous threads: ranked searches batched on the callback path measured slower
+// (docs/benchmarks.md).
+bool RunsInline(const ipb::PartitionSearchRequest& r) { return r.sort() == 0; }
+
+class IndexService final : public Index::WithCallbackMethod_SearchMany<Index::Service> {
  public:
-  explicit IndexService(IndexNode& node) : node_(node) {}
+  explicit IndexService(IndexNode& node) : node_(node), ranked_(RankedThreads()) {}
+  ~IndexService() override { ranked_.join(); }
 
   grpc::Status Search(grpc::ServerContext*, const ipb::PartitionSearchRequest* request,
                       ipb::PartitionSearchResponse* response) override {
+    return SearchNow(*request, response);
+  }
+
+  grpc::ServerUnaryReactor* SearchMany(grpc::CallbackServerContext* ctx,
+                                       const ipb::PartitionSearchBatch* request,
+                                       ipb::PartitionSearchAnswers* response) override {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    const bool inline_all = std::all_of(request->searches().begin(), request->searches().end(),
+                                        [](const auto& r) { return RunsInline(r); });
+    RunThenFinish(inline_all, reactor, [this, request, response] {
+      for (const ipb::PartitionSearchRequest& r : request->searches()) {
+        ipb::PartitionSearchAnswer* answer = response->add_answers();
+        const grpc::Status s = SearchNow(r, answer->mutable_response());
+        answer->set_code(s.error_code());
+        if (!s.ok()) {
+          answer->set_message(s.error_message());
+          answer->clear_response();
+        }
+      }
+      return grpc::Status::OK;
+    });
+    return reactor;
+  }
+
+  grpc::Status SearchNow(const ipb::PartitionSearchRequest& request,
+                         ipb::PartitionSearchResponse* response) {
     return net::Guarded("Index.Search", [&]() -> grpc::Status {
-      if (request->sort() < 0 || request->sort() > 2) {
+      if (request.sort() < 0 || request.sort() > 2) {
         return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "sort must be 0, 1 or 2");
       }
       query::CollectionStats stats;
       absl::StatusOr<PartitionResult> result =
-          node_.Search(request->search_terms(), ToOptions(*request, &stats));
+          node_.Search(request.search_terms(), ToOptions(request, &stats));
       if (!result.ok()) return net::ToGrpc(result.status());
       for (const query::Hit& h : result->result.hits) {
         ipb::PartitionHit* out = response->add_hits();
@@ -136,7 +174,19 @@ class IndexService final : public Index::Service {
   }
 
  private:
+  // One per core: ranked searches are CPU-bound, and more at once only take turns.
+  static size_t RankedThreads() { return std::max(2u, std::thread::hardware_concurrency()); }
+
+  // Runs `body` here or on the pool, then finishes the call with its status.
+  template <typename Body>
+  void RunThenFinish(bool here, grpc::ServerUnaryReactor* reactor, Body body) {
+    if (here) return reactor->Finish(body());
+    boost::asio::post(ranked_,
+                      [reactor, body = std::move(body)]() mutable { reactor->Finish(body()); });
+  }
+
   IndexNode& node_;
+  boost::asio::thread_pool ranked_;
 };
 
 }  // namespace

@@ -41,7 +41,7 @@ DaemonFlags::DaemonFlags(CLI::App& app) {
       "Largest request body (larger: 413)");
   Bind(
       app, "--io-threads", [](DaemonConfig & c) -> auto& { return c.http.io_threads; },
-      "Network threads");
+      "Network threads (0: 2; a cluster's front door 16)");
   Bind(
       app, "--worker-threads", [](DaemonConfig & c) -> auto& { return c.http.worker_threads; },
       "Threads for ingest and other disk work");
