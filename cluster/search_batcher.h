@@ -17,8 +17,9 @@
 // sent; a sent one's answer is then dropped.
 //
 // Thread-safety: every method may be called from any thread. `done` runs on a
-// gRPC thread or in Cancel(), never inside Search(). The destructor waits for
-// the calls in flight.
+// gRPC thread, in Cancel(), or inside Search() when gRPC fails a call at once;
+// never with the batcher's lock held. The destructor waits for the calls in
+// flight.
 #ifndef TWEETSEARCH_CLUSTER_SEARCH_BATCHER_H_
 #define TWEETSEARCH_CLUSTER_SEARCH_BATCHER_H_
 
