@@ -1,5 +1,6 @@
-// SearchBatcher: a front door's searches to index replicas, several to a call
-// (docs/cluster.md, "Searches").
+// SearchBatcher: a front door's newest-first searches to index replicas, several to
+// a call (an index server refuses a ranked search in SearchMany; docs/cluster.md,
+// "Searches").
 //
 // Each replica has at most `max_in_flight` SearchMany calls running. A search
 // for a replica with fewer in flight leaves at once, in a call of its own;

@@ -1,9 +1,6 @@
 #include "indexer/server/service.h"
 
 #include <algorithm>
-#include <boost/asio/post.hpp>
-#include <boost/asio/thread_pool.hpp>
-#include <thread>
 
 #include "net/grpc.h"
 #include "proto/cluster.grpc.pb.h"
@@ -33,18 +30,13 @@ query::SearchOptions ToOptions(const ipb::PartitionSearchRequest& r,
   return o;
 }
 
-// SearchMany carries newest-first searches: short and bounded (they stop at the limit), they
-// run on gRPC's thread that read the call, which saves a thread hand-off per call. A call that
-// carries a ranked search (tens of milliseconds) runs on a pool instead, so it never holds
-// gRPC's few threads. Single searches (the front doors' ranked ones) and statistics keep
-// gRPC's synchronous threads: ranked searches batched on the callback path measured slower
-// (docs/benchmarks.md).
-bool RunsInline(const ipb::PartitionSearchRequest& r) { return r.sort() == 0; }
-
+// SearchMany takes newest-first searches only: short and bounded (they stop at the limit),
+// they run on gRPC's thread that read the call, which saves a thread hand-off per call. Ranked
+// searches (tens of milliseconds) would hold gRPC's few threads; they come one to a call, by
+// Search, on gRPC's synchronous server threads, as do statistics (docs/cluster.md).
 class IndexService final : public Index::WithCallbackMethod_SearchMany<Index::Service> {
  public:
-  explicit IndexService(IndexNode& node) : node_(node), ranked_(RankedThreads()) {}
-  ~IndexService() override { ranked_.join(); }
+  explicit IndexService(IndexNode& node) : node_(node) {}
 
   grpc::Status Search(grpc::ServerContext*, const ipb::PartitionSearchRequest* request,
                       ipb::PartitionSearchResponse* response) override {
@@ -54,21 +46,20 @@ class IndexService final : public Index::WithCallbackMethod_SearchMany<Index::Se
   grpc::ServerUnaryReactor* SearchMany(grpc::CallbackServerContext* ctx,
                                        const ipb::PartitionSearchBatch* request,
                                        ipb::PartitionSearchAnswers* response) override {
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    const bool inline_all = std::all_of(request->searches().begin(), request->searches().end(),
-                                        [](const auto& r) { return RunsInline(r); });
-    RunThenFinish(inline_all, reactor, [this, request, response] {
-      for (const ipb::PartitionSearchRequest& r : request->searches()) {
-        ipb::PartitionSearchAnswer* answer = response->add_answers();
-        const grpc::Status s = SearchNow(r, answer->mutable_response());
-        answer->set_code(s.error_code());
-        if (!s.ok()) {
-          answer->set_message(s.error_message());
-          answer->clear_response();
-        }
+    for (const ipb::PartitionSearchRequest& r : request->searches()) {
+      ipb::PartitionSearchAnswer* answer = response->add_answers();
+      const grpc::Status s =
+          r.sort() == 0 ? SearchNow(r, answer->mutable_response())
+                        : grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                       "SearchMany takes newest-first searches (sort 0) only");
+      answer->set_code(s.error_code());
+      if (!s.ok()) {
+        answer->set_message(s.error_message());
+        answer->clear_response();
       }
-      return grpc::Status::OK;
-    });
+    }
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
     return reactor;
   }
 
@@ -174,19 +165,7 @@ class IndexService final : public Index::WithCallbackMethod_SearchMany<Index::Se
   }
 
  private:
-  // One per core: ranked searches are CPU-bound, and more at once only take turns.
-  static size_t RankedThreads() { return std::max(2u, std::thread::hardware_concurrency()); }
-
-  // Runs `body` here or on the pool, then finishes the call with its status.
-  template <typename Body>
-  void RunThenFinish(bool here, grpc::ServerUnaryReactor* reactor, Body body) {
-    if (here) return reactor->Finish(body());
-    boost::asio::post(ranked_,
-                      [reactor, body = std::move(body)]() mutable { reactor->Finish(body()); });
-  }
-
   IndexNode& node_;
-  boost::asio::thread_pool ranked_;
 };
 
 }  // namespace
