@@ -52,7 +52,7 @@ absl::Status LimiterGate::Admit(const ApiKey* key, Endpoint endpoint, uint64_t c
   if (call != nullptr && v.has_quota) {
     call->headers.emplace_back("X-Ratelimit-Limit", StrCat(v.limit));
     call->headers.emplace_back("X-Ratelimit-Remaining", StrCat(v.remaining));
-    call->headers.emplace_back("RateLimit-Policy", v.policy);
+    call->headers.emplace_back("RateLimit-Policy", v.Policy());
     call->headers.emplace_back("RateLimit", StrCat("limit=", v.limit, ", remaining=", v.remaining,
                                                    ", reset=", Seconds(v.reset_ms)));
   }

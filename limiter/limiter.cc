@@ -1,9 +1,13 @@
 #include "limiter/limiter.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -17,6 +21,14 @@ namespace tweetsearch::limiter {
 namespace {
 
 constexpr size_t kShards = 64;
+constexpr int64_t kFreePlace = std::numeric_limits<int64_t>::min();
+
+// When states last used at `last_ms` with a lifetime of `idle_ms` become idle (saturating).
+int64_t ExpiryOf(int64_t last_ms, int64_t idle_ms) {
+  return idle_ms > std::numeric_limits<int64_t>::max() - last_ms
+             ? std::numeric_limits<int64_t>::max()
+             : last_ms + idle_ms;
+}
 
 // One limit's state, and the units admitted into it that Redis has not heard of (debts: kept
 // only by the Redis backend's stand-in, see local_limiter.h).
@@ -25,14 +37,17 @@ struct Slot {
   uint64_t debt = 0;
 };
 
+// What a check reads comes first (its states start in the first cache line); the key only
+// when the entry is dropped.
 struct Entry {
-  BucketId key;
-  uint64_t fingerprint = 0;
   int64_t last_ms = 0;
-  int64_t idle_ms = 0;                 // the rule set's longest state lifetime
+  int64_t idle_ms = 0;  // the rule set's longest state lifetime
+  uint64_t fingerprint = 0;
+  uint32_t place = 0;                  // its place in the shard's slab
   bool live = false;                   // false: a free place in the shard's slab
   bool used = false;                   // touched since the clock hand last passed (second chance)
   absl::InlinedVector<Slot, 2> slots;  // one per limit of the rule set
+  BucketId key;
 };
 
 // Entries in chunks of a fixed size: adding one moves none, and finding one by its place costs
@@ -52,18 +67,54 @@ class Slab {
   size_t size_ = 0;
 };
 
+// A shard's lock: a test-and-test-and-set spin lock that yields its core after a short spin. A
+// shard is held for tens of nanoseconds, and on x86 taking it is one atomic exchange and leaving
+// it a plain store, where std::mutex pays a second atomic instruction to leave (each such
+// instruction waits for the core's pending stores: together they were the largest cost of a
+// decision on one key). ThreadSanitizer sees its ordering (acquire and release atomics).
+class ABSL_LOCKABLE ShardLock {
+ public:
+  void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
+    while (locked_.exchange(true, std::memory_order_acquire)) {
+      for (int spins = 0; locked_.load(std::memory_order_relaxed); ++spins) {
+        if (spins < 64) {
+          _mm_pause();
+        } else {
+          std::this_thread::yield();  // the holder may have lost its core
+        }
+      }
+    }
+  }
+  void unlock() ABSL_UNLOCK_FUNCTION() { locked_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> locked_{false};
+};
+
 // A shard: its entries in a slab, found through a flat index by bucket id. A clock hand goes round
 // the slab — a few places per call — dropping states idle past their lifetime, and, while more than
 // max_keys are kept in all, the first it finds not used since it last passed (CLOCK, an
 // approximation of least recently used that needs no list to relink on every hit).
 struct Shard {
-  // std::mutex rather than absl::Mutex: ThreadSanitizer sees its ordering (Debian's Abseil is
-  // not built with it), and the limiter's tests run under it.
-  mutable std::mutex mu;
-  absl::flat_hash_map<BucketId, uint32_t, BucketIdHash> index ABSL_GUARDED_BY(mu);
+  mutable ShardLock mu;
+  // Bucket id → its entry in the slab (entries never move).
+  absl::flat_hash_map<BucketId, Entry*, BucketIdHash> index ABSL_GUARDED_BY(mu);
   Slab slab ABSL_GUARDED_BY(mu);
   std::vector<uint32_t> free ABSL_GUARDED_BY(mu);  // places of dropped entries
   size_t hand ABSL_GUARDED_BY(mu) = 0;
+  // The hand's view of the slab, place by place: a time by which that entry's states are surely
+  // not yet idle (its last use plus its lifetime, as of when it was written: the entry may have
+  // been used since, never less), or kFreePlace. Eight places to a cache line, so the hand
+  // passes a busy entry without reading the entry itself (at a million keys, a cache miss per
+  // check); it reads the entry only where the view says idle (then refreshes the view) or
+  // while more than max_keys states are kept.
+  std::vector<int64_t> expiry ABSL_GUARDED_BY(mu);
+  // Checks whose first bucket lives here, and of those the refused and shadow-exceeded ones:
+  // counted under the lock the check holds anyway (a shared atomic counter cost every check an
+  // atomic instruction, and two threads a cache line passed back and forth).
+  uint64_t checks ABSL_GUARDED_BY(mu) = 0;
+  uint64_t refused ABSL_GUARDED_BY(mu) = 0;
+  uint64_t shadow_exceeded ABSL_GUARDED_BY(mu) = 0;
 };
 
 size_t ShardOf(const Bucket& b) { return b.id.hi % kShards; }
@@ -117,17 +168,22 @@ class MemoryLimiter final : public LocalLimiter {
   }
 
   Verdict CheckAt(const CheckRequest& request, int64_t now) override {
-    checks_.fetch_add(1, std::memory_order_relaxed);
     const Rules& rules = rules_.current();
     std::array<Bucket, 2> buckets;
     const size_t n = MatchRules(rules, request, nullptr, buckets);
     Verdict v;
-    if (n == 0) return v;
+    if (n == 0) {
+      unlimited_.fetch_add(1, std::memory_order_relaxed);
+      return v;
+    }
 
-    // Dry-run every limit, then commit only if every enforced limit admits.
+    // Dry-run every limit, then commit only if every enforced limit admits. A check with one
+    // limit decides and commits in one step (Decide changes a state only when it admits).
+    const bool one_limit = n == 1 && buckets[0].set->limits.size() == 1;
     bool allowed = true;
     {
       ShardLocks locks(shards_, buckets, n);
+      Prefetch(locks);
       std::array<Entry*, 2> entries{};
       std::array<uint32_t, 2> shadow_admitted{};  // bit j: shadow limit j admitted the dry run
       for (size_t i = 0; i < n; ++i) {
@@ -136,12 +192,14 @@ class MemoryLimiter final : public LocalLimiter {
         for (size_t j = 0; j < set.limits.size(); ++j) {
           const RuleLimit& r = set.limits[j];
           const Decision d = Decide(r.limit, entries[i]->slots[j].state, now, CostOf(r, request),
-                                    /*commit=*/false);
+                                    /*commit=*/one_limit);
           if (r.limit.shadow && d.allowed) shadow_admitted[i] |= 1u << j;
           if (Fold(r, d, &v)) allowed = false;
         }
       }
-      if (allowed) {
+      if (allowed && one_limit) {
+        NoteCommitted(buckets[0].set->limits[0], request, now, *entries[0]);
+      } else if (allowed) {
         for (size_t i = 0; i < n; ++i)
           Commit(*buckets[i].set, shadow_admitted[i], request, now, *entries[i]);
       } else {
@@ -149,11 +207,13 @@ class MemoryLimiter final : public LocalLimiter {
       }
       Trim(locks.first(), now, entries);
       if (Shard* second = locks.second()) Trim(*second, now, entries);
+      Shard& counted = shards_[ShardOf(buckets[0])];
+      ++counted.checks;
+      counted.refused += allowed ? 0 : 1;
+      counted.shadow_exceeded += v.shadow_exceeded.empty() ? 0 : 1;
     }
 
-    v.policy = JoinedPolicy(buckets, n);
-    if (!allowed) refused_.fetch_add(1, std::memory_order_relaxed);
-    if (!v.shadow_exceeded.empty()) shadow_.fetch_add(1, std::memory_order_relaxed);
+    SetPolicy(buckets, n, &v);
     return v;
   }
 
@@ -198,15 +258,16 @@ class MemoryLimiter final : public LocalLimiter {
 
   LimiterStats Stats() const override {
     LimiterStats s;
-    s.checks = checks_.load(std::memory_order_relaxed);
-    s.refused = refused_.load(std::memory_order_relaxed);
-    s.shadow_exceeded = shadow_.load(std::memory_order_relaxed);
+    s.checks = unlimited_.load(std::memory_order_relaxed);
     s.evicted = evicted_.load(std::memory_order_relaxed);
     s.reloads = rules_.reloads();
     s.reload_errors = rules_.reload_errors();
     for (const Shard& shard : shards_) {
-      std::lock_guard<std::mutex> lock(shard.mu);
+      std::lock_guard<ShardLock> lock(shard.mu);
       s.keys += shard.index.size();
+      s.checks += shard.checks;
+      s.refused += shard.refused;
+      s.shadow_exceeded += shard.shadow_exceeded;
     }
     return s;
   }
@@ -221,25 +282,33 @@ class MemoryLimiter final : public LocalLimiter {
   // The bucket's entry, created (or reset, after a rule change or a long idle) as needed.
   Entry* Find(const Bucket& b, int64_t now) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     Shard& shard = shards_[ShardOf(b)];
-    auto [it, inserted] = shard.index.try_emplace(b.id, 0);
+    auto it = shard.index.find(b.id);  // most checks find their entry: no insertion to prepare
+    const bool inserted = it == shard.index.end();
     if (inserted) {
       keys_.fetch_add(1, std::memory_order_relaxed);
+      uint32_t place;
       if (!shard.free.empty()) {
-        it->second = shard.free.back();
+        place = shard.free.back();
         shard.free.pop_back();
       } else {
-        it->second = static_cast<uint32_t>(shard.slab.size());
+        place = static_cast<uint32_t>(shard.slab.size());
         shard.slab.grow();
+        shard.expiry.push_back(kFreePlace);
       }
-      Entry& fresh = shard.slab[it->second];
+      Entry& fresh = shard.slab[place];
       fresh.key = b.id;
+      fresh.place = place;
       fresh.live = true;
       fresh.slots.clear();
+      it = shard.index.try_emplace(b.id, &fresh).first;
     }
-    Entry* e = &shard.slab[it->second];
+    Entry* e = it->second;
+    // Its states lie past the first cache line: ask for them while the first arrives.
+    __builtin_prefetch(reinterpret_cast<const char*>(e) + 64);
     e->used = true;
     if (inserted || e->fingerprint != b.set->fingerprint || now - e->last_ms > e->idle_ms) {
       Reset(*e, *b.set, !inserted && now - e->last_ms <= e->idle_ms, now);
+      shard.expiry[e->place] = ExpiryOf(now, e->idle_ms);
     }
     return e;
   }
@@ -264,6 +333,16 @@ class MemoryLimiter final : public LocalLimiter {
     e.last_ms = now;
   }
 
+  // Asks for the clock hands' next places in the view while the entries are looked up (at a
+  // million keys each is a cache miss the lookups would otherwise wait behind).
+  static void Prefetch(ShardLocks& locks) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    for (Shard* shard : {&locks.first(), locks.second()}) {
+      if (shard != nullptr && shard->hand < shard->expiry.size()) {
+        __builtin_prefetch(&shard->expiry[shard->hand]);
+      }
+    }
+  }
+
   // Moves the clock hand: a few places are checked for states idle past their lifetime (as
   // good as new: dropped), and while more than max_keys states are kept in all, entries are
   // dropped at the hand, passing over (once) those used since it last passed. The bound holds
@@ -279,14 +358,21 @@ class MemoryLimiter final : public LocalLimiter {
     for (size_t step = 0; step < 2 * size + kSweep; ++step) {
       const bool over = keys_.load(std::memory_order_relaxed) > max_keys_;
       if (!over && (!sweep || step >= kSweep)) break;
-      Entry& e = shard.slab[shard.hand];
-      shard.hand = (shard.hand + 1) % size;
-      if (!e.live) continue;
-      if (&e == keep[0] || &e == keep[1]) {
+      const size_t place = shard.hand;
+      if (++shard.hand == size) shard.hand = 0;  // (a division cost more than the step)
+      const int64_t expiry = shard.expiry[place];
+      if (expiry == kFreePlace) continue;
+      if (IsKept(shard, place, keep)) {
         sweep = false;
         continue;
       }
+      if (!over && now <= expiry) {  // surely not idle: the entry need not be read
+        sweep = false;
+        continue;
+      }
+      Entry& e = shard.slab[place];
       const bool idle = now - e.last_ms > e.idle_ms;
+      if (!idle) shard.expiry[place] = ExpiryOf(e.last_ms, e.idle_ms);
       sweep = idle;
       if (!idle && over && e.used) {
         e.used = false;  // a second chance
@@ -298,11 +384,21 @@ class MemoryLimiter final : public LocalLimiter {
     }
   }
 
+  // Whether `place` of `shard` holds one of `keep` (compared without reading the place's entry).
+  bool IsKept(const Shard& shard, size_t place, const std::array<Entry*, 2>& keep) const {
+    for (const Entry* e : keep) {
+      if (e != nullptr && e->place == place && &shards_[e->key.hi % kShards] == &shard) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   void Drop(Shard& shard, Entry& e) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     Forget(e);
-    auto it = shard.index.find(e.key);
-    shard.free.push_back(it->second);
-    shard.index.erase(it);
+    shard.free.push_back(e.place);
+    shard.expiry[e.place] = kFreePlace;
+    shard.index.erase(e.key);
     e.live = false;
     e.slots.clear();
     keys_.fetch_sub(1, std::memory_order_relaxed);
@@ -319,14 +415,24 @@ class MemoryLimiter final : public LocalLimiter {
     for (size_t j = 0; j < set.limits.size(); ++j) {
       const RuleLimit& r = set.limits[j];
       if (r.limit.shadow && !(shadow_admitted & (1u << j))) continue;
-      const uint64_t cost = CostOf(r, request);
-      Decide(r.limit, e.slots[j].state, now, cost, /*commit=*/true);
-      if (track_debts_) {
-        e.slots[j].debt += cost;
-        owed_.fetch_add(cost, std::memory_order_release);
-      }
+      Decide(r.limit, e.slots[j].state, now, CostOf(r, request), /*commit=*/true);
+      NoteDebt(r, request, e.slots[j]);
     }
     e.last_ms = now;
+  }
+
+  // The bookkeeping of a single-limit check whose Decide already committed (see CheckAt).
+  void NoteCommitted(const RuleLimit& r, const CheckRequest& request, int64_t now, Entry& e) {
+    NoteDebt(r, request, e.slots[0]);
+    e.last_ms = now;
+  }
+
+  // Notes the units of an admitted request as owed to Redis, when debts are kept.
+  void NoteDebt(const RuleLimit& r, const CheckRequest& request, Slot& slot) {
+    if (!track_debts_) return;
+    const uint64_t cost = CostOf(r, request);
+    slot.debt += cost;
+    owed_.fetch_add(cost, std::memory_order_release);
   }
 
   // An entry's states are dropped: its debts no longer matter (they have expired with it).
@@ -373,7 +479,8 @@ class MemoryLimiter final : public LocalLimiter {
   std::atomic<size_t> keys_{0};    // states kept, over all shards
   RulesHolder rules_;
   std::array<Shard, kShards> shards_;
-  std::atomic<uint64_t> checks_{0}, refused_{0}, shadow_{0}, evicted_{0};
+  std::atomic<uint64_t> unlimited_{0};  // checks no limit applied to (the rest: per shard)
+  std::atomic<uint64_t> evicted_{0};
 };
 
 }  // namespace

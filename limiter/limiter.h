@@ -7,7 +7,7 @@
 // admit; a request refused by one limit consumes nothing from the others. Shadow limits are
 // evaluated and reported but never refuse.
 //
-// State lives in process memory (the embedded default): 64 shards, each with its own mutex,
+// State lives in process memory (the embedded default): 64 shards, each with its own lock,
 // flat index and slab of entries, so there is no global lock; idle keys expire (a state idle
 // for its lifetime, StateLifetimeMs, is as good as new) and at most `max_keys` states are kept
 // in all (beyond it a new key evicts a state of its shard not used lately, by a clock hand;
@@ -22,6 +22,7 @@
 #ifndef TWEETSEARCH_LIMITER_LIMITER_H_
 #define TWEETSEARCH_LIMITER_LIMITER_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -65,8 +66,13 @@ struct Verdict {
   uint64_t limit = 0;
   uint64_t remaining = 0;
   int64_t reset_ms = 0;
-  std::string policy;  // every applied limit as "limit;w=seconds", comma-separated
+  // Every applied limit as "limit;w=seconds", in up to two parts (the endpoint's rule set and
+  // that of "all"), each pointing into the rules, which the limiter keeps while it lives.
+  // Policy() joins them, comma-separated: the decision itself builds no text.
+  std::array<std::string_view, 2> policy_parts;
   std::vector<std::string> shadow_exceeded;  // shadow limits this request went over
+
+  std::string Policy() const;
 };
 
 struct LimiterStats {

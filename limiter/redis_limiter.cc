@@ -138,7 +138,7 @@ class RedisLimiter final : public Limiter {
       Fold(*limits[k], d, &v);
     }
     local_->Mirror(request, remaining, front_doors_.load(std::memory_order_acquire), now);
-    v.policy = JoinedPolicy(buckets, n);
+    SetPolicy(buckets, n, &v);
     if (!v.allowed) v.delay_ms = 0;
     Count(v);
     return v;

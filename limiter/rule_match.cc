@@ -1,6 +1,10 @@
 #include "limiter/rule_match.h"
 
+#include <xxhash.h>
+
+#include <cstring>
 #include <mutex>
+#include <optional>
 
 #include "absl/hash/hash.h"
 #include "absl/strings/string_view.h"
@@ -50,6 +54,32 @@ void Select(const Rules& rules, const CheckRequest& r, bool anonymous, Selection
   s.endpoint.assign(r.endpoint);
 }
 
+// Whether two short texts (an endpoint, a tier, a key prefix) are equal, compared in place with
+// overlapping word loads: a call to memcmp cost more than these few bytes.
+inline bool SameText(std::string_view a, std::string_view b) {
+  const size_t n = a.size();
+  if (n != b.size()) return false;
+  const char* p = a.data();
+  const char* q = b.data();
+  auto differ = [](const char* x, const char* y, auto word) {
+    decltype(word) u, v;
+    std::memcpy(&u, x, sizeof(u));
+    std::memcpy(&v, y, sizeof(v));
+    return u != v;
+  };
+  if (n >= 8) {
+    for (size_t i = 0; i + 8 < n; i += 8) {
+      if (differ(p + i, q + i, uint64_t{})) return false;
+    }
+    return !differ(p + n - 8, q + n - 8, uint64_t{});
+  }
+  if (n >= 4) return !differ(p, q, uint32_t{}) && !differ(p + n - 4, q + n - 4, uint32_t{});
+  for (size_t i = 0; i < n; ++i) {
+    if (p[i] != q[i]) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 size_t MatchRules(const Rules& rules, const CheckRequest& r, std::array<std::string, 2>* keys,
@@ -59,18 +89,19 @@ size_t MatchRules(const Rules& rules, const CheckRequest& r, std::array<std::str
   const std::string_view id = r.key_id.empty() ? r.key_prefix : r.key_id;
   const bool anonymous = id.empty();
   thread_local Selection last;
-  Selection fresh;
+  std::optional<Selection> fresh;  // built only for rules no limiter took (never remembered)
   Selection* s = &last;
   if (rules.version == 0) {
-    s = &fresh;  // rules no limiter took: not remembered
-    Select(rules, r, anonymous, fresh);
+    s = &fresh.emplace();
+    Select(rules, r, anonymous, *s);
   } else if (last.version != rules.version || last.anonymous != anonymous ||
-             last.endpoint != r.endpoint || last.tier != r.tier || last.prefix != r.key_prefix) {
+             !SameText(last.endpoint, r.endpoint) || !SameText(last.tier, r.tier) ||
+             // The prefix selects only per-key overrides: without any, it changes nothing.
+             (!rules.keys.empty() && !SameText(last.prefix, r.key_prefix))) {
     Select(rules, r, anonymous, last);
   }
   // Every key of a tier has its own quota: buckets are named by the key (or the client's IP).
   const std::string_view name = anonymous ? r.client_ip : id;
-  const absl::string_view hashed(name.data(), name.size());
   for (size_t i = 0; i < s->n; ++i) {
     const RuleSet& set = *s->sets[i];
     const std::string* text = nullptr;
@@ -86,17 +117,22 @@ size_t MatchRules(const Rules& rules, const CheckRequest& r, std::array<std::str
       }
       text = &key;
     }
-    out[i] = {text, &set,
-              BucketId{absl::HashOf(~set.seed, hashed), absl::HashOf(set.seed, hashed)}};
+    // One pass of a 128-bit hash, seeded by the rule set's place.
+    const XXH128_hash_t h = XXH3_128bits_withSeed(name.data(), name.size(), set.seed);
+    out[i] = {text, &set, BucketId{h.high64, h.low64}};
   }
   return s->n;
 }
 
-std::string JoinedPolicy(const std::array<Bucket, 2>& buckets, size_t n) {
-  std::string policy = n > 0 ? buckets[0].set->policy : std::string();
-  if (n == 2 && !buckets[1].set->policy.empty()) {
+void SetPolicy(const std::array<Bucket, 2>& buckets, size_t n, Verdict* v) {
+  for (size_t i = 0; i < n; ++i) v->policy_parts[i] = buckets[i].set->policy;
+}
+
+std::string Verdict::Policy() const {
+  std::string policy(policy_parts[0]);
+  if (!policy_parts[1].empty()) {
     if (!policy.empty()) policy += ", ";
-    policy += buckets[1].set->policy;
+    policy += policy_parts[1];
   }
   return policy;
 }

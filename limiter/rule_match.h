@@ -53,8 +53,8 @@ void ForEachRuleSet(Rules& rules,
                     const std::function<void(RuleSet&, std::string_view, std::string_view,
                                              std::string_view)>& visit);
 
-// The RateLimit-Policy text of the first `n` buckets' rule sets.
-std::string JoinedPolicy(const std::array<Bucket, 2>& buckets, size_t n);
+// Points `v->policy_parts` at the RateLimit-Policy texts of the first `n` buckets' rule sets.
+void SetPolicy(const std::array<Bucket, 2>& buckets, size_t n, Verdict* v);
 
 // Fills every rule set's policy text and fingerprint.
 void PrepareRules(Rules& rules);

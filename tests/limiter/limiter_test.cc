@@ -64,7 +64,7 @@ TEST_F(LimiterTest, EveryLimitMustAdmitAndARefusalConsumesNothing) {
   EXPECT_TRUE(v.allowed);
   EXPECT_EQ(v.remaining, 0u);  // per_minute is the most constraining now
   EXPECT_EQ(v.limit, 5u);
-  EXPECT_EQ(v.policy, "3;w=1, 5;w=60");  // the shadow limit is not advertised
+  EXPECT_EQ(v.Policy(), "3;w=1, 5;w=60");  // the shadow limit is not advertised
   v = Search("ts_alice");
   EXPECT_FALSE(v.allowed);
   EXPECT_EQ(v.limited_by, "per_minute");
@@ -179,6 +179,14 @@ TEST_F(LimiterTest, ConcurrentCallersOnSharedKeysAdmitExactlyTheLimit) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(admitted[0].load(), 1);
   for (int k = 1; k < kKeys; ++k) EXPECT_EQ(admitted[k].load(), 3) << "key " << k;  // 3 a second
+  // Every check counted once (the counts are kept per shard), and every refusal.
+  constexpr uint64_t kChecks = kThreads * kCallsPerThread;
+  const LimiterStats stats = limiter_->Stats();
+  EXPECT_EQ(stats.checks, kChecks);
+  EXPECT_EQ(stats.refused, kChecks - 1 - 3 * (kKeys - 1));
+  // A check no limit applies to is counted too.
+  EXPECT_TRUE(limiter_->Check({"ts_x", "free", "unlisted", "", 1, {}}).allowed);
+  EXPECT_EQ(limiter_->Stats().checks, kChecks + 1);
 }
 
 TEST(RulesTest, StreamEventsHaveLimitsOfTheirOwnAndKeysACapOnOpenStreams) {
