@@ -278,6 +278,7 @@ ClusterBackend::ClusterBackend(ClusterView& view, const ClusterBackendOptions& o
       storage_health_(ReplicaCounts(view.topology().storage), HealthOptions(options), clock),
       batcher_(
           [&view](uint32_t p, uint32_t r) -> SearchBatcher::Stub& { return view.index(p, r); }),
+      stats_cache_(clock, options.stats_ttl.count()),
       streams_(std::make_unique<ClusterStreams>(view, *analyzer_)) {}
 
 ClusterBackend::~ClusterBackend() = default;
@@ -390,6 +391,13 @@ absl::StatusOr<storage::WriteRecord> ClusterBackend::StoreRecord(uint32_t p,
 }
 
 std::vector<aggregator::IngestOutcome> ClusterBackend::Ingest(
+    std::vector<aggregator::NewTweet> tweets, aggregator::WriteOnce* once) {
+  std::vector<aggregator::IngestOutcome> outcomes = IngestNow(std::move(tweets), once);
+  stats_cache_.Clear();  // after the tweets are visible (or refused): collected again
+  return outcomes;
+}
+
+std::vector<aggregator::IngestOutcome> ClusterBackend::IngestNow(
     std::vector<aggregator::NewTweet> tweets, aggregator::WriteOnce* once) {
   std::vector<aggregator::IngestOutcome> outcomes(tweets.size());
   const uint32_t partitions = static_cast<uint32_t>(view_.topology().storage.size());
@@ -535,7 +543,9 @@ absl::StatusOr<ipb::WriteResponse> ClusterBackend::WriteOne(TweetId id, ipb::Wri
 absl::Status ClusterBackend::Delete(TweetId id, aggregator::WriteOnce* once) {
   ipb::WriteRequest request;
   request.set_delete_id(id);
-  return WriteOne(id, std::move(request), once).status();
+  absl::Status s = WriteOne(id, std::move(request), once).status();
+  stats_cache_.Clear();  // after the write is visible (or failed): collected again
+  return s;
 }
 
 absl::StatusOr<uint32_t> ClusterBackend::Likes(TweetId id, int64_t value, bool add,
@@ -622,6 +632,10 @@ absl::StatusOr<std::unique_ptr<aggregator::StreamFeed>> ClusterBackend::OpenStre
 
 absl::StatusOr<query::CollectionStats> ClusterBackend::CollectStats(
     const aggregator::SearchCall& call) const {
+  const uint64_t epoch = stats_cache_.Epoch();
+  if (std::optional<query::CollectionStats> kept = stats_cache_.Find(call.search_terms)) {
+    return *std::move(kept);
+  }
   const uint32_t partitions = static_cast<uint32_t>(view_.topology().index.size());
   std::vector<std::vector<uint32_t>> replicas = IndexReplicasInTurn();
   ipb::StatsRequest request;
@@ -635,16 +649,22 @@ absl::StatusOr<query::CollectionStats> ClusterBackend::CollectStats(
   query::CollectionStats total;
   std::vector<absl::StatusOr<ipb::CollectionStats>> answers =
       fan->Run(options_.search_deadline, options_.hedge_after);
+  std::vector<uint64_t> generations(partitions);
+  bool complete = true;
   for (uint32_t p = 0; p < partitions; ++p) {
     if (answers[p].ok()) {
       query::AddStats(FromProto(*answers[p]), &total);
+      generations[p] = answers[p]->generation();
     } else if (absl::IsInvalidArgument(answers[p].status())) {
       return answers[p].status();  // the query itself is refused
     } else if (!call.allow_partial) {
       return absl::UnavailableError(
           StrCat("index partition ", p, ": ", answers[p].status().message()));
+    } else {
+      complete = false;
     }
   }
+  if (complete) stats_cache_.Store(call.search_terms, total, generations, epoch);
   return total;
 }
 
@@ -747,6 +767,7 @@ absl::StatusOr<aggregator::SearchOutcome> ClusterBackend::RunSearch(
       continue;
     }
     const ipb::PartitionSearchResponse& r = *answers[p];
+    stats_cache_.Saw(p, r.generation());
     out.total_hits += r.total_hits();
     out.total_is_exact = out.total_is_exact && r.total_is_exact();
     out.max_id = std::max<TweetId>(out.max_id, r.max_id());

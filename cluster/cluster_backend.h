@@ -39,6 +39,7 @@
 #include "cluster/cluster_view.h"
 #include "cluster/replica_health.h"
 #include "cluster/search_batcher.h"
+#include "cluster/stats_cache.h"
 #include "common/snowflake.h"
 #include "storage/write_records.h"
 
@@ -59,6 +60,9 @@ struct ClusterBackendOptions {
   std::chrono::milliseconds stranded_write_deadline{1000};
   std::chrono::milliseconds visible_wait{2000};
   size_t tweet_cache_bytes = size_t{64} << 20;
+  // How long best match may use collection statistics collected before (cluster/stats_cache.h);
+  // zero: collected for every search.
+  std::chrono::milliseconds stats_ttl{10000};
   index::IndexOptions index;  // the analyzer must match the index servers'
 };
 
@@ -107,6 +111,9 @@ class ClusterBackend final : public aggregator::Backend {
  private:
   ClusterBackend(ClusterView& view, const ClusterBackendOptions& options, const Clock& clock,
                  SnowflakeGenerator ids, std::unique_ptr<analysis::Analyzer> analyzer);
+  // Ingest, without forgetting the statistics kept for best match.
+  std::vector<aggregator::IngestOutcome> IngestNow(std::vector<aggregator::NewTweet> tweets,
+                                                   aggregator::WriteOnce* once);
   // Per index partition, its serving replicas, starting at a different one on each call.
   std::vector<std::vector<uint32_t>> IndexReplicasInTurn() const;
   // Waits until the serving index replicas have applied storage partition `p`
@@ -137,6 +144,7 @@ class ClusterBackend final : public aggregator::Backend {
   mutable ReplicaHealth index_health_;
   mutable ReplicaHealth storage_health_;
   mutable SearchBatcher batcher_;  // after the view and health it uses, before the streams
+  mutable StatsCache stats_cache_;
   std::atomic<uint64_t> ingested_{0}, rejected_{0};
   std::unique_ptr<ClusterStreams> streams_;  // last: its streams go before the rest
 };

@@ -502,6 +502,7 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> StartAggregator(const Topology& t,
   options.node_id = config.engine.node_id != 0 ? config.engine.node_id : 1 + place.replica;
   options.write_deadline = std::chrono::seconds(t.write_retry_s);
   options.keep_answering = std::chrono::seconds(t.lease_ttl_s);
+  options.stats_ttl = std::chrono::milliseconds(t.stats_ttl_ms);
   absl::StatusOr<std::unique_ptr<ClusterBackend>> backend =
       ClusterBackend::Create(*p->view_, options, SystemClock());
   if (!backend.ok()) return backend.status();

@@ -155,7 +155,8 @@ absl::StatusOr<Topology> ParseTopology(std::string_view yaml) {
                                                 "lease_ttl_s",
                                                 "max_log_changes",
                                                 "live_reader_window_s",
-                                                "write_retry_s"};
+                                                "write_retry_s",
+                                                "stats_ttl_ms"};
     for (const auto& entry : root) {
       const std::string key = entry.first.as<std::string>();
       if (!kKeys.contains(key)) {
@@ -192,6 +193,8 @@ absl::StatusOr<Topology> ParseTopology(std::string_view yaml) {
     if (t.write_retry_s < 1 || t.write_retry_s > 600) {
       return absl::InvalidArgumentError("write_retry_s must be 1..600");
     }
+    if (root["stats_ttl_ms"]) t.stats_ttl_ms = root["stats_ttl_ms"].as<uint32_t>();
+    if (t.stats_ttl_ms > 60'000) return absl::InvalidArgumentError("stats_ttl_ms must be 0..60000");
     absl::StatusOr<std::vector<Partition>> storage =
         ReadPartitions(root["storage_partitions"], "storage_partitions");
     if (!storage.ok()) return storage.status();

@@ -68,6 +68,10 @@ struct Topology {
   // Seconds a front door keeps retrying a write whose storage partition has no
   // primary that answers (a failover takes about lease_ttl_s). Default 20.
   uint32_t write_retry_s = 20;
+  // Milliseconds a front door may score best match with collection statistics it collected
+  // before, while no partition is seen to change (cluster/stats_cache.h); 0: collected for
+  // every search. Default 10000.
+  uint32_t stats_ttl_ms = 10000;
 
   // Where `node` sits: its role, partition (storage and index) and replica
   // number.

@@ -98,6 +98,7 @@ IndexNode::IndexNode(const IndexNodeOptions& options,
       index_(std::move(index)),
       saved_(cursors),
       applied_(std::move(cursors)),
+      changed_(applied_),
       caught_up_(sources_.size(), false) {
   // Held: a temporary in the range would die before the loop.
   const std::shared_ptr<const index::IndexSnapshot> snapshot = index_->Snapshot();
@@ -221,6 +222,7 @@ void IndexNode::ApplyChanges(uint32_t storage,
     if (first == changes.size() || changes[first].change.sequence != applied + 1) return;
   }
   TweetId max_id = 0;
+  uint64_t changed = 0;  // the last of these changes that adds or deletes one of this index's
   std::vector<index::IndexDoc> docs;
   auto flush = [&] {
     if (docs.empty()) return;
@@ -236,11 +238,13 @@ void IndexNode::ApplyChanges(uint32_t storage,
       if (rc.tweet.has_value()) {
         docs.push_back(ToIndexDoc(*rc.tweet));
         max_id = std::max(max_id, c.id);
+        changed = c.sequence;
       }
       continue;
     }
     flush();
     if (c.kind == storage::ChangeKind::kDelete) {
+      changed = c.sequence;
       (void)index_->Delete(c.id);  // NotFound: never indexed, or deleted already
     } else {
       (void)index_->SetLikes(c.id,
@@ -251,6 +255,7 @@ void IndexNode::ApplyChanges(uint32_t storage,
   since_checkpoint_.fetch_add(changes.size() - first, std::memory_order_relaxed);
   absl::MutexLock state(&mu_);
   applied_[storage] = changes.back().change.sequence;
+  if (changed != 0) changed_[storage] = changed;
   max_id_ = std::max(max_id_, max_id);
 }
 
@@ -334,6 +339,7 @@ absl::Status IndexNode::BeginRebuild(std::vector<uint64_t> from_sequences) {
   rebuild_from_ = from_sequences;
   rebuild_through_ = 0;
   applied_ = std::move(from_sequences);
+  changed_ = applied_;
   caught_up_.assign(sources_.size(), false);
   max_id_ = 0;
   return absl::OkStatus();
@@ -423,6 +429,13 @@ absl::Status IndexNode::CheckpointLocked() {
   saved_ = std::move(cursors);
   since_checkpoint_.store(0, std::memory_order_relaxed);
   return absl::OkStatus();
+}
+
+uint64_t IndexNode::Generation() const {
+  absl::MutexLock state(&mu_);
+  uint64_t sum = 0;
+  for (uint64_t c : changed_) sum += c;
+  return sum;
 }
 
 IndexNodeStatus IndexNode::Status() const {

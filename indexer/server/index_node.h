@@ -112,6 +112,12 @@ class IndexNode : private storage::ChangeConsumer {
 
   absl::Status Checkpoint();
   IndexNodeStatus Status() const;
+  // Where this replica's tweets last changed: over every storage partition, the sequence of
+  // the last applied change that added or deleted one of its tweets (likes and usage counts
+  // leave it; on opening, where it resumes). Two serving replicas of a partition at the same
+  // generation hold the same tweets, and while it does not move neither do the collection
+  // statistics (front doors keep them meanwhile: cluster/stats_cache.h).
+  uint64_t Generation() const;
   const IndexNodeOptions& options() const { return options_; }
 
  private:
@@ -140,6 +146,7 @@ class IndexNode : private storage::ChangeConsumer {
 
   mutable absl::Mutex mu_;
   std::vector<uint64_t> applied_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> changed_ ABSL_GUARDED_BY(mu_);  // per storage partition: Generation()
   std::vector<bool> caught_up_ ABSL_GUARDED_BY(mu_);
   IndexState state_ ABSL_GUARDED_BY(mu_) = IndexState::kCatchingUp;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

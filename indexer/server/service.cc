@@ -84,6 +84,7 @@ class IndexService final : public Index::WithCallbackMethod_SearchMany<Index::Se
       response->set_total_hits(result->result.total_hits);
       response->set_total_is_exact(result->result.total_is_exact);
       response->set_max_id(result->max_id);
+      response->set_generation(node_.Generation());
       return grpc::Status::OK;
     });
   }
@@ -102,9 +103,11 @@ class IndexService final : public Index::WithCallbackMethod_SearchMany<Index::Se
   grpc::Status Stats(grpc::ServerContext*, const ipb::StatsRequest* request,
                      ipb::CollectionStats* response) override {
     return net::Guarded("Index.Stats", [&]() -> grpc::Status {
+      const uint64_t generation = node_.Generation();
       absl::StatusOr<query::CollectionStats> stats = node_.Stats(request->search_terms());
       if (!stats.ok()) return net::ToGrpc(stats.status());
       ToProto(*stats, response);
+      response->set_generation(generation);
       return grpc::Status::OK;
     });
   }

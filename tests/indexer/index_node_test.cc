@@ -173,6 +173,37 @@ TEST_F(IndexNodeTest, ARebuildResumesAfterARestartAndReplaysWhatChangedMeanwhile
   EXPECT_EQ(Matches(*node, "test"), 1000u);
 }
 
+// Front doors keep best match's collection statistics while a partition's generation stays
+// (cluster/stats_cache.h): it moves with every change that adds or deletes a tweet, and with
+// nothing else that the log carries (likes, usage counts).
+TEST_F(IndexNodeTest, TheGenerationMovesWhenTweetsComeOrGoAndOnlyThen) {
+  std::unique_ptr<indexer::IndexNode> node = OpenIndex();
+  node->Start();
+  ASSERT_TRUE(WaitFor([&] { return node->Status().state == indexer::IndexState::kServing; }));
+  const uint64_t empty = node->Generation();
+  Put(1, 10);  // one change
+  ASSERT_TRUE(WaitFor([&] { return node->Generation() > empty; }));
+  EXPECT_EQ(Matches(*node, "rebuild"), 10u);
+  const uint64_t ten = node->Generation();
+
+  auto applied = [&] { return node->Status().applied.at(0); };
+  const uint64_t before = applied();
+  storage::WriteOp likes;
+  likes.likes = storage::LikesChange{3, 5, true};
+  ASSERT_TRUE(storage_->Write(std::move(likes)).ok());
+  storage::WriteOp usage;
+  usage.usage.push_back(usage::Increment{"key", 1'699'999'980, {}});
+  ASSERT_TRUE(storage_->Write(std::move(usage)).ok());
+  ASSERT_TRUE(WaitFor([&] { return applied() >= before + 2; }));
+  EXPECT_EQ(node->Generation(), ten);
+
+  storage::WriteOp gone;
+  gone.delete_id = 4;
+  ASSERT_TRUE(storage_->Write(std::move(gone)).ok());
+  ASSERT_TRUE(WaitFor([&] { return node->Generation() > ten; }));
+  EXPECT_EQ(Matches(*node, "rebuild"), 9u);
+}
+
 TEST_F(IndexNodeTest, ATrimmedLogAsksForARebuild) {
   Put(1000, 50);
   // Nothing reads yet, and no readers are configured: the log may be trimmed
