@@ -1,7 +1,5 @@
 #include "limiter/limiter.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <array>
 #include <limits>
@@ -78,7 +76,7 @@ class ABSL_LOCKABLE ShardLock {
     while (locked_.exchange(true, std::memory_order_acquire)) {
       for (int spins = 0; locked_.load(std::memory_order_relaxed); ++spins) {
         if (spins < 64) {
-          _mm_pause();
+          Relax();
         } else {
           std::this_thread::yield();  // the holder may have lost its core
         }
@@ -88,6 +86,15 @@ class ABSL_LOCKABLE ShardLock {
   void unlock() ABSL_UNLOCK_FUNCTION() { locked_.store(false, std::memory_order_release); }
 
  private:
+  // Tells the core it is spinning (the other hardware thread of the core runs meanwhile).
+  static void Relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+  }
+
   std::atomic<bool> locked_{false};
 };
 
@@ -197,8 +204,11 @@ class MemoryLimiter final : public LocalLimiter {
           if (Fold(r, d, &v)) allowed = false;
         }
       }
-      if (allowed && one_limit) {
-        NoteCommitted(buckets[0].set->limits[0], request, now, *entries[0]);
+      if (allowed && one_limit) {  // Decide committed it, unless a shadow limit went over
+        const RuleLimit& r = buckets[0].set->limits[0];
+        if (!r.limit.shadow || (shadow_admitted[0] & 1u))
+          NoteDebt(r, request, entries[0]->slots[0]);
+        entries[0]->last_ms = now;
       } else if (allowed) {
         for (size_t i = 0; i < n; ++i)
           Commit(*buckets[i].set, shadow_admitted[i], request, now, *entries[i]);
@@ -418,12 +428,6 @@ class MemoryLimiter final : public LocalLimiter {
       Decide(r.limit, e.slots[j].state, now, CostOf(r, request), /*commit=*/true);
       NoteDebt(r, request, e.slots[j]);
     }
-    e.last_ms = now;
-  }
-
-  // The bookkeeping of a single-limit check whose Decide already committed (see CheckAt).
-  void NoteCommitted(const RuleLimit& r, const CheckRequest& request, int64_t now, Entry& e) {
-    NoteDebt(r, request, e.slots[0]);
     e.last_ms = now;
   }
 

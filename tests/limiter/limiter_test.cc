@@ -321,6 +321,30 @@ TEST(LocalLimiterTest, MirrorsAShareOfWhatRedisLeftAndOwesWhatItAdmits) {
   EXPECT_EQ(admitted, 10);
 }
 
+// A check with one limit decides and commits in one step: a lone shadow limit that goes over
+// admits the request but counts nothing, so nothing is owed to Redis for it; a single enforced
+// limit owes what it admitted.
+TEST(LocalLimiterTest, ALoneLimitOwesOnlyWhatItCounted) {
+  auto rules = ParseRules(
+      "tiers:\n  free:\n    search:\n"
+      "      - {name: watch, limit: 2, window: 1m, algorithm: fixed_window, shadow: true}\n"
+      "    ingest:\n"
+      "      - {name: lines, limit: 3, window: 1m, algorithm: token_bucket}\n");
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  ManualClock clock(1'767'225'600'000);
+  auto local = CreateLocalLimiter(*rules, {}, clock);
+  const CheckRequest search{"ts_a", "free", "search", "", 1, {}};
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(local->Check(search).allowed) << i;
+  std::vector<uint64_t> debts(1);
+  EXPECT_TRUE(local->TakeDebts(search, debts));
+  EXPECT_EQ(debts[0], 2u);  // the shadow limit counted 2 of the 5
+  const CheckRequest ingest{"ts_a", "free", "ingest", "", 2, {}};
+  EXPECT_TRUE(local->Check(ingest).allowed);
+  EXPECT_FALSE(local->Check(ingest).allowed);  // 2 of 3 lines left 1
+  EXPECT_TRUE(local->TakeDebts(ingest, debts));
+  EXPECT_EQ(debts[0], 2u);
+}
+
 TEST(RulesTest, TheExampleFileParses) {
   auto rules = LoadRulesFile(std::string(TWEETSEARCH_SOURCE_DIR) + "/data/limits.example.yaml");
   ASSERT_TRUE(rules.ok()) << rules.status();
