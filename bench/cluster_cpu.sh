@@ -15,21 +15,11 @@ TWEETS=${2:-1000000}
 DURATION=${DURATION:-8}
 WORK=$(mktemp -d)
 export CLUSTER_DIR=$WORK/cluster TWEETSEARCH_BIN=$BUILD/tools
-cleanup() {
-  scripts/cluster.sh stop > /dev/null 2>&1 || true
-  kill -TERM "${PID:-0}" 2> /dev/null || true
-  wait 2> /dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+source bench/cluster_common.sh
 
 scripts/cluster.sh start --sample 0 | tail -1
 "$BUILD/bench/http_bench" --port 8081 --connections 4 ingest --tweets "$TWEETS" --batch 5000
-"$BUILD/tools/tweetsearchd" --data-dir "$WORK/single" --http-port 0 --grpc-port -1 --sample 0 \
-  --demo-key-scopes search,ingest --port-file "$WORK/ports" --log-level warn &
-PID=$!
-for _ in $(seq 1 600); do [ -s "$WORK/ports" ] && break; sleep 0.1; done
-PORT=$(sed -E 's/.*"http_port": ([0-9]+).*/\1/' "$WORK/ports")
+start_single
 "$BUILD/bench/http_bench" --port "$PORT" --connections 4 ingest --tweets "$TWEETS" --batch 5000
 sleep "${SETTLE:-30}"  # let both finish their background merges
 
