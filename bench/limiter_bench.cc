@@ -6,6 +6,7 @@
 //   build/release/bench/limiter_bench --redis=6379 --hot-key=10000   # one key held at its limit
 //   build/release/bench/limiter_bench --redis=6379 --memory   # Redis memory per key and algorithm
 //   build/release/bench/limiter_bench --redis=6379 --textbook # beside textbook Lua scripts
+//   build/release/bench/limiter_bench --redis=6379 --script-cost  # Redis time per check
 //   build/release/bench/limiter_bench --redis=6379 --freeze-pid=PID  # two front doors while the
 //                                                 # redis-server of PID is frozen (SIGSTOP)
 //
@@ -30,6 +31,7 @@
 #include "common/clock.h"
 #include "limiter/limiter.h"
 #include "limiter/redis_limiter.h"
+#include "limiter/redis_script.h"
 
 namespace ts = tweetsearch;
 using ts::limiter::Algorithm;
@@ -326,6 +328,73 @@ void RedisMemoryPerKey(int port) {
   }
 }
 
+// Redis's own time running scripts so far (µs, EVAL and EVALSHA), from INFO commandstats.
+int64_t ScriptMicros(int port) {
+  redisContext* c = redisConnect("127.0.0.1", port);
+  auto* reply = static_cast<redisReply*>(redisCommand(c, "INFO commandstats"));
+  int64_t usec = 0;
+  const std::string_view text(reply->str, reply->len);
+  for (std::string_view name : {"cmdstat_evalsha:", "cmdstat_eval:"}) {
+    const size_t at = text.find(name);
+    if (at == std::string_view::npos) continue;
+    const size_t u = text.find("usec=", at);
+    usec += std::atoll(text.data() + u + 5);
+  }
+  freeReplyObject(reply);
+  redisFree(c);
+  return usec;
+}
+
+// Redis's own time per check of the decide script (redis_script.h), apart from the network and
+// the callers: 200,000 checks of fresh keys among 1M, one limit of 500 an hour each, in calls
+// of 1 and of 8 checks (64 calls pipelined at a time), on an emptied Redis per algorithm.
+void ScriptCost(int port) {
+  const std::vector<std::string> keys = Keys(1'000'000);
+  redisContext* c = redisConnect("127.0.0.1", port);
+  auto* loaded = static_cast<redisReply*>(redisCommand(
+      c, "SCRIPT LOAD %b", ts::limiter::kDecideScript, sizeof(ts::limiter::kDecideScript) - 1));
+  const std::string sha(loaded->str, loaded->len);
+  freeReplyObject(loaded);
+  constexpr size_t kChecks = 200'000;
+  std::cout << "redis time per check of the decide script (µs; calls of 1 / 8 checks):\n";
+  for (Algorithm a : kAll) {
+    std::cout << "  " << ts::limiter::AlgorithmName(a) << ":";
+    for (const size_t batch : {size_t{1}, size_t{8}}) {
+      RedisUsedMemory(port, /*flush=*/true);
+      freeReplyObject(redisCommand(c, "CONFIG RESETSTAT"));
+      const std::string now = std::to_string(ts::SystemClock().NowUnixMillis());
+      const std::string algorithm = std::to_string(static_cast<int>(a));
+      const std::string max_wait = a == Algorithm::kLeakyBucketQueue ? "200" : "0";
+      const std::string count = std::to_string(batch);
+      size_t next = 0;
+      for (size_t call = 0; call < kChecks / batch; ++call) {
+        std::vector<std::string> args = {"EVALSHA", sha, count};
+        for (size_t i = 0; i < batch; ++i) args.push_back("cost:" + keys[next++ % keys.size()]);
+        args.insert(args.end(), {"0", count});
+        for (size_t i = 0; i < batch; ++i) {
+          args.insert(args.end(), {now, "1", algorithm, "500", "3600000", max_wait, "1", "0", "0"});
+        }
+        std::vector<const char*> argv;
+        std::vector<size_t> lengths;
+        for (const std::string& s : args) {
+          argv.push_back(s.data());
+          lengths.push_back(s.size());
+        }
+        redisAppendCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lengths.data());
+        if (call % 64 == 63 || call + 1 == kChecks / batch) {
+          for (size_t r = 0; r <= call % 64; ++r) {
+            void* reply = nullptr;
+            if (redisGetReply(c, &reply) == REDIS_OK) freeReplyObject(reply);
+          }
+        }
+      }
+      std::cout << " " << static_cast<double>(ScriptMicros(port)) / kChecks;
+    }
+    std::cout << "\n";
+  }
+  redisFree(c);
+}
+
 // Textbook Redis + Lua limiters, one script per algorithm in the form most Redis-backed
 // limiters take (written for this comparison): KEYS[1] the key, ARGV: now (ms), limit, window
 // (ms); returns 1 (admitted) or 0.
@@ -382,21 +451,7 @@ void BesideTextbook(int port) {
   constexpr int kThreads = 8;
   constexpr double kSeconds = 5;
   const std::vector<std::string> keys = Keys(1'000'000);
-  auto redis_time_us = [port] {  // total usec of scripts, from INFO commandstats
-    redisContext* c = redisConnect("127.0.0.1", port);
-    auto* reply = static_cast<redisReply*>(redisCommand(c, "INFO commandstats"));
-    int64_t usec = 0;
-    const std::string_view text(reply->str, reply->len);
-    for (std::string_view name : {"cmdstat_evalsha:", "cmdstat_eval:"}) {
-      const size_t at = text.find(name);
-      if (at == std::string_view::npos) continue;
-      const size_t u = text.find("usec=", at);
-      usec += std::atoll(text.data() + u + 5);
-    }
-    freeReplyObject(reply);
-    redisFree(c);
-    return usec;
-  };
+  auto redis_time_us = [port] { return ScriptMicros(port); };
   auto run = [&](const std::function<void(int, std::atomic<bool>&, uint64_t&)>& caller) {
     std::atomic<bool> stop{false};
     std::vector<uint64_t> done(kThreads);
@@ -460,7 +515,7 @@ int main(int argc, char** argv) {
   int redis_port = 0, threads = 8, lanes = 2;
   uint64_t hot_limit = 0;
   pid_t freeze_pid = 0;
-  bool memory = false, textbook = false;
+  bool memory = false, textbook = false, script_cost = false;
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
     if (a.starts_with("--redis=")) redis_port = std::stoi(std::string(a.substr(8)));
@@ -470,9 +525,14 @@ int main(int argc, char** argv) {
     if (a.starts_with("--freeze-pid=")) freeze_pid = std::stoi(std::string(a.substr(13)));
     if (a == "--memory") memory = true;
     if (a == "--textbook") textbook = true;
+    if (a == "--script-cost") script_cost = true;
   }
   if (redis_port != 0 && textbook) {
     BesideTextbook(redis_port);
+    return 0;
+  }
+  if (redis_port != 0 && script_cost) {
+    ScriptCost(redis_port);
     return 0;
   }
   if (redis_port != 0 && memory) {

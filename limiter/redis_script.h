@@ -14,76 +14,63 @@
 // retry_after_ms, reset_ms, delay_ms; or the single integer -1, having changed nothing, when
 // it runs after the deadline (the callers have stopped waiting and decided without Redis:
 // counting the checks here too would count them twice).
+//
+// Numbers go to Redis as Lua numbers: Redis 7 writes them with 17 significant digits, exact
+// for these integers; `num` formats the ones joined into text (Lua's own conversion keeps 14).
 #ifndef TWEETSEARCH_LIMITER_REDIS_SCRIPT_H_
 #define TWEETSEARCH_LIMITER_REDIS_SCRIPT_H_
 
 namespace tweetsearch::limiter {
 
 inline constexpr char kDecideScript[] = R"lua(
-local now = 0  -- the current check's
 local deadline = tonumber(ARGV[1])
 if deadline > 0 then
   local t = redis.call('TIME')
   if tonumber(t[1]) * 1000000 + tonumber(t[2]) > deadline then return {-1} end
 end
+local call, floor, min, max, tonumber = redis.call, math.floor, math.min, math.max, tonumber
+local now = 0  -- the current check's
 local function num(x) return string.format('%.0f', x) end
-local function ceil_div(a, b) if a <= 0 then return 0 end return math.floor((a + b - 1) / b) end
+local function ceil_div(a, b) if a <= 0 then return 0 end return floor((a + b - 1) / b) end
 
+-- Every decider answers allowed (0/1), remaining, retry_after_ms, reset_ms, delay_ms, then
+-- what committing the admission writes: a kind (commit's) and up to five values.
 local function bucket(key, L, W, cost, meter)
   local cap, need = L * W, cost * W
-  local st = redis.call('HMGET', key, 'a', 'u')
-  local started = st[1] ~= false
-  local tokens = cap
-  local updated = now
+  local st = call('HMGET', key, 'a', 'u')
+  local tokens, updated, started = cap, now, st[1] ~= false
   if started then
     local a = tonumber(st[1])
     updated = tonumber(st[2])
     if meter then tokens = cap - a else tokens = a end
+    tokens = min(cap, tokens + min(max(now - updated, 0), W) * L)
   end
-  local elapsed = 0
-  if started then elapsed = math.min(math.max(now - updated, 0), W) end
-  tokens = math.min(cap, tokens + elapsed * L)
-  local r = {0, 0, 0, 0, 0}
-  if cost <= L and tokens >= need then
-    r[1] = 1
-    tokens = tokens - need
-    local u = now
-    if started then u = math.max(now, updated) end
-    local stored = tokens
-    if meter then stored = cap - tokens end
-    r.commit = function()
-      redis.call('HSET', key, 'a', num(stored), 'u', num(u))
-      redis.call('PEXPIRE', key, 2 * W)
-    end
-  elseif cost > L then r[3] = W
-  else r[3] = ceil_div(need - tokens, L) end
-  r[2] = math.floor(tokens / W)
-  r[4] = ceil_div(cap - tokens, L)
-  return r
+  local reset = ceil_div(cap - tokens, L)
+  if cost > L then return 0, floor(tokens / W), W, reset, 0 end
+  if tokens < need then return 0, floor(tokens / W), ceil_div(need - tokens, L), reset, 0 end
+  tokens = tokens - need
+  local u = now
+  if started then u = max(now, updated) end
+  local stored = tokens
+  if meter then stored = cap - tokens end
+  return 1, floor(tokens / W), 0, ceil_div(cap - tokens, L), 0, 1, stored, u, 2 * W
 end
 
 local function fixed(key, L, W, cost)
   local start = now - (now % W)
-  local st = redis.call('HMGET', key, 's', 'c')
+  local st = call('HMGET', key, 's', 'c')
   local c = 0
   if st[1] ~= false and tonumber(st[1]) == start then c = tonumber(st[2]) end
-  local r = {0, 0, 0, start + W - now, 0}
-  if cost <= L and c + cost <= L then
-    r[1] = 1
-    c = c + cost
-    r.commit = function()
-      redis.call('HSET', key, 's', num(start), 'c', num(c))
-      redis.call('PEXPIRE', key, start + W - now + 1000)
-    end
-  elseif cost > L then r[3] = W
-  else r[3] = r[4] end
-  r[2] = L - math.min(c, L)
-  return r
+  local reset = start + W - now
+  if cost > L then return 0, L - min(c, L), W, reset, 0 end
+  if c + cost > L then return 0, L - min(c, L), reset, reset, 0 end
+  c = c + cost
+  return 1, L - min(c, L), 0, reset, 0, 2, start, c, reset + 1000
 end
 
 local function counter(key, L, W, cost)
   local start = now - (now % W)
-  local st = redis.call('HMGET', key, 's', 'c', 'p')
+  local st = call('HMGET', key, 's', 'c', 'p')
   local cur, prev = 0, 0
   if st[1] ~= false then
     local s = tonumber(st[1])
@@ -93,128 +80,136 @@ local function counter(key, L, W, cost)
   local elapsed = now - start
   local estimate = prev * (W - elapsed) + cur * W
   local cap, need = L * W, cost * W
-  local used = estimate
-  local r = {0, 0, 0, 0, 0}
+  local allowed, retry, used = 0, 0, estimate
   if cost <= L and estimate + need <= cap then
-    r[1] = 1
+    allowed = 1
     cur = cur + cost
     used = used + need
-    r.commit = function()
-      redis.call('HSET', key, 's', num(start), 'c', num(cur), 'p', num(prev))
-      redis.call('PEXPIRE', key, 2 * W)
-    end
-  elseif cost > L then r[3] = W
+  elseif cost > L then retry = W
   elseif cur + cost <= L and prev > 0 then
-    local e = W - math.floor((cap - (cur + cost) * W) / prev)
-    r[3] = math.max(1, e - elapsed)
+    retry = max(1, W - floor((cap - (cur + cost) * W) / prev) - elapsed)
   else
     local e = 0
-    if cur > 0 then e = W - math.floor((cap - need) / cur) end
-    r[3] = W - elapsed + math.max(0, e)
+    if cur > 0 then e = W - floor((cap - need) / cur) end
+    retry = W - elapsed + max(0, e)
   end
-  if used >= cap then r[2] = 0 else r[2] = math.floor((cap - used) / W) end
-  if cur > 0 then r[4] = 2 * W - elapsed elseif prev > 0 then r[4] = W - elapsed end
-  return r
+  local remaining, reset = 0, 0
+  if used < cap then remaining = floor((cap - used) / W) end
+  if cur > 0 then reset = 2 * W - elapsed elseif prev > 0 then reset = W - elapsed end
+  return allowed, remaining, retry, reset, 0, 3, start, cur, 2 * W, prev
 end
 
 -- The log is a sorted set of "seq:cost" members scored by time, beside a hash holding the
--- running total of their costs ('t') and the sequence ('n'). Every call is O(log n) plus the
--- entries it expires: it reads the total, not the set, and a refusal reads only the oldest
--- entries that must expire before the request fits (each costs at least 1).
+-- running total of their costs ('t'), the sequence ('n') and the newest entry's time ('l').
+-- Every call is O(log n) plus the entries it expires: it reads the total, not the set, and a
+-- refusal reads only the oldest entries that must expire for the request to fit (each costs
+-- at least 1).
 local function cost_of(member) return tonumber(string.match(member, ':(%d+)$')) end
 
--- Appends an entry of `cost` at now to a log whose entries cost `total`.
-local function append_log(key, hkey, W, cost, total)
-  local seq = redis.call('HINCRBY', hkey, 'n', 1)
-  redis.call('HSET', hkey, 't', num(total + cost))
-  redis.call('ZADD', key, num(now), num(seq) .. ':' .. num(cost))
-  redis.call('PEXPIRE', key, W)
-  redis.call('PEXPIRE', hkey, W)
+-- What a log holds: its total, sequence and newest entry's time (false: none), once the
+-- entries at or before now - W have gone.
+local function read_log(key, hkey, W)
+  local h = call('HMGET', hkey, 't', 'n', 'l')
+  local edge = now - W
+  if h[1] then
+    local total, seq, newest = tonumber(h[1]), tonumber(h[2] or '0'), false
+    if h[3] then newest = tonumber(h[3]) end
+    local expired = call('ZRANGEBYSCORE', key, '-inf', edge)
+    if #expired > 0 then
+      for i = 1, #expired do total = total - cost_of(expired[i]) end
+      call('ZREMRANGEBYSCORE', key, '-inf', edge)
+      call('HSET', hkey, 't', total)
+    end
+    if not h[3] and total > 0 then  -- kept by an older script
+      local last = call('ZRANGE', key, -1, -1, 'WITHSCORES')
+      if #last > 0 then newest = tonumber(last[2]) end
+    end
+    if newest and newest <= edge then newest = false end
+    return total, seq, newest
+  end
+  if call('ZCARD', key) == 0 then return 0, 0, false end
+  -- A log an older script kept without a total: count the set once.
+  call('ZREMRANGEBYSCORE', key, '-inf', edge)
+  local members = call('ZRANGE', key, 0, -1, 'WITHSCORES')
+  local total, newest = 0, false
+  for i = 1, #members, 2 do total = total + cost_of(members[i]) end
+  if #members > 0 then newest = tonumber(members[#members]) end
+  return total, tonumber(call('GET', key .. ':n') or '0'), newest
+end
+
+-- Appends an entry of `cost` at now to a log of `total`, sequence `seq` and newest entry's
+-- time `newest` (false: none).
+local function append_log(key, hkey, W, cost, total, seq, newest)
+  call('HSET', hkey, 't', total + cost, 'n', seq + 1, 'l', max(now, newest or now))
+  call('ZADD', key, now, num(seq + 1) .. ':' .. num(cost))
+  call('PEXPIRE', key, W)
+  call('PEXPIRE', hkey, W)
 end
 
 local function log(key, L, W, cost)
-  local hkey = key .. ':h'
-  local expired = redis.call('ZRANGEBYSCORE', key, '-inf', num(now - W))
-  local t = redis.call('HGET', hkey, 't')
-  local total = 0
-  if t then
-    total = tonumber(t)
-    for i = 1, #expired do total = total - cost_of(expired[i]) end
-  end
-  if #expired > 0 then
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', num(now - W))
-    if t then redis.call('HSET', hkey, 't', num(total)) end
-  end
-  if not t then  -- no total kept (a log written by an older script): count the set once
-    local members = redis.call('ZRANGE', key, 0, -1)
-    for i = 1, #members do total = total + cost_of(members[i]) end
-  end
-  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  local r = {0, 0, 0, 0, 0}
+  local total, seq, newest = read_log(key, key .. ':h', W)
+  local reset = 0
+  if newest then reset = newest + W - now end
   if cost <= L and total + cost <= L then
-    r[1] = 1
-    r.commit = function()
-      if not t then  -- an older script kept the sequence apart
-        local n = redis.call('GET', key .. ':n')
-        if n then redis.call('HSET', hkey, 'n', n) end
-      end
-      append_log(key, hkey, W, cost, total)
-    end
-  elseif cost > L then r[3] = W
-  else
-    local oldest = redis.call('ZRANGE', key, 0, total + cost - L - 1, 'WITHSCORES')
+    return 1, L - min(total + cost, L), 0, reset, 0, 4, W, cost, total, seq, newest
+  end
+  local retry = W
+  if cost <= L then
+    local oldest = call('ZRANGE', key, 0, total + cost - L - 1, 'WITHSCORES')
     local left = total
     for i = 1, #oldest, 2 do
       left = left - cost_of(oldest[i])
-      if left + cost <= L then r[3] = math.max(1, tonumber(oldest[i + 1]) + W - now); break end
+      if left + cost <= L then retry = max(1, tonumber(oldest[i + 1]) + W - now); break end
     end
   end
-  local counted = total
-  if r[1] == 1 then counted = total + cost end
-  r[2] = L - math.min(counted, L)
-  if #newest > 0 then r[4] = tonumber(newest[2]) + W - now end
-  return r
+  return 0, L - min(total, L), retry, reset, 0
 end
 
 local function gcra(key, L, W, cost)
   local nowus, win = now * 1000, W * 1000
-  local T = math.max(1, math.floor(win / L))
-  local tat = math.max(tonumber(redis.call('GET', key) or '0'), nowus)
+  local T = max(1, floor(win / L))
+  local tat = max(tonumber(call('GET', key) or '0'), nowus)
   local new_tat = tat + cost * T
-  local after = tat
-  local r = {0, 0, 0, 0, 0}
   if cost <= L and new_tat - nowus <= win then
-    r[1] = 1
-    after = new_tat
-    r.commit = function()
-      redis.call('SET', key, num(new_tat), 'PX', math.floor((new_tat - nowus) / 1000) + 1000)
-    end
-  elseif cost > L then r[3] = W
-  else r[3] = ceil_div(new_tat - nowus - win, 1000) end
-  r[2] = math.min(L, math.max(0, math.floor((nowus + win - after) / T)))
-  r[4] = ceil_div(after - nowus, 1000)
-  return r
+    return 1, min(L, max(0, floor((nowus + win - new_tat) / T))), 0,
+           ceil_div(new_tat - nowus, 1000), 0, 5, new_tat, floor((new_tat - nowus) / 1000) + 1000
+  end
+  local retry = W
+  if cost <= L then retry = ceil_div(new_tat - nowus - win, 1000) end
+  return 0, min(L, max(0, floor((nowus + win - tat) / T))), retry, ceil_div(tat - nowus, 1000), 0
 end
 
 local function queue(key, L, W, max_wait, cost)
   local nowus, wait = now * 1000, max_wait * 1000
-  local T = math.max(1, math.floor(W * 1000 / L))
-  local slot = math.max(tonumber(redis.call('GET', key) or '0'), nowus)
-  local nxt = slot
-  local r = {0, 0, 0, 0, 0}
+  local T = max(1, floor(W * 1000 / L))
+  local slot = max(tonumber(call('GET', key) or '0'), nowus)
+  local allowed, retry, delay, nxt = 0, 0, 0, slot
   if cost <= L and slot - nowus <= wait then
-    r[1] = 1
-    r[5] = ceil_div(slot - nowus, 1000)
-    nxt = slot + cost * T
-    r.commit = function()
-      redis.call('SET', key, num(nxt), 'PX', math.floor((nxt - nowus) / 1000) + 1000)
-    end
-  elseif cost > L then r[3] = W
-  else r[3] = ceil_div(slot - nowus - wait, 1000) end
-  local room = nowus + wait - nxt
-  if room < 0 then r[2] = 0 else r[2] = math.min(L, math.floor(room / T) + 1) end
-  r[4] = ceil_div(nxt - nowus, 1000)
-  return r
+    allowed, delay, nxt = 1, ceil_div(slot - nowus, 1000), slot + cost * T
+  elseif cost > L then retry = W
+  else retry = ceil_div(slot - nowus - wait, 1000) end
+  local room, remaining = nowus + wait - nxt, 0
+  if room >= 0 then remaining = min(L, floor(room / T) + 1) end
+  return allowed, remaining, retry, ceil_div(nxt - nowus, 1000), delay,
+         5, nxt, floor((nxt - nowus) / 1000) + 1000
+end
+
+-- Writes what an admission decided (the kinds the deciders answer).
+local function commit(key, kind, x, y, z, w, v)
+  if kind == 1 then
+    call('HSET', key, 'a', x, 'u', y)
+    call('PEXPIRE', key, z)
+  elseif kind == 2 then
+    call('HSET', key, 's', x, 'c', y)
+    call('PEXPIRE', key, z)
+  elseif kind == 3 then
+    call('HSET', key, 's', x, 'c', y, 'p', w)
+    call('PEXPIRE', key, z)
+  elseif kind == 4 then
+    append_log(key, key .. ':h', x, y, z, w, v)
+  else
+    call('SET', key, x, 'PX', y)
+  end
 end
 
 -- Charges (algorithm.cc's Charge): units admitted elsewhere, counted as if admitted now,
@@ -251,11 +246,10 @@ local function charge_window(key, L, W, units, ttl)
 end
 
 local function charge_log(key, L, W, units)
-  log(key, L, W, L + 1)  -- expires what no longer counts (a cost above the limit commits nothing)
   local hkey = key .. ':h'
-  local total = tonumber(redis.call('HGET', hkey, 't') or '0')
+  local total, seq, newest = read_log(key, hkey, W)  -- expires what no longer counts
   -- every unit, even beyond the limit
-  append_log(key, hkey, W, math.min(units, 1073741824), total)
+  append_log(key, hkey, W, min(units, 1073741824), total, seq, newest)
 end
 
 local function charge_tat(key, L, W, units, ahead)
@@ -276,7 +270,10 @@ local function charge(key, algo, L, W, max_wait, units)
 end
 
 -- Decides one check: its limits are KEYS[k0 + i] and ARGV[a + 7 (i - 1) + 1 ..+ 7] (i = 1..n).
-local function decide(k0, a, n, out)
+-- Its five answers per limit go to `out` from `o`; admissions are written once every enforced
+-- limit admits (shadow limits never refuse). Answers how many answers `out` holds after it.
+local pending = {}  -- the admissions to write, seven entries each (commit's arguments)
+local function decide(k0, a, n, out, o)
   for i = 1, n do
     local b = a + (i - 1) * 7
     local debt = tonumber(ARGV[b + 7])
@@ -285,37 +282,51 @@ local function decide(k0, a, n, out)
              tonumber(ARGV[b + 4]), debt)
     end
   end
-  local results, all = {}, true
+  local all, p = true, 0
   for i = 1, n do
     local b = a + (i - 1) * 7
-    local algo, L, W = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
-    local max_wait, cost, shadow = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), ARGV[b + 6] == '1'
+    local algo, L, W, cost = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]),
+                             tonumber(ARGV[b + 5])
     local key = KEYS[k0 + i]
-    local r
-    if cost == 0 then r = {1, 0, 0, 0, 0}  -- a check that only charges debts decides nothing
-    elseif algo == 0 then r = bucket(key, L, W, cost, false)
-    elseif algo == 1 then r = bucket(key, L, W, cost, true)
-    elseif algo == 2 then r = queue(key, L, W, max_wait, cost)
-    elseif algo == 3 then r = fixed(key, L, W, cost)
-    elseif algo == 4 then r = log(key, L, W, cost)
-    elseif algo == 5 then r = counter(key, L, W, cost)
-    else r = gcra(key, L, W, cost) end
-    results[i] = r
-    if r[1] == 0 and not shadow then all = false end
+    local ok, remaining, retry, reset, delay, kind, x, y, z, w, v
+    if cost == 0 then ok, remaining, retry, reset, delay = 1, 0, 0, 0, 0  -- only charges debts
+    elseif algo == 3 then ok, remaining, retry, reset, delay, kind, x, y, z = fixed(key, L, W, cost)
+    elseif algo == 5 then
+      ok, remaining, retry, reset, delay, kind, x, y, z, w = counter(key, L, W, cost)
+    elseif algo == 6 then ok, remaining, retry, reset, delay, kind, x, y = gcra(key, L, W, cost)
+    elseif algo == 0 or algo == 1 then
+      ok, remaining, retry, reset, delay, kind, x, y, z = bucket(key, L, W, cost, algo == 1)
+    elseif algo == 4 then
+      ok, remaining, retry, reset, delay, kind, x, y, z, w, v = log(key, L, W, cost)
+    else
+      ok, remaining, retry, reset, delay, kind, x, y =
+          queue(key, L, W, tonumber(ARGV[b + 4]), cost)
+    end
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = ok, remaining, retry, reset, delay
+    o = o + 5
+    if ok == 1 then
+      if kind then
+        pending[p + 1], pending[p + 2], pending[p + 3], pending[p + 4] = key, kind, x, y
+        pending[p + 5], pending[p + 6], pending[p + 7] = z, w, v
+        p = p + 7
+      end
+    elseif ARGV[b + 6] ~= '1' then all = false end
   end
-  for i = 1, n do
-    local r = results[i]
-    if all and r[1] == 1 and r.commit then r.commit() end
-    for k = 1, 5 do out[#out + 1] = r[k] end
+  if all then
+    for j = 0, p - 1, 7 do
+      commit(pending[j + 1], pending[j + 2], pending[j + 3], pending[j + 4], pending[j + 5],
+             pending[j + 6], pending[j + 7])
+    end
   end
+  return o
 end
 
-local out = {}
+local out, o = {}, 0
 local k0, a = 0, 3
 for _ = 1, tonumber(ARGV[2]) do
   now = tonumber(ARGV[a])
   local n = tonumber(ARGV[a + 1])
-  decide(k0, a + 1, n, out)
+  o = decide(k0, a + 1, n, out, o)
   k0 = k0 + n
   a = a + 2 + 7 * n
 end

@@ -209,6 +209,38 @@ TEST_F(RedisLimiterTest, IdleGapsOfOneToTwoWindowsDecideAlikeInBothBackends) {
   }
 }
 
+// Sliding logs kept by earlier versions of the script (the set alone with its sequence beside
+// it; or a hash of total and sequence, without the newest entry's time) are read as they were
+// meant: the same answers as a log the script wrote itself, and an admission goes on from them.
+TEST_F(RedisLimiterTest, SlidingLogsKeptByEarlierScriptsDecideAsTheirEntriesSay) {
+  RawRedis raw(redis_->port());
+  const int64_t now = 1'767'225'600'000;
+  auto decide = [&](const std::string& key, uint64_t cost) {
+    return raw.Run({"EVAL", kDecideScript, "1", key, "0", "1", StrCat(now), "1",
+                    StrCat(static_cast<int>(Algorithm::kSlidingWindowLog)), "10", "1000", "0",
+                    StrCat(cost), "0", "0"});
+  };
+  // Three entries of costs 2, 1 and 3 at now − 1200 (expired), now − 900 and now − 100, and
+  // one of cost 2 at now − 500: 6 units count.
+  auto write_entries = [&](const std::string& key) {
+    raw.Run({"ZADD", key, StrCat(now - 1200), "1:2", StrCat(now - 900), "2:1", StrCat(now - 500),
+             "3:2", StrCat(now - 100), "4:3"});
+  };
+  write_entries("oldest");
+  raw.Run({"SET", "oldest:n", "4"});
+  write_entries("older");
+  raw.Run({"HSET", "older:h", "t", "8", "n", "4"});  // the expired entry still counted
+  for (const std::string key : {"oldest", "older"}) {
+    // 6 + 5 > 10: refused until the entry of now − 900 leaves (5 + 5 <= 10), in 100 ms; the
+    // newest leaves in 900 ms.
+    EXPECT_EQ(decide(key, 5), (std::vector<int64_t>{0, 4, 100, 900, 0})) << key;
+    EXPECT_EQ(decide(key, 4), (std::vector<int64_t>{1, 0, 0, 900, 0})) << key;
+    EXPECT_EQ(decide(key, 1), (std::vector<int64_t>{0, 0, 100, 1000, 0})) << key;
+    EXPECT_EQ(raw.Run({"ZCARD", key}), std::vector<int64_t>{4}) << key;  // the expired one went
+    EXPECT_EQ(raw.Run({"HINCRBY", key + ":h", "n", "0"}), std::vector<int64_t>{5}) << key;
+  }
+}
+
 // Two front doors (two limiters, as two processes would have) under concurrent load on the
 // same keys never admit more than the limit together.
 TEST_F(RedisLimiterTest, TwoFrontDoorsShareExactQuotas) {
