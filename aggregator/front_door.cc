@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "aggregator/idempotency.h"
+#include "aggregator/key_table.h"
 #include "common/strings.h"
 #include "common/utf8.h"
 #include "indexer/analysis/analyzer.h"
@@ -353,10 +354,14 @@ absl::StatusOr<std::optional<WriteOnce>> OnceOf(const CallContext* call, const A
   return std::optional<WriteOnce>(MakeWriteOnce(key.id, call->idempotency_key, hash()));
 }
 
-void NoteReplayed(const WriteOnce& once, CallContext* call) {
-  if (!once.replayed || call == nullptr) return;
+// Marks the call's answer as the one an earlier attempt got.
+void MarkReplayed(CallContext* call) {
   call->replayed = true;
   call->headers.emplace_back("Idempotent-Replayed", "true");
+}
+
+void NoteReplayed(const WriteOnce& once, CallContext* call) {
+  if (once.replayed && call != nullptr) MarkReplayed(call);
 }
 
 }  // namespace
@@ -437,9 +442,28 @@ absl::StatusOr<std::string> FrontDoor::CreateKey(std::string_view api_dev_key,
   if (auto key = Authorize(api_dev_key, Scope::kAdmin, Endpoint::kAdmin, 1, call); !key.ok()) {
     return key.status();
   }
-  if (chosen.empty()) return keys_.Create(owner, tier, scopes);
-  if (absl::Status s = keys_.Register(chosen, owner, tier, scopes); !s.ok()) return s;
-  return std::string(chosen);
+  if (call == nullptr || call->idempotency_key.empty()) {
+    if (chosen.empty()) return keys_.Create(owner, tier, scopes);
+    if (absl::Status s = keys_.Register(chosen, owner, tier, scopes); !s.ok()) return s;
+    return std::string(chosen);
+  }
+  if (absl::Status s = CheckIdempotencyKey(call->idempotency_key); !s.ok()) return s;
+  const std::string key =
+      chosen.empty() ? KeyForRetries(api_dev_key, call->idempotency_key) : std::string(chosen);
+  const absl::Status made = keys_.Register(key, owner, tier, scopes);
+  if (!absl::IsAlreadyExists(made)) return made.ok() ? absl::StatusOr<std::string>(key) : made;
+  // Made already: by an earlier attempt of this request if it holds what this one asks for.
+  const std::string id = KeyIdOfHash(KeyHash(key));
+  for (const ApiKey& k : keys_.List()) {
+    if (k.id != id) continue;
+    if (k.owner == owner && k.tier == (tier.empty() ? "free" : tier) && k.scopes == scopes) {
+      MarkReplayed(call);
+      return key;
+    }
+  }
+  if (!chosen.empty()) return made;
+  return absl::FailedPreconditionError(
+      "this Idempotency-Key made a key for another request: a key names one request");
 }
 
 absl::StatusOr<std::vector<ApiKey>> FrontDoor::ListKeys(std::string_view api_dev_key,
@@ -455,7 +479,20 @@ absl::Status FrontDoor::RevokeKey(std::string_view api_dev_key, std::string_view
   if (auto key = Authorize(api_dev_key, Scope::kAdmin, Endpoint::kAdmin, 1, call); !key.ok()) {
     return key.status();
   }
-  return keys_.Revoke(key_or_prefix);
+  const absl::Status revoked = keys_.Revoke(key_or_prefix);
+  if (!absl::IsNotFound(revoked) || call == nullptr || call->idempotency_key.empty()) {
+    return revoked;
+  }
+  // A retry whose first attempt revoked the key finds no key to revoke under that prefix: the
+  // one key with that prefix (or text), revoked, is what the request asked for.
+  const std::string id = KeyIdOfHash(KeyHash(key_or_prefix));
+  int matching = 0;
+  for (const ApiKey& k : keys_.List()) {
+    if (k.id == id || k.prefix == key_or_prefix) matching += k.revoked ? 1 : 2;
+  }
+  if (matching != 1) return revoked;  // none, several, or one in force: as Revoke said
+  MarkReplayed(call);
+  return absl::OkStatus();
 }
 
 void RecordUsage(usage::UsageRecorder* usage, const CallContext& call, bool is_search,

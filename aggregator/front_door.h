@@ -206,7 +206,11 @@ class FrontDoor {
 
   // Key administration (admin scope).
   // Makes a random key, or registers `chosen` when it is not empty (front doors that must accept
-  // the same keys, until the cluster shares one registry).
+  // the same keys, until the cluster shares one registry). With the call's idempotency key, the
+  // key made is KeyForRetries(admin key, idempotency key) (or `chosen`), and a retry that finds
+  // it made with the same owner, tier and scopes answers it again, marked replayed;
+  // FailedPrecondition if it was made for another request. Revoking a key that a retry finds
+  // revoked already is answered as done, marked replayed.
   absl::StatusOr<std::string> CreateKey(std::string_view api_dev_key, std::string_view owner,
                                         std::string_view tier, uint8_t scopes,
                                         CallContext* call = nullptr,

@@ -1,5 +1,7 @@
 #include "aggregator/key_table.h"
 
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
@@ -32,6 +34,17 @@ std::string NewRandomKey() {
   unsigned char random[16];
   TS_CHECK(RAND_bytes(random, sizeof(random)) == 1, "OpenSSL RAND_bytes failed");
   return "ts_" + absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(random), 16));
+}
+
+std::string KeyForRetries(std::string_view admin_key, std::string_view idempotency_key) {
+  const std::string message = StrCat("tweetsearch admin key\n", idempotency_key);
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  TS_CHECK(HMAC(EVP_sha256(), admin_key.data(), static_cast<int>(admin_key.size()),
+                reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac,
+                &length) != nullptr,
+           "OpenSSL HMAC failed");
+  return "ts_" + absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(mac), 16));
 }
 
 std::string EncodeKeyRecord(const ApiKey& key) {

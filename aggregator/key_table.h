@@ -25,6 +25,10 @@ std::string KeyHash(std::string_view key);
 std::string KeyIdOfHash(std::string_view hash);
 // A new random key: "ts_" and 32 hex digits.
 std::string NewRandomKey();
+// The key an admin key makes when it asks with an idempotency key: "ts_" and 32 hex digits of
+// HMAC-SHA-256(admin key, idempotency key). Every attempt of that request names the same key,
+// so a retry finds the key its first attempt made, on any front door, without a record of it.
+std::string KeyForRetries(std::string_view admin_key, std::string_view idempotency_key);
 // A record as stored (a v1.ApiKeyRecord), and back; `id` is not stored.
 std::string EncodeKeyRecord(const ApiKey& key);
 absl::StatusOr<ApiKey> DecodeKeyRecord(std::string_view bytes);

@@ -119,7 +119,12 @@ absl::Status SharedKeyRegistry::Register(std::string_view key, std::string_view 
   absl::StatusOr<bool> created = etcd_.CreateIfAbsent(EtcdKeyOf(aggregator::KeyHash(key)),
                                                       aggregator::EncodeKeyRecord(*record), 0);
   if (!created.ok()) return created.status();
-  if (!*created) return absl::AlreadyExistsError("this key is registered already");
+  if (!*created) {
+    // Registered by another front door, maybe lately: read it, so that the caller finds it
+    // (a retry with an idempotency key compares it with its request).
+    if (absl::Status s = Refresh(); !s.ok()) return s;
+    return absl::AlreadyExistsError("this key is registered already");
+  }
   return Refresh();
 }
 

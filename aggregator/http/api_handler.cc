@@ -943,6 +943,9 @@ HttpResponse ApiHandler::ListKeys(Call& call) const {
 
 HttpResponse ApiHandler::CreateKey(Call& call) const {
   const HttpRequest& request = call.request;
+  if (absl::Status s = TakeIdempotencyKey(request, call.context); !s.ok()) {
+    return Error(s, request);
+  }
   json body = ParseSmallJson(request.body());
   if (body.is_discarded() || !body.is_object() || !body.contains("owner") ||
       !body["owner"].is_string()) {
@@ -968,6 +971,9 @@ HttpResponse ApiHandler::CreateKey(Call& call) const {
 }
 
 HttpResponse ApiHandler::RevokeKey(Call& call) const {
+  if (absl::Status s = TakeIdempotencyKey(call.request, call.context); !s.ok()) {
+    return Error(s, call.request);
+  }
   if (absl::Status s = door_.RevokeKey(call.key, call.args[0], call.context); !s.ok()) {
     return Error(s, call.request);
   }

@@ -419,6 +419,66 @@ TEST_F(HttpTest, AdminKeysLifecycle) {
             400);
 }
 
+// Key administration retried with an Idempotency-Key: one key made, however often the request
+// is sent, and a revocation retried after its answer was lost is answered as done.
+TEST_F(HttpTest, AdminKeyWritesRetriedWithAnIdempotencyKeyHappenOnce) {
+  const std::string admin = daemon_->admin_key();
+  using Headers = std::vector<std::pair<std::string, std::string>>;
+  auto send = [&](std::string_view method, std::string_view target, std::string_view body,
+                  Headers headers) {
+    auto reply = client_->Send(method, target, body, "application/json", admin, headers);
+    EXPECT_TRUE(reply.ok()) << reply.status();
+    return reply.ok() ? *reply : HttpReply{};
+  };
+  const std::string dora = R"({"owner":"dora","tier":"pro","scopes":["search"]})";
+  HttpReply made = send("POST", "/v1/admin/keys", dora, {{"Idempotency-Key", "make-dora"}});
+  ASSERT_EQ(made.status, 201) << made.body;
+  EXPECT_EQ(made.headers.count("idempotent-replayed"), 0u);
+  HttpReply again = send("POST", "/v1/admin/keys", dora, {{"Idempotency-Key", "make-dora"}});
+  ASSERT_EQ(again.status, 201) << again.body;
+  EXPECT_EQ(again.headers["idempotent-replayed"], "true");
+  EXPECT_EQ(again.body, made.body) << "the same key";
+  const std::string key = json::parse(made.body)["key"];
+  EXPECT_EQ(Call("GET", "/v1/search?q=the&api_dev_key=" + key).status, 200);
+  const std::string listed = Call("GET", "/v1/admin/keys", {}, admin).body;
+  EXPECT_EQ(listed.find("\"dora\""), listed.rfind("\"dora\"")) << "one key made: " << listed;
+  HttpReply other =
+      send("POST", "/v1/admin/keys", R"({"owner":"eve","tier":"pro","scopes":["search"]})",
+           {{"Idempotency-Key", "make-dora"}});
+  EXPECT_EQ(other.status, 400) << other.body;
+  EXPECT_EQ(ErrorCode(other), "failed_precondition");
+  HttpReply another = send("POST", "/v1/admin/keys", dora, {{"Idempotency-Key", "make-dora-2"}});
+  ASSERT_EQ(another.status, 201);
+  EXPECT_NE(json::parse(another.body)["key"], key) << "another request, another key";
+
+  // A key chosen by the operator: sent again with its Idempotency-Key it is the first answer;
+  // without one, a key that exists is refused as before.
+  const std::string chosen = R"({"owner":"fay","scopes":["search"],"key":"fay-key-0123456789"})";
+  EXPECT_EQ(send("POST", "/v1/admin/keys", chosen, {{"Idempotency-Key", "make-fay"}}).status, 201);
+  HttpReply chosen_again =
+      send("POST", "/v1/admin/keys", chosen, {{"Idempotency-Key", "make-fay"}});
+  EXPECT_EQ(chosen_again.status, 201) << chosen_again.body;
+  EXPECT_EQ(chosen_again.headers["idempotent-replayed"], "true");
+  EXPECT_EQ(send("POST", "/v1/admin/keys", chosen, {}).status, 409);
+
+  const std::string revoke = "/v1/admin/keys/" + key.substr(0, 10);
+  HttpReply revoked = send("DELETE", revoke, {}, {{"Idempotency-Key", "revoke-dora"}});
+  ASSERT_EQ(revoked.status, 200) << revoked.body;
+  EXPECT_EQ(revoked.headers.count("idempotent-replayed"), 0u);
+  HttpReply revoked_again = send("DELETE", revoke, {}, {{"Idempotency-Key", "revoke-dora"}});
+  EXPECT_EQ(revoked_again.status, 200) << revoked_again.body;
+  EXPECT_EQ(revoked_again.headers["idempotent-replayed"], "true");
+  EXPECT_EQ(revoked_again.body, revoked.body);
+  EXPECT_EQ(send("DELETE", revoke, {}, {}).status, 404) << "without a key, as before";
+  EXPECT_EQ(Call("GET", "/v1/search?q=the&api_dev_key=" + key).status, 401);
+  EXPECT_EQ(send("DELETE", "/v1/admin/keys/ts_nokey00", {}, {{"Idempotency-Key", "r-2"}}).status,
+            404)
+      << "no key by that name was ever made";
+  HttpReply bad = send("POST", "/v1/admin/keys", dora, {{"Idempotency-Key", "tab\there"}});
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(ErrorCode(bad), "invalid_argument");
+}
+
 TEST_F(HttpTest, GrpcServesTheSameCalls) {
   auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(daemon_->grpc_port()),
                                      grpc::InsecureChannelCredentials());

@@ -714,10 +714,11 @@ TEST_F(ClusterTest, WritesAreAcknowledgedThroughAnEtcdOutageLongerThanTheLeases)
 
 TEST_F(ClusterTest, AKeyCreatedOrRevokedOnOneFrontDoorTakesEffectOnTheOther) {
   // Did: create a key on a0, search with it through a1; revoke it on a1, search with it
-  // through a0; freeze etcd and create another. Checked: a1 accepts the key and a0 refuses it
-  // once revoked, each within the wait (the times are printed); each front door's admin key
-  // works on the other; while etcd is frozen the keys in force still work and a new key is a
-  // 503.
+  // through a0; make a key with an Idempotency-Key on a0 and send the request again to a1;
+  // freeze etcd and create another. Checked: a1 accepts the key and a0 refuses it once revoked,
+  // each within the wait (the times are printed); each front door's admin key works on the
+  // other; the retry answers the key the first attempt made; while etcd is frozen the keys in
+  // force still work and a new key is a 503.
   net::HttpClient a0 = Door("a0"), a1 = Door("a1");
   auto created =
       a0.Send("POST", "/v1/admin/keys", R"({"owner":"ana","tier":"free","scopes":["search"]})",
@@ -752,6 +753,19 @@ TEST_F(ClusterTest, AKeyCreatedOrRevokedOnOneFrontDoorTakesEffectOnTheOther) {
       "%.0f ms\n",
       std::chrono::duration<double, std::milli>(accepted).count(),
       std::chrono::duration<double, std::milli>(refused).count());
+
+  // A key made with an Idempotency-Key, its answer lost, and the request sent again to the
+  // other front door at once: the same key, made once.
+  const std::string body = R"({"owner":"cy","tier":"free","scopes":["search"]})";
+  auto first = a0.Send("POST", "/v1/admin/keys", body, "application/json", AdminKeyOf("a0"),
+                       {{"Idempotency-Key", "make-cy"}});
+  auto retried = a1.Send("POST", "/v1/admin/keys", body, "application/json", AdminKeyOf("a0"),
+                         {{"Idempotency-Key", "make-cy"}});
+  ASSERT_TRUE(first.ok() && retried.ok());
+  ASSERT_EQ(first->status, 201) << first->body;
+  EXPECT_EQ(retried->status, 201) << retried->body;
+  EXPECT_EQ(retried->body, first->body);
+  EXPECT_EQ(retried->headers["idempotent-replayed"], "true");
 
   cluster_->Signal("etcd", SIGSTOP);
   EXPECT_EQ(SearchStatus(a1, kKey), 200);  // the demo key, read before the freeze
