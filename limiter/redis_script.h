@@ -59,22 +59,23 @@ end
 local function fixed(key, L, W, cost)
   local start = now - (now % W)
   local st = call('HMGET', key, 's', 'c')
-  local c = 0
-  if st[1] ~= false and tonumber(st[1]) == start then c = tonumber(st[2]) end
   local reset = start + W - now
+  local c, ttl = 0, reset + 1000  -- expires with its window (and a second), set once
+  if st[1] ~= false and tonumber(st[1]) == start then c, ttl = tonumber(st[2]), 0 end
   if cost > L then return 0, L - min(c, L), W, reset, 0 end
   if c + cost > L then return 0, L - min(c, L), reset, reset, 0 end
   c = c + cost
-  return 1, L - min(c, L), 0, reset, 0, 2, start, c, reset + 1000
+  return 1, L - min(c, L), 0, reset, 0, 2, start, c, ttl
 end
 
 local function counter(key, L, W, cost)
   local start = now - (now % W)
   local st = call('HMGET', key, 's', 'c', 'p')
-  local cur, prev = 0, 0
+  -- A state counts until both its windows have slid out: its expiry is set once per window.
+  local cur, prev, ttl = 0, 0, start + 2 * W - now + 1000
   if st[1] ~= false then
     local s = tonumber(st[1])
-    if s == start then cur = tonumber(st[2]); prev = tonumber(st[3])
+    if s == start then cur = tonumber(st[2]); prev = tonumber(st[3]); ttl = 0
     elseif s + W == start then prev = tonumber(st[2]) end
   end
   local elapsed = now - start
@@ -96,7 +97,7 @@ local function counter(key, L, W, cost)
   local remaining, reset = 0, 0
   if used < cap then remaining = floor((cap - used) / W) end
   if cur > 0 then reset = 2 * W - elapsed elseif prev > 0 then reset = W - elapsed end
-  return allowed, remaining, retry, reset, 0, 3, start, cur, 2 * W, prev
+  return allowed, remaining, retry, reset, 0, 3, start, cur, ttl, prev
 end
 
 -- The log is a sorted set of "seq:cost" members scored by time, beside a hash holding the
@@ -201,10 +202,10 @@ local function commit(key, kind, x, y, z, w, v)
     call('PEXPIRE', key, z)
   elseif kind == 2 then
     call('HSET', key, 's', x, 'c', y)
-    call('PEXPIRE', key, z)
+    if z > 0 then call('PEXPIRE', key, z) end
   elseif kind == 3 then
     call('HSET', key, 's', x, 'c', y, 'p', w)
-    call('PEXPIRE', key, z)
+    if z > 0 then call('PEXPIRE', key, z) end
   elseif kind == 4 then
     append_log(key, key .. ':h', x, y, z, w, v)
   else

@@ -241,6 +241,32 @@ TEST_F(RedisLimiterTest, SlidingLogsKeptByEarlierScriptsDecideAsTheirEntriesSay)
   }
 }
 
+// Window states get their expiry once per window, when the window's state is first written:
+// a fixed window's at the window's end, a sliding counter's when both of its windows have slid
+// out (a second later each); later admissions in the same window leave it running.
+TEST_F(RedisLimiterTest, WindowStatesExpireOnceTheirWindowsCountNoMore) {
+  RawRedis raw(redis_->port());
+  const int64_t start = 1'767'225'600'000;  // a multiple of the window
+  auto decide = [&](Algorithm a, int64_t now) {
+    return raw.Run({"EVAL", kDecideScript, "1", StrCat("ttl:", AlgorithmName(a)), "0", "1",
+                    StrCat(now), "1", StrCat(static_cast<int>(a)), "10", "10000", "0", "1", "0",
+                    "0"});
+  };
+  auto pttl = [&](Algorithm a) { return raw.Run({"PTTL", StrCat("ttl:", AlgorithmName(a))})[0]; };
+  for (const auto& [a, expiry] : {std::pair{Algorithm::kFixedWindow, int64_t{10'000 + 1'000}},
+                                  std::pair{Algorithm::kSlidingWindowCounter, int64_t{21'000}}}) {
+    ASSERT_EQ(decide(a, start + 4'000)[0], 1) << AlgorithmName(a);
+    const int64_t first = pttl(a);
+    EXPECT_LE(first, expiry - 4'000) << AlgorithmName(a);
+    EXPECT_GT(first, expiry - 4'000 - 1'000) << AlgorithmName(a);
+    ASSERT_EQ(decide(a, start + 9'000)[0], 1) << AlgorithmName(a);
+    EXPECT_LE(pttl(a), first) << AlgorithmName(a) << ": the same window's expiry, not moved on";
+    ASSERT_EQ(decide(a, start + 12'000)[0], 1) << AlgorithmName(a);  // the next window
+    // The new window's: 2 s later than the first's (it started 10 s later, asked 8 s later).
+    EXPECT_GT(pttl(a), first + 1'000) << AlgorithmName(a) << ": a new window's expiry";
+  }
+}
+
 // Two front doors (two limiters, as two processes would have) under concurrent load on the
 // same keys never admit more than the limit together.
 TEST_F(RedisLimiterTest, TwoFrontDoorsShareExactQuotas) {
