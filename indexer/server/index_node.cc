@@ -103,6 +103,8 @@ IndexNode::IndexNode(const IndexNodeOptions& options,
   // Held: a temporary in the range would die before the loop.
   const std::shared_ptr<const index::IndexSnapshot> snapshot = index_->Snapshot();
   for (const auto& segment : snapshot->segments) max_id_ = std::max(max_id_, segment->MaxTweetId());
+  absl::MutexLock state(&mu_);
+  SumGeneration();
 }
 
 absl::StatusOr<std::unique_ptr<IndexNode>> IndexNode::Open(
@@ -255,7 +257,10 @@ void IndexNode::ApplyChanges(uint32_t storage,
   since_checkpoint_.fetch_add(changes.size() - first, std::memory_order_relaxed);
   absl::MutexLock state(&mu_);
   applied_[storage] = changes.back().change.sequence;
-  if (changed != 0) changed_[storage] = changed;
+  if (changed != 0) {
+    changed_[storage] = changed;
+    SumGeneration();
+  }
   max_id_ = std::max(max_id_, max_id);
 }
 
@@ -340,6 +345,7 @@ absl::Status IndexNode::BeginRebuild(std::vector<uint64_t> from_sequences) {
   rebuild_through_ = 0;
   applied_ = std::move(from_sequences);
   changed_ = applied_;
+  SumGeneration();
   caught_up_.assign(sources_.size(), false);
   max_id_ = 0;
   return absl::OkStatus();
@@ -431,11 +437,12 @@ absl::Status IndexNode::CheckpointLocked() {
   return absl::OkStatus();
 }
 
-uint64_t IndexNode::Generation() const {
-  absl::MutexLock state(&mu_);
+uint64_t IndexNode::Generation() const { return generation_.load(std::memory_order_acquire); }
+
+void IndexNode::SumGeneration() {
   uint64_t sum = 0;
   for (uint64_t c : changed_) sum += c;
-  return sum;
+  generation_.store(sum, std::memory_order_release);
 }
 
 IndexNodeStatus IndexNode::Status() const {

@@ -146,7 +146,10 @@ class IndexNode : private storage::ChangeConsumer {
 
   mutable absl::Mutex mu_;
   std::vector<uint64_t> applied_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint64_t> changed_ ABSL_GUARDED_BY(mu_);  // per storage partition: Generation()
+  std::vector<uint64_t> changed_ ABSL_GUARDED_BY(mu_);  // per storage partition
+  // Their sum (Generation), written under mu_ with them and read without it: every search asks.
+  std::atomic<uint64_t> generation_{0};
+  void SumGeneration() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);  // sets generation_ from changed_
   std::vector<bool> caught_up_ ABSL_GUARDED_BY(mu_);
   IndexState state_ ABSL_GUARDED_BY(mu_) = IndexState::kCatchingUp;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
