@@ -80,8 +80,9 @@ int Checked(absl::StatusOr<HttpReply> r, const Globals& g, HttpReply* reply) {
 
 // Sends one request; prints the problem and returns an exit code on failure.
 int Call(HttpClient& client, const Globals& g, std::string_view method, const std::string& target,
-         std::string_view body, HttpReply* reply) {
-  return Checked(client.Send(method, target, body, "application/json", g.key), g, reply);
+         std::string_view body, HttpReply* reply,
+         const std::vector<std::pair<std::string, std::string>>& headers = {}) {
+  return Checked(client.Send(method, target, body, "application/json", g.key, headers), g, reply);
 }
 
 // A batch's Idempotency-Key: 128 random bits, in hex.
@@ -392,11 +393,12 @@ int ResolveServer(Globals& g) {
 
 // One request to the service; on success prints what `print` makes of the answer.
 int Request(Globals& g, std::string_view method, const std::string& target, std::string_view body,
-            const std::function<void(const HttpReply&)>& print) {
+            const std::function<void(const HttpReply&)>& print,
+            const std::vector<std::pair<std::string, std::string>>& headers = {}) {
   if (int rc = ResolveServer(g); rc != kOk) return rc;
   HttpClient client(g.host, g.port);
   HttpReply reply;
-  if (int rc = Call(client, g, method, target, body, &reply); rc != kOk) return rc;
+  if (int rc = Call(client, g, method, target, body, &reply, headers); rc != kOk) return rc;
   print(reply);
   return kOk;
 }
@@ -677,9 +679,17 @@ void PrintKeys(const HttpReply& reply) {
 // keys create, keys list, keys revoke, and stats: the admin key's commands.
 void AddAdminCommands(CLI::App& app, Globals& g, int* rc) {
   struct Options {
-    std::string owner, tier = "free", scopes = "search", prefix;
+    std::string owner, tier = "free", scopes = "search", prefix, idempotency_key;
+    // The Idempotency-Key header, when given: the command may then be run again safely.
+    std::vector<std::pair<std::string, std::string>> Headers() const {
+      if (idempotency_key.empty()) return {};
+      return {{"Idempotency-Key", idempotency_key}};
+    }
   };
   auto o = std::make_shared<Options>();
+  constexpr const char* kOnceHelp =
+      "Send this request's Idempotency-Key: the command run again with it makes no change "
+      "(docs/api.md)";
   auto* keys = app.add_subcommand("keys", "Manage API keys (admin key needed)");
   keys->require_subcommand(1);
   auto* create = keys->add_subcommand("create", "Make a new key");
@@ -687,6 +697,7 @@ void AddAdminCommands(CLI::App& app, Globals& g, int* rc) {
   create->add_option("--tier", o->tier)->capture_default_str();
   create->add_option("--scopes", o->scopes, "Comma-separated: search, ingest, admin")
       ->capture_default_str();
+  create->add_option("--idempotency-key", o->idempotency_key, kOnceHelp);
   create->callback([&g, rc, o] {
     json scope_list = json::array();
     for (std::string_view rest = o->scopes; !rest.empty();) {
@@ -695,18 +706,23 @@ void AddAdminCommands(CLI::App& app, Globals& g, int* rc) {
       rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
     }
     json body = {{"owner", o->owner}, {"tier", o->tier}, {"scopes", scope_list}};
-    *rc = Request(g, "POST", "/v1/admin/keys", body.dump(), [](const HttpReply& r) {
-      std::cout << json::parse(r.body)["key"].get<std::string>() << "\n";
-    });
+    *rc = Request(
+        g, "POST", "/v1/admin/keys", body.dump(),
+        [](const HttpReply& r) {
+          std::cout << json::parse(r.body)["key"].get<std::string>() << "\n";
+        },
+        o->Headers());
   });
   keys->add_subcommand("list", "List keys")->callback([&g, rc] {
     *rc = Request(g, "GET", "/v1/admin/keys", {}, PrintKeys);
   });
   auto* revoke = keys->add_subcommand("revoke", "Revoke a key by its prefix");
   revoke->add_option("prefix", o->prefix)->required();
+  revoke->add_option("--idempotency-key", o->idempotency_key, kOnceHelp);
   revoke->callback([&g, rc, o] {
-    *rc = Request(g, "DELETE", "/v1/admin/keys/" + UrlEncode(o->prefix), {},
-                  [&](const HttpReply&) { std::cout << "revoked " << o->prefix << "\n"; });
+    *rc = Request(
+        g, "DELETE", "/v1/admin/keys/" + UrlEncode(o->prefix), {},
+        [&](const HttpReply&) { std::cout << "revoked " << o->prefix << "\n"; }, o->Headers());
   });
   app.add_subcommand("stats", "Index and storage figures (admin key)")->callback([&g, rc] {
     *rc = Request(g, "GET", "/v1/stats", {},

@@ -191,6 +191,21 @@ TEST_F(TweetctlTest, StatusShowsTheOneProcessServer) {
     EXPECT_EQ(row.find_last_of(' ') + 1, state_column) << out;
   }
   EXPECT_GE(rows, 3) << out;  // the demo key, the admin key and the new one
+
+  // Run again with its --idempotency-key, a command makes no second key and answers the first.
+  const std::vector<std::string> create = {
+      "--key", admin_key, "keys", "create", "--owner", "ida", "--idempotency-key", "make-ida"};
+  ASSERT_EQ(Ctl(create, &out), 0) << out;
+  const std::string made = out;
+  ASSERT_EQ(Ctl(create, &out), 0) << out;
+  EXPECT_EQ(out, made);
+  ASSERT_EQ(Ctl({"--key", admin_key, "keys", "list"}, &out), 0) << out;
+  ASSERT_NE(out.find(" ida "), std::string::npos) << out;
+  EXPECT_EQ(out.find(" ida "), out.rfind(" ida ")) << out;
+  const std::vector<std::string> revoke = {
+      "--key", admin_key, "keys", "revoke", made.substr(0, 10), "--idempotency-key", "revoke-ida"};
+  ASSERT_EQ(Ctl(revoke, &out), 0) << out;
+  EXPECT_EQ(Ctl(revoke, &out), 0) << out;
 }
 
 TEST_F(TweetctlTest, ExitCodesSayWhatWentWrong) {
