@@ -132,7 +132,12 @@ void LimiterGate::RenderMetrics(std::string* out) const {
               "Redis was down.\n"
               "# TYPE tweetsearch_ratelimit_local_fallbacks_total counter\n"
               "tweetsearch_ratelimit_local_fallbacks_total ",
-              s.local_fallbacks, "\n");
+              s.local_fallbacks, "\n",
+              "# HELP tweetsearch_ratelimit_refused_again_total Checks refused without asking "
+              "Redis, which had refused them until a later time.\n"
+              "# TYPE tweetsearch_ratelimit_refused_again_total counter\n"
+              "tweetsearch_ratelimit_refused_again_total ",
+              s.refused_again, "\n");
   }
   absl::MutexLock lock(&mu_);
   StrAppend(out, "# HELP tweetsearch_ratelimit_refused_total Requests refused, by limit.\n",

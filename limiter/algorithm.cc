@@ -160,7 +160,13 @@ Decision DecideLog(const Limit& l, LogState& s, int64_t now, uint64_t cost, bool
     }
   }
   d.remaining = l.limit - std::min(s.total + (d.allowed && !commit ? cost : 0), l.limit);
-  d.reset_ms = s.head < s.entries.size() ? s.entries.back().first + l.window_ms - now : 0;
+  // Full again once the newest entry leaves: an admitted request's own, on a dry run too.
+  if (d.allowed) {
+    const int64_t newest = s.head < s.entries.size() ? s.entries.back().first : now;
+    d.reset_ms = std::max(newest, now) + l.window_ms - now;
+  } else {
+    d.reset_ms = s.head < s.entries.size() ? s.entries.back().first + l.window_ms - now : 0;
+  }
   return d;
 }
 

@@ -84,6 +84,7 @@ struct LimiterStats {
   bool redis_up = false;
   uint64_t redis_errors = 0;     // failed or timed-out round trips
   uint64_t local_fallbacks = 0;  // checks decided locally because Redis was down
+  uint64_t refused_again = 0;    // checks refused without Redis: it refused them lately
   uint64_t front_doors = 1;      // front doors sharing Redis, as last counted
 };
 

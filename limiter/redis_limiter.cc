@@ -9,12 +9,14 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/cleanup/cleanup.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "common/strings.h"
 #include "limiter/local_limiter.h"
@@ -80,6 +82,69 @@ std::string ScriptSha() {
   return hex;
 }
 
+// Refusals Redis answered, kept until their retry time. A limit that refuses a request of one
+// unit refuses every request of its bucket until then, whatever other front doors do (they can
+// only add to what it counts, and a larger request is refused sooner), so a client hammering a
+// key at its limit is answered here without a round trip, as Redis would answer it: its retry
+// and reset times count down. Kept only for checks of one enforced limit and one unit (their
+// verdict is that limit's alone); cleared when the rules change. Bounded: a shard that fills up
+// drops its lapsed refusals, and all of them if none has lapsed.
+class RefusalCache {
+ public:
+  struct Refusal {
+    int64_t until_ms = 0;     // the request may pass from then on (now + retry_after)
+    int64_t reset_at_ms = 0;  // the limit is fully available again then
+  };
+
+  std::optional<Refusal> Find(const BucketId& id, int64_t now) {
+    Shard& shard = shards_[id.hi % kShards];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    auto it = shard.refusals.find(id);
+    if (it == shard.refusals.end()) return std::nullopt;
+    // Lapsed, or the clock went back past the answer: Redis decides again.
+    if (now >= it->second.refusal.until_ms || now < it->second.noted_ms) {
+      shard.refusals.erase(it);
+      return std::nullopt;
+    }
+    return it->second.refusal;
+  }
+
+  void Note(const BucketId& id, Refusal refusal, int64_t now) {
+    Shard& shard = shards_[id.hi % kShards];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    if (shard.refusals.size() >= kMaxPerShard) {
+      absl::erase_if(shard.refusals,
+                     [now](const auto& e) { return now >= e.second.refusal.until_ms; });
+      if (shard.refusals.size() >= kMaxPerShard) shard.refusals.clear();
+    }
+    shard.refusals.insert_or_assign(id, Kept{refusal, now});
+  }
+
+  void Clear() {
+    for (Shard& shard : shards_) {
+      std::lock_guard<std::mutex> lock(shard.mu);
+      shard.refusals.clear();
+    }
+  }
+
+  uint64_t answered() const { return answered_.load(std::memory_order_relaxed); }
+  void CountAnswer() { answered_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  static constexpr size_t kShards = 16;
+  static constexpr size_t kMaxPerShard = 4096;
+  struct Kept {
+    Refusal refusal;
+    int64_t noted_ms = 0;  // when Redis answered it
+  };
+  struct Shard {
+    std::mutex mu;  // std::mutex: ThreadSanitizer sees its ordering (see limiter.cc)
+    absl::flat_hash_map<BucketId, Kept, BucketIdHash> refusals ABSL_GUARDED_BY(mu);
+  };
+  std::array<Shard, kShards> shards_;
+  std::atomic<uint64_t> answered_{0};
+};
+
 class RedisLimiter final : public Limiter {
  public:
   RedisLimiter(const LimiterOptions& options, const RedisOptions& redis, const Clock& clock,
@@ -117,6 +182,16 @@ class RedisLimiter final : public Limiter {
       return Degraded(request, buckets, n, limits, now);
     }
 
+    // A check of one enforced limit and one unit that Redis refused lately is refused again
+    // (unless this front door is due to register: that rides on a call to Redis).
+    const bool one_unit = n == 1 && limits.size() == 1 && !limits[0]->limit.shadow &&
+                          (limits[0]->per_request || request.units <= 1);
+    if (one_unit && SteadyMicros() < next_register_us_.load(std::memory_order_acquire)) {
+      if (std::optional<RefusalCache::Refusal> r = refusals_.Find(buckets[0].id, now)) {
+        return RefusedAgain(*limits[0], *r, buckets, now);
+      }
+    }
+
     std::vector<uint64_t> debts(limits.size());
     local_->TakeDebts(request, debts);
     Command command = ScriptCommand(request, buckets, n, limits, debts, now, false);
@@ -140,6 +215,9 @@ class RedisLimiter final : public Limiter {
     local_->Mirror(request, remaining, front_doors_.load(std::memory_order_acquire), now);
     SetPolicy(buckets, n, &v);
     if (!v.allowed) v.delay_ms = 0;
+    if (one_unit && !v.allowed && v.remaining == 0 && v.retry_after_ms > 0) {
+      refusals_.Note(buckets[0].id, {now + v.retry_after_ms, now + v.reset_ms}, now);
+    }
     Count(v);
     return v;
   }
@@ -152,6 +230,7 @@ class RedisLimiter final : public Limiter {
     std::lock_guard<std::mutex> lock(rules_mu_);
     local_->SetRules(ShareRules(rules, front_doors_.load(std::memory_order_acquire)));
     rules_.Set(std::move(rules));
+    refusals_.Clear();  // a limit may have been raised
   }
 
   LimiterStats Stats() const override {
@@ -165,6 +244,7 @@ class RedisLimiter final : public Limiter {
     s.redis_up = up_.load(std::memory_order_relaxed);
     s.redis_errors = errors_.load(std::memory_order_relaxed);
     s.local_fallbacks = fallbacks_.load(std::memory_order_relaxed);
+    s.refused_again = refusals_.answered();
     s.front_doors = front_doors_.load(std::memory_order_relaxed);
     return s;
   }
@@ -176,6 +256,24 @@ class RedisLimiter final : public Limiter {
   }
 
  private:
+  // The verdict Redis would give a check refused lately (RefusalCache): refused by its one
+  // limit, nothing left, its retry and reset times counted down to `now`.
+  Verdict RefusedAgain(const RuleLimit& r, const RefusalCache::Refusal& refusal,
+                       const std::array<Bucket, 2>& buckets, int64_t now) {
+    Verdict v;
+    v.allowed = false;
+    v.limited_by = r.limit.name;
+    v.retry_after_ms = refusal.until_ms - now;
+    v.has_quota = true;
+    v.limit = r.limit.limit;
+    v.remaining = 0;
+    v.reset_ms = std::max<int64_t>(0, refusal.reset_at_ms - now);
+    SetPolicy(buckets, 1, &v);
+    refusals_.CountAnswer();
+    Count(v);
+    return v;
+  }
+
   // A check for the decide script (redis_script.h): its limits' keys, and its part of the
   // arguments (now, the number of limits, seven per limit). With `charge_only`, every cost is
   // 0: the script charges the debts and decides nothing.
@@ -626,6 +724,7 @@ class RedisLimiter final : public Limiter {
   std::atomic<int64_t> next_register_us_{0};
   int fewer_in_a_row_ = 0;  // registrations that counted fewer front doors; by the registrant
   std::atomic<uint64_t> checks_{0}, refused_{0}, shadow_{0}, errors_{0}, fallbacks_{0};
+  RefusalCache refusals_;
   std::mutex owed_mu_;
   std::condition_variable owed_cv_;
   absl::flat_hash_set<std::string> owed_ ABSL_GUARDED_BY(owed_mu_);  // requests with debts

@@ -149,11 +149,12 @@ end
 
 local function log(key, L, W, cost)
   local total, seq, newest = read_log(key, key .. ':h', W)
+  if cost <= L and total + cost <= L then  -- full again once its newest entry, this one, leaves
+    return 1, L - min(total + cost, L), 0, max(newest or now, now) + W - now, 0, 4, W, cost,
+           total, seq, newest
+  end
   local reset = 0
   if newest then reset = newest + W - now end
-  if cost <= L and total + cost <= L then
-    return 1, L - min(total + cost, L), 0, reset, 0, 4, W, cost, total, seq, newest
-  end
   local retry = W
   if cost <= L then
     local oldest = call('ZRANGE', key, 0, total + cost - L - 1, 'WITHSCORES')
