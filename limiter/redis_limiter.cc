@@ -109,9 +109,14 @@ class RefusalCache {
     return it->second.refusal;
   }
 
-  void Note(const BucketId& id, Refusal refusal, int64_t now) {
+  // Which rules a refusal was answered under: a refusal noted under rules Clear() has dropped
+  // since is not kept.
+  uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
+
+  void Note(const BucketId& id, Refusal refusal, int64_t now, uint64_t epoch) {
     Shard& shard = shards_[id.hi % kShards];
     std::lock_guard<std::mutex> lock(shard.mu);
+    if (epoch != epoch_.load(std::memory_order_acquire)) return;
     if (shard.refusals.size() >= kMaxPerShard) {
       absl::erase_if(shard.refusals,
                      [now](const auto& e) { return now >= e.second.refusal.until_ms; });
@@ -121,6 +126,7 @@ class RefusalCache {
   }
 
   void Clear() {
+    epoch_.fetch_add(1, std::memory_order_acq_rel);
     for (Shard& shard : shards_) {
       std::lock_guard<std::mutex> lock(shard.mu);
       shard.refusals.clear();
@@ -142,6 +148,7 @@ class RefusalCache {
     absl::flat_hash_map<BucketId, Kept, BucketIdHash> refusals ABSL_GUARDED_BY(mu);
   };
   std::array<Shard, kShards> shards_;
+  std::atomic<uint64_t> epoch_{0};
   std::atomic<uint64_t> answered_{0};
 };
 
@@ -191,6 +198,7 @@ class RedisLimiter final : public Limiter {
         return RefusedAgain(*limits[0], *r, buckets, now);
       }
     }
+    const uint64_t epoch = refusals_.epoch();
 
     std::vector<uint64_t> debts(limits.size());
     local_->TakeDebts(request, debts);
@@ -216,7 +224,7 @@ class RedisLimiter final : public Limiter {
     SetPolicy(buckets, n, &v);
     if (!v.allowed) v.delay_ms = 0;
     if (one_unit && !v.allowed && v.remaining == 0 && v.retry_after_ms > 0) {
-      refusals_.Note(buckets[0].id, {now + v.retry_after_ms, now + v.reset_ms}, now);
+      refusals_.Note(buckets[0].id, {now + v.retry_after_ms, now + v.reset_ms}, now, epoch);
     }
     Count(v);
     return v;
