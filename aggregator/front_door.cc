@@ -452,11 +452,13 @@ absl::StatusOr<std::string> FrontDoor::CreateKey(std::string_view api_dev_key,
       chosen.empty() ? KeyForRetries(api_dev_key, call->idempotency_key) : std::string(chosen);
   const absl::Status made = keys_.Register(key, owner, tier, scopes);
   if (!absl::IsAlreadyExists(made)) return made.ok() ? absl::StatusOr<std::string>(key) : made;
-  // Made already: by an earlier attempt of this request if it holds what this one asks for.
+  // Made already: by an earlier attempt of this request if it holds what this one asks for
+  // (the record this request would make, defaults included).
+  const absl::StatusOr<ApiKey> asked = NewKeyRecord(key, owner, tier, scopes, 0);
   const std::string id = KeyIdOfHash(KeyHash(key));
   for (const ApiKey& k : keys_.List()) {
-    if (k.id != id) continue;
-    if (k.owner == owner && k.tier == (tier.empty() ? "free" : tier) && k.scopes == scopes) {
+    if (k.id != id || !asked.ok()) continue;
+    if (k.owner == asked->owner && k.tier == asked->tier && k.scopes == asked->scopes) {
       MarkReplayed(call);
       return key;
     }
