@@ -55,6 +55,7 @@ struct TimedQuery {
   double micros = 0;
   size_t hits = 0;
   uint64_t total_hits = 0;
+  bool total_is_exact = true;
 };
 
 // Runs `text` alone on `index` (top 20, as of `now_ms`) and times it; nullopt when it does
@@ -74,8 +75,8 @@ inline std::optional<TimedQuery> TimeQuery(const index::Index& index, const std:
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<query::SearchResult> r = query::Search(*index.Snapshot(), *plan, options);
   const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;
-  if (!r.ok()) return TimedQuery{took.count(), 0, 0};
-  return TimedQuery{took.count(), r->hits.size(), r->total_hits};
+  if (!r.ok()) return TimedQuery{took.count(), 0, 0, true};
+  return TimedQuery{took.count(), r->hits.size(), r->total_hits, r->total_is_exact};
 }
 
 }  // namespace tweetsearch::bench

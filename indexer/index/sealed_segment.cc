@@ -260,6 +260,8 @@ class SealedCursor final : public PostingCursor {
       pos_start_[0] = 0;
       for (uint32_t j = 0; j < block_n_; ++j) pos_start_[j + 1] = pos_start_[j] + freqs_[j];
       positions_.resize(pos_start_[block_n_]);
+      if (pos_data_ == nullptr)
+        pos_data_ = freq_data_ + PForBytes(freq_data_, block_n_, entry_.freq_bits);
       UnpackPFor(pos_data_, positions_.size(), entry_.pos_bits, positions_.data());
       positions_decoded_ = true;
     }
@@ -454,8 +456,11 @@ class SealedCursor final : public PostingCursor {
   }
 
   void DecodeBlock(uint32_t b) {
-    // Gaps are stored minus one; the first gap of the list counts from DocId -1.
-    const uint32_t start = b == 0 ? 0 : ReadSkip(base_, doc_freq_, b - 1).last_doc + 1;
+    // Gaps are stored minus one; the first gap of the list counts from DocId -1. The next
+    // block (a walk, or a window filled) starts after the entry at hand.
+    const uint32_t start = b == 0            ? 0
+                           : b == block_ + 1 ? entry_.last_doc + 1
+                                             : ReadSkip(base_, doc_freq_, b - 1).last_doc + 1;
     entry_ = ReadSkip(base_, doc_freq_, b);
     block_ = b;
     block_n_ = std::min(kBlockSize, doc_freq_ - b * kBlockSize);
@@ -478,7 +483,7 @@ class SealedCursor final : public PostingCursor {
       block_last_ = docs_[block_n_ - 1];
     }
     freq_data_ = p;
-    pos_data_ = p + PForBytes(p, block_n_, entry_.freq_bits);
+    pos_data_ = nullptr;  // after the frequencies: found when positions are asked for
     freqs_decoded_ = false;
     freq_reads_ = 0;
     positions_decoded_ = false;

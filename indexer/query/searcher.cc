@@ -619,6 +619,7 @@ class Evaluation {
     result.pruned = pruned_;
     result.champion_cutoffs = champion_cutoffs_;
     result.tier_cutoffs = tier_cutoffs_;
+    result.triple_walk_cutoffs = triple_walk_cutoffs_;
     return result;
   }
 
@@ -1626,16 +1627,17 @@ class Evaluation {
     return OfferChampionRows(segment, builder, std::move(rows), rest);
   }
 
-  // The two scored words of a plan best match can rank over their pair champions: an OR of
-  // two words, or an AND whose only scored children are two words (filters such as `from:`
-  // and exclusions may join them); else nulls.
-  static std::array<const std::string*, 2> PairPlanWords(const PlanNode& root) {
+  // The N scored words of a plan best match can rank over pair champions: an OR of N words,
+  // or an AND whose only scored children are N words (filters such as `from:` and exclusions
+  // may join them); else nulls.
+  template <size_t N>
+  static std::array<const std::string*, N> ScoredPlanWords(const PlanNode& root) {
     const bool disjunction = root.kind == PlanNode::Kind::kOr;
-    if (disjunction ? !root.excluded.empty() || root.children.size() != 2
+    if (disjunction ? !root.excluded.empty() || root.children.size() != N
                     : root.kind != PlanNode::Kind::kAnd) {
       return {};
     }
-    std::array<const std::string*, 2> words{};
+    std::array<const std::string*, N> words{};
     size_t n = 0;
     for (const PlanNode& child : root.children) {
       if (child.kind != PlanNode::Kind::kTerm || (disjunction && !child.scored)) return {};
@@ -1643,7 +1645,7 @@ class Evaluation {
       if (n == words.size()) return {};
       words[n++] = &child.term;
     }
-    return n == words.size() ? words : std::array<const std::string*, 2>{};
+    return n == words.size() ? words : std::array<const std::string*, N>{};
   }
 
   // The most a match of both words outside their pair's champions can score with its text
@@ -1693,6 +1695,100 @@ class Evaluation {
       }
     }
     return OfferChampionRows(segment, builder, std::move(rows), rest);
+  }
+
+  // Best match of three common words `a b c` whose every two form a pair (pair_champions.h;
+  // filters such as `from:` and exclusions may join them). Their matches are a few percent of
+  // the segment, spread over all of it, and no bound from the pairs' rests cuts them: a rest
+  // point of (a, b) joined with those of (a, c) and (b, c) at a common length and likes still
+  // reached 0.1 to 0.4 above the k-th score at 10M tweets, with four times the champions. So
+  // each pair's champions are offered first (those holding the third word match), which sets
+  // a high k-th score, and then every match is met by ANDing the three lists' bits a window of
+  // DocIds at a time (PostingCursor::FillBits): a leapfrog step and a block bound per window
+  // cost more than a bit per posting where the lists are this dense. A match is passed over
+  // when the rarest word's text, plus the most the other two can add at its length, its likes
+  // band's popularity and its window's recency bound, falls short of the k-th score; else when
+  // its text does. Only the rest are confirmed by the plan's matcher (filters, exclusions) and
+  // scored as every walk scores them. False, having offered nothing, for other plans and where
+  // a pair is missing.
+  bool RunTripleOfPairs(const Segment& segment, MatcherBuilder& builder) {
+    const std::array<const std::string*, 3>& words = triple_words_;
+    const index::PairChampions* pairs = segment.pair_champions();
+    if (words[0] == nullptr || pairs == nullptr) return false;
+    std::vector<DocId> rows;
+    for (const auto& [x, y] : {std::pair{0, 1}, std::pair{0, 2}, std::pair{1, 2}}) {
+      bool swapped = false;
+      const index::PairChampionList* pair = pairs->Find(*words[x], *words[y], &swapped);
+      if (pair == nullptr) return false;
+      rows.insert(rows.end(), pair->docs.begin(), pair->docs.end());
+    }
+    std::array<std::unique_ptr<TermMatcher>, 3> scored, finders;
+    for (size_t i = 0; i < words.size(); ++i) {
+      scored[i] = builder.Term(*words[i], /*scored=*/true);
+      finders[i] = builder.Term(*words[i], /*scored=*/false);
+      if (scored[i] == nullptr || finders[i] == nullptr) return false;
+    }
+    OfferChampionRows(segment, builder, std::move(rows),
+                      std::numeric_limits<double>::infinity());  // never done here
+    // The rarest word's text is read first: with the most the other two can add at the
+    // match's length (their lists' largest frequencies) and its likes band, it rules out most
+    // matches before their frequencies are read.
+    const size_t lead = static_cast<size_t>(
+        std::max_element(scored.begin(), scored.end(),
+                         [](const auto& a, const auto& b) { return a->idf() < b->idf(); }) -
+        scored.begin());
+    const std::vector<double> others = OthersTextByLength(
+        builder, *std::find_if(plan_.root.children.begin(), plan_.root.children.end(),
+                               [&](const PlanNode& child) {
+                                 return child.scored && child.term == *words[lead];
+                               }));
+    const Columns& c = segment.columns();
+    std::unique_ptr<Matcher> m = builder.Build(plan_.root);
+    std::array<uint64_t, kBitmapWindow / 64> common, bits;
+    const DocId visible = segment.VisibleDocs();
+    bool lead_cut = false;
+    for (DocId from = 0; from < visible; from += kBitmapWindow) {
+      const DocId end = std::min<DocId>(visible, from + kBitmapWindow);
+      const size_t n = (end - from + 63) / 64;
+      const double recency = RecencyBound(c, from, end - 1);
+      std::fill_n(common.begin(), n, ~uint64_t{0});
+      for (auto& f : finders) {
+        std::fill_n(bits.begin(), n, uint64_t{0});
+        f->cursor().FillBits(from, end, bits.data());
+        for (size_t i = 0; i < n; ++i) common[i] &= bits[i];
+      }
+      for (size_t i = 0; i < n; ++i) {
+        for (uint64_t word = common[i]; word != 0; word &= word - 1) {
+          const DocId d = from + static_cast<DocId>(i * 64 + std::countr_zero(word));
+          const uint32_t length = c.length(d);
+          // Rows whose likes changed were offered with their new likes; the others have the
+          // likes they were written with.
+          const double fixed = band_popularity_[index::LikesBand(c.BaseLikes(d))] + recency;
+          scored[lead]->Advance(d);
+          const double lead_text = scored[lead]->ScoreAt(length);
+          if (top_.full() && Inflate(lead_text + others[std::min<size_t>(length, kOthersLengths)] +
+                                     fixed) < top_.worst().primary) {
+            pruned_ = lead_cut = true;
+            continue;
+          }
+          double text = lead_text;
+          for (size_t t = 0; t < scored.size(); ++t) {
+            if (t == lead) continue;
+            scored[t]->Advance(d);
+            text += scored[t]->ScoreAt(length);
+          }
+          if (top_.full() && Inflate(text + fixed) < top_.worst().primary) {
+            pruned_ = true;
+            continue;
+          }
+          if (AlreadyOffered(d)) continue;
+          if (m->doc() < d) m->Advance(d);
+          if (m->doc() == d) PushBestMatch(c, d, m->Score());
+        }
+      }
+    }
+    triple_walk_cutoffs_ += lead_cut ? 1 : 0;
+    return true;
   }
 
   // The scored words of a plan `(x1 OR x2 ...) c`: an AND whose scored children are one word
@@ -1950,7 +2046,8 @@ class Evaluation {
   void RunBestMatch(const Segment& segment, MatcherBuilder& builder) {
     OfferChangedRows(segment, builder);
     if (RunChampions(segment, builder) || RunOrChampions(segment, builder) ||
-        RunPairChampions(segment, builder) || RunOrAndChampions(segment, builder)) {
+        RunPairChampions(segment, builder) || RunOrAndChampions(segment, builder) ||
+        RunTripleOfPairs(segment, builder)) {
       return;
     }
     if (IsSparseAnd(segment)) {
@@ -2220,6 +2317,7 @@ class Evaluation {
   bool pruned_ = false;                // the ranking skipped documents
   uint32_t champion_cutoffs_ = 0;      // segments RunChampions decided
   uint32_t tier_cutoffs_ = 0;          // segments their tier postings decided (most liked)
+  uint32_t triple_walk_cutoffs_ = 0;   // see SearchResult::triple_walk_cutoffs
   bool count_missed_damaged_ = false;  // CountTotal met a damaged segment
   // Counting stops at one past the cap (never, with exact_total).
   std::string count_key_;  // CountKey()
@@ -2254,7 +2352,10 @@ class Evaluation {
   std::vector<DocId> changed_rows_;                              // OfferChangedRows's, ascending
   std::vector<DocId> champion_rows_;                             // RunChampions's, ascending
   const std::string* champion_word_ = ChampionWord(plan_.root);  // RunChampions's word
-  const std::array<const std::string*, 2> pair_words_ = PairPlanWords(plan_.root);
+  const std::array<const std::string*, 2> pair_words_ = ScoredPlanWords<2>(plan_.root);
+  const std::array<const std::string*, 3> triple_words_ = plan_.root.kind == PlanNode::Kind::kAnd
+                                                              ? ScoredPlanWords<3>(plan_.root)
+                                                              : std::array<const std::string*, 3>{};
   const OrAndWords or_and_words_ = OrAndPlanWords(plan_.root);
   // OrAndPlanWords: at most this many alternatives (every two common ones are intersected).
   static constexpr size_t kMaxOrAndAlternatives = 4;

@@ -93,6 +93,9 @@ struct SearchResult {
   uint32_t champion_cutoffs = 0;
   // Diagnostics: segments whose tier postings alone decided a most-liked ranking.
   uint32_t tier_cutoffs = 0;
+  // Diagnostics: segments where best match walked three common words over their lists' bits
+  // and passed over some match on its rarest word's text alone.
+  uint32_t triple_walk_cutoffs = 0;
 };
 
 // Applies the kTrackTotalHitsUpTo rule to a total (one partition's, or partitions' summed,

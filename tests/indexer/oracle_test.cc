@@ -277,6 +277,8 @@ int g_pruned_pages[3] = {0, 0, 0};
 int g_champion_cutoffs = 0;
 // Segments whose tier postings alone decided a most-liked page (likes_tiers.h).
 int g_tier_cutoffs = 0;
+// Segments where best match of three common words passed over a match on one word's text.
+int g_triple_walk_cutoffs = 0;
 
 // Runs `count` random queries in all sort modes, paging to the end, against the oracle.
 // Runs `q` in every sort mode, page after page, against the oracle; counts it in *answered
@@ -309,6 +311,7 @@ void CheckQuery(const index::Index& index, const Oracle& oracle, std::mt19937_64
       if (r->pruned) ++g_pruned_pages[static_cast<int>(sort)];
       g_champion_cutoffs += static_cast<int>(r->champion_cutoffs);
       g_tier_cutoffs += static_cast<int>(r->tier_cutoffs);
+      g_triple_walk_cutoffs += static_cast<int>(r->triple_walk_cutoffs);
       ASSERT_EQ(r->hits.size(), std::min<size_t>(options.limit, remaining)) << context;
       got.insert(got.end(), r->hits.begin(), r->hits.end());
       if (r->hits.empty() || got.size() >= want.size()) break;
@@ -701,6 +704,29 @@ TEST(OracleTest, BestMatchOfAnOrAndACommonWordOverPairChampionsEqualsBruteForce)
                                             "(xray OR yankee) zulu min_faves:2"};
   CheckInSegmentsAndCompacted(*index, *oracle, rng, queries);
   EXPECT_GT(g_champion_cutoffs, 0);
+}
+
+// Best match of three common words whose every two form a pair (RunTripleOfPairs): the
+// corpus above; the three pairs' champions are offered, then every match of the three is met
+// over the lists' bits, and most are passed over on the rarest word's text and the most the
+// other two can add. Filters, exclusions, deletes and likes changed after sealing among the
+// matches of the three; in two segments and in one.
+TEST(OracleTest, BestMatchOfThreeCommonWordsOverTheirPairsEqualsBruteForce) {
+  std::mt19937_64 rng(73);
+  g_triple_walk_cutoffs = 0;
+  std::unique_ptr<index::Index> index;
+  std::unique_ptr<Oracle> oracle;
+  IndexCommonWords(
+      rng, /*sparse_word=*/false,
+      [](const index::IndexDoc& d) {
+        return Holds(d, "xray") && Holds(d, "zulu") && Holds(d, "yankee");
+      },
+      &index, &oracle);
+  const std::vector<std::string> queries = {
+      "zulu yankee xray", "xray zulu yankee -" + kVocabulary[0], "yankee xray zulu lang:en",
+      "zulu xray yankee min_faves:3", "xray yankee zulu from:" + kUsers[1]};
+  CheckInSegmentsAndCompacted(*index, *oracle, rng, queries);
+  EXPECT_GT(g_triple_walk_cutoffs, 0);
 }
 
 // Totals of ANDs of two common words, whose lower bound (the rows both hold, less the
