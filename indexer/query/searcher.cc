@@ -1129,12 +1129,9 @@ class Evaluation {
       if (&child == &lead) continue;
       for (const PlanNode* word : WordsOf(child)) {
         std::unique_ptr<TermMatcher> t = builder.Term(word->term, word->scored);
-        if (t == nullptr || t->idf() == 0) continue;
-        const uint32_t max_tf = std::max<uint32_t>(1, t->cursor().list_bound().max_tf);
-        for (uint32_t length = 0; length < kOthersLengths; ++length) {
-          text[length] += t->idf() * TfPart(options_.scoring, max_tf, length, stats_.avg_length);
-        }
-        text[kOthersLengths] += t->MaxScore();
+        if (t == nullptr) continue;
+        const std::vector<double> most = MaxTextByLength(*t);
+        for (size_t length = 0; length <= kOthersLengths; ++length) text[length] += most[length];
       }
     }
     return text;
@@ -1703,14 +1700,8 @@ class Evaluation {
   // point of (a, b) joined with those of (a, c) and (b, c) at a common length and likes still
   // reached 0.1 to 0.4 above the k-th score at 10M tweets, with four times the champions. So
   // each pair's champions are offered first (those holding the third word match), which sets
-  // a high k-th score, and then every match is met by ANDing the three lists' bits a window of
-  // DocIds at a time (PostingCursor::FillBits): a leapfrog step and a block bound per window
-  // cost more than a bit per posting where the lists are this dense. A match is passed over
-  // when the rarest word's text, plus the most the other two can add at its length, its likes
-  // band's popularity and its window's recency bound, falls short of the k-th score; else when
-  // its text does. Only the rest are confirmed by the plan's matcher (filters, exclusions) and
-  // scored as every walk scores them. False, having offered nothing, for other plans and where
-  // a pair is missing.
+  // a high k-th score, and then every match is met by WalkThreeWords. False, having offered
+  // nothing, for other plans and where a pair is missing.
   bool RunTripleOfPairs(const Segment& segment, MatcherBuilder& builder) {
     const std::array<const std::string*, 3>& words = triple_words_;
     const index::PairChampions* pairs = segment.pair_champions();
@@ -1722,26 +1713,73 @@ class Evaluation {
       if (pair == nullptr) return false;
       rows.insert(rows.end(), pair->docs.begin(), pair->docs.end());
     }
+    OfferChampionRows(segment, builder, std::move(rows),
+                      std::numeric_limits<double>::infinity());  // never done here
+    WalkThreeWords(segment, builder, words, nullptr);
+    return true;
+  }
+
+  // The words of `node` that score (not those of exclusions), as the plan holds them.
+  static void CollectScoredWords(const PlanNode& node, std::vector<const std::string*>* words) {
+    if (node.kind == PlanNode::Kind::kTerm && node.scored) words->push_back(&node.term);
+    for (const std::string& t : node.phrase_terms) words->push_back(&t);
+    for (const PlanNode& child : node.children) CollectScoredWords(child, words);
+  }
+
+  // The most text `word` can have in a tweet of each length up to kOthersLengths (the last
+  // entry: any length): its idf times TfPart at its list's largest frequency.
+  std::vector<double> MaxTextByLength(TermMatcher& word) const {
+    std::vector<double> text(kOthersLengths + 1, 0);
+    if (word.idf() == 0) return text;
+    const uint32_t max_tf = std::max<uint32_t>(1, word.cursor().list_bound().max_tf);
+    for (uint32_t length = 0; length < kOthersLengths; ++length) {
+      text[length] = word.idf() * TfPart(options_.scoring, max_tf, length, stats_.avg_length);
+    }
+    text[kOthersLengths] = word.MaxScore();
+    return text;
+  }
+
+  // Offers every match of the plan that holds all three `words` (scored words of the plan, as
+  // it holds them) and can enter the top k, but the rows offered before (AlreadyOffered) and those
+  // in *pushed (if given; the ones offered here are added). The three lists' bits are ANDed a
+  // window of DocIds at a time (PostingCursor::FillBits): a leapfrog step and a block bound per
+  // window cost more than a bit per posting where lists are this dense. A common DocId is
+  // passed over when the text of the word with the largest idf, plus the most every other
+  // scored word of the plan can add at its length (their lists' largest frequencies), its
+  // likes band's popularity and its window's recency bound, falls short of the k-th score,
+  // which rules out most after one frequency read instead of three; else when the three
+  // words' text with the most the plan's other scored words can add does. The rest are
+  // confirmed by the plan's matcher (filters, exclusions) and scored by it, as every walk
+  // scores.
+  void WalkThreeWords(const Segment& segment, MatcherBuilder& builder,
+                      const std::array<const std::string*, 3>& words,
+                      absl::flat_hash_set<DocId>* pushed) {
     std::array<std::unique_ptr<TermMatcher>, 3> scored, finders;
     for (size_t i = 0; i < words.size(); ++i) {
       scored[i] = builder.Term(*words[i], /*scored=*/true);
       finders[i] = builder.Term(*words[i], /*scored=*/false);
-      if (scored[i] == nullptr || finders[i] == nullptr) return false;
+      if (scored[i] == nullptr || finders[i] == nullptr) return;  // no match holds them all
     }
-    OfferChampionRows(segment, builder, std::move(rows),
-                      std::numeric_limits<double>::infinity());  // never done here
-    // The rarest word's text is read first: with the most the other two can add at the
-    // match's length (their lists' largest frequencies) and its likes band, it rules out most
-    // matches before their frequencies are read.
     const size_t lead = static_cast<size_t>(
         std::max_element(scored.begin(), scored.end(),
                          [](const auto& a, const auto& b) { return a->idf() < b->idf(); }) -
         scored.begin());
-    const std::vector<double> others = OthersTextByLength(
-        builder, *std::find_if(plan_.root.children.begin(), plan_.root.children.end(),
-                               [&](const PlanNode& child) {
-                                 return child.scored && child.term == *words[lead];
-                               }));
+    // beside_lead[l]: the most the plan's scored words but the lead add at length l;
+    // beside_three[l]: those but the three.
+    std::vector<double> beside_lead(kOthersLengths + 1, 0), beside_three(kOthersLengths + 1, 0);
+    std::vector<const std::string*> plan_words;
+    CollectScoredWords(plan_.root, &plan_words);
+    for (const std::string* w : plan_words) {
+      if (w == words[lead]) continue;
+      std::unique_ptr<TermMatcher> t = builder.Term(*w, /*scored=*/true);
+      if (t == nullptr) continue;
+      const bool of_three = std::find(words.begin(), words.end(), w) != words.end();
+      const std::vector<double> text = MaxTextByLength(*t);
+      for (size_t l = 0; l <= kOthersLengths; ++l) {
+        beside_lead[l] += text[l];
+        if (!of_three) beside_three[l] += text[l];
+      }
+    }
     const Columns& c = segment.columns();
     std::unique_ptr<Matcher> m = builder.Build(plan_.root);
     std::array<uint64_t, kBitmapWindow / 64> common, bits;
@@ -1761,34 +1799,34 @@ class Evaluation {
         for (uint64_t word = common[i]; word != 0; word &= word - 1) {
           const DocId d = from + static_cast<DocId>(i * 64 + std::countr_zero(word));
           const uint32_t length = c.length(d);
+          const size_t l = std::min<size_t>(length, kOthersLengths);
           // Rows whose likes changed were offered with their new likes; the others have the
           // likes they were written with.
           const double fixed = band_popularity_[index::LikesBand(c.BaseLikes(d))] + recency;
           scored[lead]->Advance(d);
-          const double lead_text = scored[lead]->ScoreAt(length);
-          if (top_.full() && Inflate(lead_text + others[std::min<size_t>(length, kOthersLengths)] +
-                                     fixed) < top_.worst().primary) {
+          double text = scored[lead]->ScoreAt(length);
+          if (top_.full() && Inflate(text + beside_lead[l] + fixed) < top_.worst().primary) {
             pruned_ = lead_cut = true;
             continue;
           }
-          double text = lead_text;
           for (size_t t = 0; t < scored.size(); ++t) {
             if (t == lead) continue;
             scored[t]->Advance(d);
             text += scored[t]->ScoreAt(length);
           }
-          if (top_.full() && Inflate(text + fixed) < top_.worst().primary) {
+          if (top_.full() && Inflate(text + beside_three[l] + fixed) < top_.worst().primary) {
             pruned_ = true;
             continue;
           }
-          if (AlreadyOffered(d)) continue;
+          if (AlreadyOffered(d) || (pushed != nullptr && pushed->contains(d))) continue;
           if (m->doc() < d) m->Advance(d);
-          if (m->doc() == d) PushBestMatch(c, d, m->Score());
+          if (m->doc() != d) continue;
+          PushBestMatch(c, d, m->Score());
+          if (pushed != nullptr) pushed->insert(d);
         }
       }
     }
     triple_walk_cutoffs_ += lead_cut ? 1 : 0;
-    return true;
   }
 
   // The scored words of a plan `(x1 OR x2 ...) c`: an AND whose scored children are one word
@@ -1827,18 +1865,21 @@ class Evaluation {
   // Best match of `(x1 OR x2 ...) c` (OrAndPlanWords) whose every alternative is either sparse
   // (fewer postings than one per kSparseAndDensity DocIds) or forms a pair of common words
   // with c (pair_champions.h). A match holds c and some of the alternatives. Offered first:
-  // every match holding a sparse alternative (its postings that c holds), every match
-  // holding two dense alternatives (their and c's lists intersected, rarest first), and the
-  // champions of each dense alternative's pair with c. A match not offered then holds one
-  // dense alternative x and no other, and is not among the champions of x's pair: it scores
-  // at most that pair's rest bound (plus the segment's recency bound); if none of these
-  // bounds can reach the k-th score, the segment is done. Otherwise the usual walk follows
-  // and passes over the rows offered. False, having offered nothing, for other plans, for a
-  // sparse AND, and where a dense alternative has no pair with c.
+  // every match holding a sparse alternative (its postings that c holds), the champions of
+  // each dense alternative's pair with c and of each two dense alternatives' pair; then
+  // every match holding two dense alternatives that can enter the top k, walked over the
+  // three lists' bits (WalkThreeWords). A match not offered then holds one dense alternative
+  // x and no other, and is not among the champions of x's pair: it scores at most that
+  // pair's rest bound (plus the segment's recency bound); if none of these bounds can reach
+  // the k-th score, the segment is done. Otherwise the usual walk follows and passes over the
+  // rows offered. False, having offered nothing, for other plans, for a sparse AND, and where
+  // a dense alternative has no pair with c.
   //
   // Bounding the matches of two dense alternatives by a pair's rest bound plus the other
   // word's largest text instead stayed above the k-th score for every such query measured
-  // (docs/benchmarks.md): they are few next to either pair's, so they are intersected.
+  // (docs/benchmarks.md): they are few next to either pair's, so they are all met. Until
+  // 2026-11 they were intersected and every one scored (`(to OR i) a`: about 500,000 at 10M
+  // tweets).
   bool RunOrAndChampions(const Segment& segment, MatcherBuilder& builder) {
     const OrAndWords& words = or_and_words_;
     const index::PairChampions* pairs = segment.pair_champions();
@@ -1847,8 +1888,8 @@ class Evaluation {
     std::unique_ptr<TermMatcher> c = builder.Term(*words.required, /*scored=*/true);
     if (c == nullptr) return false;
     auto cursor = [&](const std::string& word) { return builder.Term(word, /*scored=*/false); };
-    // Each part appended is ascending: merged as it comes, the rows need no sort (tens of
-    // thousands of matches of two common alternatives cost a fifth of the time sorted).
+    // Each part appended is ascending: merged as it comes, the rows need no sort (a sparse
+    // alternative's matches with c can be tens of thousands).
     std::vector<DocId> rows;
     size_t merged = 0;
     auto merge = [&] {
@@ -1873,17 +1914,35 @@ class Evaluation {
       rest = std::max(rest, PairRestBound(*word, *c, *pair, swapped));
       dense.push_back(x);
     }
+    // The matches of two dense alternatives: their pair's champions first (to raise the k-th
+    // score), then every one is met by WalkThreeWords.
     for (size_t i = 0; i < dense.size(); ++i) {
       for (size_t j = i + 1; j < dense.size(); ++j) {
-        std::array<std::unique_ptr<TermMatcher>, 3> lists = {cursor(*dense[i]), cursor(*dense[j]),
-                                                             cursor(*words.required)};
-        std::sort(lists.begin(), lists.end(),
-                  [](const auto& a, const auto& b) { return a->Cost() < b->Cost(); });
-        AppendDocs(lists[0]->cursor(), visible, &rows, {&lists[1]->cursor(), &lists[2]->cursor()});
-        merge();
+        bool swapped = false;
+        if (const index::PairChampionList* pair = pairs->Find(*dense[i], *dense[j], &swapped)) {
+          rows.insert(rows.end(), pair->docs.begin(), pair->docs.end());
+        }
       }
     }
-    return OfferChampionRows(segment, builder, std::move(rows), rest);
+    if (dense.size() < 2) return OfferChampionRows(segment, builder, std::move(rows), rest);
+    OfferChampionRows(segment, builder, std::move(rows),
+                      std::numeric_limits<double>::infinity());  // decided below
+    absl::flat_hash_set<DocId> pushed;
+    for (size_t i = 0; i < dense.size(); ++i) {
+      for (size_t j = i + 1; j < dense.size(); ++j) {
+        WalkThreeWords(segment, builder, {dense[i], dense[j], words.required}, &pushed);
+      }
+    }
+    const double recency = RecencyBound(segment.columns(), 0, visible - 1);
+    if (top_.full() && Inflate(rest + recency) < top_.worst().primary) {
+      pruned_ = true;
+      ++champion_cutoffs_;
+      return true;
+    }
+    // The walk that follows passes over the rows offered, the walks' ones too.
+    champion_rows_.insert(champion_rows_.end(), pushed.begin(), pushed.end());
+    std::sort(champion_rows_.begin(), champion_rows_.end());
+    return false;
   }
 
   // Offers the plan's matches among `rows` (sorted here, duplicates dropped) not offered

@@ -685,7 +685,9 @@ TEST(OracleTest, BestMatchOfCommonPairsOverPairChampionsEqualsBruteForce) {
 // Best match of `(a OR b) c` over the pair champions of each common alternative with c
 // (RunOrAndChampions): the corpus above with a sparse word (whisky, about 300 tweets per
 // segment of 30,000, below one in 64); every match holding it or two common alternatives
-// is offered, and the pairs' rest bounds must decide some pages alone. Deletes and likes
+// is offered, the matches of two common alternatives are walked over the lists' bits
+// (WalkThreeWords, some passed over on one word's text), and the pairs' rest bounds must
+// decide some pages alone. Deletes and likes
 // changed after sealing among the matches of two words; in two segments and in one.
 TEST(OracleTest, BestMatchOfAnOrAndACommonWordOverPairChampionsEqualsBruteForce) {
   std::mt19937_64 rng(69);
@@ -701,9 +703,12 @@ TEST(OracleTest, BestMatchOfAnOrAndACommonWordOverPairChampionsEqualsBruteForce)
   const std::vector<std::string> queries = {"(zulu OR yankee) xray", "(whisky OR zulu) xray",
                                             "(whisky OR yankee OR zulu) xray -" + kVocabulary[0],
                                             "xray (yankee OR whisky) lang:en",
-                                            "(xray OR yankee) zulu min_faves:2"};
+                                            "(xray OR yankee) zulu min_faves:2",
+                                            "(zulu OR yankee OR xray) " + kVocabulary[0]};
+  g_triple_walk_cutoffs = 0;
   CheckInSegmentsAndCompacted(*index, *oracle, rng, queries);
   EXPECT_GT(g_champion_cutoffs, 0);
+  EXPECT_GT(g_triple_walk_cutoffs, 0);
 }
 
 // Best match of three common words whose every two form a pair (RunTripleOfPairs): the
