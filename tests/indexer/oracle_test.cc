@@ -700,7 +700,8 @@ TEST(OracleTest, BestMatchOfAnOrAndACommonWordOverPairChampionsEqualsBruteForce)
         return Holds(d, "xray") && (Holds(d, "zulu") || Holds(d, "whisky"));
       },
       &index, &oracle);
-  const std::vector<std::string> queries = {"(zulu OR yankee) xray", "(whisky OR zulu) xray",
+  const std::vector<std::string> queries = {"(zulu OR yankee) xray",
+                                            "(whisky OR zulu) xray",
                                             "(whisky OR yankee OR zulu) xray -" + kVocabulary[0],
                                             "xray (yankee OR whisky) lang:en",
                                             "(xray OR yankee) zulu min_faves:2",
