@@ -1739,6 +1739,20 @@ class Evaluation {
     return text;
   }
 
+  // Sets common[0..) to the DocIds of [from, end) (at most kBitmapWindow) that every list of
+  // `finders` holds, bit i for DocId from + i.
+  template <typename Finders>
+  static void AndBits(Finders& finders, DocId from, DocId end, uint64_t* common) {
+    const size_t n = (end - from + 63) / 64;
+    std::array<uint64_t, kBitmapWindow / 64> bits;
+    std::fill_n(common, n, ~uint64_t{0});
+    for (auto& f : finders) {
+      std::fill_n(bits.begin(), n, uint64_t{0});
+      f->cursor().FillBits(from, end, bits.data());
+      for (size_t i = 0; i < n; ++i) common[i] &= bits[i];
+    }
+  }
+
   // Offers every match of the plan that holds all three `words` (scored words of the plan, as
   // it holds them) and can enter the top k, but the rows offered before (AlreadyOffered) and those
   // in *pushed (if given; the ones offered here are added). The three lists' bits are ANDed a
@@ -1782,19 +1796,14 @@ class Evaluation {
     }
     const Columns& c = segment.columns();
     std::unique_ptr<Matcher> m = builder.Build(plan_.root);
-    std::array<uint64_t, kBitmapWindow / 64> common, bits;
+    std::array<uint64_t, kBitmapWindow / 64> common;
     const DocId visible = segment.VisibleDocs();
     bool lead_cut = false;
     for (DocId from = 0; from < visible; from += kBitmapWindow) {
       const DocId end = std::min<DocId>(visible, from + kBitmapWindow);
       const size_t n = (end - from + 63) / 64;
       const double recency = RecencyBound(c, from, end - 1);
-      std::fill_n(common.begin(), n, ~uint64_t{0});
-      for (auto& f : finders) {
-        std::fill_n(bits.begin(), n, uint64_t{0});
-        f->cursor().FillBits(from, end, bits.data());
-        for (size_t i = 0; i < n; ++i) common[i] &= bits[i];
-      }
+      AndBits(finders, from, end, common.data());
       for (size_t i = 0; i < n; ++i) {
         for (uint64_t word = common[i]; word != 0; word &= word - 1) {
           const DocId d = from + static_cast<DocId>(i * 64 + std::countr_zero(word));
@@ -2254,13 +2263,8 @@ class Evaluation {
                     std::vector<std::unique_ptr<TermMatcher>>& finders,
                     std::vector<std::unique_ptr<Matcher>>& excluded, DocId from, DocId last) {
     const size_t n = (last - from) / 64 + 1;
-    std::array<uint64_t, kBitmapWindow / 64> common, bits;
-    std::fill_n(common.begin(), n, ~uint64_t{0});
-    for (auto& f : finders) {
-      std::fill_n(bits.begin(), n, uint64_t{0});
-      f->cursor().FillBits(from, last + 1, bits.data());
-      for (size_t i = 0; i < n; ++i) common[i] &= bits[i];
-    }
+    std::array<uint64_t, kBitmapWindow / 64> common;
+    AndBits(finders, from, last + 1, common.data());
     for (size_t i = 0; i < n; ++i) {
       for (uint64_t word = common[i]; word != 0; word &= word - 1) {
         const DocId d = from + static_cast<DocId>(i * 64 + std::countr_zero(word));
