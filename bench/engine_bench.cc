@@ -57,8 +57,10 @@ struct Latency {
 
 // With counts_cached, each query first runs once newest first with the segments' count caches
 // on, and is then timed with them: the ranking alone. With exact_total every match is counted.
+// With each_out, every query's time and its number of matches are written there too.
 Latency Measure(const ts::index::Index& index, const std::vector<std::string>& queries,
-                ts::query::SortMode sort, int64_t now_ms, bool counts_cached, bool exact_total) {
+                ts::query::SortMode sort, int64_t now_ms, bool counts_cached, bool exact_total,
+                std::ostream* each_out) {
   std::vector<double> micros;
   double hits = 0;
   double slowest = -1;
@@ -73,6 +75,11 @@ Latency Measure(const ts::index::Index& index, const std::vector<std::string>& q
         ts::bench::TimeQuery(index, q, sort, now_ms, exact_total, counts_cached);
     if (!timed.has_value()) continue;
     micros.push_back(timed->micros);
+    if (each_out != nullptr) {
+      *each_out << static_cast<int64_t>(timed->micros) << " µs\t"
+                << (timed->total_is_exact ? "" : "≥ ") << timed->total_hits << " matches\t" << q
+                << "\n";
+    }
     if (micros.back() > slowest) {
       slowest = micros.back();
       slowest_query = q;
@@ -193,6 +200,7 @@ struct Flags {
   bool counts_cached = false;
   bool exact_total = false;
   bool counts_over_time = false;
+  bool each = false;
   std::vector<std::string> query_texts;
 };
 
@@ -318,8 +326,8 @@ void PrintQueryLatency(const ts::index::Index& index,
                                             static_cast<int>(sort)) == flags.sorts.end()) {
         continue;
       }
-      const Latency l =
-          Measure(index, kind.queries, sort, now_ms, flags.counts_cached, flags.exact_total);
+      const Latency l = Measure(index, kind.queries, sort, now_ms, flags.counts_cached,
+                                flags.exact_total, flags.each ? &std::cerr : nullptr);
       std::cout << "| " << kind.name << " | " << name << " | " << std::setprecision(1) << l.p50_us
                 << " | " << l.p99_us << " | " << l.mean_us << " | " << std::setprecision(1)
                 << l.avg_hits << " | " << l.slowest << " |\n";
@@ -430,6 +438,8 @@ int main(int argc, char** argv) {
                "filled by running it once before");
   app.add_flag("--exact-total", flags.exact_total,
                "Count every match (exact_total), not only up to 10,000");
+  app.add_flag("--each", flags.each,
+               "Also write every query's time and match count to stderr, as it runs");
   app.add_flag("--counts-over-time", flags.counts_over_time,
                "Time counts over time (a day of minute buckets) instead of searches");
   CLI11_PARSE(app, argc, argv);
