@@ -1597,12 +1597,13 @@ class Evaluation {
     for (size_t i = 0; i + 1 < words.size(); ++i) {
       if (words[i].first * kSparseAndDensity >= visible) return false;
     }
-    std::vector<DocId> rows;
+    std::vector<DocId> rows;  // ascending: each part is merged in as it comes
     double rest = -std::numeric_limits<double>::infinity();
     for (auto [postings, word] : words) {
       std::unique_ptr<TermMatcher> m = builder.Term(*word, /*scored=*/true);
       if (m == nullptr) continue;
       index::Champions champions;
+      const size_t from = rows.size();
       if (m->cursor().champions(&champions)) {
         rest = std::max(rest, RestBound(*m, champions));
         rows.insert(rows.end(), champions.docs.begin(), champions.docs.end());
@@ -1611,13 +1612,16 @@ class Evaluation {
       } else {
         return false;
       }
+      MergeTail(&rows, from);
     }
     for (size_t i = 0; i < words.size(); ++i) {
       for (size_t j = i + 1; j < words.size(); ++j) {
         std::unique_ptr<TermMatcher> rarer = builder.Term(*words[i].second, /*scored=*/false);
         std::unique_ptr<TermMatcher> other = builder.Term(*words[j].second, /*scored=*/false);
         if (rarer != nullptr && other != nullptr) {
+          const size_t from = rows.size();
           AppendDocs(rarer->cursor(), visible, &rows, {&other->cursor()});
+          MergeTail(&rows, from);
         }
       }
     }
@@ -1688,7 +1692,9 @@ class Evaluation {
         index::Champions champions;
         if (!word->cursor().champions(&champions)) return false;
         rest = std::max(rest, RestBound(*word, champions));
+        const size_t from = rows.size();
         rows.insert(rows.end(), champions.docs.begin(), champions.docs.end());
+        MergeTail(&rows, from);
       }
     }
     return OfferChampionRows(segment, builder, std::move(rows), rest);
@@ -1711,7 +1717,9 @@ class Evaluation {
       bool swapped = false;
       const index::PairChampionList* pair = pairs->Find(*words[x], *words[y], &swapped);
       if (pair == nullptr) return false;
+      const size_t from = rows.size();
       rows.insert(rows.end(), pair->docs.begin(), pair->docs.end());
+      MergeTail(&rows, from);
     }
     OfferChampionRows(segment, builder, std::move(rows),
                       std::numeric_limits<double>::infinity());  // never done here
@@ -1900,26 +1908,23 @@ class Evaluation {
     // Each part appended is ascending: merged as it comes, the rows need no sort (a sparse
     // alternative's matches with c can be tens of thousands).
     std::vector<DocId> rows;
-    size_t merged = 0;
-    auto merge = [&] {
-      std::inplace_merge(rows.begin(), rows.begin() + static_cast<ptrdiff_t>(merged), rows.end());
-      merged = rows.size();
-    };
+    auto merge_from = [&](size_t from) { MergeTail(&rows, from); };
     std::vector<const std::string*> dense;
     double rest = -std::numeric_limits<double>::infinity();
     for (const std::string* x : words.alternatives) {
       std::unique_ptr<TermMatcher> word = builder.Term(*x, /*scored=*/true);
       if (word == nullptr) continue;  // no match holds it here
+      const size_t from = rows.size();
       if (word->Cost() * kSparseAndDensity < visible) {
         AppendDocs(word->cursor(), visible, &rows, {&cursor(*words.required)->cursor()});
-        merge();
+        merge_from(from);
         continue;
       }
       bool swapped = false;
       const index::PairChampionList* pair = pairs->Find(*x, *words.required, &swapped);
       if (pair == nullptr) return false;
       rows.insert(rows.end(), pair->docs.begin(), pair->docs.end());
-      merge();
+      merge_from(from);
       rest = std::max(rest, PairRestBound(*word, *c, *pair, swapped));
       dense.push_back(x);
     }
@@ -1929,7 +1934,9 @@ class Evaluation {
       for (size_t j = i + 1; j < dense.size(); ++j) {
         bool swapped = false;
         if (const index::PairChampionList* pair = pairs->Find(*dense[i], *dense[j], &swapped)) {
+          const size_t from = rows.size();
           rows.insert(rows.end(), pair->docs.begin(), pair->docs.end());
+          merge_from(from);
         }
       }
     }
@@ -1980,6 +1987,15 @@ class Evaluation {
     pruned_ = true;
     ++champion_cutoffs_;
     return true;
+  }
+
+  // Sorts rows[from..) and merges it into the ascending rows[0..from). Rows gathered from
+  // several ascending parts are kept ascending so, part by part: std::sort of the parts
+  // appended one after another took a fifth of `i OR tomorrow` (docs/benchmarks.md).
+  static void MergeTail(std::vector<DocId>* rows, size_t from) {
+    const auto middle = rows->begin() + static_cast<ptrdiff_t>(from);
+    if (!std::is_sorted(middle, rows->end())) std::sort(middle, rows->end());
+    std::inplace_merge(rows->begin(), middle, rows->end());
   }
 
   // Appends the DocIds of `cursor`'s postings below `visible` to *rows, in batches; only
