@@ -15,7 +15,7 @@ scripts/check-style.sh
 
 JOBS="${JOBS:-$(nproc)}"
 # Line tables only (-g1): sanitizer reports and backtraces keep files and lines, and a build
-# from a cold compiler cache takes about a third less time (docs/architecture.md).
+# from a cold compiler cache takes a quarter to a third less time (docs/architecture.md).
 DEBUG_INFO=-DTWEETSEARCH_DEBUG_INFO=lines
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
 

@@ -1908,7 +1908,6 @@ class Evaluation {
     // Each part appended is ascending: merged as it comes, the rows need no sort (a sparse
     // alternative's matches with c can be tens of thousands).
     std::vector<DocId> rows;
-    auto merge_from = [&](size_t from) { MergeTail(&rows, from); };
     std::vector<const std::string*> dense;
     double rest = -std::numeric_limits<double>::infinity();
     for (const std::string* x : words.alternatives) {
@@ -1917,14 +1916,14 @@ class Evaluation {
       const size_t from = rows.size();
       if (word->Cost() * kSparseAndDensity < visible) {
         AppendDocs(word->cursor(), visible, &rows, {&cursor(*words.required)->cursor()});
-        merge_from(from);
+        MergeTail(&rows, from);
         continue;
       }
       bool swapped = false;
       const index::PairChampionList* pair = pairs->Find(*x, *words.required, &swapped);
       if (pair == nullptr) return false;
       rows.insert(rows.end(), pair->docs.begin(), pair->docs.end());
-      merge_from(from);
+      MergeTail(&rows, from);
       rest = std::max(rest, PairRestBound(*word, *c, *pair, swapped));
       dense.push_back(x);
     }
@@ -1936,7 +1935,7 @@ class Evaluation {
         if (const index::PairChampionList* pair = pairs->Find(*dense[i], *dense[j], &swapped)) {
           const size_t from = rows.size();
           rows.insert(rows.end(), pair->docs.begin(), pair->docs.end());
-          merge_from(from);
+          MergeTail(&rows, from);
         }
       }
     }
