@@ -1692,9 +1692,7 @@ class Evaluation {
         index::Champions champions;
         if (!word->cursor().champions(&champions)) return false;
         rest = std::max(rest, RestBound(*word, champions));
-        const size_t from = rows.size();
-        rows.insert(rows.end(), champions.docs.begin(), champions.docs.end());
-        MergeTail(&rows, from);
+        MergeIn(&rows, champions.docs);
       }
     }
     return OfferChampionRows(segment, builder, std::move(rows), rest);
@@ -1717,9 +1715,7 @@ class Evaluation {
       bool swapped = false;
       const index::PairChampionList* pair = pairs->Find(*words[x], *words[y], &swapped);
       if (pair == nullptr) return false;
-      const size_t from = rows.size();
-      rows.insert(rows.end(), pair->docs.begin(), pair->docs.end());
-      MergeTail(&rows, from);
+      MergeIn(&rows, pair->docs);
     }
     OfferChampionRows(segment, builder, std::move(rows),
                       std::numeric_limits<double>::infinity());  // never done here
@@ -1913,8 +1909,8 @@ class Evaluation {
     for (const std::string* x : words.alternatives) {
       std::unique_ptr<TermMatcher> word = builder.Term(*x, /*scored=*/true);
       if (word == nullptr) continue;  // no match holds it here
-      const size_t from = rows.size();
       if (word->Cost() * kSparseAndDensity < visible) {
+        const size_t from = rows.size();
         AppendDocs(word->cursor(), visible, &rows, {&cursor(*words.required)->cursor()});
         MergeTail(&rows, from);
         continue;
@@ -1922,8 +1918,7 @@ class Evaluation {
       bool swapped = false;
       const index::PairChampionList* pair = pairs->Find(*x, *words.required, &swapped);
       if (pair == nullptr) return false;
-      rows.insert(rows.end(), pair->docs.begin(), pair->docs.end());
-      MergeTail(&rows, from);
+      MergeIn(&rows, pair->docs);
       rest = std::max(rest, PairRestBound(*word, *c, *pair, swapped));
       dense.push_back(x);
     }
@@ -1933,9 +1928,7 @@ class Evaluation {
       for (size_t j = i + 1; j < dense.size(); ++j) {
         bool swapped = false;
         if (const index::PairChampionList* pair = pairs->Find(*dense[i], *dense[j], &swapped)) {
-          const size_t from = rows.size();
-          rows.insert(rows.end(), pair->docs.begin(), pair->docs.end());
-          MergeTail(&rows, from);
+          MergeIn(&rows, pair->docs);
         }
       }
     }
@@ -1995,6 +1988,12 @@ class Evaluation {
     const auto middle = rows->begin() + static_cast<ptrdiff_t>(from);
     if (!std::is_sorted(middle, rows->end())) std::sort(middle, rows->end());
     std::inplace_merge(rows->begin(), middle, rows->end());
+  }
+  // Merges `part` into the ascending *rows (MergeTail).
+  static void MergeIn(std::vector<DocId>* rows, const std::vector<DocId>& part) {
+    const size_t from = rows->size();
+    rows->insert(rows->end(), part.begin(), part.end());
+    MergeTail(rows, from);
   }
 
   // Appends the DocIds of `cursor`'s postings below `visible` to *rows, in batches; only
