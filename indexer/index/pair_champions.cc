@@ -156,6 +156,22 @@ struct WindowList {
       any = true;
     }
   }
+  // Appends the window's postings (from `from`) whose frequency is 2 or more to *out, with
+  // lengths[i] and likes[i] the window's rows'.
+  void AppendRepeats(DocId from, std::span<const uint16_t> lengths, std::span<const uint32_t> likes,
+                     Repeats* out) const {
+    for (size_t w = 0; any && w < kWindowWords; ++w) {
+      for (uint64_t m = bits[w]; m != 0; m &= m - 1) {
+        const size_t at = w * 64 + static_cast<size_t>(std::countr_zero(m));
+        if (tfs[at] < 2) continue;
+        out->docs.push_back(from + static_cast<DocId>(at));
+        out->points.push_back(
+            RepeatPoint{static_cast<uint8_t>(std::min<uint32_t>(tfs[at], 255)),
+                        static_cast<uint8_t>(std::min<uint32_t>(lengths[at], 255)),
+                        static_cast<uint8_t>(LikesBand(likes[at]))});
+      }
+    }
+  }
   double Text(uint32_t tf, uint32_t length, double avg_length) const {
     if (tf <= kTableTfs && length < kLengths) return text[(tf - 1) * kLengths + length];
     return idf * SelectionText(tf, length, avg_length);
@@ -184,14 +200,25 @@ std::vector<PairPoint> PairSkyline(std::vector<PairPoint> points) {
   return kept;
 }
 
-PairChampions::PairChampions(std::vector<std::string> words, std::vector<PairChampionList> lists)
-    : words_(words.size()), lists_(std::move(lists)) {
+PairChampions::PairChampions(std::vector<std::string> words, std::vector<PairChampionList> lists,
+                             std::vector<Repeats> repeats)
+    : words_(words.size()), lists_(std::move(lists)), repeats_(std::move(repeats)) {
+  repeats_.resize(words_);
   for (uint32_t i = 0; i < words.size(); ++i) rank_.emplace(std::move(words[i]), i);
   bytes_ = sizeof(*this) + lists_.capacity() * sizeof(PairChampionList) +
+           repeats_.capacity() * sizeof(Repeats) +
            rank_.capacity() * (sizeof(std::string) + sizeof(uint32_t));
   for (const PairChampionList& l : lists_) {
     bytes_ += l.docs.capacity() * sizeof(DocId) + l.rest.capacity() * sizeof(PairPoint);
   }
+  for (const Repeats& r : repeats_) {
+    bytes_ += r.docs.capacity() * sizeof(DocId) + r.points.capacity() * sizeof(RepeatPoint);
+  }
+}
+
+const Repeats* PairChampions::RepeatsOf(std::string_view word) const {
+  const auto it = rank_.find(AsAbsl(word));
+  return it == rank_.end() ? nullptr : &repeats_[it->second];
 }
 
 const PairChampionList* PairChampions::Find(std::string_view a, std::string_view b,
@@ -245,6 +272,7 @@ std::unique_ptr<PairChampions> BuildPairChampions(const Segment& segment, DocId 
   std::vector<uint64_t> matches(n * n);
   std::vector<uint16_t> lengths(kWindow);
   std::vector<uint32_t> likes(kWindow);
+  std::vector<Repeats> repeats(n);
   for (DocId from = 0; from < rows; from += std::min(kWindow, rows - from)) {
     if (cancel != nullptr && cancel->load(std::memory_order_acquire)) return nullptr;
     const DocId end = from + std::min(kWindow, rows - from);
@@ -253,6 +281,7 @@ std::unique_ptr<PairChampions> BuildPairChampions(const Segment& segment, DocId 
       lengths[d - from] = c.length(d);
       likes[d - from] = c.BaseLikes(d);
     }
+    for (size_t i = 0; i < n; ++i) lists[i].AppendRepeats(from, lengths, likes, &repeats[i]);
     for (size_t i = 0; i < n; ++i) {
       if (!lists[i].any) continue;
       for (size_t j = i + 1; j < n; ++j) {
@@ -289,8 +318,12 @@ std::unique_ptr<PairChampions> BuildPairChampions(const Segment& segment, DocId 
       out[i * n + j].matches = matches[i * n + j];
     }
   }
+  for (Repeats& r : repeats) {
+    r.docs.shrink_to_fit();
+    r.points.shrink_to_fit();
+  }
   return std::make_unique<PairChampions>(std::vector<std::string>(words.begin(), words.end()),
-                                         std::move(out));
+                                         std::move(out), std::move(repeats));
 }
 
 }  // namespace tweetsearch::index

@@ -51,6 +51,19 @@ struct PairPoint {
   uint16_t length = 0;  // a lower bound
 };
 
+// What bounds the score of a pair word's posting in a tweet that holds the word at least
+// twice, without reading a column: the frequency, the tweet's length and its likes band.
+struct RepeatPoint {
+  uint8_t tf = 0;      // 255: 255 or more
+  uint8_t length = 0;  // 255: 255 or more (a lower bound)
+  uint8_t band = 0;    // LikesBand of the likes the tweet was written with
+};
+// A pair word's postings of frequency 2 or more: docs ascending, points[i] of docs[i].
+struct Repeats {
+  std::vector<DocId> docs;
+  std::vector<RepeatPoint> points;
+};
+
 struct PairChampionList {
   std::vector<DocId> docs;      // ascending
   std::vector<PairPoint> rest;  // the skyline of every other match; empty if none is left
@@ -61,11 +74,18 @@ class PairChampions {
  public:
   // `words`, densest first; `lists[i * words.size() + j]` for i < j the pair (words[i],
   // words[j]), whose "first" word is words[i].
-  PairChampions(std::vector<std::string> words, std::vector<PairChampionList> lists);
+  // `repeats[i]`: words[i]'s.
+  PairChampions(std::vector<std::string> words, std::vector<PairChampionList> lists,
+                std::vector<Repeats> repeats);
 
   // The pair's record, or null if either word is not among the pairs' words (or a == b).
   // *swapped tells whether `b` is the record's first word.
   const PairChampionList* Find(std::string_view a, std::string_view b, bool* swapped) const;
+  // The postings of `word` whose frequency is 2 or more, ascending; null if `word` is not among
+  // the pairs' words. A match of an AND with a rarer word whose tweet holds this word once
+  // scores its text at frequency 1, a function of the length alone: the rarer word's champions
+  // and these bound such an AND (docs/ranking.md, "Sparse ANDs over champions and repeats").
+  const Repeats* RepeatsOf(std::string_view word) const;
   size_t words() const { return words_; }
   size_t MemoryBytes() const { return bytes_; }
 
@@ -73,6 +93,7 @@ class PairChampions {
   absl::flat_hash_map<std::string, uint32_t> rank_;  // word -> its place, densest first
   size_t words_;
   std::vector<PairChampionList> lists_;
+  std::vector<Repeats> repeats_;  // by rank
   size_t bytes_ = 0;
 };
 

@@ -1067,8 +1067,10 @@ class Evaluation {
   // rare one are long or hold the rare word once (docs/benchmarks.md).
   void RunSparseAndBestMatch(const Segment& segment, MatcherBuilder& builder) {
     const Columns& c = segment.columns();
-    std::unique_ptr<Matcher> m = builder.Build(plan_.root);  // scores as every walk does
-    const double max_text = m->MaxScore();
+    // Scores as every walk does; built at the first match, as an AND's matcher moves to its
+    // first match when built (a walk over the whole AND where there is none).
+    std::unique_ptr<Matcher> m;
+    double max_text = 0;
     // The segment's: bounds per 4,096 DocIds cost a pass over their ranges each, and matches
     // this sparse touch most of them (a candidate that passes gets its exact score anyway).
     const double recency = RecencyBound(c, 0, segment.VisibleDocs() - 1);
@@ -1100,6 +1102,10 @@ class Evaluation {
         segment, builder,
         [&](DocId d) {
           if (AlreadyOffered(d)) return;
+          if (m == nullptr) {
+            m = builder.Build(plan_.root);
+            max_text = m->MaxScore();
+          }
           double static_bound = 0;
           if (top_.full()) {
             static_bound = band_popularity_[index::LikesBand(c.BaseLikes(d))] + recency;
@@ -1117,6 +1123,235 @@ class Evaluation {
           PushBestMatch(c, d, text);
         },
         keep);
+  }
+
+  // Best match of a sparse AND of words (IsSparseAnd; filters such as `from:` and exclusions
+  // may join them) whose rarest child is a scored word with champions (champions.h), joined by
+  // words among the segment's pair words (pair_champions.h). A match outside the lead's
+  // champions scores at most a point of the rest's skyline plus each other word's text at the
+  // point's length: at frequency 1 for a pair word whose tweet holds it once, at its list's
+  // largest frequency for any other word. The tweets that hold a pair word twice or more are
+  // its Repeats, with their lengths and likes bands. So the lead's champions are offered
+  // first; then every posting of the lead found among the others' repeats, unless its bound
+  // (the lead's own text, the others' at their frequencies, its band's popularity and the
+  // segment's recency) falls short of the k-th score; and if then the skyline's bound with
+  // the others at frequency 1 falls short too, the segment is done. Nothing but the lead's
+  // list and the repeats is read for the matches passed over. Otherwise RunSparseAndBestMatch
+  // follows, passing over the rows offered. False, having offered nothing, for other plans.
+  bool RunSparseAndChampions(const Segment& segment, MatcherBuilder& builder) {
+    const PlanNode& root = plan_.root;
+    const index::PairChampions* pairs = segment.pair_champions();
+    if (pairs == nullptr || root.kind != PlanNode::Kind::kAnd) return false;
+    const PlanNode* lead_node = nullptr;
+    uint64_t lead_postings = UINT64_MAX;
+    for (const PlanNode& child : root.children) {
+      if (child.kind != PlanNode::Kind::kTerm) return false;
+      if (const uint64_t df = segment.DocFreq(child.term); df < lead_postings) {
+        lead_postings = df;
+        lead_node = &child;
+      }
+    }
+    if (lead_node == nullptr || !lead_node->scored) return false;
+    std::unique_ptr<TermMatcher> lead = builder.Term(lead_node->term, /*scored=*/true);
+    index::Champions champions;
+    if (lead == nullptr || !lead->cursor().champions(&champions)) return false;
+    std::vector<SparseAndPartner> others;
+    bool any_repeats = false;
+    for (const PlanNode& child : root.children) {
+      if (&child == lead_node || !child.scored) continue;
+      SparseAndPartner& o = others.emplace_back();
+      o.word = builder.Term(child.term, /*scored=*/true);
+      if (o.word == nullptr) return false;  // no match: the sparse AND finds none at once
+      o.repeats = pairs->RepeatsOf(child.term);
+      if (o.repeats == nullptr) o.most = MaxTextByLength(*o.word);
+      any_repeats = any_repeats || o.repeats != nullptr;
+    }
+    if (!any_repeats) return false;  // at the largest frequencies the bound rarely cuts
+    const Columns& c = segment.columns();
+    const DocId visible = segment.VisibleDocs();
+    const double recency = RecencyBound(c, 0, visible - 1);
+    {
+      // The champions' matches: found batch by batch in the other children's lists, not by
+      // the plan's matcher, whose leapfrog would walk to the next match of all.
+      SparseAndMatches matches(builder, plan_.root, *lead_node);
+      auto offer = [&](DocId d, Matcher& m) {
+        if (!AlreadyOffered(d)) OfferBestMatch(c, d, m.Score());
+      };
+      for (const DocId d : champions.docs) matches.Add(d, offer);
+      matches.Flush(offer);
+    }
+    champion_rows_ = std::move(champions.docs);
+    const ScoringParams& p = options_.scoring;
+    double rest = -std::numeric_limits<double>::infinity();
+    for (const index::ImpactPoint& q : champions.rest) {
+      double bound = lead->idf() * TfPart(p, q.tf, q.length, stats_.avg_length) +
+                     p.popularity_weight * Popularity(p, q.likes);
+      for (const SparseAndPartner& o : others) bound += o.TextOnce(q.length);
+      rest = std::max(rest, bound);
+    }
+    rest = Inflate(rest + recency);
+    if (!top_.full()) return false;                // few matches: the sparse AND's walk ranks them
+    std::vector<std::pair<DocId, uint32_t>> once;  // the lead's other postings, with their tf
+    OfferRepeatMatches(c, builder, *lead_node, *lead, others, recency, visible, &once);
+    if (rest >= top_.worst().primary) {
+      OfferOnceMatches(c, builder, *lead_node, *lead, others, recency, once);
+      return true;
+    }
+    pruned_ = true;
+    ++champion_cutoffs_;
+    return true;
+  }
+
+  // The matches of a plan `root` (an AND of words, with any exclusions) among given postings
+  // of its child `lead`, ascending over all calls: a batch is looked up in the other
+  // children's lists block by block (PostingCursor::Filter), checked against the exclusions,
+  // and the plan's matcher moved to each match, where it stops.
+  class SparseAndMatches {
+   public:
+    SparseAndMatches(MatcherBuilder& builder, const PlanNode& root, const PlanNode& lead)
+        : builder_(builder), root_(root) {
+      for (const PlanNode& child : root.children) {
+        if (&child == &lead) continue;
+        filters_.push_back(builder.Term(child.term, /*scored=*/false));
+        if (filters_.back() == nullptr) filters_.clear();  // a word the segment lacks
+        if (filters_.empty()) break;
+      }
+      empty_ = filters_.empty() && root.children.size() > 1;
+      for (const PlanNode& e : root.excluded) excluded_.push_back(builder.Build(e));
+    }
+    // Adds `d` (ascending) to the batch; calls visit(d, matcher) for each match of a batch
+    // once it is full, and at Flush.
+    template <typename Visit>
+    void Add(DocId d, const Visit& visit) {
+      batch_[n_++] = d;
+      if (n_ == batch_.size()) Flush(visit);
+    }
+    template <typename Visit>
+    void Flush(const Visit& visit) {
+      Offer(batch_.data(), n_, visit);
+      n_ = 0;
+    }
+
+   private:
+    template <typename Visit>
+    void Offer(DocId* docs, size_t n, const Visit& visit) {
+      if (empty_) return;
+      for (auto& f : filters_) n = f->cursor().Filter(docs, n, /*keep=*/true);
+      for (size_t i = 0; i < n; ++i) {
+        const DocId d = docs[i];
+        if (AnyMatches(excluded_, d)) continue;
+        // Built at the first match: an AND's matcher moves to its first match when built.
+        if (m_ == nullptr) m_ = builder_.Build(root_);
+        if (m_->doc() < d) m_->Advance(d);
+        if (m_->doc() == d) visit(d, *m_);
+      }
+    }
+
+    MatcherBuilder& builder_;
+    const PlanNode& root_;
+    std::array<DocId, 128> batch_;  // as many as ForEachSparseAndMatch's batches (kBatch)
+    size_t n_ = 0;
+    std::unique_ptr<Matcher> m_;  // the plan's, built at the first match
+    std::vector<std::unique_ptr<TermMatcher>> filters_;
+    std::vector<std::unique_ptr<Matcher>> excluded_;
+    bool empty_ = false;
+  };
+
+  // A scored word of a sparse AND beside its lead (RunSparseAndChampions).
+  struct SparseAndPartner {
+    std::unique_ptr<TermMatcher> word;
+    const index::Repeats* repeats = nullptr;  // null: not a pair word
+    std::vector<double> most;                 // without repeats: MaxTextByLength
+    size_t at = 0;                            // the place in *repeats reached
+
+    // The most text the word adds to a tweet of `length` that holds it at most once (any
+    // number of times, without repeats).
+    double TextOnce(uint32_t length) const {
+      if (repeats != nullptr) return word->ScoreFor(1, length);
+      return most[std::min<size_t>(length, most.size() - 1)];
+    }
+    // The repeat of DocId d, or null; d not below the last one asked. The lead's postings
+    // are spread over the segment, so each looks a few dozen repeats ahead: a step of eight
+    // at a time, whose loads do not wait on one another, then one at a time.
+    const index::RepeatPoint* Find(DocId d) {
+      if (repeats == nullptr) return nullptr;
+      const std::vector<DocId>& docs = repeats->docs;
+      const size_t n = docs.size();
+      size_t i = at;
+      while (i + 8 <= n && docs[i + 7] < d) i += 8;
+      while (i < n && docs[i] < d) ++i;
+      at = i;
+      return i < n && docs[i] == d ? &repeats->points[i] : nullptr;
+    }
+  };
+
+  // Offers the matches of the plan among the postings of `lead` (the child `lead_node`) that
+  // some partner's repeats hold (RunSparseAndChampions) and whose bound reaches the k-th
+  // score. The lead's other postings not offered yet go to *once, with their frequencies.
+  void OfferRepeatMatches(const Columns& c, MatcherBuilder& builder, const PlanNode& lead_node,
+                          TermMatcher& lead, std::vector<SparseAndPartner>& others, double recency,
+                          DocId visible, std::vector<std::pair<DocId, uint32_t>>* once) {
+    SparseAndMatches matches(builder, plan_.root, lead_node);
+    auto push = [&](DocId d, Matcher& m) { PushBestMatch(c, d, m.Score()); };
+    std::vector<const index::RepeatPoint*> found(others.size());
+    PostingCursor& cursor = lead.cursor();
+    for (DocId d = cursor.doc(); d < visible; cursor.Next(), d = cursor.doc()) {
+      const index::RepeatPoint* any = nullptr;
+      for (size_t i = 0; i < others.size(); ++i) {
+        found[i] = others[i].Find(d);
+        if (found[i] != nullptr) any = found[i];
+      }
+      if (AlreadyOffered(d)) continue;
+      if (any == nullptr) {
+        once->emplace_back(d, cursor.freq());
+        continue;
+      }
+      double bound =
+          lead.ScoreFor(cursor.freq(), any->length) + band_popularity_[any->band] + recency;
+      for (size_t i = 0; i < others.size(); ++i) {
+        const SparseAndPartner& o = others[i];
+        if (found[i] == nullptr) {
+          bound += o.TextOnce(any->length);
+          continue;
+        }
+        const uint32_t tf = found[i]->tf == 255
+                                ? std::max<uint32_t>(255, o.word->cursor().list_bound().max_tf)
+                                : found[i]->tf;
+        bound += o.word->ScoreFor(tf, any->length);
+      }
+      if (top_.full() && Inflate(bound) < top_.worst().primary) {
+        pruned_ = true;
+        continue;
+      }
+      matches.Add(d, push);
+    }
+    matches.Flush(push);
+  }
+
+  // Offers the matches of the plan among `once`, postings of `lead` (the child `lead_node`)
+  // with their frequencies, in tweets that hold every other scored word at most once
+  // (RunSparseAndChampions): a posting is passed over when its text with the others' at
+  // frequency 1, its likes band's popularity and the recency bound fall short of the k-th
+  // score, which reads two columns but no other list.
+  void OfferOnceMatches(const Columns& c, MatcherBuilder& builder, const PlanNode& lead_node,
+                        TermMatcher& lead, const std::vector<SparseAndPartner>& others,
+                        double recency, const std::vector<std::pair<DocId, uint32_t>>& once) {
+    SparseAndMatches matches(builder, plan_.root, lead_node);
+    auto push = [&](DocId d, Matcher& m) { PushBestMatch(c, d, m.Score()); };
+    for (const auto& [d, tf] : once) {
+      if (top_.full()) {
+        const uint32_t length = c.length(d);
+        double bound = lead.ScoreFor(tf, length) +
+                       band_popularity_[index::LikesBand(c.BaseLikes(d))] + recency;
+        for (const SparseAndPartner& o : others) bound += o.TextOnce(length);
+        if (Inflate(bound) < top_.worst().primary) {
+          pruned_ = true;
+          continue;
+        }
+      }
+      matches.Add(d, push);
+    }
+    matches.Flush(push);
   }
 
   // For each tweet length up to kOthersLengths (the last entry: any length), the most text
@@ -2133,6 +2368,7 @@ class Evaluation {
       return;
     }
     if (IsSparseAnd(segment)) {
+      if (RunSparseAndChampions(segment, builder)) return;
       RunSparseAndBestMatch(segment, builder);
       return;
     }
