@@ -136,6 +136,26 @@ TEST(PairChampionsTest, TheRestsSkylineBoundsEveryOtherMatchUnderAnyWeights) {
   EXPECT_TRUE(some_rest);
   EXPECT_TRUE(all_champions);  // charlie and delta rarely meet
   EXPECT_GT(pairs->MemoryBytes(), 0u);
+  // Each word's repeats: exactly its postings of frequency 2 or more, ascending, with their
+  // frequency, length (255 for longer tweets) and likes band.
+  for (size_t w = 0; w < words.size(); ++w) {
+    const Repeats* repeats = pairs->RepeatsOf(words[w]);
+    ASSERT_NE(repeats, nullptr);
+    ASSERT_EQ(repeats->docs.size(), repeats->points.size());
+    size_t at = 0;
+    for (DocId d = 0; d < kDocs; ++d) {
+      if (tfs[d][w] < 2) continue;
+      ASSERT_LT(at, repeats->docs.size()) << words[w];
+      EXPECT_EQ(repeats->docs[at], d);
+      EXPECT_EQ(repeats->points[at].tf, tfs[d][w]);
+      EXPECT_EQ(repeats->points[at].length, std::min<uint32_t>(lengths[d], 255));
+      EXPECT_EQ(repeats->points[at].band, LikesBand(likes[d]));
+      ++at;
+    }
+    EXPECT_EQ(at, repeats->docs.size()) << words[w];
+    EXPECT_GT(at, 0u) << words[w];
+  }
+  EXPECT_EQ(pairs->RepeatsOf("echo"), nullptr);
 }
 
 }  // namespace
