@@ -1264,6 +1264,15 @@ class Evaluation {
     std::vector<double> most;                 // without repeats: MaxTextByLength
     size_t at = 0;                            // the place in *repeats reached
 
+    // The text the word adds to a tweet of `length` where Find answered `found`: at the
+    // repeat's frequency, else TextOnce.
+    double TextAt(const index::RepeatPoint* found, uint32_t length) const {
+      if (found == nullptr) return TextOnce(length);
+      const uint32_t tf = found->tf == 255
+                              ? std::max<uint32_t>(255, word->cursor().list_bound().max_tf)
+                              : found->tf;
+      return word->ScoreFor(tf, length);
+    }
     // The most text the word adds to a tweet of `length` that holds it at most once (any
     // number of times, without repeats).
     double TextOnce(uint32_t length) const {
@@ -1308,17 +1317,7 @@ class Evaluation {
       }
       double bound =
           lead.ScoreFor(cursor.freq(), any->length) + band_popularity_[any->band] + recency;
-      for (size_t i = 0; i < others.size(); ++i) {
-        const SparseAndPartner& o = others[i];
-        if (found[i] == nullptr) {
-          bound += o.TextOnce(any->length);
-          continue;
-        }
-        const uint32_t tf = found[i]->tf == 255
-                                ? std::max<uint32_t>(255, o.word->cursor().list_bound().max_tf)
-                                : found[i]->tf;
-        bound += o.word->ScoreFor(tf, any->length);
-      }
+      for (size_t i = 0; i < others.size(); ++i) bound += others[i].TextAt(found[i], any->length);
       if (top_.full() && Inflate(bound) < top_.worst().primary) {
         pruned_ = true;
         continue;
@@ -1917,6 +1916,10 @@ class Evaluation {
     bool swapped = false;
     const index::PairChampionList* pair = pairs->Find(*words[0], *words[1], &swapped);
     if (pair == nullptr) return false;
+    if (pair->matches == 0 && plan_.root.kind == PlanNode::Kind::kAnd) {
+      counted_.insert(segment_index_);  // no row holds both words
+      return true;
+    }
     std::unique_ptr<TermMatcher> a = builder.Term(*words[0], /*scored=*/true);
     std::unique_ptr<TermMatcher> b = builder.Term(*words[1], /*scored=*/true);
     if (a == nullptr || b == nullptr) return false;
@@ -1950,6 +1953,10 @@ class Evaluation {
       bool swapped = false;
       const index::PairChampionList* pair = pairs->Find(*words[x], *words[y], &swapped);
       if (pair == nullptr) return false;
+      if (pair->matches == 0) {  // no row holds both words: none holds the three
+        counted_.insert(segment_index_);
+        return true;
+      }
       MergeIn(&rows, pair->docs);
     }
     OfferChampionRows(segment, builder, std::move(rows),

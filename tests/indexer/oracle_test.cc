@@ -588,26 +588,38 @@ TEST(OracleTest, SparseAndsEqualBruteForce) {
   EXPECT_GT(g_pruned_pages[static_cast<int>(SortMode::kBestMatch)], 0);
 }
 
-// Indexes one segment of 200,000 tweets with power-law likes, each extended by `extend`, seals
-// it, deletes and changes likes among those `pick` selects (DeleteOrChangeLikes), and checks
-// every query of `queries` against brute force, each answered.
-template <typename Extend, typename Pick>
-void CheckOneSealedSegment(std::mt19937_64& rng, const Extend& extend, const Pick& pick,
-                           const std::vector<std::string>& queries) {
+// Indexes `tweets` tweets with power-law likes, each extended by `extend`, in segments of
+// `segment_tweets`, and seals them; returns the corpus.
+template <typename Extend>
+Corpus IndexPowerLawTweets(std::mt19937_64& rng, uint32_t tweets, uint32_t segment_tweets,
+                           const Extend& extend, std::unique_ptr<index::Index>* index,
+                           std::unique_ptr<Oracle>* oracle) {
   index::IndexOptions options;
-  options.segment_max_docs = 200000;
-  std::unique_ptr<index::Index> index = *index::Index::Create(options);
-  Oracle oracle(index->analyzer());
-  Corpus corpus = MakeCorpus(rng, 200000);
+  options.segment_max_docs = segment_tweets;
+  *index = *index::Index::Create(options);
+  *oracle = std::make_unique<Oracle>((*index)->analyzer());
+  Corpus corpus = MakeCorpus(rng, tweets);
   for (index::IndexDoc& d : corpus.docs) {
     d.likes = ParetoLikes(rng);
     extend(d);
   }
-  AddInBatches(*index, oracle, corpus.docs, 5000);
-  ASSERT_TRUE(index->Seal().ok());
-  DeleteOrChangeLikes(*index, oracle, rng, corpus.docs, pick, 20, 10);
+  AddInBatches(**index, **oracle, corpus.docs, 5000);
+  EXPECT_TRUE((*index)->Seal().ok());
+  return corpus;
+}
+
+// Indexes one segment of 200,000 tweets (IndexPowerLawTweets), deletes and changes likes among
+// those `pick` selects (DeleteOrChangeLikes), and checks every query of `queries` against
+// brute force, each answered.
+template <typename Extend, typename Pick>
+void CheckOneSealedSegment(std::mt19937_64& rng, const Extend& extend, const Pick& pick,
+                           const std::vector<std::string>& queries) {
+  std::unique_ptr<index::Index> index;
+  std::unique_ptr<Oracle> oracle;
+  Corpus corpus = IndexPowerLawTweets(rng, 200000, 200000, extend, &index, &oracle);
+  DeleteOrChangeLikes(*index, *oracle, rng, corpus.docs, pick, 20, 10);
   int answered = 0;
-  for (const std::string& q : queries) CheckQuery(*index, oracle, rng, q, "sealed", &answered);
+  for (const std::string& q : queries) CheckQuery(*index, *oracle, rng, q, "sealed", &answered);
   EXPECT_EQ(answered, static_cast<int>(queries.size()));
 }
 
@@ -774,6 +786,29 @@ TEST(OracleTest, BestMatchOfThreeCommonWordsOverTheirPairsEqualsBruteForce) {
       "zulu xray yankee min_faves:3", "xray yankee zulu from:" + kUsers[1]};
   CheckInSegmentsAndCompacted(*index, *oracle, rng, queries);
   EXPECT_GT(g_triple_walk_cutoffs, 0);
+}
+
+// Three common words two of which never meet (zulu and yankee, each in about a third of
+// 60,000 tweets, never together): no pair of them is missing, but one pair has no match, so
+// the segment has none for the three or the two (RunTripleOfPairs and RunPairChampions answer
+// at once); totals zero.
+TEST(OracleTest, ThreeCommonWordsTwoOfWhichNeverMeetMatchNothing) {
+  std::mt19937_64 rng(75);
+  std::unique_ptr<index::Index> index;
+  std::unique_ptr<Oracle> oracle;
+  IndexPowerLawTweets(
+      rng, 60000, 30000,
+      [&](index::IndexDoc& d) {
+        const uint64_t pick = rng() % 3;
+        if (pick == 0) d.text += rng() % 5 == 0 ? " zulu zulu" : " zulu";
+        if (pick == 1) d.text += " yankee";
+        if (rng() % 4 == 0) d.text += " xray";
+      },
+      &index, &oracle);
+  const std::vector<std::string> queries = {"zulu yankee xray", "xray yankee zulu -whisky",
+                                            "zulu yankee",      "yankee zulu lang:en",
+                                            "zulu xray",        "yankee OR zulu"};
+  CheckInSegmentsAndCompacted(*index, *oracle, rng, queries);
 }
 
 // Totals of ANDs of two common words, whose lower bound (the rows both hold, less the
