@@ -595,6 +595,10 @@ class Evaluation {
       Context ctx{&segment->columns(), &options_.scoring, stats_.avg_length, TfTable()};
       MatcherBuilder builder(*segment, visible, stats_, ctx);
       segment_index_ = i;
+      if (TwoWordsNeverMeet(*segment)) {
+        counted_.insert(i);  // no match here: nothing to rank or count
+        continue;
+      }
       switch (options_.sort) {
         case SortMode::kNewest:
           RunNewest(*segment, builder, i);
@@ -624,6 +628,27 @@ class Evaluation {
   }
 
  private:
+  // Whether two words that every match of the plan holds (terms of its root AND) are pair
+  // words of `segment` (pair_champions.h) that no row holds together: then the segment has no
+  // match, however common each word is (`me la`, an English and a Spanish word).
+  bool TwoWordsNeverMeet(const Segment& segment) const {
+    const index::PairChampions* pairs = segment.pair_champions();
+    if (pairs == nullptr || plan_.root.kind != PlanNode::Kind::kAnd) return false;
+    std::vector<const std::string*> words;
+    for (const PlanNode& child : plan_.root.children) {
+      if (child.kind == PlanNode::Kind::kTerm) words.push_back(&child.term);
+    }
+    if (words.size() > kMaxMeetingWords) return false;
+    for (size_t i = 0; i < words.size(); ++i) {
+      for (size_t j = i + 1; j < words.size(); ++j) {
+        bool swapped = false;
+        const index::PairChampionList* pair = pairs->Find(*words[i], *words[j], &swapped);
+        if (pair != nullptr && pair->matches == 0) return true;
+      }
+    }
+    return false;
+  }
+
   // Counts the matches of the query under the watermark in every segment, whatever the sort
   // and the page, up to one past the cap (all of them with exact_total): the same total for
   // every sort mode, page and replica. Reads only the columns a filter needs.
@@ -1916,10 +1941,6 @@ class Evaluation {
     bool swapped = false;
     const index::PairChampionList* pair = pairs->Find(*words[0], *words[1], &swapped);
     if (pair == nullptr) return false;
-    if (pair->matches == 0 && plan_.root.kind == PlanNode::Kind::kAnd) {
-      counted_.insert(segment_index_);  // no row holds both words
-      return true;
-    }
     std::unique_ptr<TermMatcher> a = builder.Term(*words[0], /*scored=*/true);
     std::unique_ptr<TermMatcher> b = builder.Term(*words[1], /*scored=*/true);
     if (a == nullptr || b == nullptr) return false;
@@ -1953,10 +1974,6 @@ class Evaluation {
       bool swapped = false;
       const index::PairChampionList* pair = pairs->Find(*words[x], *words[y], &swapped);
       if (pair == nullptr) return false;
-      if (pair->matches == 0) {  // no row holds both words: none holds the three
-        counted_.insert(segment_index_);
-        return true;
-      }
       MergeIn(&rows, pair->docs);
     }
     OfferChampionRows(segment, builder, std::move(rows),
@@ -2688,6 +2705,8 @@ class Evaluation {
   static constexpr uint64_t kBitmapDensity = 4;
   // BlockMaxAnd bounds lists this many times longer than the rarest by their list bounds.
   static constexpr uint64_t kCoarseListRatio = 8;
+  // TwoWordsNeverMeet looks at the pairs of at most this many words.
+  static constexpr size_t kMaxMeetingWords = 16;
   // IsSparseAnd: fewer postings than one per this many DocIds in the rarest child.
   static constexpr uint64_t kSparseAndDensity = 64;
   // OthersTextByLength: lengths below this have an entry of their own.

@@ -788,11 +788,10 @@ TEST(OracleTest, BestMatchOfThreeCommonWordsOverTheirPairsEqualsBruteForce) {
   EXPECT_GT(g_triple_walk_cutoffs, 0);
 }
 
-// Three common words two of which never meet (zulu and yankee, each in about a third of
-// 60,000 tweets, never together): no pair of them is missing, but one pair has no match, so
-// the segment has none for the three or the two (RunTripleOfPairs and RunPairChampions answer
-// at once); totals zero.
-TEST(OracleTest, ThreeCommonWordsTwoOfWhichNeverMeetMatchNothing) {
+// Common words two of which never meet (zulu and yankee, each in about a third of 60,000
+// tweets, never together): no pair of them is missing, but one pair has no match, so a
+// segment has none for an AND of both (TwoWordsNeverMeet), in every sort mode; totals zero.
+TEST(OracleTest, CommonWordsTwoOfWhichNeverMeetMatchNothing) {
   std::mt19937_64 rng(75);
   std::unique_ptr<index::Index> index;
   std::unique_ptr<Oracle> oracle;
