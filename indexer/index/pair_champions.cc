@@ -212,8 +212,47 @@ PairChampions::PairChampions(std::vector<std::string> words, std::vector<PairCha
     bytes_ += l.docs.capacity() * sizeof(DocId) + l.rest.capacity() * sizeof(PairPoint);
   }
   for (const Repeats& r : repeats_) {
-    bytes_ += r.docs.capacity() * sizeof(DocId) + r.points.capacity() * sizeof(RepeatPoint);
+    bytes_ += r.docs.capacity() * sizeof(DocId) + r.bits.capacity() * sizeof(uint64_t) +
+              r.block_ranks.capacity() * sizeof(uint32_t) +
+              r.points.capacity() * sizeof(RepeatPoint);
   }
+}
+
+const RepeatPoint* Repeats::Find(DocId d, size_t* at) const {
+  if (!bits.empty()) {
+    const size_t w = d / 64;
+    if (w >= bits.size() || (bits[w] >> (d % 64) & 1) == 0) return nullptr;
+    size_t rank = block_ranks[w / 8];
+    for (size_t i = w & ~size_t{7}; i < w; ++i) rank += static_cast<size_t>(std::popcount(bits[i]));
+    rank += static_cast<size_t>(std::popcount(bits[w] & ((uint64_t{1} << (d % 64)) - 1)));
+    return &points[rank];
+  }
+  // The lead's postings are spread over the segment, so each call steps a few dozen places:
+  // eight at a time, whose loads do not wait on one another, then one at a time.
+  const size_t n = docs.size();
+  size_t i = *at;
+  while (i + 8 <= n && docs[i + 7] < d) i += 8;
+  while (i < n && docs[i] < d) ++i;
+  *at = i;
+  return i < n && docs[i] == d ? &points[i] : nullptr;
+}
+
+void Repeats::Compact(DocId rows) {
+  const size_t words = (size_t{rows} + 63) / 64;
+  const size_t bitmap_bytes = words * sizeof(uint64_t) + (words + 7) / 8 * sizeof(uint32_t);
+  if (bitmap_bytes >= docs.size() * sizeof(DocId)) {
+    docs.shrink_to_fit();
+    return;
+  }
+  bits.assign(words, 0);
+  for (const DocId d : docs) bits[d / 64] |= uint64_t{1} << (d % 64);
+  block_ranks.resize((words + 7) / 8);
+  uint32_t rank = 0;
+  for (size_t w = 0; w < words; ++w) {
+    if (w % 8 == 0) block_ranks[w / 8] = rank;
+    rank += static_cast<uint32_t>(std::popcount(bits[w]));
+  }
+  std::vector<DocId>().swap(docs);
 }
 
 const Repeats* PairChampions::RepeatsOf(std::string_view word) const {
@@ -319,7 +358,7 @@ std::unique_ptr<PairChampions> BuildPairChampions(const Segment& segment, DocId 
     }
   }
   for (Repeats& r : repeats) {
-    r.docs.shrink_to_fit();
+    r.Compact(rows);
     r.points.shrink_to_fit();
   }
   return std::make_unique<PairChampions>(std::vector<std::string>(words.begin(), words.end()),

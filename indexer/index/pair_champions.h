@@ -58,10 +58,22 @@ struct RepeatPoint {
   uint8_t length = 0;  // 255: 255 or more (a lower bound)
   uint8_t band = 0;    // LikesBand of the likes the tweet was written with
 };
-// A pair word's postings of frequency 2 or more: docs ascending, points[i] of docs[i].
+// A pair word's postings of frequency 2 or more, with their points. Kept as a sorted list of
+// DocIds, or as a bitmap with counts per 512 DocIds where that is smaller (more than one
+// posting in about 30 rows: the commonest words'). Find answers in O(1) over the bitmap, and
+// over the list by stepping from the place the last call reached.
 struct Repeats {
-  std::vector<DocId> docs;
-  std::vector<RepeatPoint> points;
+  std::vector<DocId> docs;            // ascending; empty when bits holds them
+  std::vector<uint64_t> bits;         // bit d % 64 of bits[d / 64] for each DocId d
+  std::vector<uint32_t> block_ranks;  // with bits: the postings before each 512 DocIds
+  std::vector<RepeatPoint> points;    // of each posting, ascending by DocId
+
+  // The point of DocId d, or null. *at: the place in docs the last call reached (start at
+  // 0), d not below the last one asked.
+  const RepeatPoint* Find(DocId d, size_t* at) const;
+  size_t size() const { return points.size(); }
+  // Turns docs into bits and block_ranks over `rows` DocIds, if that is smaller.
+  void Compact(DocId rows);
 };
 
 struct PairChampionList {

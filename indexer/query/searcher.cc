@@ -1206,15 +1206,7 @@ class Evaluation {
       matches.Flush(offer);
     }
     champion_rows_ = std::move(champions.docs);
-    const ScoringParams& p = options_.scoring;
-    double rest = -std::numeric_limits<double>::infinity();
-    for (const index::ImpactPoint& q : champions.rest) {
-      double bound = lead->idf() * TfPart(p, q.tf, q.length, stats_.avg_length) +
-                     p.popularity_weight * Popularity(p, q.likes);
-      for (const SparseAndPartner& o : others) bound += o.TextOnce(q.length);
-      rest = std::max(rest, bound);
-    }
-    rest = Inflate(rest + recency);
+    const double rest = Inflate(RestBoundBeside(*lead, champions, others) + recency);
     if (!top_.full()) return false;                // few matches: the sparse AND's walk ranks them
     std::vector<std::pair<DocId, uint32_t>> once;  // the lead's other postings, with their tf
     OfferRepeatMatches(c, builder, *lead_node, *lead, others, recency, visible, &once);
@@ -1304,38 +1296,72 @@ class Evaluation {
       if (repeats != nullptr) return word->ScoreFor(1, length);
       return most[std::min<size_t>(length, most.size() - 1)];
     }
-    // The repeat of DocId d, or null; d not below the last one asked. The lead's postings
-    // are spread over the segment, so each looks a few dozen repeats ahead: a step of eight
-    // at a time, whose loads do not wait on one another, then one at a time.
+    // The repeat of DocId d, or null; d not below the last one asked.
     const index::RepeatPoint* Find(DocId d) {
-      if (repeats == nullptr) return nullptr;
-      const std::vector<DocId>& docs = repeats->docs;
-      const size_t n = docs.size();
-      size_t i = at;
-      while (i + 8 <= n && docs[i + 7] < d) i += 8;
-      while (i < n && docs[i] < d) ++i;
-      at = i;
-      return i < n && docs[i] == d ? &repeats->points[i] : nullptr;
+      return repeats == nullptr ? nullptr : repeats->Find(d, &at);
     }
+  };
+
+  // The most a posting of `lead` outside its champions can score with its text and
+  // popularity in a tweet that holds each of `others` once (SparseAndPartner::TextOnce): the
+  // maximum over the rest's skyline, each point with the others' text at its length.
+  double RestBoundBeside(const TermMatcher& lead, const index::Champions& champions,
+                         const std::vector<SparseAndPartner>& others) const {
+    const ScoringParams& p = options_.scoring;
+    double rest = -std::numeric_limits<double>::infinity();
+    for (const index::ImpactPoint& q : champions.rest) {
+      double bound = lead.idf() * TfPart(p, q.tf, q.length, stats_.avg_length) +
+                     p.popularity_weight * Popularity(p, q.likes);
+      for (const SparseAndPartner& o : others) bound += o.TextOnce(q.length);
+      rest = std::max(rest, bound);
+    }
+    return rest;
+  }
+
+  // AlreadyOffered for DocIds asked in ascending order: the two lists walked along, not
+  // searched (a sparse list's every posting is asked).
+  class OfferedRows {
+   public:
+    OfferedRows(const std::vector<DocId>& changed, const std::vector<DocId>& champions)
+        : lists_{&changed, &champions} {}
+    bool Holds(DocId d) {
+      bool held = false;
+      for (size_t i = 0; i < lists_.size(); ++i) {
+        const std::vector<DocId>& rows = *lists_[i];
+        while (at_[i] < rows.size() && rows[at_[i]] < d) ++at_[i];
+        held = held || (at_[i] < rows.size() && rows[at_[i]] == d);
+      }
+      return held;
+    }
+
+   private:
+    std::array<const std::vector<DocId>*, 2> lists_;
+    std::array<size_t, 2> at_{};
   };
 
   // Offers the matches of the plan among the postings of `lead` (the child `lead_node`) that
   // some partner's repeats hold (RunSparseAndChampions) and whose bound reaches the k-th
-  // score. The lead's other postings not offered yet go to *once, with their frequencies.
+  // score. The lead's other postings not offered yet go to *once, with their frequencies;
+  // those offered to *offered, if given.
   void OfferRepeatMatches(const Columns& c, MatcherBuilder& builder, const PlanNode& lead_node,
                           TermMatcher& lead, std::vector<SparseAndPartner>& others, double recency,
-                          DocId visible, std::vector<std::pair<DocId, uint32_t>>* once) {
+                          DocId visible, std::vector<std::pair<DocId, uint32_t>>* once,
+                          std::vector<DocId>* offered = nullptr) {
     SparseAndMatches matches(builder, plan_.root, lead_node);
-    auto push = [&](DocId d, Matcher& m) { PushBestMatch(c, d, m.Score()); };
+    auto push = [&](DocId d, Matcher& m) {
+      if (offered != nullptr) offered->push_back(d);
+      PushBestMatch(c, d, m.Score());
+    };
     std::vector<const index::RepeatPoint*> found(others.size());
     PostingCursor& cursor = lead.cursor();
+    OfferedRows already(changed_rows_, champion_rows_);
     for (DocId d = cursor.doc(); d < visible; cursor.Next(), d = cursor.doc()) {
       const index::RepeatPoint* any = nullptr;
       for (size_t i = 0; i < others.size(); ++i) {
         found[i] = others[i].Find(d);
         if (found[i] != nullptr) any = found[i];
       }
-      if (AlreadyOffered(d)) continue;
+      if (already.Holds(d)) continue;
       if (any == nullptr) {
         once->emplace_back(d, cursor.freq());
         continue;
@@ -1356,12 +1382,16 @@ class Evaluation {
   // with their frequencies, in tweets that hold every other scored word at most once
   // (RunSparseAndChampions): a posting is passed over when its text with the others' at
   // frequency 1, its likes band's popularity and the recency bound fall short of the k-th
-  // score, which reads two columns but no other list.
+  // score, which reads two columns but no other list. Those offered go to *offered, if given.
   void OfferOnceMatches(const Columns& c, MatcherBuilder& builder, const PlanNode& lead_node,
                         TermMatcher& lead, const std::vector<SparseAndPartner>& others,
-                        double recency, const std::vector<std::pair<DocId, uint32_t>>& once) {
+                        double recency, const std::vector<std::pair<DocId, uint32_t>>& once,
+                        std::vector<DocId>* offered = nullptr) {
     SparseAndMatches matches(builder, plan_.root, lead_node);
-    auto push = [&](DocId d, Matcher& m) { PushBestMatch(c, d, m.Score()); };
+    auto push = [&](DocId d, Matcher& m) {
+      if (offered != nullptr) offered->push_back(d);
+      PushBestMatch(c, d, m.Score());
+    };
     for (const auto& [d, tf] : once) {
       if (top_.full()) {
         const uint32_t length = c.length(d);
@@ -1831,6 +1861,63 @@ class Evaluation {
     return true;
   }
 
+  // Best match of `s OR c` (RunOrChampions), s sparse with champions, c a pair word with
+  // champions and repeats (pair_champions.h). A match of s alone outside its champions scores
+  // at most s's rest bound, one of c alone c's; one of both, outside s's champions, at most
+  // s's rest skyline with c's text at frequency 1 (RestBoundBeside) if the tweet holds c
+  // once, and else it is among c's repeats. So the two words' champions are offered, then
+  // s's postings among c's repeats (OfferRepeatMatches), and, only if the bound of both then
+  // reaches the k-th score, s's other postings that hold c (OfferOnceMatches). Instead of
+  // every match of both, as RunOrChampions offers. True if the segment is done; false if the
+  // walk follows (passing over every row offered); nullopt, having offered nothing, where a
+  // word lacks what this needs.
+  std::optional<bool> RunOrOverRepeats(const Segment& segment, MatcherBuilder& builder,
+                                       const std::string& sparse, const std::string& common) {
+    const index::PairChampions* pairs = segment.pair_champions();
+    const index::Repeats* repeats = pairs == nullptr ? nullptr : pairs->RepeatsOf(common);
+    if (repeats == nullptr) return std::nullopt;
+    const PlanNode* lead_node = nullptr;
+    for (const PlanNode& child : plan_.root.children) {
+      if (child.term == sparse) lead_node = &child;
+    }
+    std::unique_ptr<TermMatcher> lead = builder.Term(sparse, /*scored=*/true);
+    std::vector<SparseAndPartner> others(1);
+    others[0].word = builder.Term(common, /*scored=*/true);
+    others[0].repeats = repeats;
+    index::Champions lead_champions, common_champions;
+    if (lead_node == nullptr || lead == nullptr || others[0].word == nullptr ||
+        !lead->cursor().champions(&lead_champions) ||
+        !others[0].word->cursor().champions(&common_champions)) {
+      return std::nullopt;
+    }
+    const Columns& c = segment.columns();
+    const DocId visible = segment.VisibleDocs();
+    const double recency = RecencyBound(c, 0, visible - 1);
+    const double alone = Inflate(
+        std::max(RestBound(*lead, lead_champions), RestBound(*others[0].word, common_champions)) +
+        recency);
+    const double both = Inflate(RestBoundBeside(*lead, lead_champions, others) + recency);
+    std::vector<DocId> rows = lead_champions.docs;
+    MergeIn(&rows, common_champions.docs);
+    OfferChampionRows(segment, builder, std::move(rows),
+                      std::numeric_limits<double>::infinity());  // decided below
+    if (!top_.full()) return false;  // the walk ranks the rest
+    std::vector<std::pair<DocId, uint32_t>> once;
+    std::vector<DocId> offered;
+    OfferRepeatMatches(c, builder, *lead_node, *lead, others, recency, visible, &once, &offered);
+    if (both >= top_.worst().primary) {
+      const size_t from = offered.size();
+      OfferOnceMatches(c, builder, *lead_node, *lead, others, recency, once, &offered);
+      std::inplace_merge(offered.begin(), offered.begin() + static_cast<ptrdiff_t>(from),
+                         offered.end());
+    }
+    MergeIn(&champion_rows_, offered);  // a walk that follows passes over them
+    if (alone >= top_.worst().primary) return false;
+    pruned_ = true;
+    ++champion_cutoffs_;
+    return true;
+  }
+
   // Best match of an OR of scored words over their champions (champions.h). A match of one
   // of the words alone that is not among its champions scores at most that word's rest bound
   // (and the segment's recency bound); a match of several words is a match of two of them.
@@ -1855,6 +1942,12 @@ class Evaluation {
     std::sort(words.begin(), words.end());
     for (size_t i = 0; i + 1 < words.size(); ++i) {
       if (words[i].first * kSparseAndDensity >= visible) return false;
+    }
+    if (words.size() == 2) {
+      if (std::optional<bool> done = RunOrOverRepeats(segment, builder, *words[0].second,
+                                                      *words[1].second)) {
+        return *done;
+      }
     }
     std::vector<DocId> rows;  // ascending: each part is merged in as it comes
     double rest = -std::numeric_limits<double>::infinity();
