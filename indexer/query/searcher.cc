@@ -1207,8 +1207,8 @@ class Evaluation {
     }
     champion_rows_ = std::move(champions.docs);
     const double rest = Inflate(RestBoundBeside(*lead, champions, others) + recency);
-    if (!top_.full()) return false;                // few matches: the sparse AND's walk ranks them
-    std::vector<std::pair<DocId, uint32_t>> once;  // the lead's other postings, with their tf
+    if (!top_.full()) return false;  // few matches: the sparse AND's walk ranks them
+    std::vector<OncePosting> once;   // the lead's other postings, with their tf
     OfferRepeatMatches(c, builder, *lead_node, *lead, others, recency, visible, &once);
     if (rest >= top_.worst().primary) {
       OfferOnceMatches(c, builder, *lead_node, *lead, others, recency, once);
@@ -1318,6 +1318,32 @@ class Evaluation {
     return rest;
   }
 
+  // A posting of a sparse AND's lead whose tweet holds every other word at most once
+  // (OfferRepeatMatches), with the bound of such postings of its block.
+  struct OncePosting {
+    DocId doc;
+    uint32_t tf;
+    double block_bound;
+  };
+
+  // The most a posting of `lead` in the block `bound` describes can score, in a tweet holding
+  // each of `others` once: per likes band, the lead's text bound, the others' text at the
+  // band's shortest length and the band's popularity, with the recency bound.
+  double OnceBlockBound(const TermMatcher& lead, const std::vector<SparseAndPartner>& others,
+                        const index::PostingBound& bound, double recency) const {
+    std::array<double, index::kLikesBands> sums{};
+    const uint32_t bands = lead.AddBandText(bound, sums.data());
+    double best = -std::numeric_limits<double>::infinity();
+    for (int b = 0; b < index::kLikesBands; ++b) {
+      if ((bands >> b & 1) == 0) continue;
+      const uint32_t length = std::max<uint32_t>(bound.band_length[b], bound.min_length);
+      double text = sums[b];
+      for (const SparseAndPartner& o : others) text += o.TextOnce(length);
+      best = std::max(best, text + band_popularity_[b]);
+    }
+    return Inflate(best + recency);
+  }
+
   // AlreadyOffered for DocIds asked in ascending order: the two lists walked along, not
   // searched (a sparse list's every posting is asked).
   class OfferedRows {
@@ -1345,7 +1371,7 @@ class Evaluation {
   // those offered to *offered, if given.
   void OfferRepeatMatches(const Columns& c, MatcherBuilder& builder, const PlanNode& lead_node,
                           TermMatcher& lead, std::vector<SparseAndPartner>& others, double recency,
-                          DocId visible, std::vector<std::pair<DocId, uint32_t>>* once,
+                          DocId visible, std::vector<OncePosting>* once,
                           std::vector<DocId>* offered = nullptr) {
     SparseAndMatches matches(builder, plan_.root, lead_node);
     auto push = [&](DocId d, Matcher& m) {
@@ -1355,6 +1381,8 @@ class Evaluation {
     std::vector<const index::RepeatPoint*> found(others.size());
     PostingCursor& cursor = lead.cursor();
     OfferedRows already(changed_rows_, champion_rows_);
+    DocId block_last = 0;
+    double block_bound = 0;  // OnceBlockBound of the lead's block up to block_last
     for (DocId d = cursor.doc(); d < visible; cursor.Next(), d = cursor.doc()) {
       const index::RepeatPoint* any = nullptr;
       for (size_t i = 0; i < others.size(); ++i) {
@@ -1363,7 +1391,15 @@ class Evaluation {
       }
       if (already.Holds(d)) continue;
       if (any == nullptr) {
-        once->emplace_back(d, cursor.freq());
+        if (d > block_last || block_last == 0) {
+          block_last = cursor.block_last_doc();
+          block_bound = OnceBlockBound(lead, others, cursor.block_bound(), recency);
+        }
+        if (top_.full() && block_bound < top_.worst().primary) {
+          pruned_ = true;  // no column read: the block's bands rule it out
+          continue;
+        }
+        once->push_back(OncePosting{d, cursor.freq(), block_bound});
         continue;
       }
       double bound =
@@ -1385,25 +1421,31 @@ class Evaluation {
   // score, which reads two columns but no other list. Those offered go to *offered, if given.
   void OfferOnceMatches(const Columns& c, MatcherBuilder& builder, const PlanNode& lead_node,
                         TermMatcher& lead, const std::vector<SparseAndPartner>& others,
-                        double recency, const std::vector<std::pair<DocId, uint32_t>>& once,
+                        double recency, const std::vector<OncePosting>& once,
                         std::vector<DocId>* offered = nullptr) {
     SparseAndMatches matches(builder, plan_.root, lead_node);
+    size_t at = 0;  // the place in `once` of the match visited
     auto push = [&](DocId d, Matcher& m) {
-      if (offered != nullptr) offered->push_back(d);
-      PushBestMatch(c, d, m.Score());
-    };
-    for (const auto& [d, tf] : once) {
+      while (once[at].doc < d) ++at;
       if (top_.full()) {
         const uint32_t length = c.length(d);
-        double bound = lead.ScoreFor(tf, length) +
+        double bound = lead.ScoreFor(once[at].tf, length) +
                        band_popularity_[index::LikesBand(c.BaseLikes(d))] + recency;
         for (const SparseAndPartner& o : others) bound += o.TextOnce(length);
         if (Inflate(bound) < top_.worst().primary) {
           pruned_ = true;
-          continue;
+          return;
         }
       }
-      matches.Add(d, push);
+      if (offered != nullptr) offered->push_back(d);
+      PushBestMatch(c, d, m.Score());
+    };
+    for (const OncePosting& p : once) {
+      if (top_.full() && p.block_bound < top_.worst().primary) {
+        pruned_ = true;
+        continue;
+      }
+      matches.Add(p.doc, push);
     }
     matches.Flush(push);
   }
@@ -1901,8 +1943,8 @@ class Evaluation {
     MergeIn(&rows, common_champions.docs);
     OfferChampionRows(segment, builder, std::move(rows),
                       std::numeric_limits<double>::infinity());  // decided below
-    if (!top_.full()) return false;  // the walk ranks the rest
-    std::vector<std::pair<DocId, uint32_t>> once;
+    if (!top_.full()) return false;                              // the walk ranks the rest
+    std::vector<OncePosting> once;
     std::vector<DocId> offered;
     OfferRepeatMatches(c, builder, *lead_node, *lead, others, recency, visible, &once, &offered);
     if (both >= top_.worst().primary) {
@@ -1944,8 +1986,8 @@ class Evaluation {
       if (words[i].first * kSparseAndDensity >= visible) return false;
     }
     if (words.size() == 2) {
-      if (std::optional<bool> done = RunOrOverRepeats(segment, builder, *words[0].second,
-                                                      *words[1].second)) {
+      if (std::optional<bool> done =
+              RunOrOverRepeats(segment, builder, *words[0].second, *words[1].second)) {
         return *done;
       }
     }
