@@ -1208,10 +1208,10 @@ class Evaluation {
     champion_rows_ = std::move(champions.docs);
     const double rest = Inflate(RestBoundBeside(*lead, champions, others) + recency);
     if (!top_.full()) return false;  // few matches: the sparse AND's walk ranks them
-    std::vector<OncePosting> once;   // the lead's other postings, with their tf
+    std::vector<DocId> once;         // the lead's other postings, with their tf
     OfferRepeatMatches(c, builder, *lead_node, *lead, others, recency, visible, &once);
     if (rest >= top_.worst().primary) {
-      OfferOnceMatches(c, builder, *lead_node, *lead, others, recency, once);
+      OfferOnceMatches(c, builder, *lead_node, once);
       return true;
     }
     pruned_ = true;
@@ -1318,32 +1318,6 @@ class Evaluation {
     return rest;
   }
 
-  // A posting of a sparse AND's lead whose tweet holds every other word at most once
-  // (OfferRepeatMatches), with the bound of such postings of its block.
-  struct OncePosting {
-    DocId doc;
-    uint32_t tf;
-    double block_bound;
-  };
-
-  // The most a posting of `lead` in the block `bound` describes can score, in a tweet holding
-  // each of `others` once: per likes band, the lead's text bound, the others' text at the
-  // band's shortest length and the band's popularity, with the recency bound.
-  double OnceBlockBound(const TermMatcher& lead, const std::vector<SparseAndPartner>& others,
-                        const index::PostingBound& bound, double recency) const {
-    std::array<double, index::kLikesBands> sums{};
-    const uint32_t bands = lead.AddBandText(bound, sums.data());
-    double best = -std::numeric_limits<double>::infinity();
-    for (int b = 0; b < index::kLikesBands; ++b) {
-      if ((bands >> b & 1) == 0) continue;
-      const uint32_t length = std::max<uint32_t>(bound.band_length[b], bound.min_length);
-      double text = sums[b];
-      for (const SparseAndPartner& o : others) text += o.TextOnce(length);
-      best = std::max(best, text + band_popularity_[b]);
-    }
-    return Inflate(best + recency);
-  }
-
   // AlreadyOffered for DocIds asked in ascending order: the two lists walked along, not
   // searched (a sparse list's every posting is asked).
   class OfferedRows {
@@ -1367,11 +1341,11 @@ class Evaluation {
 
   // Offers the matches of the plan among the postings of `lead` (the child `lead_node`) that
   // some partner's repeats hold (RunSparseAndChampions) and whose bound reaches the k-th
-  // score. The lead's other postings not offered yet go to *once, with their frequencies;
-  // those offered to *offered, if given.
+  // score. The lead's other postings not offered yet go to *once; those offered to
+  // *offered, if given.
   void OfferRepeatMatches(const Columns& c, MatcherBuilder& builder, const PlanNode& lead_node,
                           TermMatcher& lead, std::vector<SparseAndPartner>& others, double recency,
-                          DocId visible, std::vector<OncePosting>* once,
+                          DocId visible, std::vector<DocId>* once,
                           std::vector<DocId>* offered = nullptr) {
     SparseAndMatches matches(builder, plan_.root, lead_node);
     auto push = [&](DocId d, Matcher& m) {
@@ -1379,75 +1353,55 @@ class Evaluation {
       PushBestMatch(c, d, m.Score());
     };
     std::vector<const index::RepeatPoint*> found(others.size());
-    PostingCursor& cursor = lead.cursor();
     OfferedRows already(changed_rows_, champion_rows_);
-    DocId block_last = 0;
-    double block_bound = 0;  // OnceBlockBound of the lead's block up to block_last
-    for (DocId d = cursor.doc(); d < visible; cursor.Next(), d = cursor.doc()) {
-      const index::RepeatPoint* any = nullptr;
-      for (size_t i = 0; i < others.size(); ++i) {
-        found[i] = others[i].Find(d);
-        if (found[i] != nullptr) any = found[i];
-      }
-      if (already.Holds(d)) continue;
-      if (any == nullptr) {
-        if (d > block_last || block_last == 0) {
-          block_last = cursor.block_last_doc();
-          block_bound = OnceBlockBound(lead, others, cursor.block_bound(), recency);
+    // The lead's DocIds are read a batch at a time; its frequency only for the candidates,
+    // by a second cursor moved to them.
+    std::unique_ptr<TermMatcher> tf = builder.Term(lead_node.term, /*scored=*/false);
+    std::array<DocId, kBatch> docs;
+    while (size_t n = lead.cursor().NextDocs(visible, docs.data(), docs.size())) {
+      for (size_t k = 0; k < n; ++k) {
+        const DocId d = docs[k];
+        const index::RepeatPoint* any = nullptr;
+        for (size_t i = 0; i < others.size(); ++i) {
+          found[i] = others[i].Find(d);
+          if (found[i] != nullptr) any = found[i];
         }
-        if (top_.full() && block_bound < top_.worst().primary) {
-          pruned_ = true;  // no column read: the block's bands rule it out
+        if (already.Holds(d)) continue;
+        if (any == nullptr) {
+          once->push_back(d);
           continue;
         }
-        once->push_back(OncePosting{d, cursor.freq(), block_bound});
-        continue;
+        tf->Advance(d);  // the lead holds d
+        double bound =
+            lead.ScoreFor(tf->cursor().freq(), any->length) + band_popularity_[any->band] + recency;
+        for (size_t i = 0; i < others.size(); ++i) {
+          bound += others[i].TextAt(found[i], any->length);
+        }
+        if (top_.full() && Inflate(bound) < top_.worst().primary) {
+          pruned_ = true;
+          continue;
+        }
+        matches.Add(d, push);
       }
-      double bound =
-          lead.ScoreFor(cursor.freq(), any->length) + band_popularity_[any->band] + recency;
-      for (size_t i = 0; i < others.size(); ++i) bound += others[i].TextAt(found[i], any->length);
-      if (top_.full() && Inflate(bound) < top_.worst().primary) {
-        pruned_ = true;
-        continue;
-      }
-      matches.Add(d, push);
     }
     matches.Flush(push);
   }
 
-  // Offers the matches of the plan among `once`, postings of `lead` (the child `lead_node`)
-  // with their frequencies, in tweets that hold every other scored word at most once
-  // (RunSparseAndChampions): a posting is passed over when its text with the others' at
-  // frequency 1, its likes band's popularity and the recency bound fall short of the k-th
-  // score, which reads two columns but no other list. Those offered go to *offered, if given.
+  // Offers the matches of the plan among `once`, postings of the child `lead_node` in tweets
+  // that hold every other scored word at most once (OfferRepeatMatches): found in the other
+  // lists first, as the matches of an AND with a common word's are a fraction of the lead's
+  // postings and those of an OR's two words may be none (`in OR ありがとう`); then their text
+  // and static bound are weighed against the k-th score. Those looked at go to *offered, if
+  // given.
   void OfferOnceMatches(const Columns& c, MatcherBuilder& builder, const PlanNode& lead_node,
-                        TermMatcher& lead, const std::vector<SparseAndPartner>& others,
-                        double recency, const std::vector<OncePosting>& once,
-                        std::vector<DocId>* offered = nullptr) {
+                        const std::vector<DocId>& once, std::vector<DocId>* offered = nullptr) {
     SparseAndMatches matches(builder, plan_.root, lead_node);
-    size_t at = 0;  // the place in `once` of the match visited
-    auto push = [&](DocId d, Matcher& m) {
-      while (once[at].doc < d) ++at;
-      if (top_.full()) {
-        const uint32_t length = c.length(d);
-        double bound = lead.ScoreFor(once[at].tf, length) +
-                       band_popularity_[index::LikesBand(c.BaseLikes(d))] + recency;
-        for (const SparseAndPartner& o : others) bound += o.TextOnce(length);
-        if (Inflate(bound) < top_.worst().primary) {
-          pruned_ = true;
-          return;
-        }
-      }
+    auto offer = [&](DocId d, Matcher& m) {
       if (offered != nullptr) offered->push_back(d);
-      PushBestMatch(c, d, m.Score());
+      OfferBestMatch(c, d, m.Score());
     };
-    for (const OncePosting& p : once) {
-      if (top_.full() && p.block_bound < top_.worst().primary) {
-        pruned_ = true;
-        continue;
-      }
-      matches.Add(p.doc, push);
-    }
-    matches.Flush(push);
+    for (const DocId d : once) matches.Add(d, offer);
+    matches.Flush(offer);
   }
 
   // For each tweet length up to kOthersLengths (the last entry: any length), the most text
@@ -1908,9 +1862,9 @@ class Evaluation {
   // at most s's rest bound, one of c alone c's; one of both, outside s's champions, at most
   // s's rest skyline with c's text at frequency 1 (RestBoundBeside) if the tweet holds c
   // once, and else it is among c's repeats. So the two words' champions are offered, then
-  // s's postings among c's repeats (OfferRepeatMatches), and, only if the bound of both then
-  // reaches the k-th score, s's other postings that hold c (OfferOnceMatches). Instead of
-  // every match of both, as RunOrChampions offers. True if the segment is done; false if the
+  // the matches of both among c's repeats whose bound reaches the k-th score, and the other
+  // matches of both only if the bound of both then does. Instead of every match of both,
+  // scored, as RunOrChampions offers. True if the segment is done; false if the
   // walk follows (passing over every row offered); nullopt, having offered nothing, where a
   // word lacks what this needs.
   std::optional<bool> RunOrOverRepeats(const Segment& segment, MatcherBuilder& builder,
@@ -1944,16 +1898,32 @@ class Evaluation {
     OfferChampionRows(segment, builder, std::move(rows),
                       std::numeric_limits<double>::infinity());  // decided below
     if (!top_.full()) return false;                              // the walk ranks the rest
-    std::vector<OncePosting> once;
-    std::vector<DocId> offered;
-    OfferRepeatMatches(c, builder, *lead_node, *lead, others, recency, visible, &once, &offered);
-    if (both >= top_.worst().primary) {
-      const size_t from = offered.size();
-      OfferOnceMatches(c, builder, *lead_node, *lead, others, recency, once, &offered);
-      std::inplace_merge(offered.begin(), offered.begin() + static_cast<ptrdiff_t>(from),
-                         offered.end());
+    // The matches of both words, found as RunOrChampions finds them (there may be none, as in
+    // `in OR ありがとう`); those among c's repeats whose bound reaches the k-th score are
+    // offered, and the others only if the bound of both does.
+    std::vector<DocId> matches, candidates, once;
+    AppendDocs(builder.Term(sparse, /*scored=*/false)->cursor(), visible, &matches,
+               {&builder.Term(common, /*scored=*/false)->cursor()});
+    OfferedRows already(changed_rows_, champion_rows_);
+    std::unique_ptr<TermMatcher> tf = builder.Term(sparse, /*scored=*/false);
+    for (const DocId d : matches) {
+      if (already.Holds(d)) continue;
+      const index::RepeatPoint* q = others[0].Find(d);
+      if (q == nullptr) {
+        once.push_back(d);
+        continue;
+      }
+      tf->Advance(d);
+      const double bound = lead->ScoreFor(tf->cursor().freq(), q->length) +
+                           others[0].TextAt(q, q->length) + band_popularity_[q->band] + recency;
+      if (Inflate(bound) >= top_.worst().primary) candidates.push_back(d);
     }
-    MergeIn(&champion_rows_, offered);  // a walk that follows passes over them
+    VisitAmong(builder, candidates, [&](DocId d, Matcher& m) { PushBestMatch(c, d, m.Score()); });
+    if (both >= top_.worst().primary) {
+      VisitAmong(builder, once, [&](DocId d, Matcher& m) { OfferBestMatch(c, d, m.Score()); });
+      MergeIn(&candidates, once);
+    }
+    MergeIn(&champion_rows_, candidates);  // a walk that follows passes over them
     if (alone >= top_.worst().primary) return false;
     pruned_ = true;
     ++champion_cutoffs_;

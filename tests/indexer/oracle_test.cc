@@ -627,13 +627,15 @@ void CheckOneSealedSegment(std::mt19937_64& rng, const Extend& extend, const Pic
 // postings and fewer than one per 64 tweets: one segment of 200,000 tweets): every champion,
 // every posting of a list no longer than champions are (whisky, about 200) and every match of
 // two words is offered, then the words' rest bounds must decide some pages alone
-// (RunOrChampions). Power-law likes, likes changed after sealing far above and below every
-// written count, deletes.
+// (RunOrChampions); a sparse word or a common one (xray, a pair word) goes over the sparse
+// word's champions and xray's repeats instead (RunOrOverRepeats). Power-law likes, likes
+// changed after sealing far above and below every written count, deletes.
 TEST(OracleTest, BestMatchOfSparseOrsOverChampionsEqualsBruteForce) {
   std::mt19937_64 rng(61);
   g_champion_cutoffs = 0;
   const std::vector<std::string> queries = {"zulu OR yankee", "yankee OR zulu OR xray",
-                                            "zulu OR whisky", "whisky OR yankee"};
+                                            "zulu OR whisky", "whisky OR yankee",
+                                            "zulu OR xray",   "xray OR yankee"};
   CheckOneSealedSegment(
       rng,
       [&](index::IndexDoc& d) {
