@@ -1160,9 +1160,11 @@ class Evaluation {
   // first; then every posting of the lead found among the others' repeats, unless its bound
   // (the lead's own text, the others' at their frequencies, its band's popularity and the
   // segment's recency) falls short of the k-th score; and if then the skyline's bound with
-  // the others at frequency 1 falls short too, the segment is done. Nothing but the lead's
-  // list and the repeats is read for the matches passed over. Otherwise RunSparseAndBestMatch
-  // follows, passing over the rows offered. False, having offered nothing, for other plans.
+  // the others at frequency 1 falls short too, the segment is done: nothing but the lead's
+  // list and the repeats was read for the matches passed over. Otherwise the lead's other
+  // postings are offered (OfferOnceMatches), and the segment is done too. False where the
+  // top k is not full after the champions (RunSparseAndBestMatch follows, passing over
+  // them), and, having offered nothing, for other plans.
   bool RunSparseAndChampions(const Segment& segment, MatcherBuilder& builder) {
     const PlanNode& root = plan_.root;
     const index::PairChampions* pairs = segment.pair_champions();
@@ -1208,10 +1210,10 @@ class Evaluation {
     champion_rows_ = std::move(champions.docs);
     const double rest = Inflate(RestBoundBeside(*lead, champions, others) + recency);
     if (!top_.full()) return false;  // few matches: the sparse AND's walk ranks them
-    std::vector<DocId> once;         // the lead's other postings, with their tf
+    std::vector<DocId> once;         // the lead's other postings
     OfferRepeatMatches(c, builder, *lead_node, *lead, others, recency, visible, &once);
     if (rest >= top_.worst().primary) {
-      OfferOnceMatches(c, builder, *lead_node, once);
+      OfferOnceMatches(c, builder, *lead_node, others, recency, once);
       return true;
     }
     pruned_ = true;
@@ -1341,17 +1343,12 @@ class Evaluation {
 
   // Offers the matches of the plan among the postings of `lead` (the child `lead_node`) that
   // some partner's repeats hold (RunSparseAndChampions) and whose bound reaches the k-th
-  // score. The lead's other postings not offered yet go to *once; those offered to
-  // *offered, if given.
+  // score. The lead's other postings not offered yet go to *once.
   void OfferRepeatMatches(const Columns& c, MatcherBuilder& builder, const PlanNode& lead_node,
                           TermMatcher& lead, std::vector<SparseAndPartner>& others, double recency,
-                          DocId visible, std::vector<DocId>* once,
-                          std::vector<DocId>* offered = nullptr) {
+                          DocId visible, std::vector<DocId>* once) {
     SparseAndMatches matches(builder, plan_.root, lead_node);
-    auto push = [&](DocId d, Matcher& m) {
-      if (offered != nullptr) offered->push_back(d);
-      PushBestMatch(c, d, m.Score());
-    };
+    auto push = [&](DocId d, Matcher& m) { PushBestMatch(c, d, m.Score()); };
     std::vector<const index::RepeatPoint*> found(others.size());
     OfferedRows already(changed_rows_, champion_rows_);
     // The lead's DocIds are read a batch at a time; its frequency only for the candidates,
@@ -1388,19 +1385,31 @@ class Evaluation {
   }
 
   // Offers the matches of the plan among `once`, postings of the child `lead_node` in tweets
-  // that hold every other scored word at most once (OfferRepeatMatches): found in the other
-  // lists first, as the matches of an AND with a common word's are a fraction of the lead's
-  // postings and those of an OR's two words may be none (`in OR ありがとう`); then their text
-  // and static bound are weighed against the k-th score. Those looked at go to *offered, if
-  // given.
+  // that hold every other scored word at most once (OfferRepeatMatches). A posting is passed
+  // over when the lead's text, the others' at frequency 1 (SparseAndPartner::TextOnce), its
+  // likes band's popularity and the recency bound fall short of the k-th score: two columns
+  // read, before the other lists are (with two common words, looking them up first cost half
+  // as much again: docs/benchmarks.md).
   void OfferOnceMatches(const Columns& c, MatcherBuilder& builder, const PlanNode& lead_node,
-                        const std::vector<DocId>& once, std::vector<DocId>* offered = nullptr) {
+                        const std::vector<SparseAndPartner>& others, double recency,
+                        const std::vector<DocId>& once) {
     SparseAndMatches matches(builder, plan_.root, lead_node);
-    auto offer = [&](DocId d, Matcher& m) {
-      if (offered != nullptr) offered->push_back(d);
-      OfferBestMatch(c, d, m.Score());
-    };
-    for (const DocId d : once) matches.Add(d, offer);
+    auto offer = [&](DocId d, Matcher& m) { OfferBestMatch(c, d, m.Score()); };
+    std::unique_ptr<TermMatcher> lead = builder.Term(lead_node.term, /*scored=*/true);
+    for (const DocId d : once) {
+      if (top_.full()) {
+        lead->Advance(d);  // the lead holds d
+        const uint32_t length = c.length(d);
+        double bound =
+            lead->ScoreAt(length) + band_popularity_[index::LikesBand(c.BaseLikes(d))] + recency;
+        for (const SparseAndPartner& o : others) bound += o.TextOnce(length);
+        if (Inflate(bound) < top_.worst().primary) {
+          pruned_ = true;
+          continue;
+        }
+      }
+      matches.Add(d, offer);
+    }
     matches.Flush(offer);
   }
 
