@@ -1306,7 +1306,8 @@ class Evaluation {
 
   // The most a posting of `lead` outside its champions can score with its text and
   // popularity in a tweet that holds each of `others` once (SparseAndPartner::TextOnce): the
-  // maximum over the rest's skyline, each point with the others' text at its length.
+  // maximum over the rest's skyline, each point with the others' text at its length
+  // (RestBound, with no others).
   double RestBoundBeside(const TermMatcher& lead, const index::Champions& champions,
                          const std::vector<SparseAndPartner>& others) const {
     const ScoringParams& p = options_.scoring;
@@ -1792,13 +1793,7 @@ class Evaluation {
   // popularity: the maximum over the rest's skyline (champions.h); -infinity if every
   // posting is a champion.
   double RestBound(const TermMatcher& word, const index::Champions& champions) const {
-    const ScoringParams& p = options_.scoring;
-    double best = -std::numeric_limits<double>::infinity();
-    for (const index::ImpactPoint& q : champions.rest) {
-      best = std::max(best, word.idf() * TfPart(p, q.tf, q.length, stats_.avg_length) +
-                                p.popularity_weight * Popularity(p, q.likes));
-    }
-    return best;
+    return RestBoundBeside(word, champions, {});
   }
 
   // The most any match of `word` in the segment can score, from its list's bounds per likes
@@ -1911,7 +1906,7 @@ class Evaluation {
     // `in OR ありがとう`); those among c's repeats whose bound reaches the k-th score are
     // offered, and the others only if the bound of both does.
     std::vector<DocId> matches, candidates, once;
-    AppendDocs(builder.Term(sparse, /*scored=*/false)->cursor(), visible, &matches,
+    AppendDocs(lead->cursor(), visible, &matches,
                {&builder.Term(common, /*scored=*/false)->cursor()});
     OfferedRows already(changed_rows_, champion_rows_);
     std::unique_ptr<TermMatcher> tf = builder.Term(sparse, /*scored=*/false);
