@@ -1434,11 +1434,17 @@ void SealedSegment::BuildDerived(const std::atomic<bool>* cancel) const {
         tier_postings_.store(tier_postings_owned_.get(), std::memory_order_release);
       }
     }
-    const std::vector<std::string> words = PairWords(num_docs_, std::move(doc_freqs));
+    const std::vector<std::string> words = PairWords(num_docs_, doc_freqs);
     pair_champions_owned_ = BuildPairChampions(*this, num_docs_, words, cancel);
     if (pair_champions_owned_ != nullptr) {
       pair_champions_bytes_.store(pair_champions_owned_->MemoryBytes(), std::memory_order_release);
       pair_champions_.store(pair_champions_owned_.get(), std::memory_order_release);
+    }
+    lead_points_owned_ =
+        BuildLeadPoints(*this, num_docs_, LeadWords(num_docs_, doc_freqs, words), cancel);
+    if (lead_points_owned_ != nullptr) {
+      lead_points_bytes_.store(lead_points_owned_->MemoryBytes(), std::memory_order_release);
+      lead_points_.store(lead_points_owned_.get(), std::memory_order_release);
     }
   });
 }
@@ -1507,7 +1513,8 @@ size_t SealedSegment::MemoryBytes() const {
   size_t bytes = columns().MemoryBytes() + (chunk_sums_.size() + 63) / 64 * 8 + sizeof(*this) +
                  tiers_bytes_.load(std::memory_order_acquire) +
                  tier_postings_bytes_.load(std::memory_order_acquire) +
-                 pair_champions_bytes_.load(std::memory_order_acquire);
+                 pair_champions_bytes_.load(std::memory_order_acquire) +
+                 lead_points_bytes_.load(std::memory_order_acquire);
   if (!bytes_->mapped()) bytes += bytes_->size();
   return bytes;
 }

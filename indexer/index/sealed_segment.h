@@ -38,6 +38,7 @@
 #include "absl/synchronization/mutex.h"
 #include "indexer/index/likes_tiers.h"
 #include "indexer/index/mapped_file.h"
+#include "indexer/index/lead_points.h"
 #include "indexer/index/pair_champions.h"
 #include "indexer/index/segment.h"
 #include "indexer/index/term_dictionary.h"
@@ -108,9 +109,12 @@ class SealedSegment final : public Segment {
   const PairChampions* pair_champions() const override {
     return pair_champions_.load(std::memory_order_acquire);
   }
-  // Builds the tier postings (likes_tiers.h) and the pair champions (pair_champions.h) once,
-  // reading every long list: by whoever writes the segment, or in the background after it is
-  // loaded (opening reads no postings). `cancel` (may be null) stops it early, leaving those
+  const LeadPoints* lead_points() const override {
+    return lead_points_.load(std::memory_order_acquire);
+  }
+  // Builds the tier postings (likes_tiers.h), the pair champions (pair_champions.h) and the
+  // lead points (lead_points.h) once, reading every long list: by whoever writes the segment,
+  // or in the background after it is loaded (opening reads no postings). `cancel` (may be null) stops it early, leaving those
   // not built yet.
   void BuildDerived(const std::atomic<bool>* cancel = nullptr) const;
 
@@ -154,6 +158,9 @@ class SealedSegment final : public Segment {
   mutable std::unique_ptr<PairChampions> pair_champions_owned_;
   mutable std::atomic<const PairChampions*> pair_champions_{nullptr};  // once built
   mutable std::atomic<size_t> pair_champions_bytes_{0};
+  mutable std::unique_ptr<LeadPoints> lead_points_owned_;
+  mutable std::atomic<const LeadPoints*> lead_points_{nullptr};  // once built
+  mutable std::atomic<size_t> lead_points_bytes_{0};
   mutable std::atomic<size_t> tiers_bytes_{0};  // set once the tiers are built
 };
 

@@ -37,6 +37,7 @@ using DocId = uint32_t;  // segment-local
 struct Champions;
 struct LikesTier;
 class TierPostings;
+class LeadPoints;
 class PairChampions;
 inline constexpr DocId kEndDoc = std::numeric_limits<DocId>::max();
 
@@ -418,6 +419,9 @@ class Segment {
   // The champions of the pairs of the segment's densest words (pair_champions.h); null where
   // there are none, or not yet (built with the tier postings).
   virtual const PairChampions* pair_champions() const { return nullptr; }
+  // The lead points of the segment's middling words (lead_points.h); null where there are
+  // none (not built yet, or an active segment).
+  virtual const LeadPoints* lead_points() const { return nullptr; }
 
   // OK, or DataLoss once a damaged part of the segment was met (a query that opened terms of
   // the segment checks this before trusting their cursors).

@@ -12,6 +12,7 @@
 #include "common/strings.h"
 #include "indexer/index/champions.h"
 #include "indexer/index/likes_tiers.h"
+#include "indexer/index/lead_points.h"
 #include "indexer/index/pair_champions.h"
 #include "indexer/query/counter.h"
 
@@ -1210,10 +1211,15 @@ class Evaluation {
     champion_rows_ = std::move(champions.docs);
     const double rest = Inflate(RestBoundBeside(*lead, champions, others) + recency);
     if (!top_.full()) return false;  // few matches: the sparse AND's walk ranks them
-    std::vector<DocId> once;         // the lead's other postings
+    std::vector<OncePosting> once;   // the lead's other postings
     OfferRepeatMatches(c, builder, *lead_node, *lead, others, recency, visible, &once);
     if (rest >= top_.worst().primary) {
-      OfferOnceMatches(c, builder, *lead_node, others, recency, once);
+      std::span<const uint8_t> points;
+      if (const index::LeadPoints* lead_points = segment.lead_points(); lead_points != nullptr) {
+        points = lead_points->Of(lead_node->term);
+        if (points.size() != lead->cursor().size()) points = {};  // not this list's
+      }
+      OfferOnceMatches(c, builder, *lead_node, others, recency, once, points);
       return true;
     }
     pruned_ = true;
@@ -1274,6 +1280,12 @@ class Evaluation {
     std::vector<std::unique_ptr<TermMatcher>> filters_;
     std::vector<std::unique_ptr<Matcher>> excluded_;
     bool empty_ = false;
+  };
+
+  // A posting of a sparse AND's lead: its DocId, and its place in the lead's list.
+  struct OncePosting {
+    DocId doc;
+    uint32_t at;
   };
 
   // A scored word of a sparse AND beside its lead (RunSparseAndChampions).
@@ -1347,7 +1359,7 @@ class Evaluation {
   // score. The lead's other postings not offered yet go to *once.
   void OfferRepeatMatches(const Columns& c, MatcherBuilder& builder, const PlanNode& lead_node,
                           TermMatcher& lead, std::vector<SparseAndPartner>& others, double recency,
-                          DocId visible, std::vector<DocId>* once) {
+                          DocId visible, std::vector<OncePosting>* once) {
     SparseAndMatches matches(builder, plan_.root, lead_node);
     auto push = [&](DocId d, Matcher& m) { PushBestMatch(c, d, m.Score()); };
     std::vector<const index::RepeatPoint*> found(others.size());
@@ -1356,7 +1368,9 @@ class Evaluation {
     // by a second cursor moved to them.
     std::unique_ptr<TermMatcher> tf = builder.Term(lead_node.term, /*scored=*/false);
     std::array<DocId, kBatch> docs;
-    while (size_t n = lead.cursor().NextDocs(visible, docs.data(), docs.size())) {
+    uint32_t read = 0;  // the lead's postings read before this batch
+    for (size_t n; (n = lead.cursor().NextDocs(visible, docs.data(), docs.size())) != 0;
+         read += static_cast<uint32_t>(n)) {
       for (size_t k = 0; k < n; ++k) {
         const DocId d = docs[k];
         const index::RepeatPoint* any = nullptr;
@@ -1366,7 +1380,7 @@ class Evaluation {
         }
         if (already.Holds(d)) continue;
         if (any == nullptr) {
-          once->push_back(d);
+          once->push_back({d, read + static_cast<uint32_t>(k)});
           continue;
         }
         tf->Advance(d);  // the lead holds d
@@ -1388,21 +1402,30 @@ class Evaluation {
   // Offers the matches of the plan among `once`, postings of the child `lead_node` in tweets
   // that hold every other scored word at most once (OfferRepeatMatches). A posting is passed
   // over when the lead's text, the others' at frequency 1 (SparseAndPartner::TextOnce), its
-  // likes band's popularity and the recency bound fall short of the k-th score: two columns
-  // read, before the other lists are (with two common words, looking them up first cost half
-  // as much again: docs/benchmarks.md).
+  // likes band's popularity and the recency bound fall short of the k-th score, before the
+  // other lists are read (with two common words, looking them up first cost half as much
+  // again: docs/benchmarks.md). The length and band come from the lead's `points`
+  // (lead_points.h; the length a lower bound) where it has them, else from the columns: two
+  // cache misses a posting, where nearly every posting is passed over.
   void OfferOnceMatches(const Columns& c, MatcherBuilder& builder, const PlanNode& lead_node,
                         const std::vector<SparseAndPartner>& others, double recency,
-                        const std::vector<DocId>& once) {
+                        const std::vector<OncePosting>& once, std::span<const uint8_t> points) {
     SparseAndMatches matches(builder, plan_.root, lead_node);
     auto offer = [&](DocId d, Matcher& m) { OfferBestMatch(c, d, m.Score()); };
     std::unique_ptr<TermMatcher> lead = builder.Term(lead_node.term, /*scored=*/true);
-    for (const DocId d : once) {
+    for (const auto [d, at] : once) {
       if (top_.full()) {
         lead->Advance(d);  // the lead holds d
-        const uint32_t length = c.length(d);
-        double bound =
-            lead->ScoreAt(length) + band_popularity_[index::LikesBand(c.BaseLikes(d))] + recency;
+        uint32_t length;
+        int band;
+        if (points.empty()) {
+          length = c.length(d);
+          band = index::LikesBand(c.BaseLikes(d));
+        } else {
+          length = index::LeadPointLength(points[at]);
+          band = index::LeadPointBand(points[at]);
+        }
+        double bound = lead->ScoreAt(length) + band_popularity_[band] + recency;
         for (const SparseAndPartner& o : others) bound += o.TextOnce(length);
         if (Inflate(bound) < top_.worst().primary) {
           pruned_ = true;
