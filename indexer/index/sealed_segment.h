@@ -36,9 +36,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "indexer/index/lead_points.h"
 #include "indexer/index/likes_tiers.h"
 #include "indexer/index/mapped_file.h"
-#include "indexer/index/lead_points.h"
 #include "indexer/index/pair_champions.h"
 #include "indexer/index/segment.h"
 #include "indexer/index/term_dictionary.h"
@@ -114,8 +114,8 @@ class SealedSegment final : public Segment {
   }
   // Builds the tier postings (likes_tiers.h), the pair champions (pair_champions.h) and the
   // lead points (lead_points.h) once, reading every long list: by whoever writes the segment,
-  // or in the background after it is loaded (opening reads no postings). `cancel` (may be null) stops it early, leaving those
-  // not built yet.
+  // or in the background after it is loaded (opening reads no postings). `cancel` (may be null)
+  // stops it early, leaving those not built yet.
   void BuildDerived(const std::atomic<bool>* cancel = nullptr) const;
 
   uint32_t num_docs() const { return num_docs_; }

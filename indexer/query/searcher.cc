@@ -11,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
 #include "indexer/index/champions.h"
-#include "indexer/index/likes_tiers.h"
 #include "indexer/index/lead_points.h"
+#include "indexer/index/likes_tiers.h"
 #include "indexer/index/pair_champions.h"
 #include "indexer/query/counter.h"
 
