@@ -1413,21 +1413,19 @@ class Evaluation {
     SparseAndMatches matches(builder, plan_.root, lead_node);
     auto offer = [&](DocId d, Matcher& m) { OfferBestMatch(c, d, m.Score()); };
     std::unique_ptr<TermMatcher> lead = builder.Term(lead_node.term, /*scored=*/true);
+    auto falls_short = [&](uint32_t length, int band) {
+      double bound = lead->ScoreAt(length) + band_popularity_[band] + recency;
+      for (const SparseAndPartner& o : others) bound += o.TextOnce(length);
+      return Inflate(bound) < top_.worst().primary;
+    };
     for (const auto [d, at] : once) {
       if (top_.full()) {
         lead->Advance(d);  // the lead holds d
-        uint32_t length;
-        int band;
-        if (points.empty()) {
-          length = c.length(d);
-          band = index::LikesBand(c.BaseLikes(d));
-        } else {
-          length = index::LeadPointLength(points[at]);
-          band = index::LeadPointBand(points[at]);
-        }
-        double bound = lead->ScoreAt(length) + band_popularity_[band] + recency;
-        for (const SparseAndPartner& o : others) bound += o.TextOnce(length);
-        if (Inflate(bound) < top_.worst().primary) {
+        // The point's bound first; where it passes, the columns' (the exact length cuts
+        // more, and each posting let through is looked up in the other lists).
+        if ((!points.empty() &&
+             falls_short(index::LeadPointLength(points[at]), index::LeadPointBand(points[at]))) ||
+            falls_short(c.length(d), index::LikesBand(c.BaseLikes(d)))) {
           pruned_ = true;
           continue;
         }
@@ -1436,6 +1434,7 @@ class Evaluation {
     }
     matches.Flush(offer);
   }
+
 
   // For each tweet length up to kOthersLengths (the last entry: any length), the most text
   // the plan's root children other than `lead` can add to a match: for each of their words,
