@@ -1435,7 +1435,6 @@ class Evaluation {
     matches.Flush(offer);
   }
 
-
   // For each tweet length up to kOthersLengths (the last entry: any length), the most text
   // the plan's root children other than `lead` can add to a match: for each of their words,
   // its idf times TfPart at the list's largest frequency, summed (an OR over its words).
