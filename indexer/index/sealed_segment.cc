@@ -375,6 +375,11 @@ class SealedCursor final : public PostingCursor {
     return kept;
   }
   uint32_t size() const override { return doc_freq_; }
+  uint32_t ordinal() const override {
+    if (doc_ == kEndDoc) return UINT32_MAX;
+    EnsureRank();
+    return block_ * kBlockSize + i_;
+  }
   DocId block_last_doc() const override { return block_last_; }
   PostingBound block_bound() const override { return BoundOf(entry_, num_blocks_ == 1); }
   // Folded from every skip entry on first use: newest-first queries never ask, and a common

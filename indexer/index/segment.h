@@ -117,6 +117,9 @@ class PostingCursor {
   virtual std::span<const uint32_t> positions() = 0;
   // Number of postings in the list (documents containing the term).
   virtual uint32_t size() const = 0;
+  // The place of doc() among the list's postings (0: the first), where the list knows it
+  // (sealed segments: lead_points.h); UINT32_MAX elsewhere.
+  virtual uint32_t ordinal() const { return UINT32_MAX; }
   // Last DocId of the block holding doc(), and the bound over that block. Lists without
   // blocks report the whole list as one block.
   virtual DocId block_last_doc() const = 0;

@@ -1102,21 +1102,34 @@ class Evaluation {
     const double recency = RecencyBound(c, 0, segment.VisibleDocs() - 1);
     std::unique_ptr<Matcher> lead;  // scores the lead's postings; built on first use
     std::vector<double> others;     // by length: the other children's largest text
+    auto others_at = [&](uint32_t length) {
+      return length < others.size() ? others[length] : others.back();
+    };
+    std::optional<LeadPointBound> by_point;  // where the lead is a word
     auto keep = [&](const PlanNode& lead_node, DocId* docs, size_t n) {
       if (!top_.full()) return n;
       if (lead == nullptr) {
-        lead = builder.Build(lead_node);
         others = OthersTextByLength(builder, lead_node);
+        if (lead_node.kind == PlanNode::Kind::kTerm) {
+          if (std::unique_ptr<TermMatcher> t = builder.Term(lead_node.term, lead_node.scored)) {
+            by_point.emplace(*this, segment, lead_node.term, *t, others_at, recency);
+            lead = std::move(t);
+          }
+        }
+        if (lead == nullptr) lead = builder.Build(lead_node);
       }
       size_t kept = 0;
       for (size_t i = 0; i < n; ++i) {
         const DocId d = docs[i];
         lead->Advance(d);  // the lead holds d
+        if (AlreadyOffered(d) || (by_point && by_point->FallsShort())) {
+          pruned_ = true;
+          continue;
+        }
         const uint32_t length = c.length(d);
-        const double other = length < others.size() ? others[length] : others.back();
-        if (AlreadyOffered(d) ||
-            Inflate(lead->Score() + other + band_popularity_[index::LikesBand(c.BaseLikes(d))] +
-                    recency) < top_.worst().primary) {
+        if (Inflate(lead->Score() + others_at(length) +
+                    band_popularity_[index::LikesBand(c.BaseLikes(d))] + recency) <
+            top_.worst().primary) {
           pruned_ = true;
           continue;
         }
@@ -1211,15 +1224,10 @@ class Evaluation {
     champion_rows_ = std::move(champions.docs);
     const double rest = Inflate(RestBoundBeside(*lead, champions, others) + recency);
     if (!top_.full()) return false;  // few matches: the sparse AND's walk ranks them
-    std::vector<OncePosting> once;   // the lead's other postings
+    std::vector<DocId> once;         // the lead's other postings
     OfferRepeatMatches(c, builder, *lead_node, *lead, others, recency, visible, &once);
     if (rest >= top_.worst().primary) {
-      std::span<const uint8_t> points;
-      if (const index::LeadPoints* lead_points = segment.lead_points(); lead_points != nullptr) {
-        points = lead_points->Of(lead_node->term);
-        if (points.size() != lead->cursor().size()) points = {};  // not this list's
-      }
-      OfferOnceMatches(c, builder, *lead_node, others, recency, once, points);
+      OfferOnceMatches(segment, builder, *lead_node, others, recency, once);
       return true;
     }
     pruned_ = true;
@@ -1282,10 +1290,47 @@ class Evaluation {
     bool empty_ = false;
   };
 
-  // A posting of a sparse AND's lead: its DocId, and its place in the lead's list.
-  struct OncePosting {
-    DocId doc;
-    uint32_t at;
+  // Passes over a sparse AND's lead postings on the lead's points (lead_points.h), without a
+  // column read: a posting falls short when the lead's text at its frequency, the other
+  // words' most text `others(length)`, its band's popularity and the recency bound, at the
+  // point's least length, fall short of the k-th score (text falls with length). The bounds
+  // of the lead once, as most postings hold it, are a table by point. Decides nothing where
+  // the lead has no points.
+  class LeadPointBound {
+   public:
+    template <typename Others>
+    LeadPointBound(const Evaluation& e, const Segment& segment, const std::string& term,
+                   TermMatcher& lead, const Others& others, double recency)
+        : e_(e), lead_(lead) {
+      if (const index::LeadPoints* all = segment.lead_points(); all != nullptr) {
+        points_ = all->Of(term);
+        if (points_.size() != lead.cursor().size()) points_ = {};  // not this list's
+      }
+      if (points_.empty()) return;
+      auto bound = [&e, &lead, &others, recency](uint32_t tf, uint8_t point) {
+        const uint32_t length = index::LeadPointLength(point);
+        return Inflate(lead.ScoreFor(tf, length) + others(length) +
+                       e.band_popularity_[index::LeadPointBand(point)] + recency);
+      };
+      for (size_t p = 0; p < once_.size(); ++p) once_[p] = bound(1, static_cast<uint8_t>(p));
+      many_ = bound;
+    }
+    // Whether the lead's posting at hand (the lead moved to it) falls short; the top k full.
+    bool FallsShort() const {
+      if (points_.empty()) return false;
+      const uint32_t at = lead_.cursor().ordinal();
+      if (at >= points_.size()) return false;
+      const uint32_t tf = lead_.cursor().freq();
+      const double bound = tf == 1 ? once_[points_[at]] : many_(tf, points_[at]);
+      return bound < e_.top_.worst().primary;
+    }
+
+   private:
+    const Evaluation& e_;
+    TermMatcher& lead_;
+    std::span<const uint8_t> points_;
+    std::array<double, 256> once_{};
+    std::function<double(uint32_t, uint8_t)> many_;
   };
 
   // A scored word of a sparse AND beside its lead (RunSparseAndChampions).
@@ -1340,11 +1385,15 @@ class Evaluation {
     OfferedRows(const std::vector<DocId>& changed, const std::vector<DocId>& champions)
         : lists_{&changed, &champions} {}
     bool Holds(DocId d) {
+      if (d < next_) return false;  // most postings: one comparison
       bool held = false;
+      next_ = kEndDoc;
       for (size_t i = 0; i < lists_.size(); ++i) {
         const std::vector<DocId>& rows = *lists_[i];
         while (at_[i] < rows.size() && rows[at_[i]] < d) ++at_[i];
-        held = held || (at_[i] < rows.size() && rows[at_[i]] == d);
+        if (at_[i] == rows.size()) continue;
+        held = held || rows[at_[i]] == d;
+        next_ = std::min(next_, rows[at_[i]]);
       }
       return held;
     }
@@ -1352,6 +1401,7 @@ class Evaluation {
    private:
     std::array<const std::vector<DocId>*, 2> lists_;
     std::array<size_t, 2> at_{};
+    DocId next_ = 0;  // no row of either list is below it, past the last DocId asked
   };
 
   // Offers the matches of the plan among the postings of `lead` (the child `lead_node`) that
@@ -1359,7 +1409,7 @@ class Evaluation {
   // score. The lead's other postings not offered yet go to *once.
   void OfferRepeatMatches(const Columns& c, MatcherBuilder& builder, const PlanNode& lead_node,
                           TermMatcher& lead, std::vector<SparseAndPartner>& others, double recency,
-                          DocId visible, std::vector<OncePosting>* once) {
+                          DocId visible, std::vector<DocId>* once) {
     SparseAndMatches matches(builder, plan_.root, lead_node);
     auto push = [&](DocId d, Matcher& m) { PushBestMatch(c, d, m.Score()); };
     std::vector<const index::RepeatPoint*> found(others.size());
@@ -1368,9 +1418,7 @@ class Evaluation {
     // by a second cursor moved to them.
     std::unique_ptr<TermMatcher> tf = builder.Term(lead_node.term, /*scored=*/false);
     std::array<DocId, kBatch> docs;
-    uint32_t read = 0;  // the lead's postings read before this batch
-    for (size_t n; (n = lead.cursor().NextDocs(visible, docs.data(), docs.size())) != 0;
-         read += static_cast<uint32_t>(n)) {
+    while (size_t n = lead.cursor().NextDocs(visible, docs.data(), docs.size())) {
       for (size_t k = 0; k < n; ++k) {
         const DocId d = docs[k];
         const index::RepeatPoint* any = nullptr;
@@ -1380,7 +1428,7 @@ class Evaluation {
         }
         if (already.Holds(d)) continue;
         if (any == nullptr) {
-          once->push_back({d, read + static_cast<uint32_t>(k)});
+          once->push_back(d);
           continue;
         }
         tf->Advance(d);  // the lead holds d
@@ -1404,28 +1452,28 @@ class Evaluation {
   // over when the lead's text, the others' at frequency 1 (SparseAndPartner::TextOnce), its
   // likes band's popularity and the recency bound fall short of the k-th score, before the
   // other lists are read (with two common words, looking them up first cost half as much
-  // again: docs/benchmarks.md). The length and band come from the lead's `points`
-  // (lead_points.h; the length a lower bound) where it has them, else from the columns: two
-  // cache misses a posting, where nearly every posting is passed over.
-  void OfferOnceMatches(const Columns& c, MatcherBuilder& builder, const PlanNode& lead_node,
-                        const std::vector<SparseAndPartner>& others, double recency,
-                        const std::vector<OncePosting>& once, std::span<const uint8_t> points) {
+  // again: docs/benchmarks.md): on the lead's point first (LeadPointBound), then on the
+  // columns (two cache misses a posting, where nearly every posting is passed over).
+  void OfferOnceMatches(const Segment& segment, MatcherBuilder& builder,
+                        const PlanNode& lead_node, const std::vector<SparseAndPartner>& others,
+                        double recency, const std::vector<DocId>& once) {
+    const Columns& c = segment.columns();
     SparseAndMatches matches(builder, plan_.root, lead_node);
     auto offer = [&](DocId d, Matcher& m) { OfferBestMatch(c, d, m.Score()); };
     std::unique_ptr<TermMatcher> lead = builder.Term(lead_node.term, /*scored=*/true);
-    auto falls_short = [&](uint32_t length, int band) {
-      double bound = lead->ScoreAt(length) + band_popularity_[band] + recency;
-      for (const SparseAndPartner& o : others) bound += o.TextOnce(length);
-      return Inflate(bound) < top_.worst().primary;
+    auto others_once = [&](uint32_t length) {
+      double text = 0;
+      for (const SparseAndPartner& o : others) text += o.TextOnce(length);
+      return text;
     };
-    for (const auto [d, at] : once) {
+    const LeadPointBound by_point(*this, segment, lead_node.term, *lead, others_once, recency);
+    for (const DocId d : once) {
       if (top_.full()) {
         lead->Advance(d);  // the lead holds d
-        // The point's bound first; where it passes, the columns' (the exact length cuts
-        // more, and each posting let through is looked up in the other lists).
-        if ((!points.empty() &&
-             falls_short(index::LeadPointLength(points[at]), index::LeadPointBand(points[at]))) ||
-            falls_short(c.length(d), index::LikesBand(c.BaseLikes(d)))) {
+        if (by_point.FallsShort() ||
+            Inflate(lead->ScoreAt(c.length(d)) + others_once(c.length(d)) +
+                    band_popularity_[index::LikesBand(c.BaseLikes(d))] + recency) <
+                top_.worst().primary) {
           pruned_ = true;
           continue;
         }
@@ -1434,6 +1482,7 @@ class Evaluation {
     }
     matches.Flush(offer);
   }
+
 
   // For each tweet length up to kOthersLengths (the last entry: any length), the most text
   // the plan's root children other than `lead` can add to a match: for each of their words,
