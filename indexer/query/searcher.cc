@@ -1137,6 +1137,15 @@ class Evaluation {
       }
       return kept;
     };
+    // While the count is not settled every match comes here: the rarest word with points
+    // bounds it first, its own cursor moved to each match.
+    std::unique_ptr<TermMatcher> match_lead;
+    std::vector<double> match_others;
+    auto match_others_at = [&](uint32_t length) {
+      return length < match_others.size() ? match_others[length] : match_others.back();
+    };
+    std::optional<LeadPointBound> match_points;
+    bool match_points_tried = false;
     ForEachSparseAndMatch(
         segment, builder,
         [&](DocId d) {
@@ -1147,6 +1156,24 @@ class Evaluation {
           }
           double static_bound = 0;
           if (top_.full()) {
+            if (!match_points_tried) {
+              match_points_tried = true;
+              if (const PlanNode* word = RarestWordWithPoints(segment); word != nullptr) {
+                match_lead = builder.Term(word->term, word->scored);
+                match_others = OthersTextByLength(builder, *word);
+                if (match_lead != nullptr) {
+                  match_points.emplace(*this, segment, word->term, *match_lead, match_others_at,
+                                       recency);
+                }
+              }
+            }
+            if (match_lead != nullptr) {
+              match_lead->Advance(d);  // every child of the AND holds d
+              if (match_points->FallsShort()) {
+                pruned_ = true;
+                return;
+              }
+            }
             static_bound = band_popularity_[index::LikesBand(c.BaseLikes(d))] + recency;
             if (Inflate(max_text + static_bound) < top_.worst().primary) {
               pruned_ = true;
@@ -1162,6 +1189,23 @@ class Evaluation {
           PushBestMatch(c, d, text);
         },
         keep);
+  }
+
+  // Of the plan's root children (an AND), the word with the fewest postings in `segment`
+  // among those with lead points (lead_points.h); null if none has them.
+  const PlanNode* RarestWordWithPoints(const Segment& segment) const {
+    const index::LeadPoints* points = segment.lead_points();
+    if (points == nullptr) return nullptr;
+    const PlanNode* rarest = nullptr;
+    uint64_t fewest = UINT64_MAX;
+    for (const PlanNode& child : plan_.root.children) {
+      if (child.kind != PlanNode::Kind::kTerm || points->Of(child.term).empty()) continue;
+      if (const uint64_t df = segment.DocFreq(child.term); df < fewest) {
+        fewest = df;
+        rarest = &child;
+      }
+    }
+    return rarest;
   }
 
   // Best match of a sparse AND of words (IsSparseAnd; filters such as `from:` and exclusions
@@ -1454,9 +1498,9 @@ class Evaluation {
   // other lists are read (with two common words, looking them up first cost half as much
   // again: docs/benchmarks.md): on the lead's point first (LeadPointBound), then on the
   // columns (two cache misses a posting, where nearly every posting is passed over).
-  void OfferOnceMatches(const Segment& segment, MatcherBuilder& builder,
-                        const PlanNode& lead_node, const std::vector<SparseAndPartner>& others,
-                        double recency, const std::vector<DocId>& once) {
+  void OfferOnceMatches(const Segment& segment, MatcherBuilder& builder, const PlanNode& lead_node,
+                        const std::vector<SparseAndPartner>& others, double recency,
+                        const std::vector<DocId>& once) {
     const Columns& c = segment.columns();
     SparseAndMatches matches(builder, plan_.root, lead_node);
     auto offer = [&](DocId d, Matcher& m) { OfferBestMatch(c, d, m.Score()); };
@@ -1470,10 +1514,9 @@ class Evaluation {
     for (const DocId d : once) {
       if (top_.full()) {
         lead->Advance(d);  // the lead holds d
-        if (by_point.FallsShort() ||
-            Inflate(lead->ScoreAt(c.length(d)) + others_once(c.length(d)) +
-                    band_popularity_[index::LikesBand(c.BaseLikes(d))] + recency) <
-                top_.worst().primary) {
+        if (by_point.FallsShort() || Inflate(lead->ScoreAt(c.length(d)) + others_once(c.length(d)) +
+                                             band_popularity_[index::LikesBand(c.BaseLikes(d))] +
+                                             recency) < top_.worst().primary) {
           pruned_ = true;
           continue;
         }
@@ -1482,7 +1525,6 @@ class Evaluation {
     }
     matches.Flush(offer);
   }
-
 
   // For each tweet length up to kOthersLengths (the last entry: any length), the most text
   // the plan's root children other than `lead` can add to a match: for each of their words,

@@ -682,6 +682,31 @@ bool Holds(const index::IndexDoc& d, const char* word) {
   return d.text.find(word) != std::string::npos;
 }
 
+// Best match of sparse ANDs of middling words, none of them a pair word, with lead points
+// (at least 1,024 postings and fewer than one per 64 tweets: one segment of 200,000 tweets):
+// a match is bounded on the rarest word's points before the columns while the count is open
+// (the first page), and the lead's postings before the other lists are read once the count
+// is cached (later pages). Power-law likes, likes changed after sealing far above and below
+// every written count, deletes. Fails if either bound is too low (checked).
+TEST(OracleTest, BestMatchOfSparseAndsOverLeadPointsEqualsBruteForce) {
+  std::mt19937_64 rng(71);
+  std::fill(std::begin(g_pruned_pages), std::end(g_pruned_pages), 0);
+  const std::vector<std::string> queries = {"whisky victor", "victor whisky -xray",
+                                            "whisky victor lang:en", "whisky victor min_faves:3",
+                                            "victor whisky tango"};
+  CheckOneSealedSegment(
+      rng,
+      [&](index::IndexDoc& d) {
+        const bool whisky = rng() % 100 == 0;
+        if (whisky) d.text += rng() % 5 == 0 ? " whisky whisky" : " whisky";
+        if (rng() % 150 == 0 || (whisky && rng() % 2 == 0)) d.text += " victor";
+        if (rng() % 4 == 0) d.text += " xray";
+        if (rng() % 120 == 0) d.text += " tango";
+      },
+      [](const index::IndexDoc& d) { return Holds(d, "whisky") && Holds(d, "victor"); }, queries);
+  EXPECT_GT(g_pruned_pages[static_cast<int>(SortMode::kBestMatch)], 0);
+}
+
 // Best match of sparse ANDs whose rarest word has champions, beside common words, over the
 // common words' repeats (RunSparseAndChampions): one segment of 200,000 tweets, whisky in
 // about one in 90 (2,048 postings or more, fewer than one per 64 tweets, so it has champions
