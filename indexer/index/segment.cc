@@ -1,6 +1,7 @@
 #include "indexer/index/segment.h"
 
 #include <algorithm>
+#include <array>
 
 #include "common/snowflake.h"
 
@@ -12,6 +13,31 @@ uint32_t PackLang(std::string_view lang) {
     code |= static_cast<uint32_t>(static_cast<unsigned char>(lang[i])) << (8 * i);
   }
   return code;
+}
+
+size_t FilterAny(std::span<PostingCursor* const> cursors, DocId* docs, size_t n) {
+  if (cursors.size() == 1) return cursors[0]->Filter(docs, n, /*keep=*/true);
+  constexpr size_t kChunk = 256;
+  size_t kept = 0;
+  for (size_t from = 0; from < n; from += kChunk) {  // ascending over the calls, as Filter asks
+    const size_t m = std::min(kChunk, n - from);
+    std::array<bool, kChunk> held{};
+    std::array<DocId, kChunk> some;
+    for (PostingCursor* cursor : cursors) {
+      std::copy_n(docs + from, m, some.begin());
+      const size_t found = cursor->Filter(some.data(), m, /*keep=*/true);
+      for (size_t i = 0, j = 0; j < found; ++i) {  // some[0..found) is a subsequence
+        if (docs[from + i] == some[j]) {
+          held[i] = true;
+          ++j;
+        }
+      }
+    }
+    for (size_t i = 0; i < m; ++i) {
+      if (held[i]) docs[kept++] = docs[from + i];
+    }
+  }
+  return kept;
 }
 
 Columns::Columns(uint32_t capacity)

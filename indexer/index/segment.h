@@ -187,6 +187,11 @@ class PostingCursor {
 // Packs a language code of up to four ASCII bytes into an integer column value.
 uint32_t PackLang(std::string_view lang);
 
+// Keeps, in order, those of the ascending docs[0..n) that any of `cursors` holds, and returns
+// how many: each cursor filters its own copy a block at a time (PostingCursor::Filter, which
+// moves it as that says), rather than a virtual call per DocId and list.
+size_t FilterAny(std::span<PostingCursor* const> cursors, DocId* docs, size_t n);
+
 // The per-tweet values of a sealed segment, compact and read-only, viewed in its file (see
 // docs/index-format.md, "Compact columns"). Built by SealedSegment.
 struct PackedColumns {

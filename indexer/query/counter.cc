@@ -49,6 +49,7 @@ struct MatchCounter::Node {
   std::unique_ptr<DocSource> source;            // kPhrase
   std::vector<std::unique_ptr<Node>> children;  // kAnd: fewest postings first; kOr
   std::vector<std::unique_ptr<Node>> excluded;  // kAnd
+  std::vector<PostingCursor*> words;            // kOr of words only: its children's cursors
   // Postings the node's lists hold (an upper bound of its matches), to choose between
   // decoding a child's window and looking bits up in it.
   uint64_t postings = 0;
@@ -126,6 +127,10 @@ std::unique_ptr<MatchCounter::Node> MatchCounter::Build(const PlanNode& plan_nod
         node->children.push_back(std::move(built));
       }
       if (node->children.empty()) return nothing();
+      if (std::all_of(node->children.begin(), node->children.end(),
+                      [](const auto& c) { return c->kind == PlanNode::Kind::kTerm; })) {
+        for (const auto& child : node->children) node->words.push_back(child->cursor.get());
+      }
       break;
   }
   node->kind = plan_node.kind;
@@ -303,6 +308,9 @@ void MatchCounter::CountInBatches(DocId from, uint64_t stop, uint64_t* count) {
 
 size_t MatchCounter::Keep(Node& node, DocId* docs, size_t n, bool keep) {
   if (node.kind == PlanNode::Kind::kTerm) return node.cursor->Filter(docs, n, keep);
+  if (node.kind == PlanNode::Kind::kOr && keep && !node.words.empty()) {
+    return index::FilterAny(node.words, docs, n);  // an OR of words: a block at a time
+  }
   size_t kept = 0;
   for (size_t i = 0; i < n; ++i) {
     if (Contains(node, docs[i]) == keep) docs[kept++] = docs[i];

@@ -1041,27 +1041,12 @@ class Evaluation {
     return words;
   }
 
-  // Keeps, in order, those of docs[0..n) (n <= kBatch) that any of `words` holds; returns how
-  // many.
+  // Keeps, in order, those of docs[0..n) that any of `words` holds; returns how many.
   static size_t FilterAny(std::vector<std::unique_ptr<TermMatcher>>& words, DocId* docs, size_t n) {
-    if (words.size() == 1) return words[0]->cursor().Filter(docs, n, /*keep=*/true);
-    std::array<bool, kBatch> held{};
-    std::array<DocId, kBatch> some;
-    for (auto& word : words) {
-      std::copy_n(docs, n, some.begin());
-      const size_t m = word->cursor().Filter(some.data(), n, /*keep=*/true);
-      for (size_t i = 0, j = 0; j < m; ++i) {  // some[0..m) is a subsequence of docs[0..n)
-        if (docs[i] == some[j]) {
-          held[i] = true;
-          ++j;
-        }
-      }
-    }
-    size_t kept = 0;
-    for (size_t i = 0; i < n; ++i) {
-      if (held[i]) docs[kept++] = docs[i];
-    }
-    return kept;
+    std::vector<PostingCursor*> cursors;
+    cursors.reserve(words.size());
+    for (auto& word : words) cursors.push_back(&word->cursor());
+    return index::FilterAny(cursors, docs, n);
   }
 
   // Most liked over a sparse AND (IsSparseAnd) that the tiers did not decide: every match is

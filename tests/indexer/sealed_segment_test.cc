@@ -316,7 +316,8 @@ TEST(SealedSegmentTest, DenseBlocksAreBitmapsAndCursorsAgreeWithTheirDocs) {
   }
   // Batches: NextDocs copies the postings below a random end, a random number at a time;
   // Filter keeps the candidates a list holds (or does not), mixed with Advance and Next, and
-  // a frequency read after it belongs to the posting the cursor stands on.
+  // a frequency read after it, and the place in the list, belong to the posting the cursor
+  // stands on.
   for (auto [term, has] : {std::pair{"dense", &dense}, std::pair{"sparse", &sparse}}) {
     const std::vector<DocId> want = expected(*has);
     for (int trial = 0; trial < 50; ++trial) {
@@ -354,6 +355,7 @@ TEST(SealedSegmentTest, DenseBlocksAreBitmapsAndCursorsAgreeWithTheirDocs) {
         ASSERT_EQ(c->doc(), at == want.end() ? kEndDoc : *at) << term << " trial " << trial;
         if (c->doc() == kEndDoc) break;
         ASSERT_EQ(c->freq(), 1 + (2999 - c->doc()) % 3) << term;
+        ASSERT_EQ(c->ordinal(), at - want.begin()) << term;  // its place in the list
         next = asked.back() + 1;
         if (rng() % 3 == 0) {
           c->Advance(std::max(c->doc(), next + static_cast<DocId>(rng() % 50)));
