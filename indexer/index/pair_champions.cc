@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "common/strings.h"
+#include "indexer/index/ascending.h"
 #include "indexer/index/champions.h"
 
 namespace tweetsearch::index {
@@ -227,11 +228,15 @@ const RepeatPoint* Repeats::Find(DocId d, size_t* at) const {
     rank += static_cast<size_t>(std::popcount(bits[w] & ((uint64_t{1} << (d % 64)) - 1)));
     return &points[rank];
   }
-  // The lead's postings are spread over the segment, so each call steps a few dozen places:
-  // eight at a time, whose loads do not wait on one another, then one at a time.
+  // The lead's postings are spread over the segment, so each call steps a few places: eight
+  // compared at once, then one at a time near the end.
   const size_t n = docs.size();
   size_t i = *at;
-  while (i + 8 <= n && docs[i + 7] < d) i += 8;
+  while (i + 8 <= n) {
+    const uint32_t below = CountBelowOfEight(docs.data() + i, d);
+    i += below;
+    if (below < 8) break;
+  }
   while (i < n && docs[i] < d) ++i;
   *at = i;
   return i < n && docs[i] == d ? &points[i] : nullptr;

@@ -4,9 +4,6 @@
 
 #include <algorithm>
 #include <bit>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -15,6 +12,7 @@
 #include "common/file_util.h"
 #include "common/snowflake.h"
 #include "common/strings.h"
+#include "indexer/index/ascending.h"
 #include "indexer/index/bitpack.h"
 #include "indexer/index/champions.h"
 #include "indexer/index/pair_champions.h"
@@ -434,25 +432,11 @@ class SealedCursor final : public PostingCursor {
   // The first place at or after j (in the decoded packed block) whose DocId is not below
   // `a`, which is at most the block's last DocId.
   uint32_t PastBelow(uint32_t j, DocId a) const {
-#if defined(__SSE2__)
-    // Signed comparisons of DocIds with the top bit flipped order them as unsigned.
-    const __m128i flip = _mm_set1_epi32(INT32_MIN);
-    const __m128i target = _mm_xor_si128(_mm_set1_epi32(static_cast<int>(a)), flip);
     while (true) {
-      const __m128i lo =
-          _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(docs_ + j)), flip);
-      const __m128i hi =
-          _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(docs_ + j + 4)), flip);
-      const int below = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(target, lo))) |
-                        _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(target, hi))) << 4;
-      // The DocIds ascend, so those below `a` are a prefix of the eight.
-      j += static_cast<uint32_t>(std::popcount(static_cast<unsigned>(below)));
-      if (below != 0xFF) return j;
+      const uint32_t below = CountBelowOfEight(docs_ + j, a);
+      j += below;
+      if (below < 8) return j;
     }
-#else
-    while (docs_[j] < a) ++j;
-    return j;
-#endif
   }
 
   // ORs the bits of `n` ascending DocIds into `words` (bit 0: DocId `from`), whose words past
