@@ -31,6 +31,7 @@ uint32_t LeadPointLength(uint8_t point) {
 
 LeadPoints::LeadPoints(absl::flat_hash_map<std::string, std::vector<uint8_t>> by_word)
     : by_word_(std::move(by_word)) {
+  bytes_ = by_word_.capacity() * sizeof(std::pair<std::string, std::vector<uint8_t>>);
   for (const auto& [word, points] : by_word_) bytes_ += word.capacity() + points.capacity();
 }
 

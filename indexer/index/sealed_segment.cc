@@ -574,7 +574,7 @@ class SealedCursor final : public PostingCursor {
   const uint8_t* bits_ = nullptr;
   uint32_t start_ = 0;
   uint32_t span_ = 0;
-  // Past the block's postings, kEndDoc padding: SIMD steps of CountBelow read 8 at a time.
+  // Past a packed block's postings, kDocsPad kEndDocs: PastBelow reads eight at a time.
   uint32_t docs_[kBlockSize + kDocsPad];
   mutable uint32_t freqs_[kBlockSize];
   mutable bool freqs_decoded_ = false;
