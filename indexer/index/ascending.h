@@ -21,8 +21,7 @@ inline uint32_t CountBelowOfEight(const uint32_t* p, uint32_t a) {
   const __m128i flip = _mm_set1_epi32(INT_MIN);
   const __m128i target = _mm_xor_si128(_mm_set1_epi32(static_cast<int>(a)), flip);
   const __m128i lo = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), flip);
-  const __m128i hi =
-      _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 4)), flip);
+  const __m128i hi = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 4)), flip);
   const int below = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(target, lo))) |
                     _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(target, hi))) << 4;
   return static_cast<uint32_t>(std::popcount(static_cast<unsigned>(below)));
