@@ -350,6 +350,11 @@ uint64_t MatchCounter::CountWindow(const uint64_t* bits, DocId from, DocId end) 
       word = FilterWord(word, base, check_created_);
     }
     total += static_cast<uint64_t>(std::popcount(word));
+    if (collect_ != nullptr) {
+      for (uint64_t left = word; left != 0; left &= left - 1) {
+        collect_->push_back(base + static_cast<DocId>(std::countr_zero(left)));
+      }
+    }
   }
   return total;
 }

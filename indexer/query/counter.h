@@ -68,6 +68,9 @@ class MatchCounter {
   // Adds to *count the matches among DocIds [from, visible), stopping at the end of the first
   // window after which *count is at least `stop` (so it may pass `stop`). Call once.
   void Count(index::DocId from, uint64_t stop, uint64_t* count);
+  // Makes Count() also append each match it counts to *matches, ascending (a ranked search of
+  // an AND with few matches ranks those rather than walking its lists again).
+  void CollectInto(std::vector<index::DocId>* matches) { collect_ = matches; }
   // Adds each match to counts[i] of the bucket its created_at falls in (`counts` holds
   // buckets.count entries); matches outside every bucket are not counted. Only ranges of 64
   // DocIds whose created_at bounds straddle a bucket boundary read the column, tweet by tweet.
@@ -112,6 +115,7 @@ class MatchCounter {
   uint64_t* bucket_counts_ = nullptr;
   int64_t time_from_ = 0;
   int64_t time_to_ = 0;
+  std::vector<index::DocId>* collect_ = nullptr;  // CollectInto
   std::unique_ptr<Node> root_;
 };
 

@@ -757,14 +757,16 @@ class Evaluation {
   }
 
   // Counts the matches of `segment` from DocId `from` on, until the cap, over bitmaps of
-  // DocId windows (see counter.h).
-  void CountFrom(const Segment& segment, DocId visible, DocId from) {
+  // DocId windows (see counter.h); appends those counted to *matches if given.
+  void CountFrom(const Segment& segment, DocId visible, DocId from,
+                 std::vector<DocId>* matches = nullptr) {
     Context ctx{&segment.columns(), &options_.scoring, stats_.avg_length, TfTable()};
     MatcherBuilder builder(segment, visible, stats_, ctx);
     MatchCounter counter(segment, visible, plan_, options_.watermark,
                          [&builder](const PlanNode& phrase) -> std::unique_ptr<DocSource> {
                            return std::make_unique<MatcherSource>(builder.Build(phrase));
                          });
+    counter.CollectInto(matches);
     counter.Count(from, stop_, &total_);
   }
 
@@ -905,6 +907,7 @@ class Evaluation {
         RunSparseAnd(segment, builder, offered);
         return;
       }
+      if (!counted && RankCountedMatches(segment, builder, offered)) return;
       RunExhaustive(segment, builder.Build(plan_.root), offered);
       return;
     }
@@ -1628,6 +1631,49 @@ class Evaluation {
       if (tier.docs.size() * matches >= 2 * uint64_t{options_.limit} * rows) return tier;
     }
     return tiers.back();
+  }
+
+  // Most liked of an AND that the segment must count and whose matches there fit under the
+  // cap: counted first (the count is owed anyway), keeping the matches, which are then
+  // offered one by one; the AND's lists are not walked a second time (a leapfrog over common
+  // words costs more than the counter's bitmaps: `me like back`). False, having counted the
+  // segment or not, where the walk must follow: no count was owed, or it went past the cap
+  // (the matches kept are not all of them).
+  bool RankCountedMatches(const Segment& segment, MatcherBuilder& builder,
+                          const std::function<bool(DocId)>& offered) {
+    if (plan_.root.kind != PlanNode::Kind::kAnd || total_ >= stop_ ||
+        counted_.contains(segment_index_)) {
+      return false;
+    }
+    bool exact = false;
+    const uint64_t bound =
+        SegmentLowerBound(segment, segment.MaxTweetId() > options_.watermark, &exact);
+    if (exact || total_ + bound >= stop_) return false;  // CountTotal needs no walk
+    if (UseCachedCount(segment)) {
+      counted_.insert(segment_index_);
+      return false;
+    }
+    const uint64_t generation = segment.columns().changes(), before = total_;
+    std::vector<DocId> matches;
+    CountFrom(segment, segment.VisibleDocs(), 0, &matches);
+    counted_.insert(segment_index_);
+    if (!segment.Health().ok()) {
+      count_missed_damaged_ = true;
+      return false;
+    }
+    StoreCount(segment, generation, before);
+    if (total_ >= stop_) return false;
+    const Columns& c = segment.columns();
+    std::unique_ptr<Matcher> m = builder.Build(plan_.root);
+    for (const DocId d : matches) {
+      // Once the top k is full, most matches have too few likes: one column read.
+      if ((top_.full() && c.likes(d) < top_.worst().primary) || offered(d)) continue;
+      const std::optional<SortKey> key = Accept(c, d);
+      if (!key || !top_.Wants(*key)) continue;
+      m->Advance(d);  // a match: it stops there, for the hit's score
+      Offer(c, d, *key, *m);
+    }
+    return true;
   }
 
   // Offers every match of `m` in most-liked order but those `offered` says were (which must
