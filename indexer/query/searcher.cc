@@ -1006,11 +1006,16 @@ class Evaluation {
     std::vector<std::unique_ptr<Matcher>> excluded;
     for (const PlanNode& e : plan_.root.excluded) excluded.push_back(builder.Build(e));
     MergedDocs lead(children[0].second, visible_docs_[segment_index_]);
+    std::vector<std::vector<PostingCursor*>> filters;  // the other children's words' cursors
+    for (size_t i = 1; i < children.size(); ++i) {
+      std::vector<PostingCursor*>& cursors = filters.emplace_back();
+      for (auto& word : children[i].second) cursors.push_back(&word->cursor());
+    }
     std::array<DocId, kBatch> docs;
     while (size_t n = lead.Next(docs.data(), docs.size())) {
       if (!counting || total_ >= stop_) n = keep(*children[0].first, docs.data(), n);
-      for (size_t i = 1; i < children.size() && n > 0; ++i) {
-        n = FilterAny(children[i].second, docs.data(), n);
+      for (size_t i = 0; i < filters.size() && n > 0; ++i) {
+        n = index::FilterAny(filters[i], docs.data(), n);
       }
       for (size_t i = 0; i < n; ++i) {
         const DocId d = docs[i];
@@ -1042,14 +1047,6 @@ class Evaluation {
     std::vector<const PlanNode*> words;
     for (const PlanNode& n : node.children) words.push_back(&n);
     return words;
-  }
-
-  // Keeps, in order, those of docs[0..n) that any of `words` holds; returns how many.
-  static size_t FilterAny(std::vector<std::unique_ptr<TermMatcher>>& words, DocId* docs, size_t n) {
-    std::vector<PostingCursor*> cursors;
-    cursors.reserve(words.size());
-    for (auto& word : words) cursors.push_back(&word->cursor());
-    return index::FilterAny(cursors, docs, n);
   }
 
   // Most liked over a sparse AND (IsSparseAnd) that the tiers did not decide: every match is
@@ -1090,9 +1087,7 @@ class Evaluation {
     const double recency = RecencyBound(c, 0, segment.VisibleDocs() - 1);
     std::unique_ptr<Matcher> lead;  // scores the lead's postings; built on first use
     std::vector<double> others;     // by length: the other children's largest text
-    auto others_at = [&](uint32_t length) {
-      return length < others.size() ? others[length] : others.back();
-    };
+    auto others_at = [&](uint32_t length) { return AtLength(others, length); };
     std::optional<LeadPointBound> by_point;  // where the lead is a word
     auto keep = [&](const PlanNode& lead_node, DocId* docs, size_t n) {
       if (!top_.full()) return n;
@@ -1129,9 +1124,7 @@ class Evaluation {
     // bounds it first, its own cursor moved to each match.
     std::unique_ptr<TermMatcher> match_lead;
     std::vector<double> match_others;
-    auto match_others_at = [&](uint32_t length) {
-      return length < match_others.size() ? match_others[length] : match_others.back();
-    };
+    auto match_others_at = [&](uint32_t length) { return AtLength(match_others, length); };
     std::optional<LeadPointBound> match_points;
     bool match_points_tried = false;
     ForEachSparseAndMatch(
@@ -1177,6 +1170,12 @@ class Evaluation {
           PushBestMatch(c, d, text);
         },
         keep);
+  }
+
+  // The entry of a table by tweet length (OthersTextByLength) for `length`: its last entry
+  // serves every longer one.
+  static double AtLength(const std::vector<double>& by_length, uint32_t length) {
+    return length < by_length.size() ? by_length[length] : by_length.back();
   }
 
   // Of the plan's root children (an AND), the word with the fewest postings in `segment`
@@ -1385,7 +1384,7 @@ class Evaluation {
     // number of times, without repeats).
     double TextOnce(uint32_t length) const {
       if (repeats != nullptr) return word->ScoreFor(1, length);
-      return most[std::min<size_t>(length, most.size() - 1)];
+      return AtLength(most, length);
     }
     // The repeat of DocId d, or null; d not below the last one asked.
     const index::RepeatPoint* Find(DocId d) {
