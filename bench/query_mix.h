@@ -60,10 +60,12 @@ struct TimedQuery {
 
 // Runs `text` alone on `index` (top 20, as of `now_ms`) and times it; nullopt when it does
 // not parse. Without cache_counts every run counts its matches (the same query in another sort
-// mode would find its counts cached).
+// mode would find its counts cached). rank_counted_up_to: SearchOptions' (0: best match of an
+// AND always walks its lists).
 inline std::optional<TimedQuery> TimeQuery(const index::Index& index, const std::string& text,
                                            query::SortMode sort, int64_t now_ms,
-                                           bool exact_total = false, bool cache_counts = false) {
+                                           bool exact_total = false, bool cache_counts = false,
+                                           size_t rank_counted_up_to = query::kTrackTotalHitsUpTo) {
   absl::StatusOr<query::Plan> plan = query::PlanQuery(text, index.analyzer());
   if (!plan.ok()) return std::nullopt;
   query::SearchOptions options;
@@ -72,6 +74,7 @@ inline std::optional<TimedQuery> TimeQuery(const index::Index& index, const std:
   options.now_ms = now_ms;
   options.exact_total = exact_total;
   options.cache_counts = cache_counts;
+  options.rank_counted_up_to = rank_counted_up_to;
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<query::SearchResult> r = query::Search(*index.Snapshot(), *plan, options);
   const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;

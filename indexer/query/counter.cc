@@ -328,7 +328,7 @@ void MatchCounter::CountSparse(DocId from, uint64_t stop, uint64_t* count) {
   }
 }
 
-uint64_t MatchCounter::CountWindow(const uint64_t* bits, DocId from, DocId end) const {
+uint64_t MatchCounter::CountWindow(const uint64_t* bits, DocId from, DocId end) {
   const Columns& c = segment_.columns();
   const bool check_likes = plan_.min_likes > 0;
   uint64_t total = 0;
@@ -350,13 +350,21 @@ uint64_t MatchCounter::CountWindow(const uint64_t* bits, DocId from, DocId end) 
       word = FilterWord(word, base, check_created_);
     }
     total += static_cast<uint64_t>(std::popcount(word));
-    if (collect_ != nullptr) {
-      for (uint64_t left = word; left != 0; left &= left - 1) {
-        collect_->push_back(base + static_cast<DocId>(std::countr_zero(left)));
-      }
-    }
+    if (collect_ != nullptr && word != 0) Collect(word, base);
   }
   return total;
+}
+
+void MatchCounter::Collect(uint64_t word, DocId base) {
+  if (collect_->size() + static_cast<size_t>(std::popcount(word)) > collect_max_) {
+    collect_->clear();
+    collect_ = nullptr;
+    collect_overflowed_ = true;
+    return;
+  }
+  for (uint64_t left = word; left != 0; left &= left - 1) {
+    collect_->push_back(base + static_cast<DocId>(std::countr_zero(left)));
+  }
 }
 
 // Clears the bits of the 64 tweets from `base` that fail the filters checked tweet by tweet,

@@ -68,9 +68,16 @@ class MatchCounter {
   // Adds to *count the matches among DocIds [from, visible), stopping at the end of the first
   // window after which *count is at least `stop` (so it may pass `stop`). Call once.
   void Count(index::DocId from, uint64_t stop, uint64_t* count);
-  // Makes Count() also append each match it counts to *matches, ascending (a ranked search of
-  // an AND with few matches ranks those rather than walking its lists again).
-  void CollectInto(std::vector<index::DocId>* matches) { collect_ = matches; }
+  // Makes Count() also append each match it counts to *matches, ascending, while they are at
+  // most `max` (a ranked search of an AND with few matches ranks those rather than walking its
+  // lists again). Past `max`, *matches is cleared and no more are kept: collected_all() turns
+  // false.
+  void CollectInto(std::vector<index::DocId>* matches, size_t max = SIZE_MAX) {
+    collect_ = matches;
+    collect_max_ = max;
+  }
+  // Whether every match Count() counted is in CollectInto's vector.
+  bool collected_all() const { return !collect_overflowed_; }
   // Adds each match to counts[i] of the bucket its created_at falls in (`counts` holds
   // buckets.count entries); matches outside every bucket are not counted. Only ranges of 64
   // DocIds whose created_at bounds straddle a bucket boundary read the column, tweet by tweet.
@@ -94,7 +101,9 @@ class MatchCounter {
   // Counts a DocId at a time, for another AND whose rarest child is sparse.
   void CountSparse(index::DocId from, uint64_t stop, uint64_t* count);
   // The window's matches: the root's bits less the deleted, the invisible and the filtered.
-  uint64_t CountWindow(const uint64_t* bits, index::DocId from, index::DocId end) const;
+  uint64_t CountWindow(const uint64_t* bits, index::DocId from, index::DocId end);
+  // Appends the matches of one word of the window (bit i: DocId base + i) to collect_.
+  void Collect(uint64_t word, index::DocId base);
   uint64_t FilterWord(uint64_t word, index::DocId base, bool check_created) const;
   // CountWindow's step for one word of matches under CountByTime: counts them in their buckets.
   uint64_t TallyByTime(uint64_t word, index::DocId base) const;
@@ -116,6 +125,8 @@ class MatchCounter {
   int64_t time_from_ = 0;
   int64_t time_to_ = 0;
   std::vector<index::DocId>* collect_ = nullptr;  // CollectInto
+  size_t collect_max_ = SIZE_MAX;
+  bool collect_overflowed_ = false;
   std::unique_ptr<Node> root_;
 };
 

@@ -625,6 +625,7 @@ class Evaluation {
     result.champion_cutoffs = champion_cutoffs_;
     result.tier_cutoffs = tier_cutoffs_;
     result.triple_walk_cutoffs = triple_walk_cutoffs_;
+    result.counted_rankings = counted_rankings_;
     return result;
   }
 
@@ -757,17 +758,19 @@ class Evaluation {
   }
 
   // Counts the matches of `segment` from DocId `from` on, until the cap, over bitmaps of
-  // DocId windows (see counter.h); appends those counted to *matches if given.
-  void CountFrom(const Segment& segment, DocId visible, DocId from,
-                 std::vector<DocId>* matches = nullptr) {
+  // DocId windows (see counter.h); appends those counted to *matches if given, while they are
+  // at most `max`, and tells whether it kept them all.
+  bool CountFrom(const Segment& segment, DocId visible, DocId from,
+                 std::vector<DocId>* matches = nullptr, size_t max = SIZE_MAX) {
     Context ctx{&segment.columns(), &options_.scoring, stats_.avg_length, TfTable()};
     MatcherBuilder builder(segment, visible, stats_, ctx);
     MatchCounter counter(segment, visible, plan_, options_.watermark,
                          [&builder](const PlanNode& phrase) -> std::unique_ptr<DocSource> {
                            return std::make_unique<MatcherSource>(builder.Build(phrase));
                          });
-    counter.CollectInto(matches);
+    counter.CollectInto(matches, max);
     counter.Count(from, stop_, &total_);
+    return counter.collected_all();
   }
 
   bool CreatedInRange(const Columns& c, DocId d) const {
@@ -1161,13 +1164,7 @@ class Evaluation {
               return;
             }
           }
-          m->Advance(d);  // a match: it stops there
-          const double text = m->Score();
-          if (top_.full() && Inflate(text + static_bound) < top_.worst().primary) {
-            pruned_ = true;
-            return;
-          }
-          PushBestMatch(c, d, text);
+          ScoreAndPush(c, d, *m, static_bound);
         },
         keep);
   }
@@ -1632,16 +1629,15 @@ class Evaluation {
     return tiers.back();
   }
 
-  // Most liked of an AND that the segment must count and whose matches there fit under the
-  // cap: counted first (the count is owed anyway), keeping the matches, which are then
-  // offered one by one; the AND's lists are not walked a second time (a leapfrog over common
-  // words costs more than the counter's bitmaps: `me like back`). False, having counted the
-  // segment or not, where the walk must follow: no count was owed, or it went past the cap
-  // (the matches kept are not all of them).
-  bool RankCountedMatches(const Segment& segment, MatcherBuilder& builder,
-                          const std::function<bool(DocId)>& offered) {
+  // Counts an AND whose count `segment` owes (no cached count, no bound from document
+  // frequencies that settles it), from its first DocId, keeping in *matches the matches it
+  // counts while they are at most `max`. True when *matches then holds every match of the
+  // segment (the count stayed under the cap and under `max`), which can be ranked instead of
+  // walking the AND's lists again; false, having counted the segment or not, where the walk
+  // must follow.
+  bool CountKeepingMatches(const Segment& segment, size_t max, std::vector<DocId>* matches) {
     if (plan_.root.kind != PlanNode::Kind::kAnd || total_ >= stop_ ||
-        counted_.contains(segment_index_)) {
+        counted_.contains(segment_index_) || max == 0) {
       return false;
     }
     bool exact = false;
@@ -1653,15 +1649,25 @@ class Evaluation {
       return false;
     }
     const uint64_t generation = segment.columns().changes(), before = total_;
-    std::vector<DocId> matches;
-    CountFrom(segment, segment.VisibleDocs(), 0, &matches);
+    const bool all = CountFrom(segment, visible_docs_[segment_index_], 0, matches, max);
     counted_.insert(segment_index_);
     if (!segment.Health().ok()) {
       count_missed_damaged_ = true;
       return false;
     }
     StoreCount(segment, generation, before);
-    if (total_ >= stop_) return false;
+    return all && total_ < stop_;
+  }
+
+  // Most liked of an AND that the segment must count and whose matches there fit under the
+  // cap: counted first (the count is owed anyway), keeping the matches, which are then
+  // offered one by one; the AND's lists are not walked a second time (a leapfrog over common
+  // words costs more than the counter's bitmaps: `me like back`). False, having counted the
+  // segment or not, where the walk must follow (CountKeepingMatches).
+  bool RankCountedMatches(const Segment& segment, MatcherBuilder& builder,
+                          const std::function<bool(DocId)>& offered) {
+    std::vector<DocId> matches;
+    if (!CountKeepingMatches(segment, SIZE_MAX, &matches)) return false;
     const Columns& c = segment.columns();
     std::unique_ptr<Matcher> m = builder.Build(plan_.root);
     for (const DocId d : matches) {
@@ -1673,6 +1679,115 @@ class Evaluation {
       Offer(c, d, *key, *m);
     }
     return true;
+  }
+
+  // A pair word's frequency in the tweets that hold it, ascending, from its repeats
+  // (pair_champions.h): a tweet not among them holds it once; one with 255 or more is given
+  // the list's largest frequency, a bound.
+  struct RepeatedWord {
+    RepeatedWord() = default;
+    RepeatedWord(const index::Repeats* r, TermMatcher& word)
+        : repeats(r), max_tf(std::max<uint32_t>(1, word.cursor().list_bound().max_tf)) {}
+    // Requires: the word is in `d`, and d is not below the last DocId asked.
+    uint32_t Tf(DocId d) {
+      const index::RepeatPoint* p = repeats->Find(d, &at);
+      return p == nullptr ? 1 : p->tf == UINT8_MAX ? max_tf : p->tf;
+    }
+    const index::Repeats* repeats = nullptr;
+    size_t at = 0;  // Repeats::Find's place
+    uint32_t max_tf = 1;
+  };
+
+  // Best match of an AND whose count the segment owes and whose matches there are at most
+  // options_.rank_counted_up_to: counted first, keeping the matches (CountKeepingMatches),
+  // which are then scored one by one; the lists are not walked again (the count met every
+  // match already, over bitmaps). A match is passed over when its text bound (CountedText) at
+  // its length, with the most popularity and its block's recency bound, falls short of the
+  // k-th score; then when it does with its likes band's popularity. False where the walk must
+  // follow.
+  bool RankCountedBestMatch(const Segment& segment, MatcherBuilder& builder) {
+    std::vector<DocId> matches;
+    if (!CountKeepingMatches(segment, options_.rank_counted_up_to, &matches)) return false;
+    ++counted_rankings_;
+    const Columns& c = segment.columns();
+    CountedText text(*this, segment, builder);
+    const double most_popularity = band_popularity_.back();
+    std::unique_ptr<Matcher> m;
+    DocId block = kEndDoc;  // of RecencyBound's 2^kRecencyShift DocIds that `recency` bounds
+    double recency = 0;
+    for (const DocId d : matches) {
+      if (AlreadyOffered(d)) continue;
+      if (m == nullptr) m = builder.Build(plan_.root);
+      double static_bound = 0;
+      if (top_.full()) {
+        if (d >> kRecencyShift != block) {
+          block = d >> kRecencyShift;
+          recency = RecencyBound(c, d, d);
+        }
+        const double most = text.At(d, c.length(d));
+        if (Inflate(most + most_popularity + recency) < top_.worst().primary) {
+          pruned_ = true;
+          continue;
+        }
+        static_bound = band_popularity_[index::LikesBand(c.BaseLikes(d))] + recency;
+        if (Inflate(most + static_bound) < top_.worst().primary) {
+          pruned_ = true;
+          continue;
+        }
+      }
+      ScoreAndPush(c, d, *m, static_bound);
+    }
+    return true;
+  }
+
+  // The most text a match of the plan can have, match by match in ascending DocIds: each
+  // scored word's idf times TfPart at the match's length and the word's frequency there, from
+  // the segment's repeats where the word is a pair word (a posting not among its repeats
+  // holds the word once: pair_champions.h), else at its list's largest frequency. A word
+  // under an OR counts as if the match held it. For a plan of pair words this is the match's
+  // text itself, read without moving a cursor.
+  class CountedText {
+   public:
+    CountedText(const Evaluation& e, const Segment& segment, MatcherBuilder& builder) {
+      const index::PairChampions* pairs = segment.pair_champions();
+      std::vector<const std::string*> words;
+      CollectScoredWords(e.plan_.root, &words);
+      for (const std::string* w : words) {
+        std::unique_ptr<TermMatcher> t = builder.Term(*w, /*scored=*/true);
+        if (t == nullptr || t->idf() == 0) continue;
+        RepeatedWord r(pairs == nullptr ? nullptr : pairs->RepeatsOf(*w), *t);
+        words_.push_back({std::move(t), r});
+      }
+    }
+    double At(DocId d, uint32_t length) {
+      double text = 0;
+      for (Word& w : words_) {
+        const uint32_t tf = w.repeated.repeats == nullptr ? w.repeated.max_tf : w.repeated.Tf(d);
+        text += w.term->ScoreFor(tf, length);
+      }
+      return text;
+    }
+
+   private:
+    struct Word {
+      std::unique_ptr<TermMatcher> term;  // for ScoreFor; never moved
+      RepeatedWord repeated;
+    };
+    std::vector<Word> words_;
+  };
+
+  // Scores `d`, a match of the plan, with `m` (moved to it) and pushes it, unless the top k is
+  // full and its text plus `static_bound` (its likes band's popularity and a recency bound)
+  // falls short of the k-th score.
+  void ScoreAndPush(const Columns& c, DocId d, Matcher& m, double static_bound) {
+    if (m.doc() < d) m.Advance(d);
+    if (m.doc() != d) return;
+    const double text = m.Score();
+    if (top_.full() && Inflate(text + static_bound) < top_.worst().primary) {
+      pruned_ = true;
+      return;
+    }
+    PushBestMatch(c, d, text);
   }
 
   // Offers every match of `m` in most-liked order but those `offered` says were (which must
@@ -1770,7 +1885,7 @@ class Evaluation {
   // newest created_at of each 4,096 DocIds (computed once per query and segment) or, for a
   // wider span, of the whole segment.
   double RecencyBound(const Columns& c, DocId from, DocId to) {
-    constexpr int kShift = 12;
+    constexpr int kShift = kRecencyShift;
     const ScoringParams& p = options_.scoring;
     if (&c != recency_columns_) {
       recency_columns_ = &c;
@@ -2214,7 +2329,8 @@ class Evaluation {
   // point of (a, b) joined with those of (a, c) and (b, c) at a common length and likes still
   // reached 0.1 to 0.4 above the k-th score at 10M tweets, with four times the champions. So
   // each pair's champions are offered first (those holding the third word match), which sets
-  // a high k-th score, and then every match is met by WalkThreeWords. False, having offered
+  // a high k-th score, and then every match is met: from the segment's count where it is
+  // owed and fits (RankCountedBestMatch), else by WalkThreeWords. False, having offered
   // nothing, for other plans and where a pair is missing.
   bool RunTripleOfPairs(const Segment& segment, MatcherBuilder& builder) {
     const std::array<const std::string*, 3>& words = triple_words_;
@@ -2229,7 +2345,7 @@ class Evaluation {
     }
     OfferChampionRows(segment, builder, std::move(rows),
                       std::numeric_limits<double>::infinity());  // never done here
-    WalkThreeWords(segment, builder, words, nullptr);
+    if (!RankCountedBestMatch(segment, builder)) WalkThreeWords(segment, builder, words, nullptr);
     return true;
   }
 
@@ -2272,13 +2388,14 @@ class Evaluation {
   // in *pushed (if given; the ones offered here are added). The three lists' bits are ANDed a
   // window of DocIds at a time (PostingCursor::FillBits): a leapfrog step and a block bound per
   // window cost more than a bit per posting where lists are this dense. A common DocId is
-  // passed over when the text of the word with the largest idf, plus the most every other
-  // scored word of the plan can add at its length (their lists' largest frequencies), its
-  // likes band's popularity and its window's recency bound, falls short of the k-th score,
-  // which rules out most after one frequency read instead of three; else when the three
-  // words' text with the most the plan's other scored words can add does. The rest are
-  // confirmed by the plan's matcher (filters, exclusions) and scored by it, as every walk
-  // scores.
+  // passed over when the three words' text, plus the most every other scored word of the
+  // plan can add at its length (their lists' largest frequencies), its likes band's
+  // popularity and its window's recency bound, falls short of the k-th score. The three
+  // words' frequencies come from their repeats (pair words'), so no cursor moves for it;
+  // where the segment has none, the word with the largest idf is moved to it first and the
+  // DocId passed over on its text alone where that suffices (one frequency read instead of
+  // three). The rest are confirmed by the plan's matcher (filters, exclusions) and scored by
+  // it, as every walk scores.
   void WalkThreeWords(const Segment& segment, MatcherBuilder& builder,
                       const std::array<const std::string*, 3>& words,
                       absl::flat_hash_set<DocId>* pushed) {
@@ -2308,6 +2425,15 @@ class Evaluation {
         if (!of_three) beside_three[l] += text[l];
       }
     }
+    // Where the segment keeps the three words' repeats (pair words do), a match's text comes
+    // from them and its length, no cursor moved: moving the rarest word's cursor to each
+    // match and decoding its frequency took about a third of the walk (docs/benchmarks.md).
+    std::array<RepeatedWord, 3> repeats;
+    bool by_repeats = segment.pair_champions() != nullptr;
+    for (size_t i = 0; i < words.size() && by_repeats; ++i) {
+      repeats[i] = RepeatedWord(segment.pair_champions()->RepeatsOf(*words[i]), *scored[i]);
+      by_repeats = repeats[i].repeats != nullptr;
+    }
     const Columns& c = segment.columns();
     std::unique_ptr<Matcher> m = builder.Build(plan_.root);
     std::array<uint64_t, kBitmapWindow / 64> common;
@@ -2326,19 +2452,27 @@ class Evaluation {
           // Rows whose likes changed were offered with their new likes; the others have the
           // likes they were written with.
           const double fixed = band_popularity_[index::LikesBand(c.BaseLikes(d))] + recency;
-          scored[lead]->Advance(d);
-          double text = scored[lead]->ScoreAt(length);
-          if (top_.full() && Inflate(text + beside_lead[l] + fixed) < top_.worst().primary) {
-            pruned_ = lead_cut = true;
-            continue;
-          }
-          for (size_t t = 0; t < scored.size(); ++t) {
-            if (t == lead) continue;
-            scored[t]->Advance(d);
-            text += scored[t]->ScoreAt(length);
+          double text = 0;
+          if (by_repeats) {
+            for (size_t t = 0; t < scored.size(); ++t) {
+              text += scored[t]->ScoreFor(repeats[t].Tf(d), length);
+            }
+          } else {
+            scored[lead]->Advance(d);
+            text = scored[lead]->ScoreAt(length);
+            if (top_.full() && Inflate(text + beside_lead[l] + fixed) < top_.worst().primary) {
+              pruned_ = lead_cut = true;
+              continue;
+            }
+            for (size_t t = 0; t < scored.size(); ++t) {
+              if (t == lead) continue;
+              scored[t]->Advance(d);
+              text += scored[t]->ScoreAt(length);
+            }
           }
           if (top_.full() && Inflate(text + beside_three[l] + fixed) < top_.worst().primary) {
             pruned_ = true;
+            lead_cut |= by_repeats;  // no cursor moved for it
             continue;
           }
           if (AlreadyOffered(d) || (pushed != nullptr && pushed->contains(d))) continue;
@@ -2445,6 +2579,7 @@ class Evaluation {
     if (dense.size() < 2) return OfferChampionRows(segment, builder, std::move(rows), rest);
     OfferChampionRows(segment, builder, std::move(rows),
                       std::numeric_limits<double>::infinity());  // decided below
+    if (RankCountedBestMatch(segment, builder)) return true;
     absl::flat_hash_set<DocId> pushed;
     for (size_t i = 0; i < dense.size(); ++i) {
       for (size_t j = i + 1; j < dense.size(); ++j) {
@@ -2647,6 +2782,7 @@ class Evaluation {
       RunSparseAndBestMatch(segment, builder);
       return;
     }
+    if (RankCountedBestMatch(segment, builder)) return;
     std::vector<const PlanNode*> nodes;
     if (!FlatTerms(plan_.root, &nodes)) {
       RunBestMatchTree(segment, builder);
@@ -2906,6 +3042,7 @@ class Evaluation {
   uint32_t champion_cutoffs_ = 0;      // segments RunChampions decided
   uint32_t tier_cutoffs_ = 0;          // segments their tier postings decided (most liked)
   uint32_t triple_walk_cutoffs_ = 0;   // see SearchResult::triple_walk_cutoffs
+  uint32_t counted_rankings_ = 0;      // see SearchResult::counted_rankings
   bool count_missed_damaged_ = false;  // CountTotal met a damaged segment
   // Counting stops at one past the cap (never, with exact_total).
   std::string count_key_;  // CountKey()
@@ -2958,6 +3095,8 @@ class Evaluation {
   static constexpr uint64_t kCoarseListRatio = 8;
   // TwoWordsNeverMeet looks at the pairs of at most this many words.
   static constexpr size_t kMaxMeetingWords = 16;
+  // RecencyBound's bounds are per 2^kRecencyShift DocIds.
+  static constexpr int kRecencyShift = 12;
   // IsSparseAnd: fewer postings than one per this many DocIds in the rarest child.
   static constexpr uint64_t kSparseAndDensity = 64;
   // OthersTextByLength: lengths below this have an entry of their own.

@@ -51,6 +51,11 @@ struct CollectionStats {
   absl::flat_hash_map<std::string, uint64_t> doc_freq;  // for the plan's terms
 };
 
+inline constexpr uint32_t kMaxLimit = 1000;
+// Matches are counted exactly up to this many; beyond, the total says "at least this many"
+// (Elasticsearch's track_total_hits default), unless exact_total asks for every one.
+inline constexpr uint64_t kTrackTotalHitsUpTo = 10'000;
+
 struct SearchOptions {
   SortMode sort = SortMode::kNewest;
   uint32_t limit = 20;              // hits per page, 1 to kMaxLimit
@@ -66,11 +71,11 @@ struct SearchOptions {
   // A later page of a best-match search passes those of its first page, so that tweets
   // arriving in between cannot move scores. Must outlive the Search() call.
   const CollectionStats* stats = nullptr;
+  // Best match of an AND in a segment whose count is owed: when the count finds at most this
+  // many matches there, they are ranked from the count (which keeps them) instead of walking
+  // the lists again. 0 always walks (tests of the walks).
+  size_t rank_counted_up_to = kTrackTotalHitsUpTo;
 };
-inline constexpr uint32_t kMaxLimit = 1000;
-// Matches are counted exactly up to this many; beyond, the total says "at least this many"
-// (Elasticsearch's track_total_hits default), unless exact_total asks for every one.
-inline constexpr uint64_t kTrackTotalHitsUpTo = 10'000;
 
 struct Hit {
   TweetId id = 0;
@@ -94,8 +99,12 @@ struct SearchResult {
   // Diagnostics: segments whose tier postings alone decided a most-liked ranking.
   uint32_t tier_cutoffs = 0;
   // Diagnostics: segments where best match walked three common words over their lists' bits
-  // and passed over some match on its rarest word's text alone.
+  // and passed over some match before moving a cursor to it (on the words' repeats, or else
+  // on its rarest word's text alone).
   uint32_t triple_walk_cutoffs = 0;
+  // Diagnostics: segments whose best-match ranking scored the matches their count kept
+  // (SearchOptions::rank_counted_up_to) instead of walking the lists.
+  uint32_t counted_rankings = 0;
 };
 
 // Applies the kTrackTotalHitsUpTo rule to a total (one partition's, or partitions' summed,

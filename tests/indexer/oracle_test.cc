@@ -279,6 +279,13 @@ int g_champion_cutoffs = 0;
 int g_tier_cutoffs = 0;
 // Segments where best match of three common words passed over a match on one word's text.
 int g_triple_walk_cutoffs = 0;
+// Segments whose best-match ranking scored the matches their count kept (rank_counted_up_to).
+int g_counted_rankings = 0;
+// CheckQuery calls so far: every other one ranks best match by walking the lists alone
+// (rank_counted_up_to 0), so that both the walks and the ranking from the count are checked;
+// the others cache no counts, or newest first (run first) would leave best match none to
+// make.
+int g_checks = 0;
 
 // Runs `count` random queries in all sort modes, paging to the end, against the oracle.
 // Runs `q` in every sort mode, page after page, against the oracle; counts it in *answered
@@ -289,8 +296,14 @@ void CheckQuery(const index::Index& index, const Oracle& oracle, std::mt19937_64
   absl::StatusOr<Plan> plan = PlanQuery(q, index.analyzer());
   if (!plan.ok()) return;
   ++*answered;
+  const bool walk_only = g_checks++ % 2 == 1;
   for (SortMode sort : {SortMode::kNewest, SortMode::kBestMatch, SortMode::kMostLiked}) {
     SearchOptions options;
+    if (walk_only) {
+      options.rank_counted_up_to = 0;
+    } else {
+      options.cache_counts = false;
+    }
     options.sort = sort;
     options.limit = static_cast<uint32_t>(1 + rng() % 25);
     options.now_ms = kBaseMillis + 3 * 24 * 3600 * 1000LL;
@@ -304,7 +317,7 @@ void CheckQuery(const index::Index& index, const Oracle& oracle, std::mt19937_64
       const size_t remaining = want.size() - std::min(want.size(), got.size());
       const std::string context = stage + " q=[" + q +
                                   "] sort=" + std::to_string(static_cast<int>(sort)) + " page " +
-                                  std::to_string(page);
+                                  std::to_string(page) + (walk_only ? " (walks only)" : "");
       // Every match, on every page and in every mode.
       ASSERT_TRUE(r->total_is_exact) << context;
       ASSERT_EQ(r->total_hits, want.size()) << context;
@@ -312,6 +325,7 @@ void CheckQuery(const index::Index& index, const Oracle& oracle, std::mt19937_64
       g_champion_cutoffs += static_cast<int>(r->champion_cutoffs);
       g_tier_cutoffs += static_cast<int>(r->tier_cutoffs);
       g_triple_walk_cutoffs += static_cast<int>(r->triple_walk_cutoffs);
+      g_counted_rankings += static_cast<int>(r->counted_rankings);
       ASSERT_EQ(r->hits.size(), std::min<size_t>(options.limit, remaining)) << context;
       got.insert(got.end(), r->hits.begin(), r->hits.end());
       if (r->hits.empty() || got.size() >= want.size()) break;
@@ -371,6 +385,7 @@ class OracleTest : public ::testing::TestWithParam<uint32_t> {};
 TEST_P(OracleTest, SearchEqualsBruteForceThroughTheIndexLifecycle) {
   std::mt19937_64 rng(GetParam());
   std::fill(std::begin(g_pruned_pages), std::end(g_pruned_pages), 0);
+  g_counted_rankings = 0;
   index::IndexOptions options;
   options.segment_max_docs = std::vector<uint32_t>{40, 300, 1000}[GetParam() % 3];
   std::unique_ptr<index::Index> index = *index::Index::Create(options);
@@ -429,9 +444,11 @@ TEST_P(OracleTest, SearchEqualsBruteForceThroughTheIndexLifecycle) {
   }
   CheckQueries(**loaded, oracle, rng, 40, "likes changed after reload");
 
-  // The comparisons above prove something only if pruning really ran.
+  // The comparisons above prove something only if pruning really ran, and if ANDs were
+  // ranked from their counts as well as by walks.
   EXPECT_GT(g_pruned_pages[static_cast<int>(SortMode::kNewest)], 0);
   EXPECT_GT(g_pruned_pages[static_cast<int>(SortMode::kBestMatch)], 0);
+  EXPECT_GT(g_counted_rankings, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, OracleTest, ::testing::Range(1u, 7u));
@@ -787,9 +804,11 @@ TEST(OracleTest, BestMatchOfAnOrAndACommonWordOverPairChampionsEqualsBruteForce)
                                             "(xray OR yankee) zulu min_faves:2",
                                             "(zulu OR yankee OR xray) " + kVocabulary[0]};
   g_triple_walk_cutoffs = 0;
+  g_counted_rankings = 0;
   CheckInSegmentsAndCompacted(*index, *oracle, rng, queries);
   EXPECT_GT(g_champion_cutoffs, 0);
   EXPECT_GT(g_triple_walk_cutoffs, 0);
+  EXPECT_GT(g_counted_rankings, 0);
 }
 
 // Best match of three common words whose every two form a pair (RunTripleOfPairs): the
@@ -811,8 +830,66 @@ TEST(OracleTest, BestMatchOfThreeCommonWordsOverTheirPairsEqualsBruteForce) {
   const std::vector<std::string> queries = {
       "zulu yankee xray", "xray zulu yankee -" + kVocabulary[0], "yankee xray zulu lang:en",
       "zulu xray yankee min_faves:3", "xray yankee zulu from:" + kUsers[1]};
+  g_counted_rankings = 0;
   CheckInSegmentsAndCompacted(*index, *oracle, rng, queries);
   EXPECT_GT(g_triple_walk_cutoffs, 0);
+  EXPECT_GT(g_counted_rankings, 0);
+}
+
+// Best match of ANDs of common words ranked from their counts (rank_counted_up_to): with the
+// limit at 0 or below a segment's matches (about 500 and 1,900 here, in one segment of 30,000
+// tweets) the lists are walked, the counter having stopped keeping matches past the limit;
+// with the default limit the pages are ranked from the count. Each way every page equals
+// brute force. Deletes and likes changed after sealing among the matches.
+TEST(OracleTest, AnAndIsRankedFromItsCountOnlyWhereItsMatchesFitTheLimit) {
+  std::mt19937_64 rng(77);
+  std::unique_ptr<index::Index> index;
+  std::unique_ptr<Oracle> oracle;
+  Corpus corpus = IndexPowerLawTweets(
+      rng, 30000, 30000,
+      [&](index::IndexDoc& d) {
+        if (rng() % 3 == 0) d.text += rng() % 4 == 0 ? " zulu zulu" : " zulu";
+        if (rng() % 5 == 0) d.text += " yankee";
+        if (rng() % 4 == 0) d.text += rng() % 3 == 0 ? " xray xray xray" : " xray";
+      },
+      &index, &oracle);
+  DeleteOrChangeLikes(
+      *index, *oracle, rng, corpus.docs, [](const index::IndexDoc& d) { return Holds(d, "xray"); },
+      20, 10);
+  const auto snapshot = index->Snapshot();
+  const std::vector<std::string> queries = {
+      "zulu yankee xray", "(zulu OR yankee) xray -" + kVocabulary[0], "xray zulu lang:en"};
+  for (const std::string& q : queries) {
+    absl::StatusOr<Plan> plan = PlanQuery(q, index->analyzer());
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    for (const size_t limit : {size_t{0}, size_t{10}, kTrackTotalHitsUpTo}) {
+      SearchOptions options;
+      options.sort = SortMode::kBestMatch;
+      options.now_ms = kBaseMillis + 3 * 24 * 3600 * 1000LL;
+      options.exact_total = true;
+      options.cache_counts = false;  // every page counts, so every page may rank from it
+      options.rank_counted_up_to = limit;
+      const std::vector<Hit> want =
+          oracle->Run(*plan, SortMode::kBestMatch, ComputeStats(*snapshot, *plan), options);
+      const std::string context = q + " limit " + std::to_string(limit);
+      ASSERT_GT(want.size(), 100u) << context;
+      std::vector<Hit> got;
+      int pages = 0, counted = 0;
+      while (got.size() < want.size() && pages < 200) {
+        absl::StatusOr<SearchResult> r = Search(*snapshot, *plan, options);
+        ASSERT_TRUE(r.ok()) << r.status();
+        ASSERT_EQ(r->total_hits, want.size()) << context;
+        ++pages;
+        counted += static_cast<int>(r->counted_rankings);
+        if (r->hits.empty()) break;
+        got.insert(got.end(), r->hits.begin(), r->hits.end());
+        options.after = r->hits.back().key;
+      }
+      ExpectSameHits(got, want, context);
+      // (A page that a pair's champions decide alone counts nothing before CountTotal.)
+      EXPECT_EQ(counted > 0, limit >= want.size()) << context;
+    }
+  }
 }
 
 // Common words two of which never meet (zulu and yankee, each in about a third of 60,000
