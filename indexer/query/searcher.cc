@@ -1688,8 +1688,10 @@ class Evaluation {
     RepeatedWord() = default;
     RepeatedWord(const index::Repeats* r, TermMatcher& word)
         : repeats(r), max_tf(std::max<uint32_t>(1, word.cursor().list_bound().max_tf)) {}
-    // Requires: the word is in `d`, and d is not below the last DocId asked.
+    // Requires: the word is in `d`, and d is not below the last DocId asked. Without
+    // repeats (not a pair word), the list's largest frequency.
     uint32_t Tf(DocId d) {
+      if (repeats == nullptr) return max_tf;
       const index::RepeatPoint* p = repeats->Find(d, &at);
       return p == nullptr ? 1 : p->tf == UINT8_MAX ? max_tf : p->tf;
     }
@@ -1713,17 +1715,12 @@ class Evaluation {
     CountedText text(*this, segment, builder);
     const double most_popularity = band_popularity_.back();
     std::unique_ptr<Matcher> m;
-    DocId block = kEndDoc;  // of RecencyBound's 2^kRecencyShift DocIds that `recency` bounds
-    double recency = 0;
     for (const DocId d : matches) {
       if (AlreadyOffered(d)) continue;
       if (m == nullptr) m = builder.Build(plan_.root);
       double static_bound = 0;
       if (top_.full()) {
-        if (d >> kRecencyShift != block) {
-          block = d >> kRecencyShift;
-          recency = RecencyBound(c, d, d);
-        }
+        const double recency = RecencyBound(c, d, d);  // its 4,096 DocIds', kept per query
         const double most = text.At(d, c.length(d));
         if (Inflate(most + most_popularity + recency) < top_.worst().primary) {
           pruned_ = true;
@@ -1762,8 +1759,7 @@ class Evaluation {
     double At(DocId d, uint32_t length) {
       double text = 0;
       for (Word& w : words_) {
-        const uint32_t tf = w.repeated.repeats == nullptr ? w.repeated.max_tf : w.repeated.Tf(d);
-        text += w.term->ScoreFor(tf, length);
+        text += w.term->ScoreFor(w.repeated.Tf(d), length);
       }
       return text;
     }
@@ -1885,7 +1881,7 @@ class Evaluation {
   // newest created_at of each 4,096 DocIds (computed once per query and segment) or, for a
   // wider span, of the whole segment.
   double RecencyBound(const Columns& c, DocId from, DocId to) {
-    constexpr int kShift = kRecencyShift;
+    constexpr int kShift = 12;
     const ScoringParams& p = options_.scoring;
     if (&c != recency_columns_) {
       recency_columns_ = &c;
@@ -3095,8 +3091,6 @@ class Evaluation {
   static constexpr uint64_t kCoarseListRatio = 8;
   // TwoWordsNeverMeet looks at the pairs of at most this many words.
   static constexpr size_t kMaxMeetingWords = 16;
-  // RecencyBound's bounds are per 2^kRecencyShift DocIds.
-  static constexpr int kRecencyShift = 12;
   // IsSparseAnd: fewer postings than one per this many DocIds in the rarest child.
   static constexpr uint64_t kSparseAndDensity = 64;
   // OthersTextByLength: lengths below this have an entry of their own.
