@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is missing, checks the style (formatting, function length), builds, and runs
-# every test twice: an optimized build, then a build under AddressSanitizer +
-# UndefinedBehaviorSanitizer. Then the concurrency tests (index, limiter) run under
-# ThreadSanitizer, and last every libFuzzer target runs for 30 s (clang, ASan + UBSan).
+# every test twice: an optimized build (g++), then a build under AddressSanitizer +
+# UndefinedBehaviorSanitizer (clang, every library also instrumented for libFuzzer, so that
+# the same build runs each libFuzzer target for 30 s after the tests). Then the concurrency
+# tests (index, limiter) run under ThreadSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,12 +26,15 @@ cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_T
 cmake --build build/release -j "$JOBS"
 ctest --test-dir build/release --output-on-failure -j "$JOBS"
 
-echo "== AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
-cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DBUILD_TESTING=ON -DBUILD_BENCHMARKS=OFF \
-  -DTWEETSEARCH_SANITIZE=address,undefined -DCMAKE_CXX_FLAGS="-O1" "$DEBUG_INFO"
-cmake --build build/asan -j "$JOBS"
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer build and tests (clang; the fuzz targets too)"
+# One build serves the tests and the fuzz targets: compiling the libraries once more for the
+# fuzzers cost more than the coverage instrumentation costs the tests (docs/architecture.md).
+CC=clang CXX=clang++ cmake -S . -B build/asan-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DBUILD_TESTING=ON \
+  -DBUILD_BENCHMARKS=OFF -DTWEETSEARCH_FUZZ=ON -DTWEETSEARCH_SANITIZE=address,undefined \
+  -DCMAKE_CXX_FLAGS="-O1" "$DEBUG_INFO" -DTWEETSEARCH_FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
+cmake --build build/asan-fuzz -j "$JOBS"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build/asan --output-on-failure -j "$JOBS"
+  ctest --test-dir build/asan-fuzz --output-on-failure -j "$JOBS" -E '^Fuzz\.'
 
 echo "== ThreadSanitizer: the concurrency tests (the index's writer, readers, seal and merge threads;"
 echo "   the quota limiter's shards and Redis lanes; the streams' matcher, writers and readers;"
@@ -43,9 +47,5 @@ TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp halt_on_error=1 second_deadlock_
   ctest --test-dir build/tsan --output-on-failure --no-tests=error -R 'ConcurrencyTest\.|LimiterTest\.|StreamSlotsTest\.|StreamHubTest\.|StreamFeedTest\.|StreamEventIdTest\.|ReplicaHealthTest\.'
 
 echo "== coverage-guided fuzzing: each libFuzzer target for ${FUZZ_SECONDS:-30} s (ASan + UBSan)"
-CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DBUILD_TESTING=OFF \
-  -DBUILD_BENCHMARKS=OFF -DTWEETSEARCH_FUZZ=ON -DTWEETSEARCH_SANITIZE=address,undefined \
-  -DCMAKE_CXX_FLAGS="-O1" "$DEBUG_INFO" -DTWEETSEARCH_FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
-cmake --build build/fuzz -j "$JOBS" --target fuzzers
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build/fuzz --output-on-failure -j "$JOBS" -R '^Fuzz\.'
+  ctest --test-dir build/asan-fuzz --output-on-failure -j "$JOBS" -R '^Fuzz\.'

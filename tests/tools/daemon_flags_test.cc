@@ -61,9 +61,9 @@ TEST(DaemonFlagsTest, FlagsGivenWinOverTheFileAndTheFileOverTheDefaults) {
 }
 
 TEST(DaemonFlagsTest, OutOfRangeValuesAreRefusedByTheParser) {
-  EXPECT_THROW(Parse({"--http-port", "70000"}), CLI::ValidationError);
-  EXPECT_THROW(Parse({"--grpc-port", "-2"}), CLI::ValidationError);
-  EXPECT_THROW(Parse({"--usage-flush-ms", "-1"}), CLI::ValidationError);
+  EXPECT_THROW((void)Parse({"--http-port", "70000"}), CLI::ValidationError);
+  EXPECT_THROW((void)Parse({"--grpc-port", "-2"}), CLI::ValidationError);
+  EXPECT_THROW((void)Parse({"--usage-flush-ms", "-1"}), CLI::ValidationError);
 }
 
 }  // namespace
