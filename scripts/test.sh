@@ -27,8 +27,8 @@ cmake --build build/release -j "$JOBS"
 ctest --test-dir build/release --output-on-failure -j "$JOBS"
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build and tests (clang; the fuzz targets too)"
-# One build serves the tests and the fuzz targets: compiling the libraries once more for the
-# fuzzers cost more than the coverage instrumentation costs the tests (docs/architecture.md).
+# One build serves the tests and the fuzz targets: from a cold compiler cache about 12 minutes
+# less than a g++ build for the tests and a clang build for the fuzzers (docs/architecture.md).
 CC=clang CXX=clang++ cmake -S . -B build/asan-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DBUILD_TESTING=ON \
   -DBUILD_BENCHMARKS=OFF -DTWEETSEARCH_FUZZ=ON -DTWEETSEARCH_SANITIZE=address,undefined \
   -DCMAKE_CXX_FLAGS="-O1" "$DEBUG_INFO" -DTWEETSEARCH_FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
