@@ -10,6 +10,8 @@
 //   build/release/bench/limiter_bench --redis=6379 --script-cost  # Redis time per check
 //   build/release/bench/limiter_bench --redis=6379 --freeze-pid=PID  # two front doors while the
 //                                                 # redis-server of PID is frozen (SIGSTOP)
+//   valgrind --tool=callgrind build/release/bench/limiter_bench --checks=100000 [--keys=N]
+//                    # a fixed workload to count instructions on (minus a run of --checks=0)
 //
 // Decisions go through the whole Limiter (rule lookup, shard lock, state update, headers'
 // figures), as the front door calls it, with a ManualClock advancing 1 ms per call.
@@ -139,6 +141,24 @@ void MemoryPerKey() {
                 << " B/key (" << n << " keys)\n";
     }
   }
+}
+
+// A fixed workload, for counting a decision's instructions exactly (the timings above vary
+// their iterations): `checks` fixed-window decisions over `keys` keys (all of them checked once
+// first), in BM_ManyKeys's stride.
+void FixedWorkload(uint64_t checks, size_t keys) {
+  ts::ManualClock clock(1'767'225'600'000);
+  const std::vector<std::string> names = Keys(keys);
+  auto limiter = ts::limiter::Limiter::CreateWithRules(
+      OneLimit(Algorithm::kFixedWindow, 1'000'000'000, 3'600'000), {}, clock);
+  for (const std::string& k : names) limiter->Check({k, "free", "search", "", 1, {}});
+  size_t i = 0;
+  uint64_t allowed = 0;
+  for (uint64_t c = 0; c < checks; ++c) {
+    allowed += limiter->Check({names[i % keys], "free", "search", "", 1, {}}).allowed ? 1 : 0;
+    i += 104729;
+  }
+  std::cout << allowed << " of " << checks << " checks allowed over " << keys << " keys\n";
 }
 
 }  // namespace
@@ -556,6 +576,8 @@ int main(int argc, char** argv) {
   uint64_t hot_limit = 0;
   pid_t freeze_pid = 0;
   bool memory = false, textbook = false, script_cost = false;
+  int64_t checks = -1;
+  size_t keys = 1;
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
     if (a.starts_with("--redis=")) redis_port = std::stoi(std::string(a.substr(8)));
@@ -563,9 +585,15 @@ int main(int argc, char** argv) {
     if (a.starts_with("--lanes=")) lanes = std::stoi(std::string(a.substr(8)));
     if (a.starts_with("--hot-key=")) hot_limit = std::stoull(std::string(a.substr(10)));
     if (a.starts_with("--freeze-pid=")) freeze_pid = std::stoi(std::string(a.substr(13)));
+    if (a.starts_with("--checks=")) checks = std::stoll(std::string(a.substr(9)));
+    if (a.starts_with("--keys=")) keys = std::max<size_t>(1, std::stoull(std::string(a.substr(7))));
     if (a == "--memory") memory = true;
     if (a == "--textbook") textbook = true;
     if (a == "--script-cost") script_cost = true;
+  }
+  if (checks >= 0) {
+    FixedWorkload(static_cast<uint64_t>(checks), keys);
+    return 0;
   }
   if (redis_port != 0 && textbook && hot_limit > 0) {
     HotKeyBesideTextbook(redis_port, hot_limit);

@@ -4,7 +4,6 @@
 
 #include <cstring>
 #include <mutex>
-#include <optional>
 
 #include "absl/hash/hash.h"
 #include "absl/strings/string_view.h"
@@ -89,10 +88,12 @@ size_t MatchRules(const Rules& rules, const CheckRequest& r, std::array<std::str
   const std::string_view id = r.key_id.empty() ? r.key_prefix : r.key_id;
   const bool anonymous = id.empty();
   thread_local Selection last;
-  std::optional<Selection> fresh;  // built only for rules no limiter took (never remembered)
+  // Rules no limiter took (version 0) are selected afresh every time, never remembered. (Not a
+  // std::optional on the stack: zeroing one cost a decision on one key a sixth of its time.)
+  thread_local Selection unremembered;
   Selection* s = &last;
   if (rules.version == 0) {
-    s = &fresh.emplace();
+    s = &unremembered;
     Select(rules, r, anonymous, *s);
   } else if (last.version != rules.version || last.anonymous != anonymous ||
              !SameText(last.endpoint, r.endpoint) || !SameText(last.tier, r.tier) ||
