@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -331,6 +332,8 @@ class SealedCursor final : public PostingCursor {
   // The candidates of one block at a time: a bitmap block tests their bits, a packed block
   // is merged with them; blocks holding none are never decoded.
   size_t Filter(DocId* docs, size_t n, bool keep) override {
+    uint32_t blocks[kLookAhead];  // LookAhead's blocks, for candidates below `ahead`
+    const size_t ahead = LookAhead(docs, n, blocks);
     size_t kept = 0, i = 0;
     while (i < n) {
       if (doc_ == kEndDoc) {  // no posting left: none of the rest is held
@@ -340,13 +343,18 @@ class SealedCursor final : public PostingCursor {
         }
         break;
       }
+      bool located = true;  // doc_ is a posting of the block
       if (docs[i] > block_last_) {
-        const uint32_t b = FindBlock(docs[i]);
+        const uint32_t b = i < ahead ? blocks[i] : FindBlock(docs[i]);
         if (b >= num_blocks_) {
           doc_ = kEndDoc;
           continue;
         }
-        DecodeBlock(b);
+        // A bitmap block's first posting is not looked for: only the candidates' bits are
+        // read (when a rarer list's candidates fall one to a block, its first word is
+        // another cache miss).
+        DecodeBlock(b, /*locate=*/false);
+        located = false;
       }
       // docs[i] <= block_last_: every candidate up to the block's last DocId is decided here.
       if (bitmap_) {
@@ -354,10 +362,11 @@ class SealedCursor final : public PostingCursor {
         for (; i < n && docs[i] <= block_last_; ++i) {
           last = docs[i];
           const bool held = last >= start_ && TestBit(bits_, last - start_);
-          if (held == keep) docs[kept++] = last;
+          docs[kept] = last;  // kept <= i: a slot already read
+          kept += held == keep;
         }
-        if (last > doc_) {  // the block's last bit is set, so a posting is found
-          doc_ = start_ + NextSetBit(bits_, span_, last - start_);
+        if (!located || last > doc_) {  // the block's last bit is set, so a posting is found
+          doc_ = start_ + NextSetBit(bits_, span_, last >= start_ ? last - start_ : 0);
           rank_known_ = false;
         }
       } else {
@@ -474,7 +483,51 @@ class SealedCursor final : public PostingCursor {
     }
   }
 
-  void DecodeBlock(uint32_t b) {
+  // Finds the blocks Filter will decode for the first candidates of docs[0..n) (ascending,
+  // none below doc_), as Filter would: blocks[i] for each candidate i past the block of the
+  // one before (num_blocks_ past the last block, where it stops). For each it asks for the
+  // cache line of the candidate's bit, in a bitmap block, before Filter reads any: a rarer
+  // list's candidates fall about one to a block of a common word's list, and decided one after
+  // the other each waited for its own cache miss. Returns how many candidates it looked at:
+  // it looks from a bitmap block, up to the first packed one.
+  size_t LookAhead(const DocId* docs, size_t n, uint32_t* blocks) const {
+    if (n < kMinLookAhead || num_blocks_ <= 1 || doc_ == kEndDoc || !bitmap_) return 0;
+    n = std::min(n, kLookAhead);
+    uint32_t b = block_;
+    DocId last = block_last_;
+    for (size_t i = 0; i < n; ++i) {
+      const DocId d = docs[i];
+      if (d <= last) continue;  // in the block of the candidate before: Filter decodes none
+      const uint32_t next = FindBlockFrom(b + 1, d);
+      blocks[i] = next;
+      if (next >= num_blocks_) return i + 1;
+      const DocId start =
+          next == b + 1 ? last + 1 : SkipField<DocId>(next - 1, offsetof(SkipEntry, last_doc)) + 1;
+      // A packed block ends the look: the list is not dense here, and its candidates rarely
+      // fall one to a block.
+      if (SkipField<uint8_t>(next, offsetof(SkipEntry, doc_bits)) != kBitmapDocs) return i;
+      b = next;
+      last = SkipField<DocId>(b, offsetof(SkipEntry, last_doc));
+      if (d >= start) {
+        __builtin_prefetch(base_ + SkipField<uint32_t>(b, offsetof(SkipEntry, offset)) +
+                           (d - start) / 8);
+      }
+    }
+    return n;
+  }
+  // One field of block b's skip entry, read alone. Requires: more than one block.
+  template <typename T>
+  T SkipField(uint32_t b, size_t offset) const {
+    T value;
+    std::memcpy(&value, base_ + (b + 1) * sizeof(SkipEntry) + offset, sizeof(T));
+    return value;
+  }
+  static constexpr size_t kMinLookAhead = 8;
+  static constexpr size_t kLookAhead = 128;
+
+  // With `locate` false a bitmap block's doc_ is left at its start, maybe no posting, for the
+  // caller to set (Filter).
+  void DecodeBlock(uint32_t b, bool locate = true) {
     // Gaps are stored minus one; the first gap of the list counts from DocId -1. The next
     // block (a walk, or a window filled) starts after the entry at hand.
     const uint32_t start = b == 0            ? 0
@@ -492,8 +545,14 @@ class SealedCursor final : public PostingCursor {
       start_ = start;
       span_ = entry_.last_doc - start + 1;
       p += (span_ + 7) / 8;
-      doc_ = start_ + NextSetBit(bits_, span_, 0);
-      ranked_bit_ = doc_ - start_;
+      if (locate) {
+        doc_ = start_ + NextSetBit(bits_, span_, 0);
+        ranked_bit_ = doc_ - start_;
+      } else {
+        doc_ = start_;
+        ranked_bit_ = 0;  // i_ counts the postings before bit 0: none
+        rank_known_ = false;
+      }
       block_last_ = entry_.last_doc;
     } else {
       p += UnpackPFor(p, block_n_, entry_.doc_bits, docs_);

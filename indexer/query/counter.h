@@ -52,6 +52,12 @@ class DocSource {
   virtual void Advance(index::DocId target) = 0;
 };
 
+// Whether MatchCounter counts `plan` among DocIds [0, visible) of `segment` in batches of one
+// term's postings (an AND whose rarest child is a term with fewer postings than one per 64
+// DocIds): the count then reads that term's postings alone and looks each up in the other
+// lists, which costs less than leapfrogging over them.
+bool CountsInBatches(const index::Segment& segment, index::DocId visible, const Plan& plan);
+
 class MatchCounter {
  public:
   // Makes the DocSource of a phrase node (restricted to the counter's visible DocIds).
@@ -70,11 +76,14 @@ class MatchCounter {
   void Count(index::DocId from, uint64_t stop, uint64_t* count);
   // Makes Count() also append each match it counts to *matches, ascending, while they are at
   // most `max` (a ranked search of an AND with few matches ranks those rather than walking its
-  // lists again). Past `max`, *matches is cleared and no more are kept: collected_all() turns
-  // false.
-  void CollectInto(std::vector<index::DocId>* matches, size_t max = SIZE_MAX) {
+  // lists again). Past `max`, *matches is cleared (with `keep_first`, it keeps the first `max`
+  // matches: a newest-first page of a segment whose DocIds run newest first) and no more are
+  // kept: collected_all() turns false.
+  void CollectInto(std::vector<index::DocId>* matches, size_t max = SIZE_MAX,
+                   bool keep_first = false) {
     collect_ = matches;
     collect_max_ = max;
+    collect_first_ = keep_first;
   }
   // Whether every match Count() counted is in CollectInto's vector.
   bool collected_all() const { return !collect_overflowed_; }
@@ -126,6 +135,7 @@ class MatchCounter {
   int64_t time_to_ = 0;
   std::vector<index::DocId>* collect_ = nullptr;  // CollectInto
   size_t collect_max_ = SIZE_MAX;
+  bool collect_first_ = false;
   bool collect_overflowed_ = false;
   std::unique_ptr<Node> root_;
 };

@@ -75,6 +75,10 @@ struct SearchOptions {
   // many matches there, they are ranked from the count (which keeps them) instead of walking
   // the lists again. 0 always walks (tests of the walks).
   size_t rank_counted_up_to = kTrackTotalHitsUpTo;
+  // Newest first of an AND in a segment whose DocIds run newest first and whose count is owed:
+  // its newest matches are kept by the count instead of walking the lists. False always walks
+  // (tests of the walks).
+  bool newest_from_count = true;
 };
 
 struct Hit {
@@ -105,6 +109,8 @@ struct SearchResult {
   // Diagnostics: segments whose best-match ranking scored the matches their count kept
   // (SearchOptions::rank_counted_up_to) instead of walking the lists.
   uint32_t counted_rankings = 0;
+  // Diagnostics: segments whose newest matches the count kept (newest_from_count).
+  uint32_t newest_from_counts = 0;
 };
 
 // Applies the kTrackTotalHitsUpTo rule to a total (one partition's, or partitions' summed,

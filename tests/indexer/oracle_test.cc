@@ -281,6 +281,8 @@ int g_tier_cutoffs = 0;
 int g_triple_walk_cutoffs = 0;
 // Segments whose best-match ranking scored the matches their count kept (rank_counted_up_to).
 int g_counted_rankings = 0;
+// Segments whose newest matches the count kept (newest_from_count).
+int g_newest_from_counts = 0;
 // CheckQuery calls so far: every other one ranks best match by walking the lists alone
 // (rank_counted_up_to 0), so that both the walks and the ranking from the count are checked;
 // the others cache no counts, or newest first (run first) would leave best match none to
@@ -301,6 +303,7 @@ void CheckQuery(const index::Index& index, const Oracle& oracle, std::mt19937_64
     SearchOptions options;
     if (walk_only) {
       options.rank_counted_up_to = 0;
+      options.newest_from_count = false;
     } else {
       options.cache_counts = false;
     }
@@ -326,6 +329,7 @@ void CheckQuery(const index::Index& index, const Oracle& oracle, std::mt19937_64
       g_tier_cutoffs += static_cast<int>(r->tier_cutoffs);
       g_triple_walk_cutoffs += static_cast<int>(r->triple_walk_cutoffs);
       g_counted_rankings += static_cast<int>(r->counted_rankings);
+      g_newest_from_counts += static_cast<int>(r->newest_from_counts);
       ASSERT_EQ(r->hits.size(), std::min<size_t>(options.limit, remaining)) << context;
       got.insert(got.end(), r->hits.begin(), r->hits.end());
       if (r->hits.empty() || got.size() >= want.size()) break;
@@ -697,6 +701,30 @@ void IndexCommonWords(std::mt19937_64& rng, bool sparse_word, const Pick& pick,
 
 bool Holds(const index::IndexDoc& d, const char* word) {
   return d.text.find(word) != std::string::npos;
+}
+
+// Newest first of ANDs led by a sparse word (fewer postings than one per 64 tweets), whose
+// count keeps their newest matches instead of a walk of the lists (newest_from_count): pages
+// of 1–25 cut the count's matches at random places, later pages walk from their keys, and
+// every other query walks only. Exclusions, filters, deletes and likes changed after sealing;
+// in two segments and in one.
+TEST(OracleTest, NewestFirstOfSparseAndsFromTheirCountsEqualsBruteForce) {
+  std::mt19937_64 rng(79);
+  std::unique_ptr<index::Index> index;
+  std::unique_ptr<Oracle> oracle;
+  IndexCommonWords(
+      rng, /*sparse_word=*/true, [](const index::IndexDoc& d) { return Holds(d, "whisky"); },
+      &index, &oracle);
+  const std::vector<std::string> queries = {"whisky xray",
+                                            "zulu whisky -yankee",
+                                            "xray whisky lang:en",
+                                            "whisky yankee min_faves:2",
+                                            "whisky zulu yankee xray",
+                                            "(zulu OR yankee) whisky",
+                                            "whisky -xray"};
+  g_newest_from_counts = 0;
+  CheckInSegmentsAndCompacted(*index, *oracle, rng, queries);
+  EXPECT_GT(g_newest_from_counts, 0);
 }
 
 // Best match of sparse ANDs of middling words, none of them a pair word, with lead points
