@@ -29,40 +29,6 @@ constexpr size_t kBatch = 128;
 
 size_t Words(DocId from, DocId end) { return (end - from + 63) / 64; }
 
-// Whether an AND whose rarest child is a term of `postings` postings is counted in batches.
-bool BatchesPay(uint64_t postings, DocId visible) { return postings * kDense < visible; }
-
-// The postings MatchCounter::Build gives `node` (an AND: its rarest child's; an OR: its
-// children's summed; a phrase: its rarest word's), from document frequencies.
-uint64_t PostingsOf(const PlanNode& node, const index::Segment& segment, DocId visible) {
-  switch (node.kind) {
-    case PlanNode::Kind::kNothing:
-      return 0;
-    case PlanNode::Kind::kTerm:
-      return segment.DocFreq(node.term);
-    case PlanNode::Kind::kPhrase: {
-      uint64_t postings = visible;
-      for (const std::string& term : node.phrase_terms) {
-        postings = std::min<uint64_t>(postings, segment.DocFreq(term));
-      }
-      return postings;
-    }
-    case PlanNode::Kind::kAnd: {
-      uint64_t postings = visible;
-      for (const PlanNode& child : node.children) {
-        postings = std::min(postings, PostingsOf(child, segment, visible));
-      }
-      return postings;
-    }
-    case PlanNode::Kind::kOr: {
-      uint64_t postings = 0;
-      for (const PlanNode& child : node.children) postings += PostingsOf(child, segment, visible);
-      return postings;
-    }
-  }
-  return 0;
-}
-
 bool AnyBit(const uint64_t* words, size_t n) {
   uint64_t any = 0;
   for (size_t w = 0; w < n; ++w) any |= words[w];
@@ -89,21 +55,6 @@ struct MatchCounter::Node {
   uint64_t postings = 0;
   uint64_t bits[kWindowWords];
 };
-
-bool CountsInBatches(const index::Segment& segment, DocId visible, const Plan& plan) {
-  if (plan.root.kind != PlanNode::Kind::kAnd || plan.root.children.empty()) return false;
-  // Build's order: the rarest child first, the first of equals.
-  const PlanNode* rarest = nullptr;
-  uint64_t least = 0;
-  for (const PlanNode& child : plan.root.children) {
-    const uint64_t postings = PostingsOf(child, segment, visible);
-    if (rarest == nullptr || postings < least) {
-      rarest = &child;
-      least = postings;
-    }
-  }
-  return rarest->kind == PlanNode::Kind::kTerm && BatchesPay(least, visible);
-}
 
 MatchCounter::MatchCounter(const index::Segment& segment, DocId visible, const Plan& plan,
                            TweetId watermark, const PhraseSources& phrases)
@@ -307,16 +258,20 @@ bool MatchCounter::Contains(Node& node, DocId d) {
   return false;
 }
 
+bool MatchCounter::CountsInBatches() const {
+  return root_->kind == PlanNode::Kind::kAnd && root_->children[0]->kind == PlanNode::Kind::kTerm &&
+         root_->postings * kDense < visible_;
+}
+
 void MatchCounter::Count(DocId from, uint64_t stop, uint64_t* count) {
   // An AND whose rarest list is not dense is cheaper in batches of its rarest list's postings:
   // a window's bitmaps would cost more to clear and scan than its candidates to look up. (A
   // term or an OR has nothing to skip: its windows are cheaper.)
+  if (CountsInBatches()) {
+    CountInBatches(from, stop, count);
+    return;
+  }
   if (root_->kind == PlanNode::Kind::kAnd) {
-    if (root_->children[0]->kind == PlanNode::Kind::kTerm &&
-        BatchesPay(root_->postings, visible_)) {
-      CountInBatches(from, stop, count);
-      return;
-    }
     if (root_->postings * kSparse < visible_) {
       CountSparse(from, stop, count);
       return;
@@ -406,20 +361,17 @@ uint64_t MatchCounter::CountWindow(const uint64_t* bits, DocId from, DocId end) 
 }
 
 void MatchCounter::Collect(uint64_t word, DocId base) {
-  if (collect_->size() + static_cast<size_t>(std::popcount(word)) > collect_max_) {
-    if (collect_first_) {
-      for (uint64_t left = word; collect_->size() < collect_max_; left &= left - 1) {
-        collect_->push_back(base + static_cast<DocId>(std::countr_zero(left)));
-      }
-    } else {
-      collect_->clear();
+  const bool over = collect_->size() + static_cast<size_t>(std::popcount(word)) > collect_max_;
+  if (over && !collect_first_) {
+    collect_->clear();
+  } else {  // all of the word's matches, or (keep_first) as many as fit
+    for (uint64_t left = word; left != 0 && collect_->size() < collect_max_; left &= left - 1) {
+      collect_->push_back(base + static_cast<DocId>(std::countr_zero(left)));
     }
+  }
+  if (over) {
     collect_ = nullptr;
     collect_overflowed_ = true;
-    return;
-  }
-  for (uint64_t left = word; left != 0; left &= left - 1) {
-    collect_->push_back(base + static_cast<DocId>(std::countr_zero(left)));
   }
 }
 

@@ -52,12 +52,6 @@ class DocSource {
   virtual void Advance(index::DocId target) = 0;
 };
 
-// Whether MatchCounter counts `plan` among DocIds [0, visible) of `segment` in batches of one
-// term's postings (an AND whose rarest child is a term with fewer postings than one per 64
-// DocIds): the count then reads that term's postings alone and looks each up in the other
-// lists, which costs less than leapfrogging over them.
-bool CountsInBatches(const index::Segment& segment, index::DocId visible, const Plan& plan);
-
 class MatchCounter {
  public:
   // Makes the DocSource of a phrase node (restricted to the counter's visible DocIds).
@@ -71,6 +65,10 @@ class MatchCounter {
   MatchCounter(const MatchCounter&) = delete;
   MatchCounter& operator=(const MatchCounter&) = delete;
 
+  // Whether Count() goes in batches of one term's postings (an AND whose rarest child is a
+  // term with fewer postings than one per 64 DocIds): it then reads that term's postings alone
+  // and looks each up in the other lists, which costs less than leapfrogging over them.
+  bool CountsInBatches() const;
   // Adds to *count the matches among DocIds [from, visible), stopping at the end of the first
   // window after which *count is at least `stop` (so it may pass `stop`). Call once.
   void Count(index::DocId from, uint64_t stop, uint64_t* count);

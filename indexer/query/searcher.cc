@@ -761,15 +761,18 @@ class Evaluation {
   // Counts the matches of `segment` from DocId `from` on, until the cap, over bitmaps of
   // DocId windows (see counter.h); appends those counted to *matches if given, while they are
   // at most `max` (with `keep_first`, the first `max`), and tells whether it kept them all.
-  bool CountFrom(const Segment& segment, DocId visible, DocId from,
-                 std::vector<DocId>* matches = nullptr, size_t max = SIZE_MAX,
-                 bool keep_first = false) {
+  // With `only_in_batches` it counts nothing and answers nullopt unless the counter goes in
+  // batches of a term's postings (MatchCounter::CountsInBatches).
+  std::optional<bool> CountFrom(const Segment& segment, DocId visible, DocId from,
+                                std::vector<DocId>* matches = nullptr, size_t max = SIZE_MAX,
+                                bool keep_first = false, bool only_in_batches = false) {
     Context ctx{&segment.columns(), &options_.scoring, stats_.avg_length, TfTable()};
     MatcherBuilder builder(segment, visible, stats_, ctx);
     MatchCounter counter(segment, visible, plan_, options_.watermark,
                          [&builder](const PlanNode& phrase) -> std::unique_ptr<DocSource> {
                            return std::make_unique<MatcherSource>(builder.Build(phrase));
                          });
+    if (only_in_batches && !counter.CountsInBatches()) return std::nullopt;
     counter.CollectInto(matches, max, keep_first);
     counter.Count(from, stop_, &total_);
     return counter.collected_all();
@@ -1654,11 +1657,14 @@ class Evaluation {
   // Counts a segment that owes its count (OwesAndCount), from its first DocId, keeping in
   // *matches the matches it counts while they are at most `max` (with `keep_first`, the first
   // `max` of them); *all tells whether it kept every match. False if the segment turned out
-  // damaged (the walk must follow).
+  // damaged, or (with `only_in_batches`, see CountFrom) was not counted: the walk must follow.
   bool CountOwed(const Segment& segment, size_t max, bool keep_first, std::vector<DocId>* matches,
-                 bool* all) {
+                 bool* all, bool only_in_batches = false) {
     const uint64_t generation = segment.columns().changes(), before = total_;
-    *all = CountFrom(segment, visible_docs_[segment_index_], 0, matches, max, keep_first);
+    const std::optional<bool> kept = CountFrom(segment, visible_docs_[segment_index_], 0, matches,
+                                               max, keep_first, only_in_batches);
+    if (!kept) return false;  // still owed: the walk counts it
+    *all = *kept;
     counted_.insert(segment_index_);
     if (!segment.Health().ok()) {
       count_missed_damaged_ = true;
@@ -1680,20 +1686,22 @@ class Evaluation {
   }
 
   // Newest first of an AND whose count a segment with DocIds newest first owes (OwesAndCount),
-  // where the count goes in batches of a term's postings (CountsInBatches): counted first,
-  // keeping its first k matches, which are its newest; the AND's lists are not walked (over
-  // two lists that rarely meet, a leapfrog costs several times the counter's batches: `get
-  // 東京`, no match in 10M tweets; an AND led by an OR was counted faster by the walk). False,
+  // where the count goes in batches of a term's postings (MatchCounter::CountsInBatches):
+  // counted first, keeping its first k matches, which are its newest; the AND's lists are not
+  // walked (over two lists that rarely meet, a leapfrog costs several times the counter's batches:
+  // `get 東京`, no match in 10M tweets; an AND led by an OR was counted faster by the walk). False,
   // having counted the segment or not, where the walk must follow.
   bool NewestFromCount(const Segment& segment, MatcherBuilder& builder) {
     if (!options_.newest_from_count || options_.after || !segment.newest_first() ||
-        options_.limit == 0 || !CountsInBatches(segment, visible_docs_[segment_index_], plan_) ||
-        !OwesAndCount(segment)) {
+        options_.limit == 0 || !OwesAndCount(segment)) {
       return false;
     }
     std::vector<DocId> newest;
     bool all = false;
-    if (!CountOwed(segment, options_.limit, /*keep_first=*/true, &newest, &all)) return false;
+    if (!CountOwed(segment, options_.limit, /*keep_first=*/true, &newest, &all,
+                   /*only_in_batches=*/true)) {
+      return false;
+    }
     ++newest_from_counts_;
     if (!all) pruned_ = true;         // its older matches were counted, not ranked
     if (newest.empty()) return true;  // (an AND's matcher, built, walks to its first match)
