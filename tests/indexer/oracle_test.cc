@@ -644,7 +644,7 @@ void CheckOneSealedSegment(std::mt19937_64& rng, const Extend& extend, const Pic
   EXPECT_EQ(answered, static_cast<int>(queries.size()));
 }
 
-// Best match of ORs whose lists are sparse but long enough to have champions (at least 2,048
+// Best match of ORs whose lists are sparse but long enough to have champions (at least 1,024
 // postings and fewer than one per 64 tweets: one segment of 200,000 tweets): every champion,
 // every posting of a list no longer than champions are (whisky, about 200) and every match of
 // two words is offered, then the words' rest bounds must decide some pages alone
@@ -754,7 +754,7 @@ TEST(OracleTest, BestMatchOfSparseAndsOverLeadPointsEqualsBruteForce) {
 
 // Best match of sparse ANDs whose rarest word has champions, beside common words, over the
 // common words' repeats (RunSparseAndChampions): one segment of 200,000 tweets, whisky in
-// about one in 90 (2,048 postings or more, fewer than one per 64 tweets, so it has champions
+// about one in 90 (1,024 postings or more, fewer than one per 64 tweets, so it has champions
 // and leads), zulu and yankee common and often repeated (pair words, with repeats). The
 // lead's champions, then its postings among the repeats, then the rest's skyline with the
 // common words once must decide some pages alone; others walk the rest. Power-law likes,
