@@ -474,6 +474,7 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> StartAggregator(const Topology& t,
   // more searches in flight, whose calls then share the index servers' calls
   // (cluster/search_batcher.h) and their wake-ups (docs/benchmarks.md).
   if (config.http.io_threads <= 0) config.http.io_threads = kFrontDoorIoThreads;
+  config.http.best_match_inline = true;  // a wait on the index servers, like other searches
   // Front doors share one page-token secret (a page from one, the next page
   // from another): the first to start puts one in etcd, the others take it.
   {

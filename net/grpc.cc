@@ -32,6 +32,12 @@ absl::StatusOr<RunningServer> StartServer(const std::string& address,
   builder.SetMaxReceiveMessageSize(256 << 20);
   // One process per address: a second one started by mistake must fail, not share the port.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // gRPC's defaults (at least 1 polling thread, at most 2) start a thread for nearly every
+  // call under concurrent load and end one after it: an index server started one per three
+  // searches. Up to 64 idle pollers stay, so the threads a burst made are reused
+  // (docs/benchmarks.md, "Fewer thread wake-ups per cluster search").
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 2);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 64);
   for (grpc::Service* s : services) builder.RegisterService(s);
   out.server = builder.BuildAndStart();
   if (out.server == nullptr || out.port == 0) {

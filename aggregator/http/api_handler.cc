@@ -582,7 +582,7 @@ std::string ApiHandler::AllowedMethods(std::string_view path) {
   return allow;
 }
 
-bool ApiHandler::MayBlock(const HttpRequest& request) {
+bool ApiHandler::MayBlock(const HttpRequest& request, bool best_match_inline) {
   const Route* path_match = nullptr;
   const Route* endpoint = Find(request, &path_match);
   if (endpoint == nullptr) return false;  // 404 and 405 answer at once
@@ -592,6 +592,7 @@ bool ApiHandler::MayBlock(const HttpRequest& request) {
     case RunOn::kWorkers:
       return true;
     case RunOn::kWorkersForBestMatch:
+      if (best_match_inline) return false;
       break;
   }
   const std::string_view target(request.target().data(), request.target().size());

@@ -45,9 +45,10 @@ class ApiHandler {
                       std::unique_ptr<LiveStream>* stream = nullptr) const;
 
   // Whether Handle() may block on disk (ingest, deletes, likes, admin) or run long (best-match
-  // searches): the server runs those on its worker pool and the rest inline on the network
-  // threads. Read from the route table, as Handle() routes.
-  static bool MayBlock(const HttpRequest& request);
+  // searches, unless `best_match_inline`: a cluster's front door waits on the index servers
+  // for them, as for any search): the server runs those on its worker pool and the rest
+  // inline on the network threads. Read from the route table, as Handle() routes.
+  static bool MayBlock(const HttpRequest& request, bool best_match_inline = false);
 
   // /readyz answers 503 until this is set, and again after it is cleared (shutdown).
   void set_ready(bool ready) { ready_.store(ready, std::memory_order_release); }

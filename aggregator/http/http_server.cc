@@ -524,7 +524,7 @@ void Session::OnRead(beast::error_code ec, size_t) {
   if (ec) return Refuse(ReadErrorResponse(ec, server_.options().max_body_bytes));
   busy_ = true;
   auto request = std::make_shared<HttpRequest>(parser_->release());
-  if (ApiHandler::MayBlock(*request)) {
+  if (ApiHandler::MayBlock(*request, server_.options().best_match_inline)) {
     net::post(server_.workers(), [self = shared_from_this(), request] {
       std::unique_ptr<LiveStream> stream;
       HttpResponse response = self->server_.handler().Handle(*request, self->peer_, &stream);

@@ -47,6 +47,11 @@ struct HttpServerOptions {
   int io_threads = 0;
   // Threads running requests that may block on disk. Default 4.
   int worker_threads = 4;
+  // Best-match searches run on the network threads, as other searches do, not on the worker
+  // pool. A cluster's front door sets it (cluster/node.cc): it computes no ranking itself,
+  // and the hop to a worker and back cost it two thread wake-ups per search and capped the
+  // searches in flight at `worker_threads` (docs/benchmarks.md). Default false.
+  bool best_match_inline = false;
   // A connection with no request for this long is closed. Default 60 s.
   std::chrono::seconds idle_timeout{60};
   // Host names answered besides IP literals and "localhost"; "*" answers any. Empty (the

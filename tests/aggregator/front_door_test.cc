@@ -351,6 +351,11 @@ TEST(ApiHandlerTest, SlowOrBlockingRequestsGoToTheWorkerPool) {
   EXPECT_FALSE(ApiHandler::MayBlock(req(verb::get, "/v1/search?q=a&sort=most_liked")));
   EXPECT_TRUE(ApiHandler::MayBlock(req(verb::get, "/v1/search?q=a&sort=1")));
   EXPECT_TRUE(ApiHandler::MayBlock(req(verb::get, "/v1/search?sort=best_match&q=a")));
+  // A cluster's front door runs best match on its network threads, as other searches.
+  EXPECT_FALSE(ApiHandler::MayBlock(req(verb::get, "/v1/search?q=a&sort=1"), true));
+  EXPECT_FALSE(ApiHandler::MayBlock(req(verb::get, "/v1/search?sort=best_match&q=a"), true));
+  EXPECT_TRUE(ApiHandler::MayBlock(req(verb::post, "/v1/tweets"), true));
+  EXPECT_TRUE(ApiHandler::MayBlock(req(verb::get, "/v1/tweets/12"), true));
   EXPECT_TRUE(ApiHandler::MayBlock(req(verb::get, "/v1/tweets/12")));
   EXPECT_TRUE(ApiHandler::MayBlock(req(verb::post, "/v1/tweets")));
   EXPECT_FALSE(ApiHandler::MayBlock(req(verb::get, "/metrics")));
