@@ -134,9 +134,10 @@ struct ReplicaStats {
   uint32_t partition = 0;
   std::string node;
   bool ejected = false;
-  uint64_t ejections = 0;  // since start
-  uint64_t hedges = 0;     // calls to it hedged to another replica
-  bool listed = false;     // index replicas: etcd lists it as serving, in this front door's view
+  uint64_t ejections = 0;       // since start
+  uint64_t hedges = 0;          // calls to it hedged to another replica
+  uint64_t hedges_refused = 0;  // calls to it past the hedge delay, not hedged: over budget
+  bool listed = false;  // index replicas: etcd lists it as serving, in this front door's view
 };
 
 struct HedgeDelayStats {

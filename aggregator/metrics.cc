@@ -47,6 +47,11 @@ void RenderReplicaMetrics(const EngineStats& s, std::string* out) {
   LabelledSeries(out, s.replicas, "tweetsearch_replica_hedges_total", "counter",
                  "Calls to the replica that ran past the hedge delay and were sent again.",
                  [](const ReplicaStats& r) { return r.hedges; });
+  LabelledSeries(out, s.replicas, "tweetsearch_replica_hedges_refused_total", "counter",
+                 "Calls to the replica that ran past the hedge delay and were not sent again then: "
+                 "hedges had used up the partition's budget (5% of its answered calls); such a "
+                 "call is sent again at four times the delay.",
+                 [](const ReplicaStats& r) { return r.hedges_refused; });
   std::vector<ReplicaStats> index;
   std::copy_if(s.replicas.begin(), s.replicas.end(), std::back_inserter(index),
                [](const ReplicaStats& r) { return r.role == "index"; });

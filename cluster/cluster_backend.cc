@@ -25,10 +25,14 @@ using indexer::ToProto;
 using storage::FromProto;
 using storage::ToProto;
 
+// A call that the hedge budget refused a hedge is hedged anyway after this many hedge delays.
+constexpr int kLateHedge = 4;
+
 // One call per partition, in parallel, each to the first of its `replicas`; a
 // failed call goes on to the next replica at once, a slow one is hedged to the
 // next once it has run for its partition's hedge delay (`health`'s, at most
-// `max_hedge`). Returns per partition the first successful response, or the
+// `max_hedge`), or kLateHedge times that while the partition's hedge budget is
+// spent. Returns per partition the first successful response, or the
 // last error. What each replica did is told to `health`. Held by shared_ptr:
 // each call's callback keeps it alive until the callback has returned.
 template <typename Response>
@@ -61,7 +65,8 @@ class FanOut : public std::enable_shared_from_this<FanOut<Response>> {
     mu_.Lock();
     for (uint32_t p = 0; p < parts_.size(); ++p) {
       Part& part = parts_[p];
-      part.hedge_at = now + std::min<std::chrono::microseconds>(max_hedge, health_.HedgeDelay(p));
+      part.hedge_delay = std::min<std::chrono::microseconds>(max_hedge, health_.HedgeDelay(p));
+      part.hedge_at = now + part.hedge_delay;
       if (Attempt* a = LaunchLocked(p))
         to_start.push_back(a);
       else
@@ -123,6 +128,8 @@ class FanOut : public std::enable_shared_from_this<FanOut<Response>> {
     int outstanding = 0;
     int winner = -1;
     bool hedged = false;
+    bool over_budget = false;  // its hedge was refused once, and waits for kLateHedge delays
+    std::chrono::microseconds hedge_delay{0};
     std::chrono::system_clock::time_point hedge_at;
     absl::Status error;
   };
@@ -153,6 +160,20 @@ class FanOut : public std::enable_shared_from_this<FanOut<Response>> {
         Part& part = parts_[p];
         if (part.winner >= 0 || part.outstanding == 0 || part.hedged || now < part.hedge_at)
           continue;
+        if (part.next >= part.replicas.size()) {  // no replica left to hedge to
+          part.hedged = true;
+          continue;
+        }
+        const auto slow = std::find_if(part.attempts.begin(), part.attempts.end(),
+                                       [](const auto& a) { return !a->finished; });
+        // Over the partition's hedge budget (replica_health.h) the call runs on, and is
+        // hedged anyway once it has run kLateHedge times the delay: a busy replica's calls
+        // seldom get there, a frozen one's all do.
+        if (!part.over_budget && !health_.TakeHedge(p, (*slow)->replica)) {
+          part.over_budget = true;
+          part.hedge_at += (kLateHedge - 1) * part.hedge_delay;
+          continue;
+        }
         part.hedged = true;
         for (const auto& a : part.attempts) {
           if (!a->finished) health_.Hedged(p, a->replica);
@@ -837,9 +858,9 @@ namespace {
 void AddReplicaStats(std::string_view role, const std::vector<Partition>& partitions,
                      const ReplicaHealth& health, aggregator::EngineStats* s) {
   for (const ReplicaRecord& r : health.Records()) {
-    s->replicas.push_back(aggregator::ReplicaStats{std::string(role), r.partition,
-                                                   partitions[r.partition].replicas[r.replica].node,
-                                                   r.ejected, r.ejections, r.hedges});
+    s->replicas.push_back(aggregator::ReplicaStats{
+        std::string(role), r.partition, partitions[r.partition].replicas[r.replica].node, r.ejected,
+        r.ejections, r.hedges, r.hedges_refused});
   }
   const std::vector<std::chrono::microseconds> delays = health.HedgeDelays();
   for (uint32_t p = 0; p < delays.size(); ++p) {

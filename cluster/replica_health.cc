@@ -4,13 +4,23 @@
 #include <cmath>
 
 namespace tweetsearch::cluster {
+namespace {
+
+constexpr int64_t kHedge = 1000;  // one hedge, in the budget's thousandths
+
+}  // namespace
 
 ReplicaHealth::ReplicaHealth(const std::vector<uint32_t>& replicas,
                              const ReplicaHealthOptions& options, const Clock& clock)
-    : options_(options), clock_(clock), parts_(replicas.size()) {
+    : options_(options),
+      hedge_earned_(std::llround(options.hedge_share * kHedge)),
+      hedge_reserve_(std::llround(options.hedge_burst * kHedge)),
+      clock_(clock),
+      parts_(replicas.size()) {
   for (size_t p = 0; p < replicas.size(); ++p) {
     parts_[p].replicas.resize(replicas[p]);
     parts_[p].hedge_delay_us = options_.max_hedge.count();
+    parts_[p].hedge_budget = hedge_reserve_;
   }
 }
 
@@ -56,6 +66,7 @@ void ReplicaHealth::Answered(uint32_t p, uint32_t r, std::chrono::microseconds l
   replica.bad_in_a_row = 0;
   replica.ejections_in_a_row = 0;
   replica.answered_us = now_us;
+  part.hedge_budget = std::min(hedge_reserve_, part.hedge_budget + hedge_earned_);
   part.latencies_us[part.samples % kWindow] = std::max<int64_t>(0, latency.count());
   ++part.samples;
   // The quantile is refreshed every 16 answers: a sort of 256 values per call would cost more
@@ -86,6 +97,18 @@ void ReplicaHealth::Failed(uint32_t p, uint32_t r) {
 
 void ReplicaHealth::Overtaken(uint32_t p, uint32_t r) { Failed(p, r); }
 
+bool ReplicaHealth::TakeHedge(uint32_t p, uint32_t r) {
+  std::lock_guard lock(mu_);
+  if (p >= parts_.size() || r >= parts_[p].replicas.size()) return false;
+  Partition& part = parts_[p];
+  if (part.hedge_budget < kHedge) {
+    ++part.replicas[r].hedges_refused;
+    return false;
+  }
+  part.hedge_budget -= kHedge;
+  return true;
+}
+
 void ReplicaHealth::Hedged(uint32_t p, uint32_t r) {
   std::lock_guard lock(mu_);
   if (p >= parts_.size() || r >= parts_[p].replicas.size()) return;
@@ -114,8 +137,8 @@ std::vector<ReplicaRecord> ReplicaHealth::Records() const {
   for (uint32_t p = 0; p < parts_.size(); ++p) {
     for (uint32_t r = 0; r < parts_[p].replicas.size(); ++r) {
       const Replica& replica = parts_[p].replicas[r];
-      out.push_back(
-          ReplicaRecord{p, r, EjectedLocked(replica, now_us), replica.ejections, replica.hedges});
+      out.push_back(ReplicaRecord{p, r, EjectedLocked(replica, now_us), replica.ejections,
+                                  replica.hedges, replica.hedges_refused});
     }
   }
   return out;

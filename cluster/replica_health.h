@@ -3,6 +3,13 @@
 //
 //   - the hedge delay of a partition: the 95th percentile of its last answered
 //     calls' latencies, clamped to [min_hedge, max_hedge];
+//   - the hedge budget of a partition: hedges may add at most `hedge_share` of
+//     its answered calls, beyond a reserve of `hedge_burst` (a token bucket, as
+//     gRPC's retry throttling and Finagle's backup-request budget). When every
+//     replica is merely slow (an overloaded machine), a hedge is one more search
+//     on a busy server; a frozen replica needs only the few hedges that eject it.
+//     A call refused its hedge is hedged later, at four times the delay (the
+//     front door's FanOut), so a frozen replica's calls still get answered;
 //   - ejection: a replica whose last `consecutive_to_eject` calls all failed or
 //     were overtaken (still running when another replica answered the same
 //     request) is put last in the order for `base_ejection`, doubled with each
@@ -28,6 +35,8 @@ struct ReplicaHealthOptions {
   std::chrono::microseconds max_hedge{100000};  // also the delay before enough calls were seen
   double hedge_quantile = 0.95;
   uint32_t min_samples = 32;  // answered calls before the quantile is trusted
+  double hedge_share = 0.05;  // hedges earned per answered call
+  double hedge_burst = 10;    // hedges held in reserve, and at most
   uint32_t consecutive_to_eject = 5;
   std::chrono::milliseconds base_ejection{1000};
   std::chrono::milliseconds max_ejection{30000};
@@ -38,8 +47,9 @@ struct ReplicaRecord {
   uint32_t partition = 0;
   uint32_t replica = 0;
   bool ejected = false;
-  uint64_t ejections = 0;  // since start
-  uint64_t hedges = 0;     // calls to it that were hedged to another replica
+  uint64_t ejections = 0;       // since start
+  uint64_t hedges = 0;          // calls to it that were hedged to another replica
+  uint64_t hedges_refused = 0;  // calls to it past the hedge delay, not hedged: over budget
 };
 
 class ReplicaHealth {
@@ -60,6 +70,9 @@ class ReplicaHealth {
   void Failed(uint32_t p, uint32_t r);
   // A call was still running when another replica answered the same request.
   void Overtaken(uint32_t p, uint32_t r);
+  // Whether a call to replica r of partition p that ran past the hedge delay may be hedged:
+  // true takes one hedge from the partition's budget; false counts the refusal.
+  bool TakeHedge(uint32_t p, uint32_t r);
   // A call to replica r was hedged because it ran past the hedge delay.
   void Hedged(uint32_t p, uint32_t r);
 
@@ -79,12 +92,14 @@ class ReplicaHealth {
     int64_t answered_us = INT64_MIN;  // its last answer
     uint64_t ejections = 0;
     uint64_t hedges = 0;
+    uint64_t hedges_refused = 0;
   };
   struct Partition {
     std::vector<Replica> replicas;
     std::array<int64_t, kWindow> latencies_us{};
     uint64_t samples = 0;
     int64_t hedge_delay_us = 0;
+    int64_t hedge_budget = 0;  // the hedges left, in thousandths (sums of them stay exact)
   };
 
   // With mu_ held.
@@ -93,6 +108,8 @@ class ReplicaHealth {
   void UpdateHedgeDelayLocked(Partition& part);
 
   const ReplicaHealthOptions options_;
+  const int64_t hedge_earned_;  // thousandths of a hedge per answered call
+  const int64_t hedge_reserve_;
   const Clock& clock_;
   mutable std::mutex mu_;         // a std::mutex: visible to ThreadSanitizer
   std::vector<Partition> parts_;  // guarded by mu_

@@ -116,6 +116,36 @@ TEST_F(ReplicaHealthTest, TheHedgeDelayIsTheRecentP95WithinItsBounds) {
   EXPECT_EQ(health_.HedgeDelays()[0], options_.min_hedge);
 }
 
+TEST_F(ReplicaHealthTest, HedgesAddAtMostTheirShareOfAnsweredCallsBeyondTheirReserve) {
+  auto records = [&] { return health_.Records(); };  // partition 0: replicas 0 and 1 first
+  // The reserve: ten hedges at once, before any call answered (a replica frozen at start).
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(health_.TakeHedge(0, 0)) << i;
+  EXPECT_FALSE(health_.TakeHedge(0, 0));
+  EXPECT_FALSE(health_.TakeHedge(0, 1));
+  EXPECT_EQ(records()[0].hedges_refused, 1u);
+  EXPECT_EQ(records()[1].hedges_refused, 1u);
+  // Each answered call earns a twentieth of a hedge: 19 are not enough, the 20th is.
+  for (int i = 0; i < 19; ++i) health_.Answered(0, 1, microseconds(1000));
+  EXPECT_FALSE(health_.TakeHedge(0, 0));
+  health_.Answered(0, 1, microseconds(1000));
+  EXPECT_TRUE(health_.TakeHedge(0, 0));
+  EXPECT_FALSE(health_.TakeHedge(0, 0));
+  // Over many calls hedges stay at 5% of them, and the budget never grows past its reserve.
+  int hedged = 0;
+  for (int i = 0; i < 10'000; ++i) {
+    health_.Answered(0, i % 2, microseconds(1000));
+    if (health_.TakeHedge(0, 0)) ++hedged;
+  }
+  EXPECT_EQ(hedged, 500);
+  for (int i = 0; i < 10'000; ++i) health_.Answered(0, 0, microseconds(1000));
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(health_.TakeHedge(0, 1)) << i;
+  EXPECT_FALSE(health_.TakeHedge(0, 1));
+  // Each partition has its own budget; out of range, nothing is hedged.
+  EXPECT_TRUE(health_.TakeHedge(1, 0));
+  EXPECT_FALSE(health_.TakeHedge(2, 0));
+  EXPECT_FALSE(health_.TakeHedge(0, 2));
+}
+
 TEST_F(ReplicaHealthTest, AReplicaAnsweredWithinAWindowOfItsLastAnswer) {
   EXPECT_FALSE(health_.AnsweredWithin(0, 0, std::chrono::seconds(5)));  // never
   health_.Answered(0, 0, microseconds(800));
