@@ -131,19 +131,28 @@ Decision DecideSlidingCounter(const Limit& l, WindowState& s, int64_t now, uint6
 Decision DecideLog(const Limit& l, LogState& s, int64_t now, uint64_t cost, bool commit) {
   // Expiring entries changes no decision, so it happens on dry runs too. Entries older than the
   // rolling window (time <= now − W) no longer count.
-  while (s.head < s.entries.size() && s.entries[s.head].first <= now - l.window_ms) {
-    s.total -= s.entries[s.head].second;
-    ++s.head;
+  static const LogState::Log kNone;
+  const LogState::Log& log = s.log ? *s.log : kNone;
+  if (s.log) {
+    LogState::Log& owned = *s.log;
+    while (owned.head < owned.entries.size() &&
+           owned.entries[owned.head].first <= now - l.window_ms) {
+      s.total -= owned.entries[owned.head].second;
+      ++owned.head;
+    }
+    if (owned.head > 32 && owned.head * 2 > owned.entries.size()) {
+      owned.entries.erase(owned.entries.begin(),
+                          owned.entries.begin() + static_cast<long>(owned.head));
+      owned.head = 0;
+    }
   }
-  if (s.head > 32 && s.head * 2 > s.entries.size()) {
-    s.entries.erase(s.entries.begin(), s.entries.begin() + static_cast<long>(s.head));
-    s.head = 0;
-  }
+  const bool any = log.head < log.entries.size();
   Decision d;
   if (cost <= l.limit && s.total + cost <= l.limit) {
     d.allowed = true;
     if (commit) {
-      s.entries.emplace_back(now, static_cast<uint32_t>(cost));
+      if (!s.log) s.log = std::make_unique<LogState::Log>();
+      s.log->entries.emplace_back(now, static_cast<uint32_t>(cost));
       s.total += cost;
     }
   } else if (cost > l.limit) {
@@ -151,10 +160,10 @@ Decision DecideLog(const Limit& l, LogState& s, int64_t now, uint64_t cost, bool
   } else {
     // Wait until enough of the oldest entries expire.
     uint64_t left = s.total;
-    for (size_t i = s.head; i < s.entries.size(); ++i) {
-      left -= s.entries[i].second;
+    for (size_t i = log.head; i < log.entries.size(); ++i) {
+      left -= log.entries[i].second;
       if (left + cost <= l.limit) {
-        d.retry_after_ms = std::max<int64_t>(1, s.entries[i].first + l.window_ms - now);
+        d.retry_after_ms = std::max<int64_t>(1, log.entries[i].first + l.window_ms - now);
         break;
       }
     }
@@ -162,10 +171,10 @@ Decision DecideLog(const Limit& l, LogState& s, int64_t now, uint64_t cost, bool
   d.remaining = l.limit - std::min(s.total + (d.allowed && !commit ? cost : 0), l.limit);
   // Full again once the newest entry leaves: an admitted request's own, on a dry run too.
   if (d.allowed) {
-    const int64_t newest = s.head < s.entries.size() ? s.entries.back().first : now;
+    const int64_t newest = any ? log.entries.back().first : now;
     d.reset_ms = std::max(newest, now) + l.window_ms - now;
   } else {
-    d.reset_ms = s.head < s.entries.size() ? s.entries.back().first + l.window_ms - now : 0;
+    d.reset_ms = any ? log.entries.back().first + l.window_ms - now : 0;
   }
   return d;
 }
@@ -257,7 +266,8 @@ void ChargeWindow(const Limit& l, WindowState& s, int64_t now, uint64_t units) {
 void ChargeLog(const Limit& l, LogState& s, int64_t now, uint64_t units) {
   DecideLog(l, s, now, 1, /*commit=*/false);  // expires what no longer counts
   const uint32_t cost = static_cast<uint32_t>(std::min<uint64_t>(units, 1u << 30));
-  s.entries.emplace_back(now, cost);
+  if (!s.log) s.log = std::make_unique<LogState::Log>();
+  s.log->entries.emplace_back(now, cost);
   s.total += cost;
 }
 
@@ -359,8 +369,8 @@ void Charge(const Limit& limit, State& state, int64_t now_ms, uint64_t units) {
 
 size_t StateBytes(const State& state) {
   size_t bytes = sizeof(State);
-  if (const LogState* log = std::get_if<LogState>(&state)) {
-    bytes += log->entries.capacity() * sizeof(log->entries[0]);
+  if (const LogState* log = std::get_if<LogState>(&state); log != nullptr && log->log) {
+    bytes += sizeof(LogState::Log) + log->log->entries.capacity() * sizeof(log->log->entries[0]);
   }
   return bytes;
 }

@@ -12,6 +12,7 @@
 #define TWEETSEARCH_LIMITER_ALGORITHM_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -62,10 +63,26 @@ struct WindowState {  // fixed window, sliding window counter
   uint64_t current = 0;
   uint64_t previous = 0;
 };
-struct LogState {  // sliding window log: one entry per admitted request
-  std::vector<std::pair<int64_t, uint32_t>> entries;  // (time, cost), oldest first
-  size_t head = 0;                                    // entries before head are expired
-  uint64_t total = 0;                                 // cost of entries[head..]
+// A sliding window log: one entry per admitted request. Its entries lie behind one pointer (none
+// while it is empty), so that every algorithm's state fits in 24 bytes and an in-process entry
+// holds its states inline (limiter.cc); a copy copies the entries.
+struct LogState {
+  struct Log {
+    std::vector<std::pair<int64_t, uint32_t>> entries;  // (time, cost), oldest first
+    size_t head = 0;                                    // entries before head are expired
+  };
+  std::unique_ptr<Log> log;
+  uint64_t total = 0;  // cost of entries[head..]
+
+  LogState() = default;
+  LogState(const LogState& other)
+      : log(other.log ? std::make_unique<Log>(*other.log) : nullptr), total(other.total) {}
+  LogState& operator=(const LogState& other) {
+    if (this != &other) *this = LogState(other);
+    return *this;
+  }
+  LogState(LogState&&) noexcept = default;
+  LogState& operator=(LogState&&) noexcept = default;
 };
 struct TatState {  // GCRA, leaky bucket queue: theoretical arrival time, Unix microseconds
   int64_t tat_us = 0;

@@ -2,16 +2,16 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <limits>
 #include <memory>
 #include <mutex>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
-#include "absl/hash/hash.h"
 #include "common/strings.h"
+#include "limiter/entry_table.h"
 #include "limiter/local_limiter.h"
 #include "limiter/rule_match.h"
 
@@ -19,7 +19,6 @@ namespace tweetsearch::limiter {
 namespace {
 
 constexpr size_t kShards = 64;
-constexpr int64_t kFreePlace = std::numeric_limits<int64_t>::min();
 
 // When states last used at `last_ms` with a lifetime of `idle_ms` become idle (saturating).
 int64_t ExpiryOf(int64_t last_ms, int64_t idle_ms) {
@@ -35,35 +34,23 @@ struct Slot {
   uint64_t debt = 0;
 };
 
-// What a check reads comes first (its states start in the first cache line); the key only
-// when the entry is dropped.
-struct Entry {
-  int64_t last_ms = 0;
-  int64_t idle_ms = 0;  // the rule set's longest state lifetime
-  uint64_t fingerprint = 0;
-  uint32_t place = 0;                  // its place in the shard's slab
-  bool live = false;                   // false: a free place in the shard's slab
-  bool used = false;                   // touched since the clock hand last passed (second chance)
-  absl::InlinedVector<Slot, 2> slots;  // one per limit of the rule set
+// A bucket's states, inline in its shard's table (entry_table.h): two cache lines, asked for
+// together. What a check reads comes first; a rule set of more than two limits keeps the rest
+// behind `more`.
+struct alignas(64) Entry {
+  static constexpr size_t kInline = 2;
+
   BucketId key;
-};
+  int64_t expiry_ms = 0;     // when its states become idle: last use plus the set's lifetime
+  uint64_t fingerprint = 0;  // of the rule set its states follow
+  uint8_t n = 0;             // limits (slots)
+  bool used = false;         // touched since the clock hand last passed (second chance)
+  std::array<Slot, kInline> first;
+  std::unique_ptr<Slot[]> more;  // slots kInline.. (rule sets of more limits)
 
-// Entries in chunks of a fixed size: adding one moves none, and finding one by its place costs
-// one step (a deque's small blocks cost another cache miss at a million keys).
-class Slab {
- public:
-  Entry& operator[](size_t i) { return chunks_[i / kChunk][i % kChunk]; }
-  size_t size() const { return size_; }
-  void grow() {
-    if (size_ % kChunk == 0) chunks_.push_back(std::make_unique<Entry[]>(kChunk));
-    ++size_;
-  }
-
- private:
-  static constexpr size_t kChunk = 64;
-  std::vector<std::unique_ptr<Entry[]>> chunks_;
-  size_t size_ = 0;
+  Slot& slot(size_t j) { return j < kInline ? first[j] : more[j - kInline]; }
 };
+static_assert(sizeof(Entry) == 128, "an entry is two cache lines");
 
 // A shard's lock: a test-and-test-and-set spin lock that yields its core after a short spin. A
 // shard is held for tens of nanoseconds, and on x86 taking it is one atomic exchange and leaving
@@ -98,24 +85,20 @@ class ABSL_LOCKABLE ShardLock {
   std::atomic<bool> locked_{false};
 };
 
-// A shard: its entries in a slab, found through a flat index by bucket id. A clock hand goes round
-// the slab — a few places per call — dropping states idle past their lifetime, and, while more than
-// max_keys are kept in all, the first it finds not used since it last passed (CLOCK, an
-// approximation of least recently used that needs no list to relink on every hit).
+// A shard: its entries in a table found by bucket id. A clock hand goes round the table's places
+// — a few per call — dropping states idle past their lifetime, and, while more than max_keys are
+// kept in all, the first it finds not used since it last passed (CLOCK, an approximation of
+// least recently used that needs no list to relink on every hit).
 struct Shard {
   mutable ShardLock mu;
-  // Bucket id → its entry in the slab (entries never move).
-  absl::flat_hash_map<BucketId, Entry*, BucketIdHash> index ABSL_GUARDED_BY(mu);
-  Slab slab ABSL_GUARDED_BY(mu);
-  std::vector<uint32_t> free ABSL_GUARDED_BY(mu);  // places of dropped entries
-  size_t hand ABSL_GUARDED_BY(mu) = 0;
-  // The hand's view of the slab, place by place: a time by which that entry's states are surely
-  // not yet idle (its last use plus its lifetime, as of when it was written: the entry may have
-  // been used since, never less), or kFreePlace. Eight places to a cache line, so the hand
+  // The entries. The hand's view of them is the table's hint per place: a time by which that
+  // entry's states are surely not yet idle (its expiry as of when it was written: the entry may
+  // have been used since, never less), or kNoHint. Eight places to a cache line, so the hand
   // passes a busy entry without reading the entry itself (at a million keys, a cache miss per
   // check); it reads the entry only where the view says idle (then refreshes the view) or
   // while more than max_keys states are kept.
-  std::vector<int64_t> expiry ABSL_GUARDED_BY(mu);
+  EntryTable<Entry> table ABSL_GUARDED_BY(mu);
+  size_t hand ABSL_GUARDED_BY(mu) = 0;
   // Checks whose first bucket lives here, and of those the refused and shadow-exceeded ones:
   // counted under the lock the check holds anyway (a shared atomic counter cost every check an
   // atomic instruction, and two threads a cache line passed back and forth).
@@ -124,9 +107,13 @@ struct Shard {
   uint64_t shadow_exceeded ABSL_GUARDED_BY(mu) = 0;
 };
 
+constexpr int64_t kNoHint = EntryTable<Entry>::kNoHint;
+
 size_t ShardOf(const Bucket& b) { return b.id.hi % kShards; }
 
-// Locks the shards of a request's buckets, in shard order (no deadlock).
+// Locks the shards of a request's buckets, in shard order (no deadlock), and makes room in
+// them for the buckets' entries, so that finding (or inserting) one moves none of the others
+// (entry_table.h).
 class ShardLocks {
  public:
   ShardLocks(std::array<Shard, kShards>& shards, const std::array<Bucket, 2>& buckets, size_t n)
@@ -136,6 +123,7 @@ class ShardLocks {
     if (second_ < first_) std::swap(first_, second_);
     shards_[first_].mu.lock();
     if (second_ != first_) shards_[second_].mu.lock();
+    Reserve(n);
   }
   ~ShardLocks() {
     if (second_ != first_) shards_[second_].mu.unlock();
@@ -147,6 +135,15 @@ class ShardLocks {
   Shard* second() { return second_ != first_ ? &shards_[second_] : nullptr; }
 
  private:
+  void Reserve(size_t n) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (second_ != first_) {
+      shards_[first_].table.Reserve(1);
+      shards_[second_].table.Reserve(1);
+    } else {
+      shards_[first_].table.Reserve(n);
+    }
+  }
+
   std::array<Shard, kShards>& shards_;
   size_t first_, second_;
 };
@@ -198,7 +195,7 @@ class MemoryLimiter final : public LocalLimiter {
         const RuleSet& set = *buckets[i].set;
         for (size_t j = 0; j < set.limits.size(); ++j) {
           const RuleLimit& r = set.limits[j];
-          const Decision d = Decide(r.limit, entries[i]->slots[j].state, now, CostOf(r, request),
+          const Decision d = Decide(r.limit, entries[i]->slot(j).state, now, CostOf(r, request),
                                     /*commit=*/one_limit);
           if (r.limit.shadow && d.allowed) shadow_admitted[i] |= 1u << j;
           if (Fold(r, d, &v)) allowed = false;
@@ -206,9 +203,8 @@ class MemoryLimiter final : public LocalLimiter {
       }
       if (allowed && one_limit) {  // Decide committed it, unless a shadow limit went over
         const RuleLimit& r = buckets[0].set->limits[0];
-        if (!r.limit.shadow || (shadow_admitted[0] & 1u))
-          NoteDebt(r, request, entries[0]->slots[0]);
-        entries[0]->last_ms = now;
+        if (!r.limit.shadow || (shadow_admitted[0] & 1u)) NoteDebt(r, request, entries[0]->slot(0));
+        entries[0]->expiry_ms = ExpiryOf(now, buckets[0].set->max_window_ms);
       } else if (allowed) {
         for (size_t i = 0; i < n; ++i)
           Commit(*buckets[i].set, shadow_admitted[i], request, now, *entries[i]);
@@ -243,15 +239,16 @@ class MemoryLimiter final : public LocalLimiter {
     size_t k = 0;
     for (size_t i = 0; i < n; ++i) {
       Entry* e = Find(buckets[i], now_ms);
-      for (size_t j = 0; j < e->slots.size(); ++j, ++k) {
+      for (size_t j = 0; j < e->n; ++j, ++k) {
         const RuleLimit& r = buckets[i].set->limits[j];
         const uint64_t share = r.fail == FailMode::kShare
                                    ? remaining[k] / std::max<uint64_t>(1, front_doors)
                                    : remaining[k];
-        e->slots[j].state = NewState(r.limit.algorithm);
-        Charge(r.limit, e->slots[j].state, now_ms, r.limit.limit - std::min(r.limit.limit, share));
+        State& state = e->slot(j).state;
+        state = NewState(r.limit.algorithm);
+        Charge(r.limit, state, now_ms, r.limit.limit - std::min(r.limit.limit, share));
       }
-      e->last_ms = now_ms;
+      e->expiry_ms = ExpiryOf(now_ms, buckets[i].set->max_window_ms);
     }
   }
 
@@ -274,7 +271,7 @@ class MemoryLimiter final : public LocalLimiter {
     s.reload_errors = rules_.reload_errors();
     for (const Shard& shard : shards_) {
       std::lock_guard<ShardLock> lock(shard.mu);
-      s.keys += shard.index.size();
+      s.keys += shard.table.size();
       s.checks += shard.checks;
       s.refused += shard.refused;
       s.shadow_exceeded += shard.shadow_exceeded;
@@ -289,36 +286,20 @@ class MemoryLimiter final : public LocalLimiter {
   }
 
  private:
-  // The bucket's entry, created (or reset, after a rule change or a long idle) as needed.
+  // The bucket's entry, created (or reset, after a rule change or a long idle) as needed. Its
+  // shard's lock is held, with room reserved (ShardLocks).
   Entry* Find(const Bucket& b, int64_t now) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     Shard& shard = shards_[ShardOf(b)];
-    auto it = shard.index.find(b.id);  // most checks find their entry: no insertion to prepare
-    const bool inserted = it == shard.index.end();
+    Entry* e = shard.table.Find(b.id);
+    const bool inserted = e == nullptr;
     if (inserted) {
       keys_.fetch_add(1, std::memory_order_relaxed);
-      uint32_t place;
-      if (!shard.free.empty()) {
-        place = shard.free.back();
-        shard.free.pop_back();
-      } else {
-        place = static_cast<uint32_t>(shard.slab.size());
-        shard.slab.grow();
-        shard.expiry.push_back(kFreePlace);
-      }
-      Entry& fresh = shard.slab[place];
-      fresh.key = b.id;
-      fresh.place = place;
-      fresh.live = true;
-      fresh.slots.clear();
-      it = shard.index.try_emplace(b.id, &fresh).first;
+      e = shard.table.Insert(b.id).first;
     }
-    Entry* e = it->second;
-    // Its states lie past the first cache line: ask for them while the first arrives.
-    __builtin_prefetch(reinterpret_cast<const char*>(e) + 64);
     e->used = true;
-    if (inserted || e->fingerprint != b.set->fingerprint || now - e->last_ms > e->idle_ms) {
-      Reset(*e, *b.set, !inserted && now - e->last_ms <= e->idle_ms, now);
-      shard.expiry[e->place] = ExpiryOf(now, e->idle_ms);
+    if (inserted || e->fingerprint != b.set->fingerprint || now > e->expiry_ms) {
+      Reset(*e, *b.set, !inserted && now <= e->expiry_ms, now);
+      shard.table.hint(shard.table.PlaceOf(*e)) = e->expiry_ms;
     }
     return e;
   }
@@ -327,90 +308,125 @@ class MemoryLimiter final : public LocalLimiter {
   // share changes with the number of front doors), not an idle lifetime (then they no longer
   // matter).
   void Reset(Entry& e, const RuleSet& set, bool recent, int64_t now) {
-    const bool keep_debts = recent && e.slots.size() == set.limits.size();
-    absl::InlinedVector<uint64_t, 2> debts;
+    const size_t n = set.limits.size();
+    const bool keep_debts = recent && e.n == n;
+    absl::InlinedVector<uint64_t, Entry::kInline> debts;
     if (keep_debts) {
-      for (const Slot& slot : e.slots) debts.push_back(slot.debt);
+      for (size_t j = 0; j < n; ++j) debts.push_back(e.slot(j).debt);
     } else {
       Forget(e);
     }
     e.fingerprint = set.fingerprint;
-    e.idle_ms = set.max_window_ms;
-    e.slots.clear();
-    for (size_t j = 0; j < set.limits.size(); ++j) {
-      e.slots.push_back({NewState(set.limits[j].limit.algorithm), keep_debts ? debts[j] : 0});
+    if (n > Entry::kInline && e.n < n) e.more = std::make_unique<Slot[]>(n - Entry::kInline);
+    if (n <= Entry::kInline) e.more.reset();
+    e.n = static_cast<uint8_t>(n);
+    for (size_t j = 0; j < n; ++j) {
+      e.slot(j) = {NewState(set.limits[j].limit.algorithm), keep_debts ? debts[j] : 0};
     }
-    e.last_ms = now;
+    e.expiry_ms = ExpiryOf(now, set.max_window_ms);
   }
 
   // Asks for the clock hands' next places in the view while the entries are looked up (at a
   // million keys each is a cache miss the lookups would otherwise wait behind).
   static void Prefetch(ShardLocks& locks) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     for (Shard* shard : {&locks.first(), locks.second()}) {
-      if (shard != nullptr && shard->hand < shard->expiry.size()) {
-        __builtin_prefetch(&shard->expiry[shard->hand]);
+      if (shard != nullptr && shard->hand < shard->table.capacity()) {
+        __builtin_prefetch(shard->table.hint_address(shard->hand));
       }
     }
   }
 
-  // Moves the clock hand: a few places are checked for states idle past their lifetime (as
-  // good as new: dropped), and while more than max_keys states are kept in all, entries are
-  // dropped at the hand, passing over (once) those used since it last passed. The bound holds
-  // over all shards (a per-shard share would evict early in the shards hashing gives more than
-  // their share). `keep` (this request's entries) always stays.
+  // Moves the clock hand: states idle past their lifetime (as good as new) are dropped, and while
+  // more than max_keys states are kept in all, entries are dropped at the hand, passing over
+  // (once) those used since it last passed. The bound holds over all shards (a per-shard share
+  // would evict early in the shards hashing gives more than their share). `keep` (this
+  // request's entries) always stays.
   void Trim(Shard& shard, int64_t now,
             const std::array<Entry*, 2>& keep) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    const size_t size = shard.slab.size();
-    if (size == 0) return;
-    // One place per call at least, and on while they hold idle states (up to kSweep).
-    constexpr size_t kSweep = 16;
-    bool sweep = true;
-    for (size_t step = 0; step < 2 * size + kSweep; ++step) {
-      const bool over = keys_.load(std::memory_order_relaxed) > max_keys_;
-      if (!over && (!sweep || step >= kSweep)) break;
+    if (shard.table.capacity() == 0) return;
+    if (keys_.load(std::memory_order_relaxed) > max_keys_) Evict(shard, now, keep);
+    Sweep(shard, now);
+  }
+
+  // The hand passes the rest of its line of the view (one to eight places, one cache line), and
+  // the next lines too (up to kLines) while the last one held idle states. It reads an entry only
+  // where the view says its states may be idle. (This request's entries were just used: none is
+  // idle.)
+  void Sweep(Shard& shard, int64_t now) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    constexpr size_t kLine = 8;  // places whose hints share a cache line
+    constexpr int kLines = 4;    // the most lines passed in one call
+    EntryTable<Entry>& table = shard.table;
+    for (int line = 0; line < kLines; ++line) {
+      const size_t base = shard.hand & ~(kLine - 1);
+      const int64_t* hints = table.hint_address(base);
+      // Bit i: place base + i may hold idle states (a hint other than kNoHint, below now). The
+      // hints are compared as unsigned offsets from kNoHint, less one: kNoHint wraps to the
+      // largest, so one comparison a place does.
+      const uint64_t below = static_cast<uint64_t>(now) - static_cast<uint64_t>(kNoHint) - 1;
+      uint32_t maybe_idle = 0;
+#pragma GCC unroll 8
+      for (size_t i = 0; i < kLine; ++i) {
+        const uint64_t h = static_cast<uint64_t>(hints[i]) - static_cast<uint64_t>(kNoHint) - 1;
+        maybe_idle |= static_cast<uint32_t>(h < below) << i;
+      }
+      maybe_idle &= ~0u << (shard.hand - base);  // the places the hand has yet to pass
+      shard.hand = base + kLine == table.capacity() ? 0 : base + kLine;
+      bool dropped = false;
+      for (; maybe_idle != 0; maybe_idle &= maybe_idle - 1) {
+        const size_t place = base + static_cast<size_t>(std::countr_zero(maybe_idle));
+        Entry& e = table.at(place);
+        if (now > e.expiry_ms) {
+          Drop(shard, place);
+          dropped = true;
+        } else {
+          table.hint(place) = e.expiry_ms;
+        }
+      }
+      if (!dropped) break;
+    }
+    // The next call's line: this shard's next check is likely dozens of checks away, time
+    // enough for it to arrive.
+    __builtin_prefetch(table.hint_address(shard.hand));
+  }
+
+  // Beyond max_keys: the hand drops idle states and the first it finds not used since it last
+  // passed (CLOCK's second chance), until the bound holds again or it has gone round twice.
+  void Evict(Shard& shard, int64_t now,
+             const std::array<Entry*, 2>& keep) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    EntryTable<Entry>& table = shard.table;
+    const size_t places = table.capacity();
+    for (size_t step = 0; step < 2 * places; ++step) {
+      if (keys_.load(std::memory_order_relaxed) <= max_keys_) break;
       const size_t place = shard.hand;
-      if (++shard.hand == size) shard.hand = 0;  // (a division cost more than the step)
-      const int64_t expiry = shard.expiry[place];
-      if (expiry == kFreePlace) continue;
-      if (IsKept(shard, place, keep)) {
-        sweep = false;
-        continue;
-      }
-      if (!over && now <= expiry) {  // surely not idle: the entry need not be read
-        sweep = false;
-        continue;
-      }
-      Entry& e = shard.slab[place];
-      const bool idle = now - e.last_ms > e.idle_ms;
-      if (!idle) shard.expiry[place] = ExpiryOf(e.last_ms, e.idle_ms);
-      sweep = idle;
-      if (!idle && over && e.used) {
+      if (++shard.hand == places) shard.hand = 0;  // (a division cost more than the step)
+      if (table.hint(place) == kNoHint || IsKept(shard, place, keep)) continue;
+      Entry& e = table.at(place);
+      const bool idle = now > e.expiry_ms;
+      if (!idle && e.used) {
         e.used = false;  // a second chance
+        table.hint(place) = e.expiry_ms;
         continue;
       }
-      if (!idle && !over) continue;
-      Drop(shard, e);
+      Drop(shard, place);
       if (!idle) evicted_.fetch_add(1, std::memory_order_relaxed);
     }
   }
 
   // Whether `place` of `shard` holds one of `keep` (compared without reading the place's entry).
-  bool IsKept(const Shard& shard, size_t place, const std::array<Entry*, 2>& keep) const {
+  bool IsKept(const Shard& shard, size_t place,
+              const std::array<Entry*, 2>& keep) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
     for (const Entry* e : keep) {
-      if (e != nullptr && e->place == place && &shards_[e->key.hi % kShards] == &shard) {
+      if (e != nullptr && &shards_[e->key.hi % kShards] == &shard &&
+          shard.table.PlaceOf(*e) == place) {
         return true;
       }
     }
     return false;
   }
 
-  void Drop(Shard& shard, Entry& e) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    Forget(e);
-    shard.free.push_back(e.place);
-    shard.expiry[e.place] = kFreePlace;
-    shard.index.erase(e.key);
-    e.live = false;
-    e.slots.clear();
+  void Drop(Shard& shard, size_t place) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    Forget(shard.table.at(place));
+    shard.table.Erase(place);
     keys_.fetch_sub(1, std::memory_order_relaxed);
   }
 
@@ -425,10 +441,10 @@ class MemoryLimiter final : public LocalLimiter {
     for (size_t j = 0; j < set.limits.size(); ++j) {
       const RuleLimit& r = set.limits[j];
       if (r.limit.shadow && !(shadow_admitted & (1u << j))) continue;
-      Decide(r.limit, e.slots[j].state, now, CostOf(r, request), /*commit=*/true);
-      NoteDebt(r, request, e.slots[j]);
+      Decide(r.limit, e.slot(j).state, now, CostOf(r, request), /*commit=*/true);
+      NoteDebt(r, request, e.slot(j));
     }
-    e.last_ms = now;
+    e.expiry_ms = ExpiryOf(now, set.max_window_ms);
   }
 
   // Notes the units of an admitted request as owed to Redis, when debts are kept.
@@ -441,7 +457,8 @@ class MemoryLimiter final : public LocalLimiter {
 
   // An entry's states are dropped: its debts no longer matter (they have expired with it).
   void Forget(Entry& e) {
-    for (Slot& slot : e.slots) {
+    for (size_t j = 0; j < e.n; ++j) {
+      Slot& slot = e.slot(j);
       owed_.fetch_sub(slot.debt, std::memory_order_release);
       slot.debt = 0;
     }
@@ -459,8 +476,8 @@ class MemoryLimiter final : public LocalLimiter {
     size_t k = 0;
     for (size_t i = 0; i < n; ++i) {
       Entry* e = Find(buckets[i], now);
-      for (size_t j = 0; j < e->slots.size(); ++j, ++k) {
-        uint64_t& debt = e->slots[j].debt;
+      for (size_t j = 0; j < e->n; ++j, ++k) {
+        uint64_t& debt = e->slot(j).debt;
         if (take) {
           debts[k] = debt;
           owed_.fetch_sub(debt, std::memory_order_release);

@@ -7,8 +7,8 @@
 // admit; a request refused by one limit consumes nothing from the others. Shadow limits are
 // evaluated and reported but never refuse.
 //
-// State lives in process memory (the embedded default): 64 shards, each with its own lock,
-// flat index and slab of entries, so there is no global lock; idle keys expire (a state idle
+// State lives in process memory (the embedded default): 64 shards, each with its own lock and
+// table of entries (entry_table.h), so there is no global lock; idle keys expire (a state idle
 // for its lifetime, StateLifetimeMs, is as good as new) and at most `max_keys` states are kept
 // in all (beyond it a new key evicts a state of its shard not used lately, by a clock hand;
 // never the request's own), so a flood of distinct keys (IPv6 addresses) cannot exhaust

@@ -1,5 +1,9 @@
 #include "limiter/rule_match.h"
 
+// Inlined: the hash of a short id is a few dozen instructions, and compiled in place it is
+// specialised for the lengths ids have, where the library's entry point goes through a call and
+// a dispatch on the length.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include <cstring>
@@ -120,7 +124,8 @@ size_t MatchRules(const Rules& rules, const CheckRequest& r, std::array<std::str
     }
     // One pass of a 128-bit hash, seeded by the rule set's place.
     const XXH128_hash_t h = XXH3_128bits_withSeed(name.data(), name.size(), set.seed);
-    out[i] = {text, &set, BucketId{h.high64, h.low64}};
+    // Never the id of no bucket (an empty place of a table: entry_table.h).
+    out[i] = {text, &set, BucketId{h.high64, h.low64 | (h.high64 == 0 && h.low64 == 0)}};
   }
   return s->n;
 }

@@ -21,7 +21,7 @@ namespace tweetsearch::limiter {
 // the client's IP), so that no key text is built or compared on the hot path. (Two buckets
 // collide with probability about n² / 2^129: never, for any number of keys that fits in memory.)
 struct BucketId {
-  uint64_t hi = 0, lo = 0;
+  uint64_t hi = 0, lo = 0;  // never both 0 (MatchRules): that is no bucket's id
   bool operator==(const BucketId&) const = default;
 };
 struct BucketIdHash {
