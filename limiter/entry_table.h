@@ -4,8 +4,9 @@
 // Why our own table (docs/limiter.md, "In-process backend"): at a million keys a check's cost is
 // its cache misses. A flat hash map of ids to entries elsewhere pays three in a row (its control
 // bytes, its slot, then the entry); here the entry itself sits at its place in the table, and a
-// lookup asks for the entry at the id's home place while it reads the tags, so a check waits for
-// about one miss.
+// lookup reads the entry at the id's home place before its tag (three ids in four are there at
+// half full), so a check waits for about one miss. Tables of 2 MiB and more are on transparent
+// huge pages.
 //
 // - Places: `capacity()` of them, a power of two. Each has a one-byte tag (empty, deleted, or 7
 //   bits of the id), an Entry, and a hint: an int64 the owner keeps per place (the limiter's
@@ -29,8 +30,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <new>
 #include <utility>
@@ -109,6 +110,10 @@ class EntryTable {
     if constexpr (sizeof(Entry) > 64) {
       __builtin_prefetch(reinterpret_cast<const char*>(&home) + 64);
     }
+    // A quarter of ids lie past their home, mostly at the next place: its tag and its first
+    // line are asked for too.
+    __builtin_prefetch(&tags_[place]);
+    __builtin_prefetch(&entries_[(place + 1) & mask_]);
     if (home.key == id) return &home;
     const uint8_t tag = TagOf(id);
     for (;; place = (place + 1) & mask_) {
@@ -119,7 +124,8 @@ class EntryTable {
   }
 
   // Makes room for `n` more insertions that will move no entry, rebuilding the table if needed
-  // (at the same capacity, dropping tombstones, or at twice it). Moves entries only when it rebuilds; returns whether it did.
+  // (at the same capacity, dropping tombstones, or at twice it). Moves entries only when it
+  // rebuilds; returns whether it did.
   bool Reserve(size_t n) {
     if (used_ + n <= MaxUsed(capacity_)) return false;
     size_t capacity = std::max(capacity_, kMinCapacity);

@@ -35,20 +35,25 @@ struct Slot {
 };
 
 // A bucket's states, inline in its shard's table (entry_table.h): two cache lines, asked for
-// together. What a check reads comes first; a rule set of more than two limits keeps the rest
-// behind `more`.
+// together. The first holds what a check of a rule set of one limit reads and writes: the id,
+// the expiry, the fingerprint, the hand's mark and the first limit's state. The second holds
+// the second limit's state and the debts; a rule set of more limits keeps the rest behind
+// `more`.
 struct alignas(64) Entry {
   static constexpr size_t kInline = 2;
 
   BucketId key;
   int64_t expiry_ms = 0;     // when its states become idle: last use plus the set's lifetime
-  uint64_t fingerprint = 0;  // of the rule set its states follow
-  uint8_t n = 0;             // limits (slots)
+  uint32_t fingerprint = 0;  // of the rule set its states follow (RuleSet::fingerprint)
+  uint8_t n = 0;             // limits
   bool used = false;         // touched since the clock hand last passed (second chance)
-  std::array<Slot, kInline> first;
-  std::unique_ptr<Slot[]> more;  // slots kInline.. (rule sets of more limits)
+  State first;
+  State second;
+  std::array<uint64_t, kInline> debts{};
+  std::unique_ptr<Slot[]> more;  // limits kInline.. (rule sets of more limits)
 
-  Slot& slot(size_t j) { return j < kInline ? first[j] : more[j - kInline]; }
+  State& state(size_t j) { return j == 0 ? first : j == 1 ? second : more[j - kInline].state; }
+  uint64_t& debt(size_t j) { return j < kInline ? debts[j] : more[j - kInline].debt; }
 };
 static_assert(sizeof(Entry) == 128, "an entry is two cache lines");
 
@@ -195,7 +200,7 @@ class MemoryLimiter final : public LocalLimiter {
         const RuleSet& set = *buckets[i].set;
         for (size_t j = 0; j < set.limits.size(); ++j) {
           const RuleLimit& r = set.limits[j];
-          const Decision d = Decide(r.limit, entries[i]->slot(j).state, now, CostOf(r, request),
+          const Decision d = Decide(r.limit, entries[i]->state(j), now, CostOf(r, request),
                                     /*commit=*/one_limit);
           if (r.limit.shadow && d.allowed) shadow_admitted[i] |= 1u << j;
           if (Fold(r, d, &v)) allowed = false;
@@ -203,7 +208,7 @@ class MemoryLimiter final : public LocalLimiter {
       }
       if (allowed && one_limit) {  // Decide committed it, unless a shadow limit went over
         const RuleLimit& r = buckets[0].set->limits[0];
-        if (!r.limit.shadow || (shadow_admitted[0] & 1u)) NoteDebt(r, request, entries[0]->slot(0));
+        if (!r.limit.shadow || (shadow_admitted[0] & 1u)) NoteDebt(r, request, entries[0]->debt(0));
         entries[0]->expiry_ms = ExpiryOf(now, buckets[0].set->max_window_ms);
       } else if (allowed) {
         for (size_t i = 0; i < n; ++i)
@@ -244,7 +249,7 @@ class MemoryLimiter final : public LocalLimiter {
         const uint64_t share = r.fail == FailMode::kShare
                                    ? remaining[k] / std::max<uint64_t>(1, front_doors)
                                    : remaining[k];
-        State& state = e->slot(j).state;
+        State& state = e->state(j);
         state = NewState(r.limit.algorithm);
         Charge(r.limit, state, now_ms, r.limit.limit - std::min(r.limit.limit, share));
       }
@@ -312,7 +317,7 @@ class MemoryLimiter final : public LocalLimiter {
     const bool keep_debts = recent && e.n == n;
     absl::InlinedVector<uint64_t, Entry::kInline> debts;
     if (keep_debts) {
-      for (size_t j = 0; j < n; ++j) debts.push_back(e.slot(j).debt);
+      for (size_t j = 0; j < n; ++j) debts.push_back(e.debt(j));
     } else {
       Forget(e);
     }
@@ -321,7 +326,8 @@ class MemoryLimiter final : public LocalLimiter {
     if (n <= Entry::kInline) e.more.reset();
     e.n = static_cast<uint8_t>(n);
     for (size_t j = 0; j < n; ++j) {
-      e.slot(j) = {NewState(set.limits[j].limit.algorithm), keep_debts ? debts[j] : 0};
+      e.state(j) = NewState(set.limits[j].limit.algorithm);
+      e.debt(j) = keep_debts ? debts[j] : 0;
     }
     e.expiry_ms = ExpiryOf(now, set.max_window_ms);
   }
@@ -441,26 +447,26 @@ class MemoryLimiter final : public LocalLimiter {
     for (size_t j = 0; j < set.limits.size(); ++j) {
       const RuleLimit& r = set.limits[j];
       if (r.limit.shadow && !(shadow_admitted & (1u << j))) continue;
-      Decide(r.limit, e.slot(j).state, now, CostOf(r, request), /*commit=*/true);
-      NoteDebt(r, request, e.slot(j));
+      Decide(r.limit, e.state(j), now, CostOf(r, request), /*commit=*/true);
+      NoteDebt(r, request, e.debt(j));
     }
     e.expiry_ms = ExpiryOf(now, set.max_window_ms);
   }
 
   // Notes the units of an admitted request as owed to Redis, when debts are kept.
-  void NoteDebt(const RuleLimit& r, const CheckRequest& request, Slot& slot) {
+  void NoteDebt(const RuleLimit& r, const CheckRequest& request, uint64_t& debt) {
     if (!track_debts_) return;
     const uint64_t cost = CostOf(r, request);
-    slot.debt += cost;
+    debt += cost;
     owed_.fetch_add(cost, std::memory_order_release);
   }
 
   // An entry's states are dropped: its debts no longer matter (they have expired with it).
   void Forget(Entry& e) {
     for (size_t j = 0; j < e.n; ++j) {
-      Slot& slot = e.slot(j);
-      owed_.fetch_sub(slot.debt, std::memory_order_release);
-      slot.debt = 0;
+      uint64_t& debt = e.debt(j);
+      owed_.fetch_sub(debt, std::memory_order_release);
+      debt = 0;
     }
   }
 
@@ -477,7 +483,7 @@ class MemoryLimiter final : public LocalLimiter {
     for (size_t i = 0; i < n; ++i) {
       Entry* e = Find(buckets[i], now);
       for (size_t j = 0; j < e->n; ++j, ++k) {
-        uint64_t& debt = e->slot(j).debt;
+        uint64_t& debt = e->debt(j);
         if (take) {
           debts[k] = debt;
           owed_.fetch_sub(debt, std::memory_order_release);

@@ -60,9 +60,10 @@ struct RuleSet {
   std::vector<RuleLimit> limits;  // at most kMaxLimitsPerSet
   int64_t max_window_ms = 0;      // state idle this long is as good as new (StateLifetimeMs)
   // Filled by the limiter when it takes the rules: "limit;w=seconds" of each enforced limit,
-  // and a fingerprint of the definitions (states survive reloads that keep it).
+  // and a fingerprint of the definitions (states survive reloads that keep it): a small number,
+  // the same for equal definitions in the process, never 0.
   std::string policy;
-  uint64_t fingerprint = 0;
+  uint32_t fingerprint = 0;
   uint64_t seed = 0;  // of its place (tier or key prefix, and endpoint): names its buckets
   char kind = 't';    // its place: 't' a tier's, 'k' a key prefix's, 'a' anonymous
   std::string owner;  // the tier's name (for 't')
