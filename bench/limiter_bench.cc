@@ -2,6 +2,8 @@
 //
 //   build/release/bench/limiter_bench                  # Google Benchmark timings, then memory
 //   build/release/bench/limiter_bench --benchmark_filter=OneKey
+//   build/release/bench/limiter_bench --benchmark_filter='ManyKeys/3/1|FlatMapFloor/1000000/1'
+//                    # 1M keys with each key's text in the cache, as a request's is (AskAhead)
 //   build/release/bench/limiter_bench --redis=6379 --threads=8 --lanes=2   # Redis decisions/s
 //   build/release/bench/limiter_bench --redis=6379 --hot-key=10000   # one key held at its limit
 //   build/release/bench/limiter_bench --redis=6379 --memory   # Redis memory per key and algorithm
