@@ -166,9 +166,6 @@ class EntryTable {
   }
   size_t PlaceOf(const Entry& e) const { return static_cast<size_t>(&e - entries_.get()); }
 
-  // Bytes the table holds itself (not what its entries own elsewhere).
-  size_t bytes() const { return capacity_ * (sizeof(Entry) + sizeof(int64_t) + 1); }
-
  private:
   static constexpr uint8_t kEmpty = 0xFF, kDeleted = 0x80;  // else 0..127: a live id's tag
   static constexpr size_t kMinCapacity = 16;
@@ -181,7 +178,7 @@ class EntryTable {
   // At most 3/4 of the places are live or tombstones.
   static size_t MaxUsed(size_t capacity) { return capacity / 4 * 3; }
   size_t Home(const BucketId& id) const { return id.lo & mask_; }
-  // Seven bits the home place did not use (the shard used the low bits of hi).
+  // Seven bits that neither the home place (the low bits of lo) nor the shard (hi % 64) uses.
   static uint8_t TagOf(const BucketId& id) { return static_cast<uint8_t>(id.hi >> 57); }
 
   void Rebuild(size_t capacity) {
