@@ -229,7 +229,7 @@ TEST(SealedSegmentTest, DenseBlocksAreBitmapsAndCursorsAgreeWithTheirDocs) {
   auto segment = builder.Build();
   EXPECT_GT(segment->stats().bitmap_blocks, 0u);
   {
-    // A term in one tweet of ten is stored as bitmaps too (a block spanning at most 16 DocIds
+    // A term in one tweet of ten is stored as bitmaps too (a block spanning at most 32 DocIds
     // per posting is one), though its packed gaps would take less room: 300 postings, three
     // blocks.
     SealedSegmentBuilder tenth;
@@ -239,6 +239,17 @@ TEST(SealedSegmentTest, DenseBlocksAreBitmapsAndCursorsAgreeWithTheirDocs) {
       if (i % 10 == 0) tenth.AddPosting("tenth", doc, std::span(&position, 1));
     }
     EXPECT_EQ(tenth.Build()->stats().bitmap_blocks, 3u);
+  }
+  // One tweet in 25 is dense enough (512 postings, four blocks); one in 40 is not: its packed
+  // gaps are kept.
+  for (const auto& [every, bitmaps] : {std::pair{25u, 4u}, std::pair{40u, 0u}}) {
+    SealedSegmentBuilder sparse_builder;
+    for (uint32_t i = 0; i < 512 * every; ++i) {
+      const uint32_t doc = sparse_builder.AddDoc({TweetId{i + 1}, 0, 1, 0, 20, 0});
+      const uint32_t position = 0;
+      if (i % every == 0) sparse_builder.AddPosting("word", doc, std::span(&position, 1));
+    }
+    EXPECT_EQ(sparse_builder.Build()->stats().bitmap_blocks, bitmaps) << "one in " << every;
   }
   // DocId d holds tweet 3000 - d, built from i = 2999 - d.
   auto expected = [&](const std::vector<bool>& has) {
