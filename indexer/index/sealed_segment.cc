@@ -47,7 +47,7 @@ constexpr uint8_t kManyTf = 255;
 // dense word, ranked or counted, then decodes only the rare list, and a count copies a dense
 // list's bits 64 at a time. (One per 16, Roaring's container rule, until 2026-12: from one per
 // 32 the lists take 5.5% more bytes at 10M tweets, and counts of ANDs of common words execute
-// about 30% fewer instructions; docs/benchmarks.md.)
+// 19% fewer instructions, 29% with the 64-bit copies; docs/benchmarks.md.)
 constexpr uint8_t kBitmapDocs = 0x40;
 constexpr uint32_t kBitmapDensity = 32;
 
