@@ -229,7 +229,7 @@ constexpr UnpackLanes MakeLanes(int bits) {
   UnpackLanes lanes;
   lanes.second_half_byte = static_cast<uint32_t>(4 * bits / 8);
   for (int half = 0; half < 2; ++half) {
-    const int load_byte = half == 0 ? 0 : 4 * bits / 8;
+    const int load_byte = half == 0 ? 0 : static_cast<int>(lanes.second_half_byte);
     for (int k = 0; k < 4; ++k) {
       const int bit = (4 * half + k) * bits;
       const int shift = bit % 8;
