@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cassert>
 #include <cmath>
 
 #include "common/strings.h"
@@ -258,6 +259,76 @@ void Repeats::Compact(DocId rows) {
     rank += static_cast<uint32_t>(std::popcount(bits[w]));
   }
   std::vector<DocId>().swap(docs);
+}
+
+RepeatsWindow::RepeatsWindow(std::span<const Repeats* const> repeats, DocId window)
+    : repeats_(repeats.begin(), repeats.end()),
+      window_(window),
+      words_(window / 64),
+      at_(repeats.size(), 0),
+      repeated_(words_, 0),
+      by_word_(repeats.size() * words_, 0),
+      tfs_(repeats.size() * size_t{window}),
+      lengths_(window),
+      bands_(window) {
+  assert(repeats.size() <= kMaxWords && window % 512 == 0);
+}
+
+void RepeatsWindow::Load(DocId from, std::span<const uint64_t> rows) {
+  assert(from % window_ == 0 && rows.size() <= words_);
+  std::fill(repeated_.begin(), repeated_.end(), 0);
+  std::fill(by_word_.begin(), by_word_.end(), 0);
+  for (size_t t = 0; t < repeats_.size(); ++t) {
+    if (repeats_[t]->bits.empty()) {
+      LoadDocs(t, from, rows);
+    } else {
+      LoadBits(t, from, rows);
+    }
+  }
+}
+
+void RepeatsWindow::LoadBits(size_t t, DocId from, std::span<const uint64_t> rows) {
+  const Repeats& r = *repeats_[t];
+  const size_t first = from / 64;
+  if (first >= r.bits.size()) return;
+  size_t rank = r.block_ranks[first / 8];  // `from` is a multiple of 512
+  const size_t n = std::min(rows.size(), r.bits.size() - first);
+  uint64_t* loaded = by_word_.data() + t * words_;
+  for (size_t w = 0; w < n; ++w) {
+    const uint64_t word = r.bits[first + w];
+    const uint64_t hit = word & rows[w];
+    loaded[w] = hit;
+    repeated_[w] |= hit;
+    for (uint64_t m = hit; m != 0; m &= m - 1) {
+      const int bit = std::countr_zero(m);
+      const size_t below = static_cast<size_t>(std::popcount(word & ((uint64_t{1} << bit) - 1)));
+      SetPoint(t, w * 64 + static_cast<size_t>(bit), r.points[rank + below]);
+    }
+    rank += static_cast<size_t>(std::popcount(word));
+  }
+}
+
+void RepeatsWindow::LoadDocs(size_t t, DocId from, std::span<const uint64_t> rows) {
+  const Repeats& r = *repeats_[t];
+  size_t& at = at_[t];
+  at = static_cast<size_t>(
+      std::lower_bound(r.docs.begin() + static_cast<ptrdiff_t>(at), r.docs.end(), from) -
+      r.docs.begin());
+  const DocId end = from + static_cast<DocId>(rows.size() * 64);
+  for (; at < r.docs.size() && r.docs[at] < end; ++at) {
+    const size_t i = r.docs[at] - from;
+    const uint64_t bit = uint64_t{1} << (i % 64);
+    if ((rows[i / 64] & bit) == 0) continue;
+    repeated_[i / 64] |= bit;
+    by_word_[t * words_ + i / 64] |= bit;
+    SetPoint(t, i, r.points[at]);
+  }
+}
+
+void RepeatsWindow::SetPoint(size_t t, size_t i, const RepeatPoint& p) {
+  tfs_[t * window_ + i] = p.tf;
+  lengths_[i] = p.length;
+  bands_[i] = p.band;
 }
 
 const Repeats* PairChampions::RepeatsOf(std::string_view word) const {

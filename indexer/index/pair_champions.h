@@ -76,6 +76,48 @@ struct Repeats {
   void Compact(DocId rows);
 };
 
+// Reads a few words' repeats a window of DocIds at a time, windows in ascending order: of a
+// window's rows given in a mask, those that repeat any of the words, and each one's points. A
+// walk over every match of common words (docs/ranking.md, "Three common words") would
+// otherwise find each word's point row by row (Repeats::Find: a bit, a rank, a popcount of up
+// to seven words); here each list is read once, in order, and a row that repeats no word costs
+// nothing.
+class RepeatsWindow {
+ public:
+  static constexpr size_t kMaxWords = 4;
+  // `repeats` (at most kMaxWords, none null) are read over windows of `window` DocIds, a
+  // multiple of 512, each starting at a multiple of `window`.
+  RepeatsWindow(std::span<const Repeats* const> repeats, DocId window);
+
+  // Loads the rows of [from, from + window) whose bit is set in `rows` (bit i % 64 of
+  // rows[i / 64] for DocId from + i) and that repeat at least one of the words. `from` is
+  // above the last window loaded.
+  void Load(DocId from, std::span<const uint64_t> rows);
+  // Bit i % 64 of repeated(i / 64): row i of the window was loaded (it repeats a word).
+  uint64_t repeated(size_t word) const { return repeated_[word]; }
+  // Of a loaded row i: word t's frequency (1 if the row does not repeat it; 255: 255 or more),
+  // and the row's point (length, a lower bound; likes band).
+  uint8_t tf(size_t t, size_t i) const {
+    return (by_word_[t * words_ + i / 64] >> (i % 64) & 1) != 0 ? tfs_[t * window_ + i] : 1;
+  }
+  uint8_t length(size_t i) const { return lengths_[i]; }
+  uint8_t band(size_t i) const { return bands_[i]; }
+
+ private:
+  void LoadBits(size_t t, DocId from, std::span<const uint64_t> rows);
+  void LoadDocs(size_t t, DocId from, std::span<const uint64_t> rows);
+  void SetPoint(size_t t, size_t i, const RepeatPoint& p);
+
+  std::vector<const Repeats*> repeats_;
+  DocId window_;
+  size_t words_;                    // window_ / 64
+  std::vector<size_t> at_;          // per word: its next doc in a list of docs
+  std::vector<uint64_t> repeated_;  // the window's loaded rows
+  std::vector<uint64_t> by_word_;   // word t's: at [t * words_ + w]
+  std::vector<uint8_t> tfs_;        // word t's frequency in row i at [t * window_ + i]
+  std::vector<uint8_t> lengths_, bands_;
+};
+
 struct PairChampionList {
   std::vector<DocId> docs;      // ascending
   std::vector<PairPoint> rest;  // the skyline of every other match; empty if none is left

@@ -2481,11 +2481,15 @@ class Evaluation {
     // Where the segment keeps the three words' repeats (pair words do), a match's text comes
     // from them and its length, no cursor moved: moving the rarest word's cursor to each
     // match and decoding its frequency took about a third of the walk (docs/benchmarks.md).
-    std::array<RepeatedWord, 3> repeats;
+    std::array<const index::Repeats*, 3> repeats{};
     bool by_repeats = segment.pair_champions() != nullptr;
     for (size_t i = 0; i < words.size() && by_repeats; ++i) {
-      repeats[i] = RepeatedWord(segment.pair_champions()->RepeatsOf(*words[i]), *scored[i]);
-      by_repeats = repeats[i].repeats != nullptr;
+      repeats[i] = segment.pair_champions()->RepeatsOf(*words[i]);
+      by_repeats = repeats[i] != nullptr;
+    }
+    if (by_repeats) {
+      WalkThreeByRepeats(segment, builder, words, scored, finders, repeats, beside_three, pushed);
+      return;
     }
     const Columns& c = segment.columns();
     std::unique_ptr<Matcher> m = builder.Build(plan_.root);
@@ -2505,38 +2509,125 @@ class Evaluation {
           // Rows whose likes changed were offered with their new likes; the others have the
           // likes they were written with.
           const double fixed = band_popularity_[index::LikesBand(c.BaseLikes(d))] + recency;
-          double text = 0;
-          if (by_repeats) {
-            for (size_t t = 0; t < scored.size(); ++t) {
-              text += scored[t]->ScoreFor(repeats[t].Tf(d), length);
-            }
-          } else {
-            scored[lead]->Advance(d);
-            text = scored[lead]->ScoreAt(length);
-            if (top_.full() && Inflate(text + beside_lead[l] + fixed) < top_.worst().primary) {
-              pruned_ = lead_cut = true;
-              continue;
-            }
-            for (size_t t = 0; t < scored.size(); ++t) {
-              if (t == lead) continue;
-              scored[t]->Advance(d);
-              text += scored[t]->ScoreAt(length);
-            }
+          scored[lead]->Advance(d);
+          double text = scored[lead]->ScoreAt(length);
+          if (top_.full() && Inflate(text + beside_lead[l] + fixed) < top_.worst().primary) {
+            pruned_ = lead_cut = true;
+            continue;
+          }
+          for (size_t t = 0; t < scored.size(); ++t) {
+            if (t == lead) continue;
+            scored[t]->Advance(d);
+            text += scored[t]->ScoreAt(length);
           }
           if (top_.full() && Inflate(text + beside_three[l] + fixed) < top_.worst().primary) {
             pruned_ = true;
-            lead_cut |= by_repeats;  // no cursor moved for it
             continue;
           }
-          if (AlreadyOffered(d) || (pushed != nullptr && pushed->contains(d))) continue;
-          if (m->doc() < d) m->Advance(d);
-          if (m->doc() != d) continue;
-          PushBestMatch(c, d, m->Score());
-          if (pushed != nullptr) pushed->insert(d);
+          OfferWalkedMatch(c, d, *m, pushed);
         }
       }
     }
     triple_walk_cutoffs_ += lead_cut ? 1 : 0;
+  }
+
+  // WalkThreeWords where the segment keeps the three words' repeats. A match that repeats
+  // none of the words (about half of them) scores at most the three words' text at
+  // frequency 1 and at the least length a match can have (each word is one of its tokens),
+  // plus the most the plan's other words add there, its 64 DocIds' largest likes and its
+  // window's recency bound: where that falls short of the k-th score, those matches of the 64
+  // DocIds are passed over together, no column read. The others are bounded one by one: a
+  // repeating match on its repeat points (frequencies, length, likes band), read a window at
+  // a time (index::RepeatsWindow), the others on their length and likes band at frequency 1.
+  void WalkThreeByRepeats(const Segment& segment, MatcherBuilder& builder,
+                          const std::array<const std::string*, 3>& words,
+                          const std::array<std::unique_ptr<TermMatcher>, 3>& scored,
+                          const std::array<std::unique_ptr<TermMatcher>, 3>& finders,
+                          const std::array<const index::Repeats*, 3>& repeats,
+                          const std::vector<double>& beside_three,
+                          absl::flat_hash_set<DocId>* pushed) {
+    std::array<uint32_t, 3> max_tf;
+    for (size_t t = 0; t < scored.size(); ++t) {
+      max_tf[t] = std::max<uint32_t>(1, scored[t]->cursor().list_bound().max_tf);
+    }
+    const uint32_t least_length =
+        1 + (*words[1] != *words[0]) + (*words[2] != *words[0] && *words[2] != *words[1]);
+    // plain_text[l]: the text of a match of length l (the last entry: any length) that
+    // repeats none of the three words, with the most the plan's other words add there.
+    std::vector<double> plain_text(beside_three);
+    for (uint32_t l = 0; l < kOthersLengths; ++l) {
+      for (const auto& word : scored) plain_text[l] += word->ScoreFor(1, l);
+    }
+    for (const auto& word : scored) plain_text[kOthersLengths] += word->ScoreFor(1, kOthersLengths);
+    const double plain_most = plain_text[std::min<size_t>(least_length, kOthersLengths)];
+    const Columns& c = segment.columns();
+    std::unique_ptr<Matcher> m = builder.Build(plan_.root);
+    index::RepeatsWindow window(repeats, kBitmapWindow);
+    std::array<uint64_t, kBitmapWindow / 64> common;
+    const DocId visible = segment.VisibleDocs();
+    bool cut = false;
+    for (DocId from = 0; from < visible; from += kBitmapWindow) {
+      const DocId end = std::min<DocId>(visible, from + kBitmapWindow);
+      const size_t n = (end - from + 63) / 64;
+      const double recency = RecencyBound(c, from, end - 1);
+      AndBits(finders, from, end, common.data());
+      window.Load(from, {common.data(), n});
+      for (size_t i = 0; i < n; ++i) {
+        const uint64_t repeated = window.repeated(i);
+        uint64_t walked = common[i];
+        if (walked == 0) continue;
+        // Rows whose likes changed were offered before; the range's bound covers the rest.
+        const double range_popularity = band_popularity_[index::LikesBand(
+            c.range_max_likes(from + static_cast<DocId>(i * 64)))];
+        if ((walked & ~repeated) != 0 && top_.full() &&
+            Inflate(plain_most + range_popularity + recency) < top_.worst().primary) {
+          walked = repeated;
+          pruned_ = cut = true;
+        }
+        for (; walked != 0; walked &= walked - 1) {
+          const size_t at = i * 64 + static_cast<size_t>(std::countr_zero(walked));
+          const DocId d = from + static_cast<DocId>(at);
+          const bool repeats_one = (repeated >> (at % 64) & 1) != 0;
+          double text;
+          if (repeats_one) {
+            const uint32_t length = window.length(at);  // a lower bound
+            text = beside_three[length];                // length < 256
+            for (size_t t = 0; t < scored.size(); ++t) {
+              const uint8_t tf = window.tf(t, at);
+              text += scored[t]->ScoreFor(tf == UINT8_MAX ? max_tf[t] : tf, length);
+            }
+          } else {
+            text = plain_text[std::min<size_t>(c.length(d), kOthersLengths)];
+          }
+          if (top_.full()) {
+            // The range's likes first: most rows fall short on it, no column read.
+            const double kth = top_.worst().primary;
+            bool short_of = Inflate(text + range_popularity + recency) < kth;
+            if (!short_of) {
+              const int band = repeats_one ? window.band(at) : index::LikesBand(c.BaseLikes(d));
+              short_of = Inflate(text + band_popularity_[band] + recency) < kth;
+            }
+            if (short_of) {
+              pruned_ = cut = true;
+              continue;
+            }
+          }
+          OfferWalkedMatch(c, d, *m, pushed);
+        }
+      }
+    }
+    triple_walk_cutoffs_ += cut ? 1 : 0;
+  }
+
+  // Offers DocId d, a walk's match that its bounds let through, unless it was offered before
+  // (AlreadyOffered, or in *pushed if given; added to it), once the plan's matcher `m`
+  // (moved forward only) confirms it (filters, exclusions) and scores it.
+  void OfferWalkedMatch(const Columns& c, DocId d, Matcher& m, absl::flat_hash_set<DocId>* pushed) {
+    if (AlreadyOffered(d) || (pushed != nullptr && pushed->contains(d))) return;
+    if (m.doc() < d) m.Advance(d);
+    if (m.doc() != d) return;
+    PushBestMatch(c, d, m.Score());
+    if (pushed != nullptr) pushed->insert(d);
   }
 
   // The scored words of a plan `(x1 OR x2 ...) c`: an AND whose scored children are one word

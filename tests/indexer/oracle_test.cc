@@ -864,6 +864,46 @@ TEST(OracleTest, BestMatchOfThreeCommonWordsOverTheirPairsEqualsBruteForce) {
   EXPECT_GT(g_counted_rankings, 0);
 }
 
+// The same where a third of the tweets are the three words and at most two more (some
+// repeating one of them): their text differs little, so their likes decide the top k, and the
+// walk's bound for a range of matches that repeat none of the words (the least length a match
+// can have, the range's largest likes) is close to the k-th score. Checks the walk's bounds on
+// repeating matches (their frequencies, length and band read a window at a time) and on those
+// ranges.
+TEST(OracleTest, BestMatchOfThreeCommonWordsInShortTweetsEqualsBruteForce) {
+  std::mt19937_64 rng(83);
+  g_triple_walk_cutoffs = 0;
+  index::IndexOptions options;
+  options.segment_max_docs = 30000;
+  std::unique_ptr<index::Index> index = *index::Index::Create(options);
+  auto oracle = std::make_unique<Oracle>(index->analyzer());
+  Corpus corpus = MakeCorpus(rng, 60000);
+  const std::array<std::string, 3> words = {"zulu", "yankee", "xray"};
+  for (index::IndexDoc& d : corpus.docs) {
+    d.likes = ParetoLikes(rng);
+    if (rng() % 3 != 0) {
+      if (rng() % 4 == 0) d.text += " " + words[rng() % 3];
+      continue;
+    }
+    std::array<std::string, 3> order = words;
+    std::shuffle(order.begin(), order.end(), rng);
+    d.text = order[0] + " " + order[1] + " " + order[2];
+    if (rng() % 5 == 0) d.text += " " + words[rng() % 3];
+    for (size_t extra = rng() % 3; extra > 0; --extra)
+      d.text += " " + kVocabulary[rng() % kVocabulary.size()];
+  }
+  AddInBatches(*index, *oracle, corpus.docs, 5000);
+  ASSERT_TRUE(index->Seal().ok());
+  DeleteOrChangeLikes(
+      *index, *oracle, rng, corpus.docs,
+      [](const index::IndexDoc& d) { return Holds(d, "xray") && Holds(d, "zulu"); }, 20, 10);
+  const std::vector<std::string> queries = {
+      "zulu yankee xray", "xray zulu yankee -" + kVocabulary[3], "yankee xray zulu lang:en",
+      "zulu xray yankee min_faves:3"};
+  CheckInSegmentsAndCompacted(*index, *oracle, rng, queries);
+  EXPECT_GT(g_triple_walk_cutoffs, 0);
+}
+
 // Best match of ANDs of common words ranked from their counts (rank_counted_up_to): with the
 // limit at 0 or below a segment's matches (about 500 and 1,900 here, in one segment of 30,000
 // tweets) the lists are walked, the counter having stopped keeping matches past the limit;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <random>
 
@@ -161,6 +162,70 @@ TEST(PairChampionsTest, TheRestsSkylineBoundsEveryOtherMatchUnderAnyWeights) {
   EXPECT_TRUE(some_bitmap);
   EXPECT_TRUE(some_list);
   EXPECT_EQ(pairs->RepeatsOf("echo"), nullptr);
+}
+
+// Repeats of `rows` rows holding each DocId with probability `share`, with random points.
+Repeats RandomRepeats(std::mt19937& rng, DocId rows, double share) {
+  Repeats r;
+  std::bernoulli_distribution holds(share);
+  for (DocId d = 0; d < rows; ++d) {
+    if (!holds(rng)) continue;
+    r.docs.push_back(d);
+    r.points.push_back({static_cast<uint8_t>(2 + rng() % 254), static_cast<uint8_t>(rng() % 256),
+                        static_cast<uint8_t>(rng() % kLikesBands)});
+  }
+  r.Compact(rows);
+  return r;
+}
+
+TEST(PairChampionsTest, RepeatsReadAWindowAtATimeAgreeWithFind) {
+  std::mt19937 rng(11);
+  constexpr DocId kRows = 5 * 4096 + 1000;  // the last window is partial
+  // A bitmap (one row in 5), a list (one in 300), and a list with no row in some windows.
+  std::vector<Repeats> repeats = {RandomRepeats(rng, kRows, 0.2),
+                                  RandomRepeats(rng, kRows, 1.0 / 300),
+                                  RandomRepeats(rng, kRows, 1.0 / 5000)};
+  ASSERT_FALSE(repeats[0].bits.empty());
+  ASSERT_TRUE(repeats[1].bits.empty());
+  const std::array<const Repeats*, 3> words = {&repeats[0], &repeats[1], &repeats[2]};
+  RepeatsWindow window(words, 4096);
+  std::array<size_t, 3> at{};
+  size_t loaded = 0, masked_out = 0;
+  for (DocId from = 0; from < kRows; from += 4096) {
+    const DocId end = std::min<DocId>(kRows, from + 4096);
+    std::vector<uint64_t> rows((end - from + 63) / 64);
+    auto bits = [&rng] { return uint64_t{rng()} << 32 | rng(); };
+    for (uint64_t& w : rows) w = bits() & bits();  // about a quarter of the rows asked for
+    window.Load(from, rows);
+    for (DocId d = from; d < end; ++d) {
+      const size_t i = d - from;
+      const bool asked = (rows[i / 64] >> (i % 64) & 1) != 0;
+      const RepeatPoint* any = nullptr;
+      for (size_t t = 0; t < words.size(); ++t) {
+        const RepeatPoint* p = words[t]->Find(d, &at[t]);
+        if (p == nullptr) continue;
+        any = p;
+        if (asked) {
+          EXPECT_EQ(window.tf(t, i), p->tf) << "word " << t << " row " << d;
+        }
+      }
+      const bool repeated = (window.repeated(i / 64) >> (i % 64) & 1) != 0;
+      ASSERT_EQ(repeated, asked && any != nullptr) << "row " << d;
+      masked_out += !asked && any != nullptr;
+      if (!repeated) continue;
+      ++loaded;
+      for (size_t t = 0; t < words.size(); ++t) {
+        size_t from_start = 0;
+        if (words[t]->Find(d, &from_start) == nullptr) {
+          EXPECT_EQ(window.tf(t, i), 1) << "word " << t << " row " << d;
+        }
+      }
+      EXPECT_EQ(window.length(i), any->length);
+      EXPECT_EQ(window.band(i), any->band);
+    }
+  }
+  EXPECT_GT(loaded, 1000u);
+  EXPECT_GT(masked_out, 1000u);
 }
 
 }  // namespace
