@@ -70,6 +70,11 @@ Columns::Columns(uint32_t rows, const PackedColumns& packed,
   for (size_t r = 0; r < range_max_likes.size() && r <= (rows >> kRangeShift); ++r) {
     range_max_likes_[r].store(range_max_likes[r], std::memory_order_relaxed);
   }
+  block_max_created_.assign((rows >> kBlockShift) + 1, std::numeric_limits<int64_t>::min());
+  for (DocId d = 0; d < rows; d += kRangeSize) {
+    int64_t& newest = block_max_created_[d >> kBlockShift];
+    newest = std::max(newest, packed.range_max_created[d >> kRangeShift]);
+  }
 }
 
 Columns::~Columns() = default;
@@ -82,7 +87,8 @@ size_t Columns::MemoryBytes() const {
     const bool derived_bounds =
         packed_range_min_created_.load(std::memory_order_acquire) != nullptr;
     const size_t derived = derived_bounds ? ranges * sizeof(int64_t) : 0;
-    return 2 * bits + ranges * sizeof(uint32_t) + derived + overlay_->MemoryBytes();
+    return 2 * bits + ranges * sizeof(uint32_t) + derived +
+           block_max_created_.capacity() * sizeof(int64_t) + overlay_->MemoryBytes();
   }
   return rows * (sizeof(TweetId) + sizeof(int64_t) + sizeof(UserId) + sizeof(uint32_t) +
                  sizeof(uint16_t) + sizeof(uint32_t)) +

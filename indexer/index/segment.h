@@ -295,6 +295,20 @@ class Columns {
     if (packed_ != nullptr) return packed_->range_max_created[d >> kRangeShift];
     return range_max_created_[d >> kRangeShift].load(std::memory_order_acquire);
   }
+  // Ranges come in blocks of kBlockSize DocIds: the largest created_at_ms of the block holding
+  // `d` (of its ranges'). Packed columns keep these from the start; dense ones read the
+  // block's ranges.
+  static constexpr int kBlockShift = 12;
+  static constexpr DocId kBlockSize = DocId{1} << kBlockShift;
+  int64_t block_max_created_at_ms(DocId d) const {
+    if (packed_ != nullptr) return block_max_created_[d >> kBlockShift];
+    int64_t newest = std::numeric_limits<int64_t>::min();
+    const DocId first = d >> kBlockShift << kBlockShift;
+    for (DocId r = first; r < first + kBlockSize && r < capacity_; r += kRangeSize) {
+      newest = std::max(newest, range_max_created_at_ms(r));
+    }
+    return newest;
+  }
   // The smallest created_at_ms of any row in the range holding `d` (the maximum int64 for a
   // range without rows), for counts over time. Packed columns derive these bounds from the
   // column (not the file) on first use: call PrepareRangeMinCreated() once before reading them.
@@ -368,6 +382,7 @@ class Columns {
   mutable std::once_flag range_min_once_;
   mutable std::unique_ptr<int64_t[]> range_min_owned_;  // set once, under the flag
   mutable std::atomic<const int64_t*> packed_range_min_created_{nullptr};
+  std::vector<int64_t> block_max_created_;  // packed columns: per kBlockSize DocIds
   std::unique_ptr<std::atomic<uint64_t>[]> changed_;
   std::unique_ptr<LikesOverlay> overlay_;
   // Both.

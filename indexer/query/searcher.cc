@@ -1938,7 +1938,7 @@ class Evaluation {
   // newest created_at of each 4,096 DocIds (computed once per query and segment) or, for a
   // wider span, of the whole segment.
   double RecencyBound(const Columns& c, DocId from, DocId to) {
-    constexpr int kShift = 12;
+    constexpr int kShift = Columns::kBlockShift;
     const ScoringParams& p = options_.scoring;
     if (&c != recency_columns_) {
       recency_columns_ = &c;
@@ -1951,11 +1951,7 @@ class Evaluation {
       if (recency_by_block_.size() <= block) recency_by_block_.resize(block + 1, -1);
       double& r = recency_by_block_[block];
       if (r < 0) {
-        int64_t newest = std::numeric_limits<int64_t>::min();
-        const DocId first = block << kShift, last = first + (DocId{1} << kShift) - 1;
-        for (DocId d = first; d <= last && d < c.capacity(); d += Columns::kRangeSize) {
-          newest = std::max(newest, c.range_max_created_at_ms(d));
-        }
+        const int64_t newest = c.block_max_created_at_ms(block << kShift);
         r = p.recency_weight * Recency(p, newest, options_.now_ms);
       }
       bound = std::max(bound, r);
