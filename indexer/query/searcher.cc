@@ -2432,6 +2432,21 @@ class Evaluation {
     }
   }
 
+  // Calls fn(from, n, recency, common) for each window of kBitmapWindow DocIds of the
+  // segment's visible rows, in order: common[0..n) the window's DocIds that every list of
+  // `finders` holds (AndBits), recency the window's recency bound.
+  template <typename Finders, typename Fn>
+  void ForEachCommonWindow(const Segment& segment, Finders& finders, const Fn& fn) {
+    std::array<uint64_t, kBitmapWindow / 64> common;
+    const DocId visible = segment.VisibleDocs();
+    for (DocId from = 0; from < visible; from += kBitmapWindow) {
+      const DocId end = std::min<DocId>(visible, from + kBitmapWindow);
+      AndBits(finders, from, end, common.data());
+      fn(from, (end - from + 63) / 64, RecencyBound(segment.columns(), from, end - 1),
+         common.data());
+    }
+  }
+
   // Offers every match of the plan that holds all three `words` (scored words of the plan, as
   // it holds them) and can enter the top k, but the rows offered before (AlreadyOffered) and those
   // in *pushed (if given; the ones offered here are added). The three lists' bits are ANDed a
@@ -2489,41 +2504,36 @@ class Evaluation {
     }
     const Columns& c = segment.columns();
     std::unique_ptr<Matcher> m = builder.Build(plan_.root);
-    std::array<uint64_t, kBitmapWindow / 64> common;
-    const DocId visible = segment.VisibleDocs();
     bool lead_cut = false;
-    for (DocId from = 0; from < visible; from += kBitmapWindow) {
-      const DocId end = std::min<DocId>(visible, from + kBitmapWindow);
-      const size_t n = (end - from + 63) / 64;
-      const double recency = RecencyBound(c, from, end - 1);
-      AndBits(finders, from, end, common.data());
-      for (size_t i = 0; i < n; ++i) {
-        for (uint64_t word = common[i]; word != 0; word &= word - 1) {
-          const DocId d = from + static_cast<DocId>(i * 64 + std::countr_zero(word));
-          const uint32_t length = c.length(d);
-          const size_t l = std::min<size_t>(length, kOthersLengths);
-          // Rows whose likes changed were offered with their new likes; the others have the
-          // likes they were written with.
-          const double fixed = band_popularity_[index::LikesBand(c.BaseLikes(d))] + recency;
-          scored[lead]->Advance(d);
-          double text = scored[lead]->ScoreAt(length);
-          if (top_.full() && Inflate(text + beside_lead[l] + fixed) < top_.worst().primary) {
-            pruned_ = lead_cut = true;
-            continue;
+    ForEachCommonWindow(
+        segment, finders, [&](DocId from, size_t n, double recency, const uint64_t* common) {
+          for (size_t i = 0; i < n; ++i) {
+            for (uint64_t word = common[i]; word != 0; word &= word - 1) {
+              const DocId d = from + static_cast<DocId>(i * 64 + std::countr_zero(word));
+              const uint32_t length = c.length(d);
+              const size_t l = std::min<size_t>(length, kOthersLengths);
+              // Rows whose likes changed were offered with their new likes; the others have the
+              // likes they were written with.
+              const double fixed = band_popularity_[index::LikesBand(c.BaseLikes(d))] + recency;
+              scored[lead]->Advance(d);
+              double text = scored[lead]->ScoreAt(length);
+              if (top_.full() && Inflate(text + beside_lead[l] + fixed) < top_.worst().primary) {
+                pruned_ = lead_cut = true;
+                continue;
+              }
+              for (size_t t = 0; t < scored.size(); ++t) {
+                if (t == lead) continue;
+                scored[t]->Advance(d);
+                text += scored[t]->ScoreAt(length);
+              }
+              if (top_.full() && Inflate(text + beside_three[l] + fixed) < top_.worst().primary) {
+                pruned_ = true;
+                continue;
+              }
+              OfferWalkedMatch(c, d, *m, pushed);
+            }
           }
-          for (size_t t = 0; t < scored.size(); ++t) {
-            if (t == lead) continue;
-            scored[t]->Advance(d);
-            text += scored[t]->ScoreAt(length);
-          }
-          if (top_.full() && Inflate(text + beside_three[l] + fixed) < top_.worst().primary) {
-            pruned_ = true;
-            continue;
-          }
-          OfferWalkedMatch(c, d, *m, pushed);
-        }
-      }
-    }
+        });
     triple_walk_cutoffs_ += lead_cut ? 1 : 0;
   }
 
@@ -2559,59 +2569,54 @@ class Evaluation {
     const Columns& c = segment.columns();
     std::unique_ptr<Matcher> m = builder.Build(plan_.root);
     index::RepeatsWindow window(repeats, kBitmapWindow);
-    std::array<uint64_t, kBitmapWindow / 64> common;
-    const DocId visible = segment.VisibleDocs();
     bool cut = false;
-    for (DocId from = 0; from < visible; from += kBitmapWindow) {
-      const DocId end = std::min<DocId>(visible, from + kBitmapWindow);
-      const size_t n = (end - from + 63) / 64;
-      const double recency = RecencyBound(c, from, end - 1);
-      AndBits(finders, from, end, common.data());
-      window.Load(from, {common.data(), n});
-      for (size_t i = 0; i < n; ++i) {
-        const uint64_t repeated = window.repeated(i);
-        uint64_t walked = common[i];
-        if (walked == 0) continue;
-        // Rows whose likes changed were offered before; the range's bound covers the rest.
-        const double range_popularity = band_popularity_[index::LikesBand(
-            c.range_max_likes(from + static_cast<DocId>(i * 64)))];
-        if ((walked & ~repeated) != 0 && top_.full() &&
-            Inflate(plain_most + range_popularity + recency) < top_.worst().primary) {
-          walked = repeated;
-          pruned_ = cut = true;
-        }
-        for (; walked != 0; walked &= walked - 1) {
-          const size_t at = i * 64 + static_cast<size_t>(std::countr_zero(walked));
-          const DocId d = from + static_cast<DocId>(at);
-          const bool repeats_one = (repeated >> (at % 64) & 1) != 0;
-          double text;
-          if (repeats_one) {
-            const uint32_t length = window.length(at);  // a lower bound
-            text = beside_three[length];                // length < 256
-            for (size_t t = 0; t < scored.size(); ++t) {
-              const uint8_t tf = window.tf(t, at);
-              text += scored[t]->ScoreFor(tf == UINT8_MAX ? max_tf[t] : tf, length);
-            }
-          } else {
-            text = plain_text[std::min<size_t>(c.length(d), kOthersLengths)];
-          }
-          if (top_.full()) {
-            // The range's likes first: most rows fall short on it, no column read.
-            const double kth = top_.worst().primary;
-            bool short_of = Inflate(text + range_popularity + recency) < kth;
-            if (!short_of) {
-              const int band = repeats_one ? window.band(at) : index::LikesBand(c.BaseLikes(d));
-              short_of = Inflate(text + band_popularity_[band] + recency) < kth;
-            }
-            if (short_of) {
+    ForEachCommonWindow(
+        segment, finders, [&](DocId from, size_t n, double recency, const uint64_t* common) {
+          window.Load(from, {common, n});
+          for (size_t i = 0; i < n; ++i) {
+            const uint64_t repeated = window.repeated(i);
+            uint64_t walked = common[i];
+            if (walked == 0) continue;
+            // Rows whose likes changed were offered before; the range's bound covers the rest.
+            const double range_popularity = band_popularity_[index::LikesBand(
+                c.range_max_likes(from + static_cast<DocId>(i * 64)))];
+            if ((walked & ~repeated) != 0 && top_.full() &&
+                Inflate(plain_most + range_popularity + recency) < top_.worst().primary) {
+              walked = repeated;
               pruned_ = cut = true;
-              continue;
+            }
+            for (; walked != 0; walked &= walked - 1) {
+              const size_t at = i * 64 + static_cast<size_t>(std::countr_zero(walked));
+              const DocId d = from + static_cast<DocId>(at);
+              const bool repeats_one = (repeated >> (at % 64) & 1) != 0;
+              double text;
+              if (repeats_one) {
+                const uint32_t length = window.length(at);  // a lower bound
+                text = beside_three[length];                // length < 256
+                for (size_t t = 0; t < scored.size(); ++t) {
+                  const uint8_t tf = window.tf(t, at);
+                  text += scored[t]->ScoreFor(tf == UINT8_MAX ? max_tf[t] : tf, length);
+                }
+              } else {
+                text = plain_text[std::min<size_t>(c.length(d), kOthersLengths)];
+              }
+              if (top_.full()) {
+                // The range's likes first: most rows fall short on it, no column read.
+                const double kth = top_.worst().primary;
+                bool short_of = Inflate(text + range_popularity + recency) < kth;
+                if (!short_of) {
+                  const int band = repeats_one ? window.band(at) : index::LikesBand(c.BaseLikes(d));
+                  short_of = Inflate(text + band_popularity_[band] + recency) < kth;
+                }
+                if (short_of) {
+                  pruned_ = cut = true;
+                  continue;
+                }
+              }
+              OfferWalkedMatch(c, d, *m, pushed);
             }
           }
-          OfferWalkedMatch(c, d, *m, pushed);
-        }
-      }
-    }
+        });
     triple_walk_cutoffs_ += cut ? 1 : 0;
   }
 
