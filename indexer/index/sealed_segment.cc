@@ -77,6 +77,18 @@ uint32_t NextSetBit(const uint8_t* bits, uint32_t span, uint32_t from) {
   return std::min(bit, span);
 }
 
+// Bits [a, b) of a bitmap as the low bits of a word (b - a <= 64). Reads from the byte of bit a
+// to 7 bytes past the byte of bit b - 1.
+uint64_t ExtractBits(const uint8_t* bits, uint64_t a, uint64_t b) {
+  auto chunk = [&](uint64_t i, uint64_t n) {  // n <= 56 bits from bit i
+    return LoadWordAt(bits + i / 8) >> (i % 8) & ((uint64_t{1} << n) - 1);
+  };
+  const uint64_t first = std::min<uint64_t>(56, b - a);
+  uint64_t word = chunk(a, first);
+  if (b - a > first) word |= chunk(a + first, b - a - first) << first;
+  return word;
+}
+
 bool TestBit(const uint8_t* bits, uint32_t bit) { return (bits[bit / 8] >> (bit % 8) & 1) != 0; }
 
 // Set bits in [from, end) of a bitmap (from <= end).
@@ -207,6 +219,13 @@ class SealedCursor final : public PostingCursor {
         doc_freq_(doc_freq),
         num_docs_(num_docs),
         num_blocks_(NumBlocks(doc_freq)) {
+    if (num_blocks_ > 1) {
+      const SkipEntry list = ReadListEntry(base_);
+      if (list.doc_bits == kBitmapDocs) {
+        dense_bits_ = base_ + (num_blocks_ + 1) * sizeof(SkipEntry);
+        dense_span_ = uint64_t{list.last_doc} + 1;
+      }
+    }
     if (num_blocks_ > 0) DecodeBlock(0);
   }
 
@@ -275,9 +294,14 @@ class SealedCursor final : public PostingCursor {
     }
     return std::span<const uint32_t>(positions_.data() + pos_start_[i_], freqs_[i_]);
   }
+  bool fills_words() const override { return dense_bits_ != nullptr; }
   // Whole blocks at a time: a bitmap block's bytes are shifted into the words, a packed
-  // block's DocIds set one bit each.
+  // block's DocIds set one bit each. A dense list's words are copied whatever its blocks.
   void FillBits(DocId from, DocId end, uint64_t* words) override {
+    if (dense_bits_ != nullptr) {
+      FillDense(from, end, words);
+      return;
+    }
     if (doc_ < from) Advance(from);
     while (doc_ < end) {
       if (bitmap_) {
@@ -432,6 +456,59 @@ class SealedCursor final : public PostingCursor {
   }
 
  private:
+  // A dense list's words are read in place: no copy of the window's bits first.
+  uint64_t AndBits(DocId from, DocId end, uint64_t* words, bool keep) override {
+    if (dense_bits_ == nullptr) return PostingCursor::AndBits(from, end, words, keep);
+    const uint64_t lo = std::max(doc_, from), hi = std::min<uint64_t>(end, dense_span_);
+    const size_t n = (end - from + 63) / 64;
+    const uint64_t flip = keep ? 0 : ~uint64_t{0};
+    // Words [whole, past) lie inside [lo, hi) and start on a byte: loaded as they are.
+    size_t whole = n, past = n;
+    if (from % 8 == 0 && lo < hi) {
+      whole = (lo - from + 63) / 64;
+      past = std::max<size_t>(whole, (hi - from) / 64);
+    }
+    uint64_t left = 0;
+    auto edge = [&](size_t w) {             // a word partly (or not) inside [lo, hi)
+      const uint64_t base = from + 64 * w;  // the word's first DocId
+      const uint64_t a = std::max(base, lo), b = std::min(base + 64, hi);
+      const uint64_t bits = a < b ? ExtractBits(dense_bits_, a, b) << (a - base) : 0;
+      words[w] &= bits ^ flip;
+      left += static_cast<uint64_t>(std::popcount(words[w]));
+    };
+    for (size_t w = 0; w < whole; ++w) edge(w);
+    const uint8_t* p = dense_bits_ + (from + 64 * whole) / 8;
+    for (size_t w = whole; w < past; ++w, p += 8) {
+      words[w] &= LoadWordAt(p) ^ flip;
+      left += static_cast<uint64_t>(std::popcount(words[w]));
+    }
+    for (size_t w = past; w < n; ++w) edge(w);
+    if (doc_ < end) MoveDensePast(end);
+    return left;
+  }
+
+  // FillBits of a dense list: its postings from max(doc_, from) to `end` are one copy from its
+  // bitmap; then the cursor moves to the first posting at or past `end`, in whichever block.
+  void FillDense(DocId from, DocId end, uint64_t* words) {
+    if (doc_ >= end) return;
+    const DocId lo = std::max(doc_, from);
+    const uint64_t hi = std::min<uint64_t>(end, dense_span_);
+    CopyBits(lo, static_cast<uint32_t>(hi), from, words);  // bits_ is the list's, start_ 0
+    MoveDensePast(end);
+  }
+  // Moves a dense list's cursor to its first posting at or after `end`, in whichever block.
+  void MoveDensePast(DocId end) {
+    if (end >= dense_span_) {
+      doc_ = kEndDoc;  // past the list's last posting
+      return;
+    }
+    // The list's last bit is set, so a posting is found.
+    const DocId next = NextSetBit(dense_bits_, static_cast<uint32_t>(dense_span_), end);
+    if (next > block_last_) DecodeBlock(FindBlock(next), /*locate=*/false);
+    doc_ = next;
+    rank_known_ = false;
+  }
+
   // Moves to the next block's first posting, or to kEndDoc after the last block.
   void NextBlock() {
     if (block_ + 1 < num_blocks_) {
@@ -529,7 +606,9 @@ class SealedCursor final : public PostingCursor {
       if (SkipField<uint8_t>(next, offsetof(SkipEntry, doc_bits)) != kBitmapDocs) return i;
       b = next;
       last = SkipField<DocId>(b, offsetof(SkipEntry, last_doc));
-      if (d >= start) {
+      if (dense_bits_ != nullptr) {
+        __builtin_prefetch(dense_bits_ + d / 8);
+      } else if (d >= start) {
         __builtin_prefetch(base_ + SkipField<uint32_t>(b, offsetof(SkipEntry, offset)) +
                            (d - start) / 8);
       }
@@ -560,18 +639,23 @@ class SealedCursor final : public PostingCursor {
     const uint8_t* p = base_ + entry_.offset;
     i_ = 0;
     rank_known_ = true;
-    bitmap_ = entry_.doc_bits == kBitmapDocs;
+    bitmap_ = dense_bits_ != nullptr || entry_.doc_bits == kBitmapDocs;
     if (bitmap_) {
-      bits_ = p;
-      start_ = start;
-      span_ = entry_.last_doc - start + 1;
-      p += (span_ + 7) / 8;
+      if (dense_bits_ != nullptr) {  // the list's bitmap; the block holds no DocIds
+        bits_ = dense_bits_;
+        start_ = 0;
+      } else {
+        bits_ = p;
+        start_ = start;
+        p += (entry_.last_doc - start + 1 + 7) / 8;
+      }
+      span_ = entry_.last_doc - start_ + 1;
       if (locate) {
-        doc_ = start_ + NextSetBit(bits_, span_, 0);
+        doc_ = start_ + NextSetBit(bits_, span_, start - start_);
         ranked_bit_ = doc_ - start_;
       } else {
-        doc_ = start_;
-        ranked_bit_ = 0;  // i_ counts the postings before bit 0: none
+        doc_ = start;
+        ranked_bit_ = start - start_;  // i_ counts the postings before the block's start: none
         rank_known_ = false;
       }
       block_last_ = entry_.last_doc;
@@ -649,7 +733,11 @@ class SealedCursor final : public PostingCursor {
   mutable uint32_t ranked_bit_ = 0;  // bitmap blocks: the bit of the posting i_ counts to
   DocId doc_ = kEndDoc;
   DocId block_last_ = kEndDoc;
-  // Bitmap blocks: the bits, the DocId of bit 0, and the number of bits.
+  // A dense list's bitmap of DocIds 0 to its last (nullptr: the list is not dense).
+  const uint8_t* dense_bits_ = nullptr;
+  uint64_t dense_span_ = 0;
+  // Bitmap blocks: the bits, the DocId of bit 0, and the number of bits to the block's last
+  // DocId (a dense list's blocks: the list's bitmap, 0, and the block's last DocId + 1).
   bool bitmap_ = false;
   const uint8_t* bits_ = nullptr;
   uint32_t start_ = 0;
@@ -713,9 +801,28 @@ class ListEncoder {
         // posting bytes.
         list.offset = static_cast<uint32_t>(table + blocks_.size());
       }
+      // Dense: the blocks' DocIds as one bitmap, then the blocks without them.
+      const bool dense = Dense();
+      std::string_view blocks = blocks_;
+      if (dense) {
+        const size_t bitmap = (uint64_t{list.last_doc} + 1 + 7) / 8;
+        for (size_t b = 0; b < skips_.size(); ++b) {
+          skips_[b].doc_bits = kBitmapDocs;
+          skips_[b].offset = static_cast<uint32_t>(table + bitmap + rest_offsets_[b]);
+        }
+        list.doc_bits = kBitmapDocs;
+        if (list.offset != 0) list.offset = static_cast<uint32_t>(table + bitmap + rest_.size());
+        stats_->doc_bytes += bitmap - block_doc_bytes_;
+        stats_->bitmap_blocks += skips_.size() - bitmap_blocks_;
+        blocks = rest_;
+      }
       out->append(reinterpret_cast<const char*>(&list), sizeof(list));
       out->append(reinterpret_cast<const char*>(skips_.data()), table - sizeof(list));
-      out->append(blocks_);
+      if (dense) {
+        out->append(reinterpret_cast<const char*>(bitmap_.data()),
+                    (uint64_t{list.last_doc} + 1 + 7) / 8);
+      }
+      out->append(blocks);
       out->append(champions);
       stats_->skip_bytes += sizeof(list);
     } else {
@@ -726,6 +833,11 @@ class ListEncoder {
     stats_->postings += count_;
     blocks_.clear();
     skips_.clear();
+    rest_.clear();
+    rest_offsets_.clear();
+    bitmap_.clear();  // keeps its capacity; resize() zeroes what it adds
+    block_doc_bytes_ = 0;
+    bitmap_blocks_ = 0;
     next_ = 0;
     count_ = 0;
   }
@@ -776,6 +888,14 @@ class ListEncoder {
       ++stats_->bitmap_blocks;
     }
     const size_t doc_bytes = block_.size();
+    if (!single) {
+      for (DocId doc : docs_) {
+        if (doc / 64 >= bitmap_.size()) bitmap_.resize(doc / 64 + 1);
+        bitmap_[doc / 64] |= uint64_t{1} << (doc % 64);
+      }
+      block_doc_bytes_ += doc_bytes;
+      bitmap_blocks_ += entry.doc_bits == kBitmapDocs;
+    }
     entry.freq_bits = PackPFor(freqs_, &block_);
     const size_t freq_bytes = block_.size() - doc_bytes;
     entry.pos_bits = PackPFor(positions_, &block_);
@@ -788,6 +908,10 @@ class ListEncoder {
       skips_.push_back(entry);
     }
     blocks_.append(block_);
+    if (!single) {
+      rest_offsets_.push_back(static_cast<uint32_t>(rest_.size()));
+      rest_.append(block_, doc_bytes);
+    }
     stats_->doc_bytes += doc_bytes;
     stats_->freq_bytes += freq_bytes;
     stats_->position_bytes += block_.size() - doc_bytes - freq_bytes;
@@ -796,6 +920,15 @@ class ListEncoder {
     docs_.clear();
     freqs_.clear();
     positions_.clear();
+  }
+
+  // Whether a list of more than one block keeps its DocIds as one bitmap: when that takes at
+  // most an eighth more bytes than its blocks' DocIds (a list of one posting per 32 DocIds or
+  // denser everywhere takes fewer). Counting and filling windows then copy whole words from
+  // one bitmap, whatever the blocks' bounds (docs/index-format.md, "Dense lists").
+  bool Dense() const {
+    const uint64_t bitmap = (uint64_t{skips_.back().last_doc} + 1 + 7) / 8;
+    return bitmap <= block_doc_bytes_ + block_doc_bytes_ / 8;
   }
 
   // Postings reach the champion selector only once the list has more than
@@ -827,6 +960,13 @@ class ListEncoder {
   std::string block_;
   std::string blocks_;            // the list's encoded blocks so far
   std::vector<SkipEntry> skips_;  // their skip entries (offsets from the first block)
+  // The same blocks without their DocIds, where each starts in rest_, and the list's DocIds as
+  // a bitmap: for a dense list (Dense()).
+  std::string rest_;
+  std::vector<uint32_t> rest_offsets_;
+  std::vector<uint64_t> bitmap_;
+  uint64_t block_doc_bytes_ = 0;  // the blocks' DocId bytes
+  uint64_t bitmap_blocks_ = 0;    // blocks stored as bitmaps
   DocId next_ = 0;                // the previous block's last DocId + 1
   uint32_t count_ = 0;
 };
@@ -855,31 +995,49 @@ std::string CheckList(const uint8_t* base, const uint8_t* end, uint32_t doc_freq
   if (doc_freq == 0) return "empty posting list";
   const size_t header = blocks == 1 ? kSingleHeaderBytes : (blocks + 1) * sizeof(SkipEntry);
   if (static_cast<size_t>(end - base) < header) return "posting list header out of bounds";
+  // A dense list's bitmap of DocIds 0 to its last, between the skip table and the blocks.
+  const uint8_t* dense = nullptr;
+  size_t dense_bytes = 0;
+  if (blocks > 1 && ReadListEntry(base).doc_bits == kBitmapDocs) {
+    const uint64_t span = uint64_t{ReadListEntry(base).last_doc} + 1;
+    dense = base + header;
+    dense_bytes = (span + 7) / 8;
+    if (span > num_docs || dense_bytes > static_cast<size_t>(end - dense)) {
+      return "list bitmap out of bounds";
+    }
+    if (span % 8 != 0 && (dense[dense_bytes - 1] >> (span % 8)) != 0) {
+      return "list bitmap has bits past its last DocId";
+    }
+  }
   uint32_t docs[kBlockSize], freqs[kBlockSize];
   std::vector<uint32_t> positions;
   int64_t previous = -1;
   for (uint32_t b = 0; b < blocks; ++b) {
     const SkipEntry e = ReadSkip(base, doc_freq, b);
     const uint32_t n = std::min(kBlockSize, doc_freq - b * kBlockSize);
-    if (e.offset < header || e.offset > static_cast<size_t>(end - base)) {
+    if (e.offset < header + dense_bytes || e.offset > static_cast<size_t>(end - base)) {
       return "block offset out of bounds";
     }
     const uint8_t* p = base + e.offset;
     size_t used = 0;
+    if (dense != nullptr && e.doc_bits != kBitmapDocs) return "packed block in a dense list";
     if (e.doc_bits == kBitmapDocs) {
       if (blocks == 1 || static_cast<int64_t>(e.last_doc) <= previous) return "bad bitmap block";
-      const uint32_t span = static_cast<uint32_t>(e.last_doc - previous);
-      const size_t bytes = (static_cast<size_t>(span) + 7) / 8;
-      if (bytes > static_cast<size_t>(end - p)) return "bitmap out of bounds";
+      // The block's bits [lo, hi): its own bitmap's, or its DocIds' in the list's.
+      const uint8_t* bits = dense != nullptr ? dense : p;
+      const uint64_t lo = dense != nullptr ? static_cast<uint64_t>(previous + 1) : 0;
+      const uint64_t hi = dense != nullptr ? uint64_t{e.last_doc} + 1 : e.last_doc - previous;
+      const size_t bytes = (hi + 7) / 8;
+      if (dense == nullptr && bytes > static_cast<size_t>(end - p)) return "bitmap out of bounds";
       uint32_t set = 0;
-      for (uint32_t bit = 0; bit < span; ++bit) set += (p[bit / 8] >> (bit % 8)) & 1;
-      if (set != n || ((p[(span - 1) / 8] >> ((span - 1) % 8)) & 1) == 0 ||
-          (span % 8 != 0 && (p[bytes - 1] >> (span % 8)) != 0)) {
+      for (uint64_t bit = lo; bit < hi; ++bit) set += (bits[bit / 8] >> (bit % 8)) & 1;
+      if (set != n || ((bits[(hi - 1) / 8] >> ((hi - 1) % 8)) & 1) == 0 ||
+          (dense == nullptr && hi % 8 != 0 && (bits[bytes - 1] >> (hi % 8)) != 0)) {
         return "bitmap disagrees with its block";
       }
       previous = e.last_doc;
       if (previous >= num_docs) return "DocId out of range";
-      p += bytes;
+      if (dense == nullptr) p += bytes;
       if (!UnpackPForChecked(p, end, n, e.freq_bits, freqs, &used)) return "bad frequency block";
       p += used;
       uint64_t total_positions = 0;
@@ -916,8 +1074,10 @@ std::string CheckList(const uint8_t* base, const uint8_t* end, uint32_t doc_freq
   return blocks > 1 ? CheckChampions(base, end, doc_freq, num_docs) : "";
 }
 
-// Segment file format v4: a section file (section_file.h) with these sections, in this order.
-constexpr std::string_view kMagic = "TSSEG005";
+// Segment file format v6: a section file (section_file.h) with these sections, in this order.
+// v5 is read as well: it is v6 without dense lists (no list entry of v5 has kBitmapDocs).
+constexpr std::string_view kMagic = "TSSEG006";
+constexpr std::string_view kMagicV5 = "TSSEG005";
 enum SectionTag : uint32_t {
   kMeta = 1,
   kIdHigh,
@@ -1443,8 +1603,9 @@ absl::StatusOr<std::unique_ptr<SealedSegment>> SealedSegment::FromBytes(
   auto corrupt = [&](std::string_view why) {
     return absl::DataLossError(StrCat("segment file ", name, " is corrupt: ", why));
   };
+  const std::string_view magic = bytes->view().starts_with(kMagicV5) ? kMagicV5 : kMagic;
   absl::StatusOr<SectionFile> file =
-      ReadSectionFile(bytes->view(), kMagic, kNumSections, kLazySections);
+      ReadSectionFile(bytes->view(), magic, kNumSections, kLazySections);
   if (!file.ok()) return corrupt(AsStd(file.status().message()));
   Parts parts;
   if (file->sections[kMeta].size() != sizeof(Meta)) return corrupt("bad metadata");
@@ -1586,6 +1747,15 @@ std::unique_ptr<PostingCursor> SealedSegment::OpenTerm(std::string_view term, Do
   }
   return std::make_unique<SealedCursor>(postings_ + entry.offset, postings_ + found->end,
                                         entry.doc_freq, num_docs_);
+}
+
+bool SealedSegment::DenseList(std::string_view term) const {
+  const std::optional<TermDictionary::Entry> entry = dictionary_.Find(term);
+  if (!entry || NumBlocks(entry->doc_freq) < 2 ||
+      entry->offset + sizeof(SkipEntry) > postings_size_) {
+    return false;
+  }
+  return ReadListEntry(postings_ + entry->offset).doc_bits == kBitmapDocs;
 }
 
 uint32_t SealedSegment::DocFreq(std::string_view term) const {

@@ -95,6 +95,8 @@ class SealedSegment final : public Segment {
   bool newest_first() const override { return true; }
   std::unique_ptr<PostingCursor> OpenTerm(std::string_view term, DocId visible) const override;
   uint32_t DocFreq(std::string_view term) const override;
+  // Whether `term`'s list keeps its DocIds as one bitmap (a dense list: docs/index-format.md).
+  bool DenseList(std::string_view term) const;
   uint64_t TotalLength() const override { return total_length_; }
   TweetId MaxTweetId() const override { return num_docs_ == 0 ? 0 : columns().tweet_id(0); }
   size_t NumTerms() const override { return dictionary_.size(); }

@@ -15,6 +15,25 @@ uint32_t PackLang(std::string_view lang) {
   return code;
 }
 
+uint64_t PostingCursor::AndBits(DocId from, DocId end, uint64_t* words, bool keep) {
+  // The list's bits filled 4,096 DocIds at a time (FillBits) into a buffer on the stack.
+  constexpr uint64_t kChunkWords = 64;
+  uint64_t mine[kChunkWords];
+  uint64_t left = 0;
+  for (uint64_t at = from; at < end; at += 64 * kChunkWords) {
+    const DocId stop = static_cast<DocId>(std::min<uint64_t>(end, at + 64 * kChunkWords));
+    const size_t n = (stop - at + 63) / 64;
+    std::fill_n(mine, n, uint64_t{0});
+    FillBits(static_cast<DocId>(at), stop, mine);
+    uint64_t* out = words + (at - from) / 64;
+    for (size_t w = 0; w < n; ++w) {
+      out[w] &= keep ? mine[w] : ~mine[w];
+      left += static_cast<uint64_t>(std::popcount(out[w]));
+    }
+  }
+  return left;
+}
+
 size_t FilterAny(std::span<PostingCursor* const> cursors, DocId* docs, size_t n) {
   if (cursors.size() == 1) return cursors[0]->Filter(docs, n, /*keep=*/true);
   constexpr size_t kChunk = 256;

@@ -176,12 +176,20 @@ class PostingCursor {
   // the words past the one of the cursor's first posting in the window are clear (callers
   // clear the window first): a sealed cursor stores whole words. Postings before `from` are
   // skipped.
+  // Whether FillBits copies a window's bits from one bitmap of the list (a dense list:
+  // docs/index-format.md), about a word per 64 DocIds whatever the postings.
+  virtual bool fills_words() const { return false; }
   virtual void FillBits(DocId from, DocId end, uint64_t* words) {
     if (doc() < from) Advance(from);
     for (DocId d = doc(); d < end; Next(), d = doc()) {
       words[(d - from) / 64] |= uint64_t{1} << ((d - from) % 64);
     }
   }
+  // Keeps in `words` (bit i for DocId from + i, (end - from + 63) / 64 words) only the bits
+  // of DocIds the list holds (keep) or does not hold (!keep), as FillBits would set them
+  // (postings before `from` or before the cursor's are not held), moves as FillBits does, and
+  // returns how many bits are left set. A dense list ANDs its own words in place.
+  virtual uint64_t AndBits(DocId from, DocId end, uint64_t* words, bool keep);
 };
 
 // Packs a language code of up to four ASCII bytes into an integer column value.

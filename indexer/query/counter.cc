@@ -29,12 +29,6 @@ constexpr size_t kBatch = 128;
 
 size_t Words(DocId from, DocId end) { return (end - from + 63) / 64; }
 
-bool AnyBit(const uint64_t* words, size_t n) {
-  uint64_t any = 0;
-  for (size_t w = 0; w < n; ++w) any |= words[w];
-  return any != 0;
-}
-
 uint64_t PopCount(const uint64_t* words, size_t n) {
   uint64_t total = 0;
   for (size_t w = 0; w < n; ++w) total += static_cast<uint64_t>(std::popcount(words[w]));
@@ -188,45 +182,59 @@ void MatchCounter::Fill(Node& node, DocId from, DocId end) {
       return;
     case PlanNode::Kind::kAnd: {
       Node& lead = *node.children[0];
-      Fill(lead, from, end);
-      std::memcpy(node.bits, lead.bits, n * sizeof(uint64_t));
-      for (size_t i = 1; i < node.children.size() && AnyBit(node.bits, n); ++i) {
-        Intersect(node, *node.children[i], from, end, true);
+      if (lead.kind == PlanNode::Kind::kTerm) {  // straight into the node's bits
+        if (lead.cursor->doc() < end) lead.cursor->FillBits(from, end, node.bits);
+      } else {
+        Fill(lead, from, end);
+        std::memcpy(node.bits, lead.bits, n * sizeof(uint64_t));
       }
-      for (size_t i = 0; i < node.excluded.size() && AnyBit(node.bits, n); ++i) {
-        Intersect(node, *node.excluded[i], from, end, false);
+      uint64_t left = PopCount(node.bits, n);
+      for (size_t i = 1; i < node.children.size() && left > 0; ++i) {
+        left = Intersect(node, *node.children[i], from, end, true, left);
+      }
+      for (size_t i = 0; i < node.excluded.size() && left > 0; ++i) {
+        left = Intersect(node, *node.excluded[i], from, end, false, left);
       }
       return;
     }
   }
 }
 
-// Keeps in node.bits only the DocIds `child` matches (keep) or does not match (!keep). When few
-// bits are left next to what the child would decode in the window, each is looked up.
-void MatchCounter::Intersect(Node& node, Node& child, DocId from, DocId end, bool keep) {
+// Keeps in node.bits (`left` bits set) only the DocIds `child` matches (keep) or does not match
+// (!keep), and returns how many are left. When few bits are left next to what the child would
+// decode in the window, each is looked up.
+uint64_t MatchCounter::Intersect(Node& node, Node& child, DocId from, DocId end, bool keep,
+                                 uint64_t left) {
   const size_t n = Words(from, end);
-  const uint64_t left = PopCount(node.bits, n);
   // Filling the child costs about its postings in the window (were they spread evenly), but
-  // no more than a byte of bitmap per 8 DocIds (dense lists are bitmaps); a lookup costs about
-  // as much as ten of either.
+  // no more than a byte of bitmap per 8 DocIds (bitmap blocks), and a word per 64 DocIds when
+  // the child's words are copied from one bitmap (a dense list); a lookup costs about as much
+  // as ten of any.
   const uint64_t expected = child.postings * (end - from) / std::max<DocId>(visible_, 1);
-  if (left * 10 < std::min<uint64_t>(expected, (end - from) / 8)) {
+  const bool words = child.kind == PlanNode::Kind::kTerm && child.cursor->fills_words();
+  if (left * 10 < (words ? (end - from) / 64 : std::min<uint64_t>(expected, (end - from) / 8))) {
     for (size_t w = 0; w < n; ++w) {
       for (uint64_t word = node.bits[w]; word != 0; word &= word - 1) {
         const DocId d = from + static_cast<DocId>(w * 64 + std::countr_zero(word));
-        if (Contains(child, d) != keep) node.bits[w] &= ~(uint64_t{1} << (d - from) % 64);
+        if (Contains(child, d) != keep) {
+          node.bits[w] &= ~(uint64_t{1} << (d - from) % 64);
+          --left;
+        }
       }
     }
-    return;
+    return left;
   }
   if (NextPossible(child) >= end) {
-    if (keep) std::memset(node.bits, 0, n * sizeof(uint64_t));
-    return;
+    if (!keep) return left;
+    std::memset(node.bits, 0, n * sizeof(uint64_t));
+    return 0;
   }
+  if (words) return child.cursor->AndBits(from, end, node.bits, keep);
   Fill(child, from, end);
   for (size_t w = 0; w < n; ++w) {
     node.bits[w] &= keep ? child.bits[w] : ~child.bits[w];
   }
+  return PopCount(node.bits, n);
 }
 
 // Whether `node` matches `d`. Moves its cursors forward, so DocIds asked for must increase.
@@ -338,6 +346,15 @@ uint64_t MatchCounter::CountWindow(const uint64_t* bits, DocId from, DocId end) 
   const bool check_likes = plan_.min_likes > 0;
   uint64_t total = 0;
   const size_t n = Words(from, end);
+  if (from >= above_watermark_ && buckets_ == nullptr && collect_ == nullptr && !check_id_ &&
+      !check_created_ && !check_likes) {
+    // Nothing but the deleted bits to take out: no branch per word (the words of an AND of
+    // common words are mostly zero, at random).
+    for (size_t w = 0; w < n; ++w) {
+      total += static_cast<uint64_t>(std::popcount(bits[w] & ~c.deleted_word(from / 64 + w)));
+    }
+    return total;
+  }
   for (size_t w = 0; w < n; ++w) {
     uint64_t word = bits[w];
     if (word == 0) continue;

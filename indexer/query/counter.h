@@ -98,7 +98,8 @@ class MatchCounter {
   std::unique_ptr<Node> Build(const PlanNode& plan_node, const PhraseSources& phrases);
   static index::DocId NextPossible(const Node& node);
   void Fill(Node& node, index::DocId from, index::DocId end);
-  void Intersect(Node& node, Node& child, index::DocId from, index::DocId end, bool keep);
+  uint64_t Intersect(Node& node, Node& child, index::DocId from, index::DocId end, bool keep,
+                     uint64_t left);
   static bool Contains(Node& node, index::DocId d);
   // Counts an AND whose rarest child is a term that is not dense: batches of that term's
   // postings, looked up in the other children.

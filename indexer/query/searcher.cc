@@ -2422,14 +2422,8 @@ class Evaluation {
   // `finders` holds, bit i for DocId from + i.
   template <typename Finders>
   static void AndBits(Finders& finders, DocId from, DocId end, uint64_t* common) {
-    const size_t n = (end - from + 63) / 64;
-    std::array<uint64_t, kBitmapWindow / 64> bits;
-    std::fill_n(common, n, ~uint64_t{0});
-    for (auto& f : finders) {
-      std::fill_n(bits.begin(), n, uint64_t{0});
-      f->cursor().FillBits(from, end, bits.data());
-      for (size_t i = 0; i < n; ++i) common[i] &= bits[i];
-    }
+    std::fill_n(common, (end - from + 63) / 64, ~uint64_t{0});
+    for (auto& f : finders) f->cursor().AndBits(from, end, common, /*keep=*/true);
   }
 
   // Calls fn(from, n, recency, common) for each window of kBitmapWindow DocIds of the

@@ -11,6 +11,7 @@
 #include "common/snowflake.h"
 #include "indexer/index/active_segment.h"
 #include "indexer/index/likes_tiers.h"
+#include "indexer/index/section_file.h"
 #include "tests/testing/corpus.h"
 
 namespace tweetsearch::index {
@@ -213,21 +214,30 @@ TEST(SealedSegmentTest, BlockBoundsHoldEveryPostingsLikesBandLengthAndFrequency)
 }
 
 TEST(SealedSegmentTest, DenseBlocksAreBitmapsAndCursorsAgreeWithTheirDocs) {
-  // "dense" in ~45% of 3000 docs (bitmap blocks), "sparse" in ~3% (packed gaps), with
-  // frequencies and positions that depend on the doc, so rank mistakes show.
+  // "dense" in ~45% of 3000 docs (a dense list: one bitmap), "sparse" in ~3% (packed gaps),
+  // "mixed" in ~45% of the newest 300 and ~0.2% of the others (a bitmap block, then a packed
+  // one),
+  // with frequencies and positions that depend on the doc, so rank mistakes show.
   std::mt19937 rng(5);
   SealedSegmentBuilder builder;
-  std::vector<bool> dense(3000), sparse(3000);
+  std::vector<bool> dense(3000), sparse(3000), mixed(3000);
   for (uint32_t i = 0; i < 3000; ++i) {
     const uint32_t doc = builder.AddDoc({TweetId{i + 1}, 0, 1, 0, 20, 0});
     dense[i] = rng() % 100 < 45;
     sparse[i] = rng() % 100 < 3;
+    mixed[i] = rng() % 1000 < (i < 2700 ? 2 : 450);
     const uint32_t positions[] = {i % 7, i % 7 + 5, i % 7 + 9};
     if (dense[i]) builder.AddPosting("dense", doc, std::span(positions, 1 + i % 3));
     if (sparse[i]) builder.AddPosting("sparse", doc, std::span(positions, 1 + i % 3));
+    if (mixed[i]) builder.AddPosting("mixed", doc, std::span(positions, 1 + i % 3));
   }
   auto segment = builder.Build();
   EXPECT_GT(segment->stats().bitmap_blocks, 0u);
+  // A dense list's DocIds take a bitmap of the segment's 3000 DocIds (375 bytes) instead of
+  // its blocks' 11 bitmaps (one more byte each, at most); a mixed list keeps its blocks.
+  EXPECT_TRUE(segment->DenseList("dense"));
+  EXPECT_FALSE(segment->DenseList("sparse"));
+  EXPECT_FALSE(segment->DenseList("mixed"));
   {
     // A term in one tweet of ten is stored as bitmaps too (a block spanning at most 32 DocIds
     // per posting is one), though its packed gaps would take less room: 300 postings, three
@@ -259,7 +269,8 @@ TEST(SealedSegmentTest, DenseBlocksAreBitmapsAndCursorsAgreeWithTheirDocs) {
     }
     return docs;
   };
-  for (auto [term, has] : {std::pair{"dense", &dense}, std::pair{"sparse", &sparse}}) {
+  for (auto [term, has] :
+       {std::pair{"dense", &dense}, std::pair{"sparse", &sparse}, std::pair{"mixed", &mixed}}) {
     const std::vector<DocId> want = expected(*has);
     std::unique_ptr<PostingCursor> c = segment->OpenTerm(term, 3000);
     std::vector<DocId> got;
@@ -280,7 +291,11 @@ TEST(SealedSegmentTest, DenseBlocksAreBitmapsAndCursorsAgreeWithTheirDocs) {
       const auto first = std::lower_bound(want.begin(), want.end(), b->doc());
       DocId from = b->doc() == kEndDoc ? 3000 : b->doc() - std::min<DocId>(b->doc(), rng() % 9);
       while (from < 3000) {
-        const DocId end = std::min<DocId>(3000, from + 1 + rng() % 700);
+        DocId end = std::min<DocId>(3000, from + 1 + rng() % 700);
+        // Some windows end on a block's last posting: the cursor then stands on it, in the
+        // block it ends.
+        const size_t last = std::min<size_t>(want.size() - 1, 128 * (rng() % 12) + 127);
+        if (rng() % 3 == 0 && want[last] > from) end = want[last];
         std::vector<uint64_t> words((end - from + 63) / 64 + 1, 0);
         words.back() = 0xA5;  // a word past the window is left alone
         b->FillBits(from, end, words.data());
@@ -289,6 +304,12 @@ TEST(SealedSegmentTest, DenseBlocksAreBitmapsAndCursorsAgreeWithTheirDocs) {
           if ((words[(d - from) / 64] >> ((d - from) % 64)) & 1) filled.push_back(d);
         }
         ASSERT_GE(b->doc(), end) << term;
+        if (b->doc() != kEndDoc) {
+          ASSERT_EQ(b->freq(), 1 + (2999 - b->doc()) % 3) << term;
+          ASSERT_EQ(b->ordinal(),
+                    std::lower_bound(want.begin(), want.end(), b->doc()) - want.begin())
+              << term;
+        }
         from = end;
         if (b->doc() != kEndDoc && rng() % 2 == 0) {
           filled.push_back(b->doc());
@@ -297,6 +318,43 @@ TEST(SealedSegmentTest, DenseBlocksAreBitmapsAndCursorsAgreeWithTheirDocs) {
         }
       }
       ASSERT_EQ(filled, std::vector<DocId>(first, want.end())) << term << " trial " << trial;
+    }
+    // AndBits keeps in random words the bits of a window's DocIds the list holds (or does not
+    // hold), counting those left, in windows aligned to words (as counting uses) or not, and
+    // moves the cursor as FillBits does.
+    for (int trial = 0; trial < 60; ++trial) {
+      std::unique_ptr<PostingCursor> c = segment->OpenTerm(term, 3000);
+      if (trial > 0) c->Advance(rng() % 3000);
+      DocId from = c->doc() == kEndDoc ? 3000 : c->doc() - std::min<DocId>(c->doc(), rng() % 9);
+      if (trial % 2 == 0) from &= ~DocId{63};
+      while (from < 3000) {
+        const DocId end = std::min<DocId>(3000, from + 1 + rng() % 900);
+        const size_t n = (end - from + 63) / 64;
+        std::vector<uint64_t> words(n + 1);
+        for (uint64_t& w : words)
+          w = (uint64_t{rng()} << 32 | rng()) | (rng() % 4 == 0 ? ~0ull : 0);
+        const std::vector<uint64_t> before = words;
+        const DocId at = c->doc();  // postings before it are not held
+        const bool keep = rng() % 2 == 0;
+        const uint64_t left = c->AndBits(from, end, words.data(), keep);
+        ASSERT_EQ(words.back(), before.back()) << term;  // a word past the window is left alone
+        uint64_t set = 0;
+        for (size_t i = 0; i < 64 * n; ++i) {
+          const DocId d = from + static_cast<DocId>(i);
+          const bool held = d >= at && d < end && std::binary_search(want.begin(), want.end(), d);
+          const bool was = (before[i / 64] >> (i % 64)) & 1, is = (words[i / 64] >> (i % 64)) & 1;
+          ASSERT_EQ(is, was && held == keep) << term << " DocId " << d << " keep " << keep
+                                             << " from " << from << " end " << end << " at " << at;
+          set += is;
+        }
+        ASSERT_EQ(left, set) << term;
+        const auto next = std::lower_bound(want.begin(), want.end(), std::max(at, end));
+        ASSERT_EQ(c->doc(), next == want.end() ? kEndDoc : *next) << term;
+        if (c->doc() != kEndDoc) {
+          ASSERT_EQ(c->freq(), 1 + (2999 - c->doc()) % 3) << term;
+        }
+        from = end;
+      }
     }
     // Random advances land on the first DocId >= target, with the right frequency.
     for (int trial = 0; trial < 200; ++trial) {
@@ -329,7 +387,8 @@ TEST(SealedSegmentTest, DenseBlocksAreBitmapsAndCursorsAgreeWithTheirDocs) {
   // Filter keeps the candidates a list holds (or does not), mixed with Advance and Next, and
   // a frequency read after it, and the place in the list, belong to the posting the cursor
   // stands on.
-  for (auto [term, has] : {std::pair{"dense", &dense}, std::pair{"sparse", &sparse}}) {
+  for (auto [term, has] :
+       {std::pair{"dense", &dense}, std::pair{"sparse", &sparse}, std::pair{"mixed", &mixed}}) {
     const std::vector<DocId> want = expected(*has);
     for (int trial = 0; trial < 50; ++trial) {
       std::unique_ptr<PostingCursor> c = segment->OpenTerm(term, 3000);
@@ -383,6 +442,46 @@ TEST(SealedSegmentTest, DenseBlocksAreBitmapsAndCursorsAgreeWithTheirDocs) {
       SealedSegment::Load(dir.path() + "/d.tss");
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(Ids(**loaded, "dense"), Ids(*segment, "dense"));
+}
+
+TEST(SealedSegmentTest, FilesOfFormatVersion5AreStillRead) {
+  // Version 6 added dense lists and nothing else: a version 5 file is a version 6 file without
+  // them, under the older magic. Indexes saved before stay usable without a rebuild.
+  SealedSegmentBuilder builder;
+  for (uint32_t i = 0; i < 20000; ++i) {
+    const uint32_t doc = builder.AddDoc({TweetId{i + 1}, 0, 1, 0, 20, 0});
+    const uint32_t position = 0;
+    if (i % 40 == 0) builder.AddPosting("sparse", doc, std::span(&position, 1));
+    if (i % 997 == 0) builder.AddPosting("rare", doc, std::span(&position, 1));
+  }
+  auto segment = builder.Build();
+  ASSERT_FALSE(segment->DenseList("sparse"));
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/v6.tss";
+  ASSERT_TRUE(segment->Save(path).ok());
+  const std::string v6 = *ReadFile(path);
+  ASSERT_EQ(v6.substr(0, 8), "TSSEG006");
+  constexpr uint32_t kSections = 18;
+  absl::StatusOr<SectionFile> sections = ReadSectionFile(v6, "TSSEG006", kSections, {});
+  ASSERT_TRUE(sections.ok()) << sections.status();
+  SectionFileWriter writer("TSSEG005", kSections);
+  for (uint32_t tag = 1; tag <= kSections; ++tag) writer.Add(sections->sections[tag]);
+  std::string v5;
+  for (std::string_view piece : writer.Pieces()) v5.append(piece);
+  ASSERT_TRUE(WriteFileAtomically(dir.path() + "/v5.tss", v5).ok());
+  absl::StatusOr<std::unique_ptr<SealedSegment>> loaded =
+      SealedSegment::Load(dir.path() + "/v5.tss");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_TRUE((*loaded)->VerifyAll().ok());
+  for (const char* term : {"sparse", "rare"}) {
+    EXPECT_EQ(Ids(**loaded, term), Ids(*segment, term)) << term;
+    EXPECT_EQ(Ids(**loaded, term).size(), segment->DocFreq(term)) << term;
+  }
+  // Any other magic is refused.
+  v5.replace(0, 8, "TSSEG004");
+  ASSERT_TRUE(WriteFileAtomically(dir.path() + "/v4.tss", v5).ok());
+  EXPECT_EQ(SealedSegment::Load(dir.path() + "/v4.tss").status().code(),
+            absl::StatusCode::kDataLoss);
 }
 
 TEST(SealedSegmentTest, ColumnsReadBackEveryValue) {
