@@ -359,6 +359,7 @@ class SealedCursor final : public PostingCursor {
   // The candidates of one block at a time: a bitmap block tests their bits, a packed block
   // is merged with them; blocks holding none are never decoded.
   size_t Filter(DocId* docs, size_t n, bool keep) override {
+    if (dense_bits_ != nullptr) return FilterDense(docs, n, keep);
     uint32_t blocks[kLookAhead];  // LookAhead's blocks, for candidates below `ahead`
     const size_t ahead = LookAhead(docs, n, blocks);
     size_t kept = 0, i = 0;
@@ -495,6 +496,22 @@ class SealedCursor final : public PostingCursor {
     const uint64_t hi = std::min<uint64_t>(end, dense_span_);
     CopyBits(lo, static_cast<uint32_t>(hi), from, words);  // bits_ is the list's, start_ 0
     MoveDensePast(end);
+  }
+  // Filter of a dense list: each candidate's bit is read from the list's bitmap, whatever its
+  // block; the cursor then moves once, to its block of the last candidate.
+  size_t FilterDense(DocId* docs, size_t n, bool keep) {
+    if (n == 0) return 0;
+    const DocId last = docs[n - 1];
+    size_t kept = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const DocId d = docs[i];
+      // Postings the cursor has passed are not held (as Advance would say).
+      const bool held = d >= doc_ && d < dense_span_ && TestBit(dense_bits_, d);
+      docs[kept] = d;  // kept <= i: a slot already read
+      kept += held == keep;
+    }
+    if (last > doc_) MoveDensePast(last);
+    return kept;
   }
   // Moves a dense list's cursor to its first posting at or after `end`, in whichever block.
   void MoveDensePast(DocId end) {
