@@ -32,6 +32,26 @@ inline uint32_t CountBelowOfEight(const uint32_t* p, uint32_t a) {
 #endif
 }
 
+// Which of the four values at `a` equal one of the four at `b`: bit k for a[k]. All sixteen
+// pairs compared at once (b against itself turned by one, two and three places).
+inline uint32_t EqualsAnyOfFour(const uint32_t* a, const uint32_t* b) {
+#if defined(__SSE2__)
+  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
+  const __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+  __m128i eq = _mm_cmpeq_epi32(x, y);
+  eq = _mm_or_si128(eq, _mm_cmpeq_epi32(x, _mm_shuffle_epi32(y, _MM_SHUFFLE(0, 3, 2, 1))));
+  eq = _mm_or_si128(eq, _mm_cmpeq_epi32(x, _mm_shuffle_epi32(y, _MM_SHUFFLE(1, 0, 3, 2))));
+  eq = _mm_or_si128(eq, _mm_cmpeq_epi32(x, _mm_shuffle_epi32(y, _MM_SHUFFLE(2, 1, 0, 3))));
+  return static_cast<uint32_t>(_mm_movemask_ps(_mm_castsi128_ps(eq)));
+#else
+  uint32_t found = 0;
+  for (int k = 0; k < 4; ++k) {
+    for (int l = 0; l < 4; ++l) found |= static_cast<uint32_t>(a[k] == b[l]) << k;
+  }
+  return found;
+#endif
+}
+
 }  // namespace tweetsearch::index
 
 #endif  // TWEETSEARCH_INDEXER_INDEX_ASCENDING_H_

@@ -403,14 +403,34 @@ class SealedCursor final : public PostingCursor {
         // each comparison. Every candidate here is at most the block's last DocId, so j stays
         // in the block.
         uint32_t j = i_;
-        for (; i < n && docs[i] <= block_last_; ++i) {
-          const DocId a = docs[i];
-          j = PastBelow(j, a);
-          docs[kept] = a;  // kept <= i: a slot already read
-          kept += (docs_[j] == a) == keep;
+        DocId last = 0;  // the last candidate decided here
+        // Four candidates at a time while the block holds them: compared with the block's
+        // DocIds four at a time, all pairs at once, from the first not below the first of
+        // them to the first four reaching past the last (the padding's kEndDocs end the
+        // block). A candidate a DocId or two apart from the next waits on no comparison.
+        for (; i + 4 <= n && docs[i + 3] <= block_last_; i += 4) {
+          DocId four[4];
+          std::memcpy(four, docs + i, sizeof(four));
+          j = PastBelow(j, four[0]);
+          uint32_t found = EqualsAnyOfFour(four, docs_ + j);
+          while (docs_[j + 3] < four[3]) {
+            j += 4;
+            found |= EqualsAnyOfFour(four, docs_ + j);
+          }
+          for (uint32_t k = 0; k < 4; ++k) {
+            docs[kept] = four[k];  // kept <= i + k: a slot already read
+            kept += ((found >> k & 1) != 0) == keep;
+          }
+          last = four[3];
         }
-        i_ = j;
-        doc_ = docs_[j];
+        for (; i < n && docs[i] <= block_last_; ++i) {
+          last = docs[i];
+          j = PastBelow(j, last);
+          docs[kept] = last;  // kept <= i: a slot already read
+          kept += (docs_[j] == last) == keep;
+        }
+        i_ = PastBelow(j, last);
+        doc_ = docs_[i_];
       }
     }
     return kept;
