@@ -856,6 +856,8 @@ class ListEncoder {
       out->append(reinterpret_cast<const char*>(&list), sizeof(list));
       out->append(reinterpret_cast<const char*>(skips_.data()), table - sizeof(list));
       if (dense) {
+        bitmap_.assign((uint64_t{list.last_doc} + 1 + 63) / 64, 0);
+        for (DocId doc : list_docs_) bitmap_[doc / 64] |= uint64_t{1} << (doc % 64);
         out->append(reinterpret_cast<const char*>(bitmap_.data()),
                     (uint64_t{list.last_doc} + 1 + 7) / 8);
       }
@@ -872,7 +874,7 @@ class ListEncoder {
     skips_.clear();
     rest_.clear();
     rest_offsets_.clear();
-    bitmap_.clear();  // keeps its capacity; resize() zeroes what it adds
+    list_docs_.clear();
     block_doc_bytes_ = 0;
     bitmap_blocks_ = 0;
     next_ = 0;
@@ -926,10 +928,7 @@ class ListEncoder {
     }
     const size_t doc_bytes = block_.size();
     if (!single) {
-      for (DocId doc : docs_) {
-        if (doc / 64 >= bitmap_.size()) bitmap_.resize(doc / 64 + 1);
-        bitmap_[doc / 64] |= uint64_t{1} << (doc % 64);
-      }
+      list_docs_.insert(list_docs_.end(), docs_.begin(), docs_.end());
       block_doc_bytes_ += doc_bytes;
       bitmap_blocks_ += entry.doc_bits == kBitmapDocs;
     }
@@ -997,10 +996,11 @@ class ListEncoder {
   std::string block_;
   std::string blocks_;            // the list's encoded blocks so far
   std::vector<SkipEntry> skips_;  // their skip entries (offsets from the first block)
-  // The same blocks without their DocIds, where each starts in rest_, and the list's DocIds as
-  // a bitmap: for a dense list (Dense()).
+  // The same blocks without their DocIds, where each starts in rest_, and the list's DocIds:
+  // for a dense list (Dense()), whose bitmap_ is made from them once the list is complete.
   std::string rest_;
   std::vector<uint32_t> rest_offsets_;
+  std::vector<DocId> list_docs_;
   std::vector<uint64_t> bitmap_;
   uint64_t block_doc_bytes_ = 0;  // the blocks' DocId bytes
   uint64_t bitmap_blocks_ = 0;    // blocks stored as bitmaps
