@@ -643,9 +643,7 @@ class SealedCursor final : public PostingCursor {
       if (SkipField<uint8_t>(next, offsetof(SkipEntry, doc_bits)) != kBitmapDocs) return i;
       b = next;
       last = SkipField<DocId>(b, offsetof(SkipEntry, last_doc));
-      if (dense_bits_ != nullptr) {
-        __builtin_prefetch(dense_bits_ + d / 8);
-      } else if (d >= start) {
+      if (d >= start) {
         __builtin_prefetch(base_ + SkipField<uint32_t>(b, offsetof(SkipEntry, offset)) +
                            (d - start) / 8);
       }
