@@ -170,15 +170,15 @@ class PostingCursor {
     }
     return kept;
   }
+  // Whether FillBits copies a window's bits from one bitmap of the list (a dense list:
+  // docs/index-format.md), about a word per 64 DocIds whatever the postings.
+  virtual bool fills_words() const { return false; }
   // Sets in `words` bit (d - from) for every posting d in [from, end), and moves to the first
   // posting at or after `end` (or kEndDoc): for counting over bitmaps of a window of DocIds
   // rather than a call per posting. `words` holds at least (end - from + 63) / 64 words, and
   // the words past the one of the cursor's first posting in the window are clear (callers
   // clear the window first): a sealed cursor stores whole words. Postings before `from` are
   // skipped.
-  // Whether FillBits copies a window's bits from one bitmap of the list (a dense list:
-  // docs/index-format.md), about a word per 64 DocIds whatever the postings.
-  virtual bool fills_words() const { return false; }
   virtual void FillBits(DocId from, DocId end, uint64_t* words) {
     if (doc() < from) Advance(from);
     for (DocId d = doc(); d < end; Next(), d = doc()) {
