@@ -77,15 +77,18 @@ uint32_t NextSetBit(const uint8_t* bits, uint32_t span, uint32_t from) {
   return std::min(bit, span);
 }
 
+// Bits [i, i + n) of a bitmap as the low bits of a word, n <= 56: one load at the byte of bit i
+// holds them (up to 7 bytes past that byte must be readable).
+uint64_t LoadBits(const uint8_t* bits, uint64_t i, uint64_t n) {
+  return LoadWordAt(bits + i / 8) >> (i % 8) & ((uint64_t{1} << n) - 1);
+}
+
 // Bits [a, b) of a bitmap as the low bits of a word (b - a <= 64). Reads from the byte of bit a
 // to 7 bytes past the byte of bit b - 1.
 uint64_t ExtractBits(const uint8_t* bits, uint64_t a, uint64_t b) {
-  auto chunk = [&](uint64_t i, uint64_t n) {  // n <= 56 bits from bit i
-    return LoadWordAt(bits + i / 8) >> (i % 8) & ((uint64_t{1} << n) - 1);
-  };
   const uint64_t first = std::min<uint64_t>(56, b - a);
-  uint64_t word = chunk(a, first);
-  if (b - a > first) word |= chunk(a + first, b - a - first) << first;
+  uint64_t word = LoadBits(bits, a, first);
+  if (b - a > first) word |= LoadBits(bits, a + first, b - a - first) << first;
   return word;
 }
 
@@ -595,7 +598,7 @@ class SealedCursor final : public PostingCursor {
     auto chunks = [&](uint32_t i, uint32_t stop) {
       while (i < stop) {
         const uint32_t n = std::min<uint32_t>(56, stop - i);
-        const uint64_t b = LoadWordAt(bits_ + i / 8) >> (i % 8) & ((uint64_t{1} << n) - 1);
+        const uint64_t b = LoadBits(bits_, i, n);
         const uint64_t at = i + to_window, shift = at % 64;
         words[at / 64] |= b << shift;
         if (shift + n > 64) words[at / 64 + 1] |= b >> (64 - shift);
@@ -839,8 +842,8 @@ class ListEncoder {
       // Dense: the blocks' DocIds as one bitmap, then the blocks without them.
       const bool dense = Dense();
       std::string_view blocks = blocks_;
+      const size_t bitmap = (uint64_t{list.last_doc} + 1 + 7) / 8;  // if dense
       if (dense) {
-        const size_t bitmap = (uint64_t{list.last_doc} + 1 + 7) / 8;
         for (size_t b = 0; b < skips_.size(); ++b) {
           skips_[b].doc_bits = kBitmapDocs;
           skips_[b].offset = static_cast<uint32_t>(table + bitmap + rest_offsets_[b]);
@@ -856,8 +859,7 @@ class ListEncoder {
       if (dense) {
         bitmap_.assign((uint64_t{list.last_doc} + 1 + 63) / 64, 0);
         for (DocId doc : list_docs_) bitmap_[doc / 64] |= uint64_t{1} << (doc % 64);
-        out->append(reinterpret_cast<const char*>(bitmap_.data()),
-                    (uint64_t{list.last_doc} + 1 + 7) / 8);
+        out->append(reinterpret_cast<const char*>(bitmap_.data()), bitmap);
       }
       out->append(blocks);
       out->append(champions);
@@ -1033,8 +1035,9 @@ std::string CheckList(const uint8_t* base, const uint8_t* end, uint32_t doc_freq
   // A dense list's bitmap of DocIds 0 to its last, between the skip table and the blocks.
   const uint8_t* dense = nullptr;
   size_t dense_bytes = 0;
-  if (blocks > 1 && ReadListEntry(base).doc_bits == kBitmapDocs) {
-    const uint64_t span = uint64_t{ReadListEntry(base).last_doc} + 1;
+  const SkipEntry list = blocks > 1 ? ReadListEntry(base) : SkipEntry{};
+  if (list.doc_bits == kBitmapDocs) {
+    const uint64_t span = uint64_t{list.last_doc} + 1;
     dense = base + header;
     dense_bytes = (span + 7) / 8;
     if (span > num_docs || dense_bytes > static_cast<size_t>(end - dense)) {
@@ -1103,7 +1106,7 @@ std::string CheckList(const uint8_t* base, const uint8_t* end, uint32_t doc_freq
       return "bad positions block";
     }
   }
-  if (blocks > 1 && ReadListEntry(base).last_doc != previous) {
+  if (blocks > 1 && list.last_doc != previous) {
     return "list entry disagrees with its blocks";
   }
   return blocks > 1 ? CheckChampions(base, end, doc_freq, num_docs) : "";

@@ -216,8 +216,7 @@ TEST(SealedSegmentTest, BlockBoundsHoldEveryPostingsLikesBandLengthAndFrequency)
 TEST(SealedSegmentTest, DenseBlocksAreBitmapsAndCursorsAgreeWithTheirDocs) {
   // "dense" in ~45% of 3000 docs (a dense list: one bitmap), "sparse" in ~3% (packed gaps),
   // "mixed" in ~45% of the newest 300 and ~0.2% of the others (a bitmap block, then a packed
-  // one),
-  // with frequencies and positions that depend on the doc, so rank mistakes show.
+  // one), with frequencies and positions that depend on the doc, so rank mistakes show.
   std::mt19937 rng(5);
   SealedSegmentBuilder builder;
   std::vector<bool> dense(3000), sparse(3000), mixed(3000);
