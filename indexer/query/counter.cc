@@ -4,6 +4,9 @@
 #include <bit>
 #include <cstring>
 #include <limits>
+#include <span>
+
+#include "indexer/index/merged_docs.h"
 
 namespace tweetsearch::query {
 
@@ -17,9 +20,9 @@ namespace {
 // DocIds per window: 2 KiB of bits per node, which stays in the first-level cache.
 constexpr DocId kWindow = DocId{1} << 14;
 constexpr size_t kWindowWords = kWindow / 64;
-// An AND whose rarest child is a term with fewer postings than one per this many DocIds is
-// counted in batches of that term's postings; denser, in windows (at 10M tweets, of 16, 32,
-// 64 and 128, 64 gave the lowest p99 at the same median: docs/benchmarks.md).
+// An AND whose rarest child is a term or an OR of terms with fewer postings than one per this
+// many DocIds is counted in batches of that child's postings; denser, in windows (at 10M tweets, of
+// 16, 32, 64 and 128, 64 gave the lowest p99 at the same median: docs/benchmarks.md).
 constexpr uint64_t kDense = 64;
 // Other ANDs whose rarest child has fewer postings than one per this many DocIds are counted a
 // DocId at a time.
@@ -267,8 +270,9 @@ bool MatchCounter::Contains(Node& node, DocId d) {
 }
 
 bool MatchCounter::CountsInBatches() const {
-  return root_->kind == PlanNode::Kind::kAnd && root_->children[0]->kind == PlanNode::Kind::kTerm &&
-         root_->postings * kDense < visible_;
+  if (root_->kind != PlanNode::Kind::kAnd || root_->postings * kDense >= visible_) return false;
+  const Node& lead = *root_->children[0];
+  return lead.kind == PlanNode::Kind::kTerm || !lead.words.empty();
 }
 
 void MatchCounter::Count(DocId from, uint64_t stop, uint64_t* count) {
@@ -299,11 +303,17 @@ void MatchCounter::Count(DocId from, uint64_t stop, uint64_t* count) {
 }
 
 void MatchCounter::CountInBatches(DocId from, uint64_t stop, uint64_t* count) {
-  PostingCursor& lead = *root_->children[0]->cursor;
-  if (lead.doc() < from) lead.Advance(from);
+  Node& lead = *root_->children[0];
+  std::span<PostingCursor* const> words = lead.words;  // an OR of words, or the term alone
+  PostingCursor* term = lead.cursor.get();
+  if (lead.kind == PlanNode::Kind::kTerm) words = {&term, 1};
+  for (PostingCursor* word : words) {
+    if (word->doc() < from) word->Advance(from);
+  }
+  index::MergedDocs docs_of(words, visible_);
   DocId docs[kBatch];
   while (*count < stop) {
-    size_t n = lead.NextDocs(visible_, docs, kBatch);
+    size_t n = docs_of.Next(docs, kBatch);
     if (n == 0) return;
     for (size_t i = 1; i < root_->children.size() && n > 0; ++i) {
       n = Keep(*root_->children[i], docs, n, true);

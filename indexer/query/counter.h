@@ -6,10 +6,11 @@
 // exclusion clears; then the deleted tweets' words are cleared and the words popcounted. A child
 // of an AND whose window would cost far more to fill than looking up the few bits left is
 // probed instead. Windows start where the plan's next match can be, so a rare term jumps across
-// the segment. An AND whose rarest child is a term with fewer postings than one per 64 DocIds
-// is counted in batches of that term's postings instead, each batch looked up in the other
-// children block by block (PostingCursor::Filter); another AND whose rarest child is sparse
-// (fewer postings than one per 256 DocIds) a DocId at a time. Only filters that may fail in a
+// the segment. An AND whose rarest child is a term, or an OR of terms, with fewer postings
+// than one per 64 DocIds is counted in batches of that child's postings instead (an OR's lists
+// merged, MergedDocs), each batch looked up in the other children block by block
+// (PostingCursor::Filter); another AND whose rarest child is sparse (fewer postings than one
+// per 256 DocIds) a DocId at a time. Only filters that may fail in a
 // range of 64 tweets (by the columns' per-range bounds) read a column, tweet by tweet.
 //
 // A phrase needs positions, which bitmaps do not hold: its matches come from a DocSource the
@@ -65,9 +66,10 @@ class MatchCounter {
   MatchCounter(const MatchCounter&) = delete;
   MatchCounter& operator=(const MatchCounter&) = delete;
 
-  // Whether Count() goes in batches of one term's postings (an AND whose rarest child is a
-  // term with fewer postings than one per 64 DocIds): it then reads that term's postings alone
-  // and looks each up in the other lists, which costs less than leapfrogging over them.
+  // Whether Count() goes in batches of its rarest child's postings (an AND whose rarest child
+  // is a term, or an OR of terms, with fewer postings than one per 64 DocIds): it then reads
+  // that child's postings alone (an OR's lists merged) and looks each up in the other lists,
+  // which costs less than leapfrogging over them.
   bool CountsInBatches() const;
   // Adds to *count the matches among DocIds [from, visible), stopping at the end of the first
   // window after which *count is at least `stop` (so it may pass `stop`). Call once.
@@ -101,8 +103,8 @@ class MatchCounter {
   uint64_t Intersect(Node& node, Node& child, index::DocId from, index::DocId end, bool keep,
                      uint64_t left);
   static bool Contains(Node& node, index::DocId d);
-  // Counts an AND whose rarest child is a term that is not dense: batches of that term's
-  // postings, looked up in the other children.
+  // Counts an AND whose rarest child is a term or an OR of terms that is not dense: batches of
+  // that child's postings, looked up in the other children.
   void CountInBatches(index::DocId from, uint64_t stop, uint64_t* count);
   // Keeps the DocIds of docs[0..n) that `node` matches (keep) or does not (!keep).
   static size_t Keep(Node& node, index::DocId* docs, size_t n, bool keep);

@@ -13,6 +13,7 @@
 #include "indexer/index/champions.h"
 #include "indexer/index/lead_points.h"
 #include "indexer/index/likes_tiers.h"
+#include "indexer/index/merged_docs.h"
 #include "indexer/index/pair_champions.h"
 #include "indexer/query/counter.h"
 
@@ -482,52 +483,6 @@ class TopK {
 // error; pruning compares against a slightly inflated bound so it never drops a real hit.
 double Inflate(double bound) { return bound * (1 + 1e-12) + 1e-12; }
 
-// Hands out, ascending and a batch at a time, the DocIds below `end` that any of `words`
-// holds: one list's postings as they are, several lists' merged without repeats.
-class MergedDocs {
- public:
-  MergedDocs(std::vector<std::unique_ptr<TermMatcher>>& words, DocId end) : end_(end) {
-    for (auto& word : words) lists_.push_back(List{&word->cursor()});
-  }
-
-  // Copies up to `max` of the next DocIds into `out`; 0 once there are none.
-  size_t Next(DocId* out, size_t max) {
-    if (lists_.size() == 1) return lists_[0].cursor->NextDocs(end_, out, max);
-    size_t n = 0;
-    while (n < max) {
-      DocId least = kEndDoc;
-      for (List& list : lists_) {
-        if (list.at == list.size && list.cursor != nullptr) Refill(list);
-        if (list.at < list.size) least = std::min(least, list.docs[list.at]);
-      }
-      if (least == kEndDoc) break;
-      out[n++] = least;
-      for (List& list : lists_) {
-        if (list.at < list.size && list.docs[list.at] == least) ++list.at;
-      }
-    }
-    return n;
-  }
-
-  static constexpr size_t kBatch = 128;
-
- private:
-  struct List {
-    PostingCursor* cursor;  // null once it has no more DocIds below end_
-    std::array<DocId, kBatch> docs{};
-    size_t at = 0, size = 0;
-  };
-
-  void Refill(List& list) {
-    list.at = 0;
-    list.size = list.cursor->NextDocs(end_, list.docs.data(), list.docs.size());
-    if (list.size == 0) list.cursor = nullptr;
-  }
-
-  DocId end_;
-  std::vector<List> lists_;
-};
-
 // A window of DocIds [begin, end] of one segment, and the bound of any document in it.
 struct ScoredWindow {
   DocId begin = 0, end = 0;
@@ -762,7 +717,7 @@ class Evaluation {
   // DocId windows (see counter.h); appends those counted to *matches if given, while they are
   // at most `max` (with `keep_first`, the first `max`), and tells whether it kept them all.
   // With `only_in_batches` it counts nothing and answers nullopt unless the counter goes in
-  // batches of a term's postings (MatchCounter::CountsInBatches).
+  // batches of one child's postings (MatchCounter::CountsInBatches).
   std::optional<bool> CountFrom(const Segment& segment, DocId visible, DocId from,
                                 std::vector<DocId>* matches = nullptr, size_t max = SIZE_MAX,
                                 bool keep_first = false, bool only_in_batches = false) {
@@ -1014,7 +969,9 @@ class Evaluation {
               [&](const auto& a, const auto& b) { return cost(a) < cost(b); });
     std::vector<std::unique_ptr<Matcher>> excluded;
     for (const PlanNode& e : plan_.root.excluded) excluded.push_back(builder.Build(e));
-    MergedDocs lead(children[0].second, visible_docs_[segment_index_]);
+    std::vector<PostingCursor*> lead_words;  // the lead's words, merged
+    for (auto& word : children[0].second) lead_words.push_back(&word->cursor());
+    index::MergedDocs lead(lead_words, visible_docs_[segment_index_]);
     std::vector<std::vector<PostingCursor*>> filters;  // the other children's words' cursors
     for (size_t i = 1; i < children.size(); ++i) {
       std::vector<PostingCursor*>& cursors = filters.emplace_back();
@@ -1686,11 +1643,11 @@ class Evaluation {
   }
 
   // Newest first of an AND whose count a segment with DocIds newest first owes (OwesAndCount),
-  // where the count goes in batches of a term's postings (MatchCounter::CountsInBatches):
-  // counted first, keeping its first k matches, which are its newest; the AND's lists are not
-  // walked (over two lists that rarely meet, a leapfrog costs several times the counter's batches:
-  // `get 東京`, no match in 10M tweets; an AND led by an OR was counted faster by the walk). False,
-  // having counted the segment or not, where the walk must follow.
+  // where the count goes in batches of its rarest child's postings, a term's or an OR of terms'
+  // (MatchCounter::CountsInBatches): counted first, keeping its first k matches, which are its
+  // newest; the AND's lists are not walked (over lists that rarely meet, a leapfrog costs
+  // several times the counter's batches: `get 東京`, no match in 10M tweets). False, having
+  // counted the segment or not, where the walk must follow.
   bool NewestFromCount(const Segment& segment, MatcherBuilder& builder) {
     if (!options_.newest_from_count || options_.after || !segment.newest_first() ||
         options_.limit == 0 || !OwesAndCount(segment)) {

@@ -693,6 +693,7 @@ void IndexCommonWords(std::mt19937_64& rng, bool sparse_word, const Pick& pick,
       if (rng() % 6 == 0) d.text += std::string(" ") + word;
     }
     if (sparse_word && rng() % 100 == 0) d.text += " whisky";
+    if (sparse_word && rng() % 300 == 0) d.text += " victor";
   }
   AddInBatches(**index, **oracle, corpus.docs, 5000);
   ASSERT_TRUE((*index)->Seal().ok());
@@ -703,11 +704,11 @@ bool Holds(const index::IndexDoc& d, const char* word) {
   return d.text.find(word) != std::string::npos;
 }
 
-// Newest first of ANDs led by a sparse word (fewer postings than one per 64 tweets), whose
-// count keeps their newest matches instead of a walk of the lists (newest_from_count): pages
-// of 1–25 cut the count's matches at random places, later pages walk from their keys, and
-// every other query walks only. Exclusions, filters, deletes and likes changed after sealing;
-// in two segments and in one.
+// Newest first of ANDs led by a sparse word or a sparse OR of words (fewer postings than one
+// per 64 tweets), whose count keeps their newest matches instead of a walk of the lists
+// (newest_from_count): pages of 1–25 cut the count's matches at random places, later pages
+// walk from their keys, and every other query walks only. Exclusions, filters, deletes and
+// likes changed after sealing; in two segments and in one.
 TEST(OracleTest, NewestFirstOfSparseAndsFromTheirCountsEqualsBruteForce) {
   std::mt19937_64 rng(79);
   std::unique_ptr<index::Index> index;
@@ -724,6 +725,14 @@ TEST(OracleTest, NewestFirstOfSparseAndsFromTheirCountsEqualsBruteForce) {
                                             "whisky -xray"};
   g_newest_from_counts = 0;
   CheckInSegmentsAndCompacted(*index, *oracle, rng, queries);
+  EXPECT_GT(g_newest_from_counts, 0);
+  // Led by an OR of two sparse words (whisky in one tweet of 100, victor in one of 300): the
+  // count's batches merge their lists (MergedDocs).
+  const std::vector<std::string> or_led = {
+      "(whisky OR victor) xray", "(victor OR whisky) zulu -yankee",
+      "yankee (whisky OR victor) lang:en", "(whisky OR victor) zulu xray min_faves:2"};
+  g_newest_from_counts = 0;
+  CheckInSegmentsAndCompacted(*index, *oracle, rng, or_led);
   EXPECT_GT(g_newest_from_counts, 0);
 }
 

@@ -5,12 +5,15 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <random>
+#include <set>
 
 #include "common/file_util.h"
 #include "common/snowflake.h"
 #include "indexer/index/active_segment.h"
 #include "indexer/index/likes_tiers.h"
+#include "indexer/index/merged_docs.h"
 #include "indexer/index/section_file.h"
 #include "tests/testing/corpus.h"
 
@@ -441,6 +444,59 @@ TEST(SealedSegmentTest, DenseBlocksAreBitmapsAndCursorsAgreeWithTheirDocs) {
       SealedSegment::Load(dir.path() + "/d.tss");
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(Ids(**loaded, "dense"), Ids(*segment, "dense"));
+}
+
+// MergedDocs over one to four lists of every kind (a dense list, bitmap and packed blocks, a
+// list of a few postings), each cursor started somewhere in its list, read in batches of random
+// sizes below a random end: the union of what the cursors had left below the end, ascending,
+// each DocId once.
+TEST(SealedSegmentTest, MergedDocsIsTheUnionOfItsListsAscendingEachOnce) {
+  std::mt19937 rng(17);
+  SealedSegmentBuilder builder;
+  const std::vector<std::pair<std::string, uint32_t>> words = {
+      {"dense", 450}, {"tenth", 100}, {"sparse", 30}, {"rare", 2}, {"mixed", 0}};
+  std::map<std::string, std::vector<DocId>> docs_of;
+  for (uint32_t i = 0; i < 5000; ++i) {
+    const uint32_t doc = builder.AddDoc({TweetId{i + 1}, 0, 1, 0, 20, 0});
+    const uint32_t position = 0;
+    for (const auto& [word, per_thousand] : words) {
+      const uint32_t share = word == "mixed" ? (i < 4500 ? 3 : 450) : per_thousand;
+      if (rng() % 1000 < share) builder.AddPosting(word, doc, std::span(&position, 1));
+    }
+  }
+  auto segment = builder.Build();
+  ASSERT_TRUE(segment->DenseList("dense"));
+  for (const auto& [word, share] : words) {
+    std::unique_ptr<PostingCursor> c = segment->OpenTerm(word, segment->VisibleDocs());
+    ASSERT_NE(c, nullptr) << word;
+    for (; c->doc() != kEndDoc; c->Next()) docs_of[word].push_back(c->doc());
+  }
+  for (int round = 0; round < 300; ++round) {
+    std::vector<std::unique_ptr<PostingCursor>> cursors;
+    std::vector<PostingCursor*> raw;
+    const DocId end = static_cast<DocId>(rng() % 5200);
+    std::set<DocId> expected;
+    const size_t lists = 1 + rng() % 4;
+    for (size_t l = 0; l < lists; ++l) {
+      const std::string& word = words[rng() % words.size()].first;
+      cursors.push_back(segment->OpenTerm(word, segment->VisibleDocs()));
+      const DocId start = static_cast<DocId>(rng() % 5000);
+      if (rng() % 3 != 0) cursors.back()->Advance(start);
+      const DocId from = cursors.back()->doc();
+      for (const DocId d : docs_of[word]) {
+        if (d >= from && d < end) expected.insert(d);
+      }
+      raw.push_back(cursors.back().get());
+    }
+    MergedDocs merged(raw, end);
+    std::vector<DocId> got;
+    std::vector<DocId> batch(300);
+    while (size_t n = merged.Next(batch.data(), 1 + rng() % 300)) {
+      got.insert(got.end(), batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(n));
+    }
+    EXPECT_EQ(got, std::vector<DocId>(expected.begin(), expected.end())) << "round " << round;
+    EXPECT_EQ(merged.Next(batch.data(), 300), 0u);
+  }
 }
 
 TEST(SealedSegmentTest, FilesOfFormatVersion5AreStillRead) {
