@@ -955,7 +955,8 @@ class Evaluation {
       }
     }
     const Columns& c = segment.columns();
-    const bool counting = !UseCachedCount(segment);  // else the cached count was added
+    // Else counted already, or its cached count was added.
+    const bool counting = !counted_.contains(segment_index_) && !UseCachedCount(segment);
     const bool by_id = segment.MaxTweetId() > options_.watermark;
     const uint64_t generation = c.changes(), before = total_;
     // The lead: the child with the fewest postings (a term, or an OR's terms merged); the other
@@ -1155,12 +1156,14 @@ class Evaluation {
     return rarest;
   }
 
-  // Best match of a sparse AND of words (IsSparseAnd; filters such as `from:` and exclusions
-  // may join them) whose rarest child is a scored word with champions (champions.h), joined by
-  // words among the segment's pair words (pair_champions.h). A match outside the lead's
-  // champions scores at most a point of the rest's skyline plus each other word's text at the
-  // point's length: at frequency 1 for a pair word whose tweet holds it once, at its list's
-  // largest frequency for any other word. The tweets that hold a pair word twice or more are
+  // Best match of a sparse AND of words and ORs of words (IsSparseAnd; filters such as `from:`
+  // and exclusions may join them) whose rarest child is a scored word with champions
+  // (champions.h), joined by words among the segment's pair words (pair_champions.h). A match
+  // outside the lead's champions scores at most a point of the rest's skyline plus each other
+  // word's text at the point's length (every alternative of an OR's, as if the tweet held them
+  // all): at frequency 1 for a pair word whose tweet holds it once, at its list's largest
+  // frequency for any other word (an OR's alternative that is not a pair word is looked up
+  // instead: SparseAndPartner::lookup). The tweets that hold a pair word twice or more are
   // its Repeats, with their lengths and likes bands. So the lead's champions are offered
   // first; then every posting of the lead found among the others' repeats, unless its bound
   // (the lead's own text, the others' at their frequencies, its band's popularity and the
@@ -1175,28 +1178,53 @@ class Evaluation {
     const index::PairChampions* pairs = segment.pair_champions();
     if (pairs == nullptr || root.kind != PlanNode::Kind::kAnd) return false;
     const PlanNode* lead_node = nullptr;
-    uint64_t lead_postings = UINT64_MAX;
+    uint64_t lead_postings = UINT64_MAX, or_postings = UINT64_MAX;
     for (const PlanNode& child : root.children) {
+      if (child.kind == PlanNode::Kind::kOr) {  // an OR of words: its postings together
+        uint64_t postings = 0;
+        for (const PlanNode& word : child.children) {
+          if (word.kind != PlanNode::Kind::kTerm) return false;
+          postings += segment.DocFreq(word.term);
+        }
+        or_postings = std::min(or_postings, postings);
+        continue;
+      }
       if (child.kind != PlanNode::Kind::kTerm) return false;
       if (const uint64_t df = segment.DocFreq(child.term); df < lead_postings) {
         lead_postings = df;
         lead_node = &child;
       }
     }
-    if (lead_node == nullptr || !lead_node->scored) return false;
+    // The lead's list is read whole: a rarer OR leads the sparse AND's walk instead.
+    if (lead_node == nullptr || !lead_node->scored || or_postings < lead_postings) return false;
     std::unique_ptr<TermMatcher> lead = builder.Term(lead_node->term, /*scored=*/true);
     index::Champions champions;
     if (lead == nullptr || !lead->cursor().champions(&champions)) return false;
+    // Each scored word of the other children, an OR's alternatives each as if the tweet held
+    // them all (each adds its text or nothing, so the sum bounds the OR's).
     std::vector<SparseAndPartner> others;
     bool any_repeats = false;
     for (const PlanNode& child : root.children) {
       if (&child == lead_node || !child.scored) continue;
-      SparseAndPartner& o = others.emplace_back();
-      o.word = builder.Term(child.term, /*scored=*/true);
-      if (o.word == nullptr) return false;  // no match: the sparse AND finds none at once
-      o.repeats = pairs->RepeatsOf(child.term);
-      if (o.repeats == nullptr) o.most = MaxTextByLength(*o.word);
-      any_repeats = any_repeats || o.repeats != nullptr;
+      bool present = false;
+      for (const PlanNode* word : WordsOf(child)) {
+        std::unique_ptr<TermMatcher> t = builder.Term(word->term, /*scored=*/true);
+        if (t == nullptr) continue;
+        present = true;
+        if (!word->scored) continue;
+        SparseAndPartner& o = others.emplace_back();
+        o.word = std::move(t);
+        o.repeats = pairs->RepeatsOf(word->term);
+        if (o.repeats == nullptr) o.most = MaxTextByLength(*o.word);
+        // An alternative that is not a pair word: its largest text on every posting would let
+        // nearly all through (measured: twice as slow as the sparse AND's walk), and few
+        // tweets hold it, so the lead's postings are looked up in its list.
+        if (o.repeats == nullptr && child.kind == PlanNode::Kind::kOr) {
+          o.lookup = builder.Term(word->term, /*scored=*/false);
+        }
+        any_repeats = any_repeats || o.repeats != nullptr;
+      }
+      if (!present) return false;  // no match: the sparse AND finds none at once
     }
     if (!any_repeats) return false;  // at the largest frequencies the bound rarely cuts
     const Columns& c = segment.columns();
@@ -1226,21 +1254,29 @@ class Evaluation {
     return true;
   }
 
-  // The matches of a plan `root` (an AND of words, with any exclusions) among given postings
-  // of its child `lead`, ascending over all calls: a batch is looked up in the other
-  // children's lists block by block (PostingCursor::Filter), checked against the exclusions,
-  // and the plan's matcher moved to each match, where it stops.
+  // The matches of a plan `root` (an AND of words and ORs of words, with any exclusions) among
+  // given postings of its child `lead`, ascending over all calls: a batch is looked up in the
+  // other children's lists block by block (PostingCursor::Filter; FilterAny for an OR),
+  // checked against the exclusions, and the plan's matcher moved to each match, where it
+  // stops.
   class SparseAndMatches {
    public:
     SparseAndMatches(MatcherBuilder& builder, const PlanNode& root, const PlanNode& lead)
         : builder_(builder), root_(root) {
       for (const PlanNode& child : root.children) {
         if (&child == &lead) continue;
-        filters_.push_back(builder.Term(child.term, /*scored=*/false));
-        if (filters_.back() == nullptr) filters_.clear();  // a word the segment lacks
-        if (filters_.empty()) break;
+        Filter& filter = filters_.emplace_back();
+        for (const PlanNode* word : WordsOf(child)) {
+          if (std::unique_ptr<TermMatcher> t = builder.Term(word->term, /*scored=*/false)) {
+            filter.cursors.push_back(&t->cursor());
+            filter.words.push_back(std::move(t));
+          }
+        }
+        if (filter.words.empty()) {  // a word, or every alternative, the segment lacks
+          empty_ = true;
+          break;
+        }
       }
-      empty_ = filters_.empty() && root.children.size() > 1;
       for (const PlanNode& e : root.excluded) excluded_.push_back(builder.Build(e));
     }
     // Adds `d` (ascending) to the batch; calls visit(d, matcher) for each match of a batch
@@ -1260,7 +1296,7 @@ class Evaluation {
     template <typename Visit>
     void Offer(DocId* docs, size_t n, const Visit& visit) {
       if (empty_) return;
-      for (auto& f : filters_) n = f->cursor().Filter(docs, n, /*keep=*/true);
+      for (Filter& f : filters_) n = index::FilterAny(f.cursors, docs, n);
       for (size_t i = 0; i < n; ++i) {
         const DocId d = docs[i];
         if (AnyMatches(excluded_, d)) continue;
@@ -1276,7 +1312,11 @@ class Evaluation {
     std::array<DocId, 128> batch_;  // as many as ForEachSparseAndMatch's batches (kBatch)
     size_t n_ = 0;
     std::unique_ptr<Matcher> m_;  // the plan's, built at the first match
-    std::vector<std::unique_ptr<TermMatcher>> filters_;
+    struct Filter {               // one child: its words present in the segment
+      std::vector<std::unique_ptr<TermMatcher>> words;
+      std::vector<PostingCursor*> cursors;
+    };
+    std::vector<Filter> filters_;
     std::vector<std::unique_ptr<Matcher>> excluded_;
     bool empty_ = false;
   };
@@ -1330,6 +1370,10 @@ class Evaluation {
     const index::Repeats* repeats = nullptr;  // null: not a pair word
     std::vector<double> most;                 // without repeats: MaxTextByLength
     size_t at = 0;                            // the place in *repeats reached
+    // An OR's alternative that is not a pair word: the lead's postings are looked up in its
+    // list (OfferRepeatMatches), and those it holds are offered with its most text, so the
+    // others (`once`) hold none of it.
+    std::unique_ptr<TermMatcher> lookup;
 
     // The text the word adds to a tweet of `length` where Find answered `found`: at the
     // repeat's frequency, else TextOnce.
@@ -1343,6 +1387,7 @@ class Evaluation {
     // The most text the word adds to a tweet of `length` that holds it at most once (any
     // number of times, without repeats).
     double TextOnce(uint32_t length) const {
+      if (lookup != nullptr) return 0;
       if (repeats != nullptr) return word->ScoreFor(1, length);
       return AtLength(most, length);
     }
@@ -1396,37 +1441,61 @@ class Evaluation {
   };
 
   // Offers the matches of the plan among the postings of `lead` (the child `lead_node`) that
-  // some partner's repeats hold (RunSparseAndChampions) and whose bound reaches the k-th
-  // score. The lead's other postings not offered yet go to *once.
+  // some partner's repeats hold, or a partner looked up holds (RunSparseAndChampions), and
+  // whose bound reaches the k-th score. The lead's other postings not offered yet go to *once.
   void OfferRepeatMatches(const Columns& c, MatcherBuilder& builder, const PlanNode& lead_node,
                           TermMatcher& lead, std::vector<SparseAndPartner>& others, double recency,
                           DocId visible, std::vector<DocId>* once) {
     SparseAndMatches matches(builder, plan_.root, lead_node);
     auto push = [&](DocId d, Matcher& m) { PushBestMatch(c, d, m.Score()); };
     std::vector<const index::RepeatPoint*> found(others.size());
+    // Per partner looked up: the batch's DocIds its list holds, and the place reached in them.
+    std::vector<std::vector<DocId>> held(others.size());
+    std::vector<size_t> held_at(others.size());
+    std::vector<char> holds(others.size());
     OfferedRows already(changed_rows_, champion_rows_);
     // The lead's DocIds are read a batch at a time; its frequency only for the candidates,
     // by a second cursor moved to them.
     std::unique_ptr<TermMatcher> tf = builder.Term(lead_node.term, /*scored=*/false);
     std::array<DocId, kBatch> docs;
     while (size_t n = lead.cursor().NextDocs(visible, docs.data(), docs.size())) {
+      for (size_t i = 0; i < others.size(); ++i) {
+        if (others[i].lookup == nullptr) continue;
+        held[i].assign(docs.begin(), docs.begin() + static_cast<std::ptrdiff_t>(n));
+        held[i].resize(others[i].lookup->cursor().Filter(held[i].data(), n, /*keep=*/true));
+        held_at[i] = 0;
+      }
       for (size_t k = 0; k < n; ++k) {
         const DocId d = docs[k];
         const index::RepeatPoint* any = nullptr;
+        bool member = false;  // a partner looked up holds d
         for (size_t i = 0; i < others.size(); ++i) {
+          if (others[i].lookup != nullptr) {
+            holds[i] = held_at[i] < held[i].size() && held[i][held_at[i]] == d;
+            held_at[i] += holds[i] ? 1 : 0;
+            member = member || holds[i];
+            continue;
+          }
           found[i] = others[i].Find(d);
           if (found[i] != nullptr) any = found[i];
         }
         if (already.Holds(d)) continue;
-        if (any == nullptr) {
+        if (any == nullptr && !member) {
           once->push_back(d);
           continue;
         }
+        // A repeat's point gives the tweet's length and likes band; else the columns do.
+        const uint32_t length = any != nullptr ? any->length : c.length(d);
+        const int band = any != nullptr ? any->band : index::LikesBand(c.BaseLikes(d));
         tf->Advance(d);  // the lead holds d
         double bound =
-            lead.ScoreFor(tf->cursor().freq(), any->length) + band_popularity_[any->band] + recency;
+            lead.ScoreFor(tf->cursor().freq(), length) + band_popularity_[band] + recency;
         for (size_t i = 0; i < others.size(); ++i) {
-          bound += others[i].TextAt(found[i], any->length);
+          if (others[i].lookup != nullptr) {
+            bound += holds[i] ? AtLength(others[i].most, length) : 0;
+          } else {
+            bound += others[i].TextAt(found[i], length);
+          }
         }
         if (top_.full() && Inflate(bound) < top_.worst().primary) {
           pruned_ = true;
@@ -2874,6 +2943,9 @@ class Evaluation {
       return;
     }
     if (IsSparseAnd(segment)) {
+      // Counted first where the count is owed: with few matches, they are ranked from it;
+      // else the walks below need not count, and pass over more.
+      if (RankCountedBestMatch(segment, builder)) return;
       if (RunSparseAndChampions(segment, builder)) return;
       RunSparseAndBestMatch(segment, builder);
       return;

@@ -286,7 +286,8 @@ int g_newest_from_counts = 0;
 // CheckQuery calls so far: every other one ranks best match by walking the lists alone
 // (rank_counted_up_to 0), so that both the walks and the ranking from the count are checked;
 // the others cache no counts, or newest first (run first) would leave best match none to
-// make.
+// make, and half of those rank from the count only up to 3 matches (a segment counted in
+// full, then walked).
 int g_checks = 0;
 
 // Runs `count` random queries in all sort modes, paging to the end, against the oracle.
@@ -298,7 +299,9 @@ void CheckQuery(const index::Index& index, const Oracle& oracle, std::mt19937_64
   absl::StatusOr<Plan> plan = PlanQuery(q, index.analyzer());
   if (!plan.ok()) return;
   ++*answered;
-  const bool walk_only = g_checks++ % 2 == 1;
+  const bool walk_only = g_checks % 2 == 1;
+  const bool counted_then_walked = g_checks % 4 == 2;
+  ++g_checks;
   for (SortMode sort : {SortMode::kNewest, SortMode::kBestMatch, SortMode::kMostLiked}) {
     SearchOptions options;
     if (walk_only) {
@@ -306,6 +309,7 @@ void CheckQuery(const index::Index& index, const Oracle& oracle, std::mt19937_64
       options.newest_from_count = false;
     } else {
       options.cache_counts = false;
+      if (counted_then_walked) options.rank_counted_up_to = 3;
     }
     options.sort = sort;
     options.limit = static_cast<uint32_t>(1 + rng() % 25);
@@ -320,7 +324,8 @@ void CheckQuery(const index::Index& index, const Oracle& oracle, std::mt19937_64
       const size_t remaining = want.size() - std::min(want.size(), got.size());
       const std::string context = stage + " q=[" + q +
                                   "] sort=" + std::to_string(static_cast<int>(sort)) + " page " +
-                                  std::to_string(page) + (walk_only ? " (walks only)" : "");
+                                  std::to_string(page) + (walk_only ? " (walks only)" : "") +
+                                  (counted_then_walked ? " (counted, then walked)" : "");
       // Every match, on every page and in every mode.
       ASSERT_TRUE(r->total_is_exact) << context;
       ASSERT_EQ(r->total_hits, want.size()) << context;
@@ -785,6 +790,31 @@ TEST(OracleTest, BestMatchOfSparseAndsOverChampionsAndRepeatsEqualsBruteForce) {
         if (rng() % 90 == 0) d.text += rng() % 5 == 0 ? " whisky whisky" : " whisky";
         if (rng() % 3 == 0) d.text += rng() % 4 == 0 ? " zulu zulu" : " zulu";
         if (rng() % 5 == 0) d.text += rng() % 3 == 0 ? " yankee yankee yankee" : " yankee";
+      },
+      [](const index::IndexDoc& d) { return Holds(d, "whisky") && Holds(d, "zulu"); }, queries);
+  EXPECT_GT(g_champion_cutoffs, 0);
+}
+
+// The same over a sparse word beside an OR of common words (`whisky (zulu OR yankee)`): each
+// alternative bounds a match as if the tweet held them all, at frequency 1 outside its repeats.
+// An alternative that is not a pair word (victor) is looked up: the lead's postings it holds
+// are offered on their own bound, and the others get none of its text (fails if they get
+// none either: checked). An OR rarer than the lead goes to the sparse AND's walk.
+TEST(OracleTest, BestMatchOfSparseAndsBesideOrsOverChampionsAndRepeatsEqualsBruteForce) {
+  std::mt19937_64 rng(65);
+  g_champion_cutoffs = 0;
+  const std::vector<std::string> queries = {
+      "whisky (zulu OR yankee)",         "(yankee OR zulu) whisky -victor",
+      "whisky (zulu OR yankee) lang:en", "(zulu OR yankee) whisky min_faves:3",
+      "whisky (zulu OR victor)",         "whisky (yankee OR from:" + kUsers[0] + ")",
+      "zulu (whisky OR victor)"};
+  CheckOneSealedSegment(
+      rng,
+      [&](index::IndexDoc& d) {
+        if (rng() % 90 == 0) d.text += rng() % 5 == 0 ? " whisky whisky" : " whisky";
+        if (rng() % 3 == 0) d.text += rng() % 4 == 0 ? " zulu zulu" : " zulu";
+        if (rng() % 5 == 0) d.text += rng() % 3 == 0 ? " yankee yankee yankee" : " yankee";
+        if (rng() % 400 == 0) d.text += " victor";
       },
       [](const index::IndexDoc& d) { return Holds(d, "whisky") && Holds(d, "zulu"); }, queries);
   EXPECT_GT(g_champion_cutoffs, 0);
