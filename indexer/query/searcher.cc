@@ -955,8 +955,7 @@ class Evaluation {
       }
     }
     const Columns& c = segment.columns();
-    // Else counted already, or its cached count was added.
-    const bool counting = !counted_.contains(segment_index_) && !UseCachedCount(segment);
+    const bool counting = !UseCachedCount(segment);  // else the cached count was added
     const bool by_id = segment.MaxTweetId() > options_.watermark;
     const uint64_t generation = c.changes(), before = total_;
     // The lead: the child with the fewest postings (a term, or an OR's terms merged); the other
@@ -1160,19 +1159,20 @@ class Evaluation {
   // and exclusions may join them) whose rarest child is a scored word with champions
   // (champions.h), joined by words among the segment's pair words (pair_champions.h). A match
   // outside the lead's champions scores at most a point of the rest's skyline plus each other
-  // word's text at the point's length (every alternative of an OR's, as if the tweet held them
-  // all): at frequency 1 for a pair word whose tweet holds it once, at its list's largest
-  // frequency for any other word (an OR's alternative that is not a pair word is looked up
-  // instead: SparseAndPartner::lookup). The tweets that hold a pair word twice or more are
-  // its Repeats, with their lengths and likes bands. So the lead's champions are offered
-  // first; then every posting of the lead found among the others' repeats, unless its bound
-  // (the lead's own text, the others' at their frequencies, its band's popularity and the
-  // segment's recency) falls short of the k-th score; and if then the skyline's bound with
-  // the others at frequency 1 falls short too, the segment is done: nothing but the lead's
-  // list and the repeats was read for the matches passed over. Otherwise the lead's other
-  // postings are offered (OfferOnceMatches), and the segment is done too. False where the
-  // top k is not full after the champions (RunSparseAndBestMatch follows, passing over
-  // them), and, having offered nothing, for other plans.
+  // word's text at the point's length (of an OR's alternatives, its commonest pair word's, as
+  // if the tweet held it; the others are looked up: SparseAndPartner::lookup): at frequency 1
+  // for a pair word whose tweet holds it once, at its list's largest frequency for any other
+  // word. The tweets that hold a pair word twice or more are its Repeats, with their lengths
+  // and likes bands. So the lead's champions are offered first; then every posting of the
+  // lead found among the others' repeats, unless its bound (the lead's own text, the others'
+  // at their frequencies, its band's popularity and the segment's recency) falls short of the
+  // k-th score; and if then the skyline's bound with the others at frequency 1 falls short
+  // too, the segment is done: nothing but the lead's list and the repeats was read for the
+  // matches passed over. Otherwise the segment's matches are ranked from its count where it
+  // owes one and they are few (RankCountedBestMatch), else the lead's other postings are
+  // offered (OfferOnceMatches), and the segment is done too. False where the top k is not
+  // full after the champions (the sparse AND's walk follows, passing over them), and, having
+  // offered nothing, for other plans.
   bool RunSparseAndChampions(const Segment& segment, MatcherBuilder& builder) {
     const PlanNode& root = plan_.root;
     const index::PairChampions* pairs = segment.pair_champions();
@@ -1200,12 +1200,17 @@ class Evaluation {
     std::unique_ptr<TermMatcher> lead = builder.Term(lead_node->term, /*scored=*/true);
     index::Champions champions;
     if (lead == nullptr || !lead->cursor().champions(&champions)) return false;
-    // Each scored word of the other children, an OR's alternatives each as if the tweet held
-    // them all (each adds its text or nothing, so the sum bounds the OR's).
+    // Each scored word of the other children. An OR's commonest pair word counts as if the
+    // tweet held it (it adds its text or nothing); its other alternatives are looked up
+    // (SparseAndPartner::lookup): few tweets hold two of them, and their text on every posting
+    // let most through (a word that is not a pair word at its largest frequency: twice as
+    // slow as the sparse AND's walk; two pair words at frequency 1: a quarter of the
+    // postings of `rara (more OR in)` offered).
     std::vector<SparseAndPartner> others;
     bool any_repeats = false;
     for (const PlanNode& child : root.children) {
       if (&child == lead_node || !child.scored) continue;
+      const PlanNode* widest = CommonestPairWord(segment, *pairs, child);
       bool present = false;
       for (const PlanNode* word : WordsOf(child)) {
         std::unique_ptr<TermMatcher> t = builder.Term(word->term, /*scored=*/true);
@@ -1216,10 +1221,7 @@ class Evaluation {
         o.word = std::move(t);
         o.repeats = pairs->RepeatsOf(word->term);
         if (o.repeats == nullptr) o.most = MaxTextByLength(*o.word);
-        // An alternative that is not a pair word: its largest text on every posting would let
-        // nearly all through (measured: twice as slow as the sparse AND's walk), and few
-        // tweets hold it, so the lead's postings are looked up in its list.
-        if (o.repeats == nullptr && child.kind == PlanNode::Kind::kOr) {
+        if (child.kind == PlanNode::Kind::kOr && word != widest) {
           o.lookup = builder.Term(word->term, /*scored=*/false);
         }
         any_repeats = any_repeats || o.repeats != nullptr;
@@ -1242,11 +1244,16 @@ class Evaluation {
     }
     champion_rows_ = std::move(champions.docs);
     const double rest = Inflate(RestBoundBeside(*lead, champions, others) + recency);
-    if (!top_.full()) return false;  // few matches: the sparse AND's walk ranks them
-    std::vector<DocId> once;         // the lead's other postings
-    OfferRepeatMatches(c, builder, *lead_node, *lead, others, recency, visible, &once);
+    if (!top_.full()) return false;    // few matches: the sparse AND's walk ranks them
+    std::vector<DocId> once, offered;  // the lead's other postings; those offered
+    OfferRepeatMatches(c, builder, *lead_node, *lead, others, recency, visible, &once, &offered);
     if (rest >= top_.worst().primary) {
-      OfferOnceMatches(segment, builder, *lead_node, others, recency, once);
+      // Where the segment owes its count and holds few matches, they are counted and ranked
+      // (passing over those offered) for less than the lead's other postings are weighed.
+      MergeIn(&champion_rows_, offered);
+      if (!RankCountedBestMatch(segment, builder)) {
+        OfferOnceMatches(segment, builder, *lead_node, others, recency, once);
+      }
       return true;
     }
     pruned_ = true;
@@ -1370,9 +1377,10 @@ class Evaluation {
     const index::Repeats* repeats = nullptr;  // null: not a pair word
     std::vector<double> most;                 // without repeats: MaxTextByLength
     size_t at = 0;                            // the place in *repeats reached
-    // An OR's alternative that is not a pair word: the lead's postings are looked up in its
-    // list (OfferRepeatMatches), and those it holds are offered with its most text, so the
-    // others (`once`) hold none of it.
+    // An OR's alternative but its commonest pair word: the lead's postings are looked up in
+    // its list (OfferRepeatMatches), and those it holds are offered with its text (at the
+    // repeat's frequency or 1 for a pair word, else its most), so the others (`once`) hold
+    // none of it.
     std::unique_ptr<TermMatcher> lookup;
 
     // The text the word adds to a tweet of `length` where Find answered `found`: at the
@@ -1395,7 +1403,32 @@ class Evaluation {
     const index::RepeatPoint* Find(DocId d) {
       return repeats == nullptr ? nullptr : repeats->Find(d, &at);
     }
+    // For a word looked up, the most text it adds to DocId d of `length`, which holds it: at
+    // its repeat's frequency or 1 for a pair word, else its most. d as for Find.
+    double HeldText(DocId d, uint32_t length) {
+      if (repeats == nullptr) return AtLength(most, length);
+      const index::RepeatPoint* found = Find(d);
+      return found != nullptr ? TextAt(found, length) : word->ScoreFor(1, length);
+    }
   };
+
+  // Of an OR's scored alternatives, the pair word (pair_champions.h) with the most postings
+  // in `segment`; null if none is one, or `node` is not an OR.
+  static const PlanNode* CommonestPairWord(const Segment& segment,
+                                           const index::PairChampions& pairs,
+                                           const PlanNode& node) {
+    if (node.kind != PlanNode::Kind::kOr) return nullptr;
+    const PlanNode* commonest = nullptr;
+    uint32_t most = 0;
+    for (const PlanNode& word : node.children) {
+      if (!word.scored || pairs.RepeatsOf(word.term) == nullptr) continue;
+      if (const uint32_t df = segment.DocFreq(word.term); commonest == nullptr || df > most) {
+        commonest = &word;
+        most = df;
+      }
+    }
+    return commonest;
+  }
 
   // The most a posting of `lead` outside its champions can score with its text and
   // popularity in a tweet that holds each of `others` once (SparseAndPartner::TextOnce): the
@@ -1442,10 +1475,11 @@ class Evaluation {
 
   // Offers the matches of the plan among the postings of `lead` (the child `lead_node`) that
   // some partner's repeats hold, or a partner looked up holds (RunSparseAndChampions), and
-  // whose bound reaches the k-th score. The lead's other postings not offered yet go to *once.
+  // whose bound reaches the k-th score, appending them to *offered (ascending). The lead's
+  // other postings not offered yet go to *once.
   void OfferRepeatMatches(const Columns& c, MatcherBuilder& builder, const PlanNode& lead_node,
                           TermMatcher& lead, std::vector<SparseAndPartner>& others, double recency,
-                          DocId visible, std::vector<DocId>* once) {
+                          DocId visible, std::vector<DocId>* once, std::vector<DocId>* offered) {
     SparseAndMatches matches(builder, plan_.root, lead_node);
     auto push = [&](DocId d, Matcher& m) { PushBestMatch(c, d, m.Score()); };
     std::vector<const index::RepeatPoint*> found(others.size());
@@ -1492,7 +1526,7 @@ class Evaluation {
             lead.ScoreFor(tf->cursor().freq(), length) + band_popularity_[band] + recency;
         for (size_t i = 0; i < others.size(); ++i) {
           if (others[i].lookup != nullptr) {
-            bound += holds[i] ? AtLength(others[i].most, length) : 0;
+            if (holds[i]) bound += others[i].HeldText(d, length);
           } else {
             bound += others[i].TextAt(found[i], length);
           }
@@ -1501,6 +1535,7 @@ class Evaluation {
           pruned_ = true;
           continue;
         }
+        offered->push_back(d);
         matches.Add(d, push);
       }
     }
@@ -2943,9 +2978,6 @@ class Evaluation {
       return;
     }
     if (IsSparseAnd(segment)) {
-      // Counted first where the count is owed: with few matches, they are ranked from it;
-      // else the walks below need not count, and pass over more.
-      if (RankCountedBestMatch(segment, builder)) return;
       if (RunSparseAndChampions(segment, builder)) return;
       RunSparseAndBestMatch(segment, builder);
       return;

@@ -805,11 +805,13 @@ TEST(OracleTest, BestMatchOfSparseAndsOverChampionsAndRepeatsEqualsBruteForce) {
   EXPECT_GT(g_champion_cutoffs, 0);
 }
 
-// The same over a sparse word beside an OR of common words (`whisky (zulu OR yankee)`): each
-// alternative bounds a match as if the tweet held them all, at frequency 1 outside its repeats.
-// An alternative that is not a pair word (victor) is looked up: the lead's postings it holds
-// are offered on their own bound, and the others get none of its text (fails if they get
-// none either: checked). An OR rarer than the lead goes to the sparse AND's walk.
+// The same over a sparse word beside an OR of common words (`whisky (zulu OR yankee)`): the
+// OR's commonest pair word (zulu) bounds a match as if the tweet held it, at frequency 1
+// outside its repeats; its other alternatives (yankee, and victor, not a pair word) are
+// looked up: the lead's postings they hold are offered on their own bound, and the others get
+// none of their text. Fails if the postings they hold get none either, and if yankee's get
+// none outside its repeats (both checked). An OR rarer than the lead goes to the sparse AND's
+// walk.
 TEST(OracleTest, BestMatchOfSparseAndsBesideOrsOverChampionsAndRepeatsEqualsBruteForce) {
   std::mt19937_64 rng(65);
   g_champion_cutoffs = 0;
