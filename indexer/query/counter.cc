@@ -21,8 +21,9 @@ namespace {
 constexpr DocId kWindow = DocId{1} << 14;
 constexpr size_t kWindowWords = kWindow / 64;
 // An AND whose rarest child is a term or an OR of terms with fewer postings than one per this
-// many DocIds is counted in batches of that child's postings; denser, in windows (at 10M tweets, of
-// 16, 32, 64 and 128, 64 gave the lowest p99 at the same median: docs/benchmarks.md).
+// many DocIds is counted in batches of that child's postings; denser, in windows (at 10M
+// tweets, of 16, 32, 64 and 128, 64 gave the lowest p99 at the same median:
+// docs/benchmarks.md).
 constexpr uint64_t kDense = 64;
 // Other ANDs whose rarest child has fewer postings than one per this many DocIds are counted a
 // DocId at a time.

@@ -10,8 +10,8 @@
 // than one per 64 DocIds is counted in batches of that child's postings instead (an OR's lists
 // merged, MergedDocs), each batch looked up in the other children block by block
 // (PostingCursor::Filter); another AND whose rarest child is sparse (fewer postings than one
-// per 256 DocIds) a DocId at a time. Only filters that may fail in a
-// range of 64 tweets (by the columns' per-range bounds) read a column, tweet by tweet.
+// per 256 DocIds) a DocId at a time. Only filters that may fail in a range of 64 tweets (by
+// the columns' per-range bounds) read a column, tweet by tweet.
 //
 // A phrase needs positions, which bitmaps do not hold: its matches come from a DocSource the
 // caller supplies, one DocId at a time.
