@@ -1382,6 +1382,22 @@ class Evaluation {
     // repeat's frequency or 1 for a pair word, else its most), so the others (`once`) hold
     // none of it.
     std::unique_ptr<TermMatcher> lookup;
+    std::vector<DocId> held;  // with lookup: the batch's DocIds its list holds (LookUp)
+    size_t held_at = 0;       // the place in held reached
+
+    // For a word looked up: notes which of the ascending docs[0..n) its list holds.
+    void LookUp(const DocId* docs, size_t n) {
+      held.assign(docs, docs + n);
+      held.resize(lookup->cursor().Filter(held.data(), n, /*keep=*/true));
+      held_at = 0;
+    }
+    // For a word looked up: whether its list holds d, of the DocIds last looked up, asked in
+    // ascending order.
+    bool Holds(DocId d) {
+      const bool holds = held_at < held.size() && held[held_at] == d;
+      held_at += holds ? 1 : 0;
+      return holds;
+    }
 
     // The text the word adds to a tweet of `length` where Find answered `found`: at the
     // repeat's frequency, else TextOnce.
@@ -1483,21 +1499,15 @@ class Evaluation {
     SparseAndMatches matches(builder, plan_.root, lead_node);
     auto push = [&](DocId d, Matcher& m) { PushBestMatch(c, d, m.Score()); };
     std::vector<const index::RepeatPoint*> found(others.size());
-    // Per partner looked up: the batch's DocIds its list holds, and the place reached in them.
-    std::vector<std::vector<DocId>> held(others.size());
-    std::vector<size_t> held_at(others.size());
-    std::vector<char> holds(others.size());
+    std::vector<char> holds(others.size());  // per partner looked up: whether it holds d
     OfferedRows already(changed_rows_, champion_rows_);
     // The lead's DocIds are read a batch at a time; its frequency only for the candidates,
     // by a second cursor moved to them.
     std::unique_ptr<TermMatcher> tf = builder.Term(lead_node.term, /*scored=*/false);
     std::array<DocId, kBatch> docs;
     while (size_t n = lead.cursor().NextDocs(visible, docs.data(), docs.size())) {
-      for (size_t i = 0; i < others.size(); ++i) {
-        if (others[i].lookup == nullptr) continue;
-        held[i].assign(docs.begin(), docs.begin() + static_cast<std::ptrdiff_t>(n));
-        held[i].resize(others[i].lookup->cursor().Filter(held[i].data(), n, /*keep=*/true));
-        held_at[i] = 0;
+      for (SparseAndPartner& o : others) {
+        if (o.lookup != nullptr) o.LookUp(docs.data(), n);
       }
       for (size_t k = 0; k < n; ++k) {
         const DocId d = docs[k];
@@ -1505,8 +1515,7 @@ class Evaluation {
         bool member = false;  // a partner looked up holds d
         for (size_t i = 0; i < others.size(); ++i) {
           if (others[i].lookup != nullptr) {
-            holds[i] = held_at[i] < held[i].size() && held[i][held_at[i]] == d;
-            held_at[i] += holds[i] ? 1 : 0;
+            holds[i] = others[i].Holds(d);
             member = member || holds[i];
             continue;
           }
