@@ -212,6 +212,7 @@ PairChampions::PairChampions(std::vector<std::string> words, std::vector<PairCha
            rank_.capacity() * (sizeof(std::string) + sizeof(uint32_t));
   for (const PairChampionList& l : lists_) {
     bytes_ += l.docs.capacity() * sizeof(DocId) + l.rest.capacity() * sizeof(PairPoint);
+    if (l.rows) bytes_ += l.rows->bytes();
   }
   for (const Repeats& r : repeats_) {
     bytes_ += r.docs.capacity() * sizeof(DocId) + r.bits.capacity() * sizeof(uint64_t) +
@@ -360,6 +361,57 @@ std::vector<std::string> PairWords(DocId rows,
   return words;
 }
 
+namespace {
+
+// Keeps the rows of every pair of `lists` (n words, the pair (i, j) at i * n + j) that has few
+// enough of them (kPairRowsShare): a second pass over the words' lists, a window at a time,
+// once the first has counted every pair's rows. False if cancelled.
+bool KeepPairRows(const Segment& segment, DocId rows, std::span<const std::string> words,
+                  std::vector<PairChampionList>& lists, const std::atomic<bool>* cancel) {
+  const size_t n = words.size();
+  std::vector<std::pair<size_t, size_t>> kept;  // (i, j)
+  std::vector<std::unique_ptr<PostingCursor>> cursors(n);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = i + 1; j < n; ++j) {
+      const uint64_t rarer = std::min(segment.DocFreq(words[i]), segment.DocFreq(words[j]));
+      const uint64_t matches = lists[i * n + j].matches;
+      if (matches == 0 || matches * kPairRowsShare > rarer) continue;
+      kept.emplace_back(i, j);
+      for (size_t w : {i, j}) {
+        if (cursors[w] == nullptr) cursors[w] = segment.OpenTerm(words[w], rows);
+      }
+    }
+  }
+  if (kept.empty()) return true;
+  std::vector<PackedDocs::Writer> writers(kept.size());
+  std::vector<uint64_t> bits(n * kWindowWords);  // word w's window at [w * kWindowWords]
+  for (DocId from = 0; from < rows; from += std::min(kWindow, rows - from)) {
+    if (cancel != nullptr && cancel->load(std::memory_order_acquire)) return false;
+    const DocId end = from + std::min(kWindow, rows - from);
+    for (size_t w = 0; w < n; ++w) {
+      if (cursors[w] == nullptr) continue;
+      uint64_t* window = bits.data() + w * kWindowWords;
+      std::fill_n(window, kWindowWords, uint64_t{0});
+      if (cursors[w]->doc() < end) cursors[w]->FillBits(from, end, window);
+    }
+    for (size_t k = 0; k < kept.size(); ++k) {
+      const uint64_t* a = bits.data() + kept[k].first * kWindowWords;
+      const uint64_t* b = bits.data() + kept[k].second * kWindowWords;
+      for (size_t w = 0; w < kWindowWords; ++w) {
+        for (uint64_t m = a[w] & b[w]; m != 0; m &= m - 1) {
+          writers[k].Add(from + static_cast<DocId>(w * 64 + std::countr_zero(m)));
+        }
+      }
+    }
+  }
+  for (size_t k = 0; k < kept.size(); ++k) {
+    lists[kept[k].first * n + kept[k].second].rows = std::move(writers[k]).Finish();
+  }
+  return true;
+}
+
+}  // namespace
+
 std::unique_ptr<PairChampions> BuildPairChampions(const Segment& segment, DocId rows,
                                                   std::span<const std::string> words,
                                                   const std::atomic<bool>* cancel) {
@@ -433,6 +485,7 @@ std::unique_ptr<PairChampions> BuildPairChampions(const Segment& segment, DocId 
       out[i * n + j].matches = matches[i * n + j];
     }
   }
+  if (!KeepPairRows(segment, rows, words, out, cancel)) return nullptr;
   for (Repeats& r : repeats) {
     r.Compact(rows);
     r.points.shrink_to_fit();

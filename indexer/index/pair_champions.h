@@ -24,12 +24,14 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "indexer/index/packed_docs.h"
 #include "indexer/index/segment.h"
 
 namespace tweetsearch::index {
@@ -42,6 +44,10 @@ inline constexpr uint32_t kPairWordMinPostings = 2048;
 inline constexpr size_t kMaxPairWords = 128;
 // Each of the selection's weightings keeps this many matches; champions are their union.
 inline constexpr uint32_t kPairChampionsPerWeight = 64;
+// A pair keeps every row holding both words (PairChampionList::rows) when those are at most one
+// in this many of the rarer word's postings: an AND holding both then reads them rather than
+// intersecting the two lists (docs/ranking.md, "Rows of pairs").
+inline constexpr uint64_t kPairRowsShare = 16;
 
 // A (frequency of the first word, frequency of the second, length, likes) point.
 struct PairPoint {
@@ -122,6 +128,9 @@ struct PairChampionList {
   std::vector<DocId> docs;      // ascending
   std::vector<PairPoint> rest;  // the skyline of every other match; empty if none is left
   uint64_t matches = 0;         // rows holding both words (deleted ones too)
+  // Where `matches` is at most the rarer word's postings / kPairRowsShare (and not 0): those
+  // rows, deleted ones too.
+  std::optional<PackedDocs> rows;
 };
 
 class PairChampions {

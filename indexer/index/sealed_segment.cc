@@ -482,7 +482,7 @@ class SealedCursor final : public PostingCursor {
  private:
   // A dense list's words are read in place: no copy of the window's bits first.
   uint64_t AndBits(DocId from, DocId end, uint64_t* words, bool keep) override {
-    if (dense_bits_ == nullptr) return PostingCursor::AndBits(from, end, words, keep);
+    if (dense_bits_ == nullptr) return DocCursor::AndBits(from, end, words, keep);
     const uint64_t lo = std::max(doc_, from), hi = std::min<uint64_t>(end, dense_span_);
     const size_t n = (end - from + 63) / 64;
     const uint64_t flip = keep ? 0 : ~uint64_t{0};

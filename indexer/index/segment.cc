@@ -15,7 +15,7 @@ uint32_t PackLang(std::string_view lang) {
   return code;
 }
 
-uint64_t PostingCursor::AndBits(DocId from, DocId end, uint64_t* words, bool keep) {
+uint64_t DocCursor::AndBits(DocId from, DocId end, uint64_t* words, bool keep) {
   // The list's bits filled 4,096 DocIds at a time (FillBits) into a buffer on the stack.
   constexpr uint64_t kChunkWords = 64;
   uint64_t mine[kChunkWords];

@@ -102,54 +102,18 @@ struct PostingBound {
   }
 };
 
-// Iterates one term's postings in increasing DocId order. A new cursor sits on its first
-// posting (or at kEndDoc when empty).
-class PostingCursor {
+// Iterates an ascending list of DocIds: what counting and looking up need, and all that a
+// list of rows without postings (a pair's rows, pair_champions.h) can answer. A new cursor sits
+// on its first DocId (or at kEndDoc when empty).
+class DocCursor {
  public:
-  virtual ~PostingCursor() = default;
+  virtual ~DocCursor() = default;
   virtual DocId doc() const = 0;
   virtual void Next() = 0;
-  // Moves to the first posting with DocId >= target. Requires: target >= doc().
+  // Moves to the first DocId >= target. Requires: target >= doc().
   virtual void Advance(DocId target) = 0;
-  // Term frequency in doc(). Requires: doc() != kEndDoc.
-  virtual uint32_t freq() const = 0;
-  // Positions of the term in doc(), ascending. Valid until the cursor moves.
-  virtual std::span<const uint32_t> positions() = 0;
-  // Number of postings in the list (documents containing the term).
+  // Number of DocIds in the list (for a term: documents containing it).
   virtual uint32_t size() const = 0;
-  // The place of doc() among the list's postings (0: the first), where the list knows it
-  // (sealed segments: lead_points.h); UINT32_MAX elsewhere.
-  virtual uint32_t ordinal() const { return UINT32_MAX; }
-  // Last DocId of the block holding doc(), and the bound over that block. Lists without
-  // blocks report the whole list as one block.
-  virtual DocId block_last_doc() const = 0;
-  virtual PostingBound block_bound() const = 0;
-  virtual PostingBound list_bound() const = 0;
-  // The block-level view, for pruning without decoding: moves a "shallow" position, apart
-  // from doc(), to the first block whose last DocId is >= target, and returns that last DocId
-  // (kEndDoc if no block is left); shallow_bound() is that block's bound. Every posting of the
-  // list in [target, returned DocId] is in that block. Requires: targets do not decrease.
-  // Lists without blocks answer for the whole list.
-  virtual DocId ShallowAdvance(DocId target) {
-    (void)target;
-    return doc() == kEndDoc ? kEndDoc : kEndDoc - 1;
-  }
-  virtual PostingBound shallow_bound() const { return list_bound(); }
-  // The likes bands (bit b) of shallow_bound() that hold a posting, without the rest.
-  virtual uint32_t shallow_bands() const {
-    const PostingBound b = shallow_bound();
-    uint32_t bands = 0;
-    for (int i = 0; i < kLikesBands; ++i) {
-      bands |= static_cast<uint32_t>(b.band_length[i] != kBandEmpty) << i;
-    }
-    return bands;
-  }
-  // The list's champions (champions.h), if it has them: false for short lists, active
-  // segments and files written before champions existed.
-  virtual bool champions(Champions* out) const {
-    (void)out;
-    return false;
-  }
   // Batch reading, one call for many postings (counting an AND without a call per posting):
   // copies the postings from doc() on that are below `end`, at most `max` of them, into `out`,
   // and moves past them. Returns how many were copied.
@@ -190,6 +154,48 @@ class PostingCursor {
   // (postings before `from` or before the cursor's are not held), moves as FillBits does, and
   // returns how many bits are left set. A dense list ANDs its own words in place.
   virtual uint64_t AndBits(DocId from, DocId end, uint64_t* words, bool keep);
+};
+
+// Iterates one term's postings in increasing DocId order, with what ranking reads of each.
+class PostingCursor : public DocCursor {
+ public:
+  // Term frequency in doc(). Requires: doc() != kEndDoc.
+  virtual uint32_t freq() const = 0;
+  // Positions of the term in doc(), ascending. Valid until the cursor moves.
+  virtual std::span<const uint32_t> positions() = 0;
+  // The place of doc() among the list's postings (0: the first), where the list knows it
+  // (sealed segments: lead_points.h); UINT32_MAX elsewhere.
+  virtual uint32_t ordinal() const { return UINT32_MAX; }
+  // Last DocId of the block holding doc(), and the bound over that block. Lists without
+  // blocks report the whole list as one block.
+  virtual DocId block_last_doc() const = 0;
+  virtual PostingBound block_bound() const = 0;
+  virtual PostingBound list_bound() const = 0;
+  // The block-level view, for pruning without decoding: moves a "shallow" position, apart
+  // from doc(), to the first block whose last DocId is >= target, and returns that last DocId
+  // (kEndDoc if no block is left); shallow_bound() is that block's bound. Every posting of the
+  // list in [target, returned DocId] is in that block. Requires: targets do not decrease.
+  // Lists without blocks answer for the whole list.
+  virtual DocId ShallowAdvance(DocId target) {
+    (void)target;
+    return doc() == kEndDoc ? kEndDoc : kEndDoc - 1;
+  }
+  virtual PostingBound shallow_bound() const { return list_bound(); }
+  // The likes bands (bit b) of shallow_bound() that hold a posting, without the rest.
+  virtual uint32_t shallow_bands() const {
+    const PostingBound b = shallow_bound();
+    uint32_t bands = 0;
+    for (int i = 0; i < kLikesBands; ++i) {
+      bands |= static_cast<uint32_t>(b.band_length[i] != kBandEmpty) << i;
+    }
+    return bands;
+  }
+  // The list's champions (champions.h), if it has them: false for short lists, active
+  // segments and files written before champions existed.
+  virtual bool champions(Champions* out) const {
+    (void)out;
+    return false;
+  }
 };
 
 // Packs a language code of up to four ASCII bytes into an integer column value.

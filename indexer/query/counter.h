@@ -10,8 +10,10 @@
 // than one per 64 DocIds is counted in batches of that child's postings instead (an OR's lists
 // merged, MergedDocs), each batch looked up in the other children block by block
 // (PostingCursor::Filter); another AND whose rarest child is sparse (fewer postings than one
-// per 256 DocIds) a DocId at a time. Only filters that may fail in a range of 64 tweets (by
-// the columns' per-range bounds) read a column, tweet by tweet.
+// per 256 DocIds) a DocId at a time. An AND two of whose terms are a pair whose rows the
+// segment keeps (two common words that seldom meet: pair_champions.h) reads those rows in
+// place of the two terms' lists. Only filters that may fail in a range of 64 tweets (by the
+// columns' per-range bounds) read a column, tweet by tweet.
 //
 // A phrase needs positions, which bitmaps do not hold: its matches come from a DocSource the
 // caller supplies, one DocId at a time.
@@ -85,6 +87,9 @@ class MatchCounter {
     collect_max_ = max;
     collect_first_ = keep_first;
   }
+  // Whether an AND's count reads the rows of a pair of its words (pair_champions.h) in place
+  // of the two words' lists.
+  bool led_by_pair_rows() const { return led_by_pair_rows_; }
   // Whether every match Count() counted is in CollectInto's vector.
   bool collected_all() const { return !collect_overflowed_; }
   // Adds each match to counts[i] of the bucket its created_at falls in (`counts` holds
@@ -98,6 +103,9 @@ class MatchCounter {
 
   // How a window's bits of `node` are computed.
   std::unique_ptr<Node> Build(const PlanNode& plan_node, const PhraseSources& phrases);
+  // In an AND node just built from `plan_node` (children in the plan's order), puts the rows
+  // of the rarest pair of its terms whose rows the segment keeps in place of the two terms.
+  void LeadByPairRows(const PlanNode& plan_node, Node& node);
   static index::DocId NextPossible(const Node& node);
   void Fill(Node& node, index::DocId from, index::DocId end);
   uint64_t Intersect(Node& node, Node& child, index::DocId from, index::DocId end, bool keep,
@@ -138,6 +146,7 @@ class MatchCounter {
   size_t collect_max_ = SIZE_MAX;
   bool collect_first_ = false;
   bool collect_overflowed_ = false;
+  bool led_by_pair_rows_ = false;
   std::unique_ptr<Node> root_;
 };
 

@@ -582,6 +582,7 @@ class Evaluation {
     result.triple_walk_cutoffs = triple_walk_cutoffs_;
     result.counted_rankings = counted_rankings_;
     result.newest_from_counts = newest_from_counts_;
+    result.pair_rows_counts = pair_rows_counts_;
     return result;
   }
 
@@ -730,6 +731,7 @@ class Evaluation {
     if (only_in_batches && !counter.CountsInBatches()) return std::nullopt;
     counter.CollectInto(matches, max, keep_first);
     counter.Count(from, stop_, &total_);
+    pair_rows_counts_ += counter.led_by_pair_rows() ? 1 : 0;
     return counter.collected_all();
   }
 
@@ -3253,6 +3255,7 @@ class Evaluation {
   uint32_t triple_walk_cutoffs_ = 0;   // see SearchResult::triple_walk_cutoffs
   uint32_t counted_rankings_ = 0;      // see SearchResult::counted_rankings
   uint32_t newest_from_counts_ = 0;    // see SearchResult::newest_from_counts
+  uint32_t pair_rows_counts_ = 0;      // see SearchResult::pair_rows_counts
   bool count_missed_damaged_ = false;  // CountTotal met a damaged segment
   // Counting stops at one past the cap (never, with exact_total).
   std::string count_key_;  // CountKey()

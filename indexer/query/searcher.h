@@ -111,6 +111,9 @@ struct SearchResult {
   uint32_t counted_rankings = 0;
   // Diagnostics: segments whose newest matches the count kept (newest_from_count).
   uint32_t newest_from_counts = 0;
+  // Diagnostics: segments counted from the rows of a pair of the query's words
+  // (MatchCounter::led_by_pair_rows).
+  uint32_t pair_rows_counts = 0;
 };
 
 // Applies the kTrackTotalHitsUpTo rule to a total (one partition's, or partitions' summed,

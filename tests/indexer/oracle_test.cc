@@ -8,12 +8,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <random>
 #include <set>
 
 #include "common/strings.h"
 #include "indexer/index/index.h"
+#include "indexer/index/pair_champions.h"
 #include "indexer/query/doc_matcher.h"
 #include "indexer/query/searcher.h"
 #include "tests/testing/corpus.h"
@@ -283,6 +285,8 @@ int g_triple_walk_cutoffs = 0;
 int g_counted_rankings = 0;
 // Segments whose newest matches the count kept (newest_from_count).
 int g_newest_from_counts = 0;
+// Segments counted from the rows of a pair of the query's words (pair_champions.h).
+int g_pair_rows_counts = 0;
 // CheckQuery calls so far: every other one ranks best match by walking the lists alone
 // (rank_counted_up_to 0), so that both the walks and the ranking from the count are checked;
 // the others cache no counts, or newest first (run first) would leave best match none to
@@ -335,6 +339,7 @@ void CheckQuery(const index::Index& index, const Oracle& oracle, std::mt19937_64
       g_triple_walk_cutoffs += static_cast<int>(r->triple_walk_cutoffs);
       g_counted_rankings += static_cast<int>(r->counted_rankings);
       g_newest_from_counts += static_cast<int>(r->newest_from_counts);
+      g_pair_rows_counts += static_cast<int>(r->pair_rows_counts);
       ASSERT_EQ(r->hits.size(), std::min<size_t>(options.limit, remaining)) << context;
       got.insert(got.end(), r->hits.begin(), r->hits.end());
       if (r->hits.empty() || got.size() >= want.size()) break;
@@ -945,6 +950,59 @@ TEST(OracleTest, BestMatchOfThreeCommonWordsInShortTweetsEqualsBruteForce) {
       "zulu xray yankee min_faves:3"};
   CheckInSegmentsAndCompacted(*index, *oracle, rng, queries);
   EXPECT_GT(g_triple_walk_cutoffs, 0);
+}
+
+// ANDs holding two common words that seldom meet (amber, cobalt and scarlet each in a sixth of
+// 60,000 tweets, each two of them together in about one tweet in 180: rows of more than one
+// block in a segment), whose pairs keep their rows (kPairRowsShare): the count reads the rows
+// of the rarest such pair in place of its two lists, beside a third word, an OR, exclusions
+// and filters. Deletes and likes changed after sealing among those rows; in two segments and
+// in one. Every sort mode, page and total equals brute force, and some counts must have read
+// a pair's rows.
+TEST(OracleTest, AndsOfWordsThatSeldomMeetAreCountedFromTheirPairsRows) {
+  std::mt19937_64 rng(89);
+  index::IndexOptions options;
+  options.segment_max_docs = 30000;
+  std::unique_ptr<index::Index> index = *index::Index::Create(options);
+  auto oracle = std::make_unique<Oracle>(index->analyzer());
+  Corpus corpus = MakeCorpus(rng, 60000);
+  const std::array<std::string, 3> topics = {"amber", "cobalt", "scarlet"};
+  for (index::IndexDoc& d : corpus.docs) {
+    d.likes = ParetoLikes(rng);
+    if (rng() % 2 == 0) d.text += " " + topics[rng() % 3];
+    if (rng() % 20 == 0) d.text += " " + topics[rng() % 3];
+    if (rng() % 3 == 0) d.text += " zulu";
+    if (rng() % 5 == 0) d.text += " yankee";
+  }
+  AddInBatches(*index, *oracle, corpus.docs, 5000);
+  ASSERT_TRUE(index->Seal().ok());
+  const auto pairs = index->Snapshot()->segments.front()->pair_champions();
+  ASSERT_NE(pairs, nullptr);
+  bool swapped = false;
+  const index::PairChampionList* pair = pairs->Find("amber", "cobalt", &swapped);
+  ASSERT_NE(pair, nullptr);
+  ASSERT_TRUE(pair->rows.has_value());
+  EXPECT_EQ(pair->rows->size(), pair->matches);
+  ASSERT_FALSE(pairs->Find("amber", "zulu", &swapped)->rows.has_value());
+  DeleteOrChangeLikes(
+      *index, *oracle, rng, corpus.docs,
+      [&](const index::IndexDoc& d) {
+        return std::count_if(topics.begin(), topics.end(),
+                             [&](const std::string& t) { return Holds(d, t.c_str()); }) >= 2;
+      },
+      5, 3);
+  const std::vector<std::string> queries = {"amber cobalt",
+                                            "cobalt amber zulu",
+                                            "amber zulu scarlet -yankee",
+                                            "scarlet cobalt (zulu OR yankee)",
+                                            "amber cobalt scarlet",
+                                            "zulu amber scarlet lang:en",
+                                            "cobalt scarlet min_faves:3",
+                                            "amber cobalt from:" + kUsers[2],
+                                            "(amber scarlet) OR (cobalt yankee zulu)"};
+  g_pair_rows_counts = 0;
+  CheckInSegmentsAndCompacted(*index, *oracle, rng, queries);
+  EXPECT_GT(g_pair_rows_counts, 0);
 }
 
 // Best match of ANDs of common words ranked from their counts (rank_counted_up_to): with the

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 
+#include "indexer/index/packed_docs.h"
 #include "indexer/index/sealed_segment.h"
 #include "indexer/query/scoring.h"
 
@@ -226,6 +227,81 @@ TEST(PairChampionsTest, RepeatsReadAWindowAtATimeAgreeWithFind) {
   }
   EXPECT_GT(loaded, 1000u);
   EXPECT_GT(masked_out, 1000u);
+}
+
+// A pair's rows as PackedDocs: random lists of every length around a block's (128) and gaps
+// from 0 to millions, read back through cursors bounded below random ends, stepping, skipping,
+// in batches and filtering candidates, each checked against the plain list.
+TEST(PackedDocsTest, CursorsReadBackTheDocIdsGivenBelowTheirEnd) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    const uint32_t n = round < 8 ? std::array<uint32_t, 8>{0, 1, 2, 127, 128, 129, 256, 257}[round]
+                                 : static_cast<uint32_t>(rng() % 3000);
+    const uint32_t spread = std::array<uint32_t, 4>{1, 3, 60, 5000000}[rng() % 4];
+    std::vector<DocId> docs;
+    PackedDocs::Writer writer;
+    uint64_t d = rng() % 5;
+    for (uint32_t i = 0; i < n && d < kEndDoc - 1; ++i) {
+      docs.push_back(static_cast<DocId>(d));
+      writer.Add(static_cast<DocId>(d));
+      d += 1 + rng() % spread;
+    }
+    const PackedDocs packed = std::move(writer).Finish();
+    ASSERT_EQ(packed.size(), docs.size());
+    const DocId end = rng() % 3 == 0 || docs.empty() ? kEndDoc : docs[rng() % docs.size()] + 1;
+    std::vector<DocId> below;
+    for (DocId x : docs) {
+      if (x < end) below.push_back(x);
+    }
+    const std::string context = "round " + std::to_string(round);
+    // Stepping.
+    std::vector<DocId> got;
+    for (auto c = packed.Open(end); c->doc() != kEndDoc; c->Next()) got.push_back(c->doc());
+    ASSERT_EQ(got, below) << context;
+    // Skipping to random targets, some on DocIds of the list.
+    auto c = packed.Open(end);
+    DocId target = 0;
+    while (true) {
+      const uint64_t step = rng() % 2 == 0 ? rng() % (uint64_t{spread} * 4 + 2) : 0;
+      target = static_cast<DocId>(std::min<uint64_t>(target + step, kEndDoc - 1));
+      if (rng() % 3 == 0 && !below.empty()) target = std::max(target, below[rng() % below.size()]);
+      c->Advance(target);
+      const auto it = std::lower_bound(below.begin(), below.end(), target);
+      ASSERT_EQ(c->doc(), it == below.end() ? kEndDoc : *it) << context << " target " << target;
+      if (c->doc() == kEndDoc) break;
+      target = c->doc() + 1;
+    }
+    // Batches of random sizes below random ends.
+    c = packed.Open(end);
+    got.clear();
+    uint64_t batch_end = 0;
+    while (c->doc() != kEndDoc) {
+      batch_end = std::min<uint64_t>(kEndDoc, batch_end + 1 + rng() % (uint64_t{spread} * 300));
+      DocId out[300];
+      const size_t max = 1 + rng() % 300;
+      const size_t m = c->NextDocs(static_cast<DocId>(batch_end), out, max);
+      got.insert(got.end(), out, out + m);
+      ASSERT_TRUE(m == max || c->doc() >= batch_end) << context;
+    }
+    ASSERT_EQ(got, below) << context;
+    // Filtering ascending candidates, half of them DocIds of the list.
+    for (bool keep : {true, false}) {
+      c = packed.Open(end);
+      std::vector<DocId> candidates;
+      for (DocId x : docs) {
+        if (rng() % 2 == 0) candidates.push_back(x);
+        if (rng() % 2 == 0) candidates.push_back(x + 1);
+      }
+      candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+      std::vector<DocId> want;
+      for (DocId x : candidates) {
+        if (std::binary_search(below.begin(), below.end(), x) == keep) want.push_back(x);
+      }
+      const size_t kept = c->Filter(candidates.data(), candidates.size(), keep);
+      candidates.resize(kept);
+      ASSERT_EQ(candidates, want) << context << " keep " << keep;
+    }
+  }
 }
 
 }  // namespace
