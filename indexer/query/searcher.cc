@@ -364,8 +364,9 @@ class OrMatcher final : public Matcher {
 class MatcherBuilder {
  public:
   // With `tier`, every term is read from the tier's postings (tier_postings()), which must
-  // keep them all and the plan hold no phrase (TierCovers): the matchers then walk the
-  // matches among the tier's rows by rank, most liked first, and their scores mean nothing.
+  // keep them all and the plan hold no phrase that can match (TierCovers): the matchers then
+  // walk the matches among the tier's rows by rank, most liked first, and their scores mean
+  // nothing.
   MatcherBuilder(const Segment& segment, DocId visible, const CollectionStats& stats,
                  const Context& ctx, const index::TierPostings* tier = nullptr)
       : segment_(segment), visible_(visible), stats_(stats), ctx_(ctx), tier_(tier) {}
@@ -864,7 +865,7 @@ class Evaluation {
     // Its matches among the rows of the tier the segment keeps postings for, most liked
     // first, then, unless they decided, the rest.
     if (const index::TierPostings* postings = segment.tier_postings();
-        postings != nullptr && TierCovers(plan_.root, *postings)) {
+        postings != nullptr && TierCovers(plan_.root, segment, *postings)) {
       if (RunTierPostings(segment, builder, *postings, changed)) return;
       offered_likes = postings->min_likes();
     }
@@ -1606,20 +1607,25 @@ class Evaluation {
     return text;
   }
 
-  // Whether `postings` keep every list the plan `node` reads, and it needs no positions.
-  static bool TierCovers(const PlanNode& node, const index::TierPostings& postings) {
+  // Whether `postings` keep every list the plan `node` reads, and it needs no positions: a
+  // phrase only if one of its words is not in `segment` at all, so that it matches nothing
+  // there (a host typed without its scheme can be such a phrase: `site2.example.com` is the
+  // words site2 and example.com, where tweets hold the URL's host as one token).
+  static bool TierCovers(const PlanNode& node, const Segment& segment,
+                         const index::TierPostings& postings) {
     switch (node.kind) {
       case PlanNode::Kind::kTerm:
         return postings.Find(node.term) != nullptr;
       case PlanNode::Kind::kPhrase:
-        return false;
+        return std::any_of(node.phrase_terms.begin(), node.phrase_terms.end(),
+                           [&](const std::string& term) { return segment.DocFreq(term) == 0; });
       case PlanNode::Kind::kNothing:
         return true;
       case PlanNode::Kind::kAnd:
       case PlanNode::Kind::kOr:
         for (const auto* nodes : {&node.children, &node.excluded}) {
           for (const PlanNode& child : *nodes) {
-            if (!TierCovers(child, postings)) return false;
+            if (!TierCovers(child, segment, postings)) return false;
           }
         }
         return true;

@@ -654,6 +654,44 @@ void CheckOneSealedSegment(std::mt19937_64& rng, const Extend& extend, const Pic
   EXPECT_EQ(answered, static_cast<int>(queries.size()));
 }
 
+// Most liked of queries holding a phrase with a word no tweet of the segment holds (a host
+// typed without its scheme can be one: `site2.example.com` is a phrase of site2 and
+// example.com, where tweets hold a URL's host as one token): such a phrase matches nothing there,
+// so the tier postings still serve the query (TierCovers), as an OR's alternative, an exclusion or
+// beside an AND, and must decide some pages; a phrase that can match is walked as before.
+// Power-law likes, likes changed after sealing and deletes; in segments and compacted.
+TEST(OracleTest, MostLikedOverTierPostingsPassesOverPhrasesThatCannotMatch) {
+  std::mt19937_64 rng(97);
+  index::IndexOptions options;
+  options.segment_max_docs = 12000;
+  std::unique_ptr<index::Index> index = *index::Index::Create(options);
+  Oracle oracle(index->analyzer());
+  Corpus corpus = MakeCorpus(rng, 36000);
+  for (index::IndexDoc& d : corpus.docs) {
+    d.likes = ParetoLikes(rng);
+    if (rng() % 50 == 0) d.text += " https://site2.example.com/p";
+  }
+  AddInBatches(*index, oracle, corpus.docs, 2000);
+  ASSERT_TRUE(index->Seal().ok());
+  DeleteOrChangeLikes(
+      *index, oracle, rng, corpus.docs, [](const auto&) { return true; }, 40, 60);
+  const std::string& a = kVocabulary[0];
+  const std::string& b = kVocabulary[1];
+  const std::vector<std::string> cannot_match = {
+      "(" + a + " OR site2.example.com) " + b,
+      a + " -\"" + b + " zyzzyva\"",
+      "site2.example.com OR " + b,
+      a + " \"quux " + b + "\" OR " + b,
+  };
+  g_tier_cutoffs = 0;
+  CheckInSegmentsAndCompacted(*index, oracle, rng, cannot_match);
+  EXPECT_GT(g_tier_cutoffs, 0);
+  // A phrase of words the tweets hold, and the host as a URL: walked, and still right.
+  CheckInSegmentsAndCompacted(
+      *index, oracle, rng,
+      {"\"" + a + " " + b + "\" OR " + kVocabulary[2], a + " OR https://site2.example.com"});
+}
+
 // Best match of ORs whose lists are sparse but long enough to have champions (at least 1,024
 // postings and fewer than one per 64 tweets: one segment of 200,000 tweets): every champion,
 // every posting of a list no longer than champions are (whisky, about 200) and every match of
