@@ -2,7 +2,7 @@
 // list's DocIds are (docs/index-format.md): blocks of 128 gaps, each bit-packed at its widest
 // gap's width, one skip entry per block. Read through a DocCursor, which decodes a block at a
 // time and finds a block by its skip entries. It holds the rows two common words share
-// (pair_champions.h), about 1.3 bytes a DocId where 4 would be plain.
+// (pair_champions.h): 1.7 bytes a DocId at 10M tweets, where 4 would be plain.
 //
 // Thread-safety: immutable once finished; a cursor is for one thread.
 #ifndef TWEETSEARCH_INDEXER_INDEX_PACKED_DOCS_H_
