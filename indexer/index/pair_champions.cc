@@ -382,6 +382,11 @@ bool KeepPairRows(const Segment& segment, DocId rows, std::span<const std::strin
       }
     }
   }
+  // A list that cannot be read (a damaged segment: OpenTerm says so) keeps its pairs' rows
+  // unknown rather than empty.
+  std::erase_if(kept, [&](const auto& p) {
+    return cursors[p.first] == nullptr || cursors[p.second] == nullptr;
+  });
   if (kept.empty()) return true;
   std::vector<PackedDocs::Writer> writers(kept.size());
   std::vector<uint64_t> bits(n * kWindowWords);  // word w's window at [w * kWindowWords]
