@@ -662,19 +662,16 @@ void CheckOneSealedSegment(std::mt19937_64& rng, const Extend& extend, const Pic
 // Power-law likes, likes changed after sealing and deletes; in segments and compacted.
 TEST(OracleTest, MostLikedOverTierPostingsPassesOverPhrasesThatCannotMatch) {
   std::mt19937_64 rng(97);
-  index::IndexOptions options;
-  options.segment_max_docs = 12000;
-  std::unique_ptr<index::Index> index = *index::Index::Create(options);
-  Oracle oracle(index->analyzer());
-  Corpus corpus = MakeCorpus(rng, 36000);
-  for (index::IndexDoc& d : corpus.docs) {
-    d.likes = ParetoLikes(rng);
-    if (rng() % 50 == 0) d.text += " https://site2.example.com/p";
-  }
-  AddInBatches(*index, oracle, corpus.docs, 2000);
-  ASSERT_TRUE(index->Seal().ok());
+  std::unique_ptr<index::Index> index;
+  std::unique_ptr<Oracle> oracle;
+  Corpus corpus = IndexPowerLawTweets(
+      rng, 36000, 12000,
+      [&](index::IndexDoc& d) {
+        if (rng() % 50 == 0) d.text += " https://site2.example.com/p";
+      },
+      &index, &oracle);
   DeleteOrChangeLikes(
-      *index, oracle, rng, corpus.docs, [](const auto&) { return true; }, 40, 60);
+      *index, *oracle, rng, corpus.docs, [](const auto&) { return true; }, 40, 60);
   const std::string& a = kVocabulary[0];
   const std::string& b = kVocabulary[1];
   const std::vector<std::string> cannot_match = {
@@ -684,11 +681,11 @@ TEST(OracleTest, MostLikedOverTierPostingsPassesOverPhrasesThatCannotMatch) {
       a + " \"quux " + b + "\" OR " + b,
   };
   g_tier_cutoffs = 0;
-  CheckInSegmentsAndCompacted(*index, oracle, rng, cannot_match);
+  CheckInSegmentsAndCompacted(*index, *oracle, rng, cannot_match);
   EXPECT_GT(g_tier_cutoffs, 0);
   // A phrase of words the tweets hold, and the host as a URL: walked, and still right.
   CheckInSegmentsAndCompacted(
-      *index, oracle, rng,
+      *index, *oracle, rng,
       {"\"" + a + " " + b + "\" OR " + kVocabulary[2], a + " OR https://site2.example.com"});
 }
 
@@ -999,21 +996,18 @@ TEST(OracleTest, BestMatchOfThreeCommonWordsInShortTweetsEqualsBruteForce) {
 // a pair's rows.
 TEST(OracleTest, AndsOfWordsThatSeldomMeetAreCountedFromTheirPairsRows) {
   std::mt19937_64 rng(89);
-  index::IndexOptions options;
-  options.segment_max_docs = 30000;
-  std::unique_ptr<index::Index> index = *index::Index::Create(options);
-  auto oracle = std::make_unique<Oracle>(index->analyzer());
-  Corpus corpus = MakeCorpus(rng, 60000);
   const std::array<std::string, 3> topics = {"amber", "cobalt", "scarlet"};
-  for (index::IndexDoc& d : corpus.docs) {
-    d.likes = ParetoLikes(rng);
-    if (rng() % 2 == 0) d.text += " " + topics[rng() % 3];
-    if (rng() % 20 == 0) d.text += " " + topics[rng() % 3];
-    if (rng() % 3 == 0) d.text += " zulu";
-    if (rng() % 5 == 0) d.text += " yankee";
-  }
-  AddInBatches(*index, *oracle, corpus.docs, 5000);
-  ASSERT_TRUE(index->Seal().ok());
+  std::unique_ptr<index::Index> index;
+  std::unique_ptr<Oracle> oracle;
+  Corpus corpus = IndexPowerLawTweets(
+      rng, 60000, 30000,
+      [&](index::IndexDoc& d) {
+        if (rng() % 2 == 0) d.text += " " + topics[rng() % 3];
+        if (rng() % 20 == 0) d.text += " " + topics[rng() % 3];
+        if (rng() % 3 == 0) d.text += " zulu";
+        if (rng() % 5 == 0) d.text += " yankee";
+      },
+      &index, &oracle);
   const auto pairs = index->Snapshot()->segments.front()->pair_champions();
   ASSERT_NE(pairs, nullptr);
   bool swapped = false;
