@@ -134,6 +134,73 @@ size_t UrlLength(std::string_view text, size_t i) {
   return end;
 }
 
+// A host typed without a scheme that word boundaries would break: labels of ASCII letters,
+// digits and inner hyphens joined by dots, a label before the last holding a digit or a hyphen
+// ("site2.example.com", "my-site.org": UAX #29 breaks after a digit before a dot, and at a
+// hyphen) and one holding a letter, ending in a top-level label of 2 to 63 letters, all
+// lower-case or all upper-case ("mid-2020.Next" is two words missing a space, "1.First" a
+// numbered line).
+// It starts the text or follows a space or an opening bracket or quote, and ends the text or
+// is followed by a space, punctuation, or a path, port, query or fragment, which belong to it
+// up to the next space as in a URL. Returns its length (with what belongs to it); else 0.
+// Hosts that word boundaries keep whole ("example.com") stay words, with the same text.
+size_t BareHostLength(std::string_view text, size_t i) {
+  if (i > 0 && !absl::ascii_isspace(static_cast<unsigned char>(text[i - 1])) &&
+      std::string_view("([{<\"'").find(text[i - 1]) == std::string_view::npos) {
+    return 0;
+  }
+  struct Label {
+    bool digit = false, hyphen = false, letter = false, lower = true, upper = true;
+  };
+  size_t pos = i;
+  size_t labels = 0;
+  bool breaks = false;    // a label before the last holds a digit or a hyphen
+  bool lettered = false;  // a label before the last holds a letter
+  Label last;
+  size_t last_length = 0;
+  size_t host_end = i;
+  while (true) {
+    const size_t begin = pos;
+    Label label;
+    while (pos < text.size() &&
+           (absl::ascii_isalnum(static_cast<unsigned char>(text[pos])) || text[pos] == '-')) {
+      const char c = text[pos++];
+      label.digit |= absl::ascii_isdigit(static_cast<unsigned char>(c));
+      label.hyphen |= c == '-';
+      label.letter |= absl::ascii_isalpha(static_cast<unsigned char>(c));
+      label.lower &= c >= 'a' && c <= 'z';
+      label.upper &= c >= 'A' && c <= 'Z';
+    }
+    if (pos == begin && labels >= 2) break;  // a dot ending the host, as a sentence's
+    if (pos == begin || text[begin] == '-' || text[pos - 1] == '-' || pos - begin > 63) return 0;
+    if (labels > 0) {
+      breaks |= last.digit || last.hyphen;
+      lettered |= last.letter;
+    }
+    last = label;
+    last_length = pos - begin;
+    host_end = pos;
+    ++labels;
+    if (pos >= text.size() || text[pos] != '.') break;
+    ++pos;
+  }
+  if (labels < 2 || !breaks || !lettered || !(last.lower || last.upper) || last_length < 2) {
+    return 0;
+  }
+  size_t end = host_end;
+  if (end == text.size() || absl::ascii_isspace(static_cast<unsigned char>(text[end]))) {
+    return end - i;
+  }
+  if (std::string_view("/?#:").find(text[end]) != std::string_view::npos) {
+    while (end < text.size() && !absl::ascii_isspace(static_cast<unsigned char>(text[end])) &&
+           text[end] != '"' && text[end] != '<' && text[end] != '>') {
+      ++end;
+    }
+    return end - i;
+  }
+  return std::string_view(".,;!)]}>'\"").find(text[end]) != std::string_view::npos ? end - i : 0;
+}
+
 // The host part of a URL, lower-cased, without "www." and trailing punctuation.
 std::string_view UrlHost(std::string_view url) {
   if (size_t scheme = url.find("://"); scheme != std::string_view::npos) {
@@ -367,10 +434,15 @@ absl::Status Analyzer::Analyze(std::string_view text, std::vector<Token>* out,
   const size_t old_size = out->size();
   TokenSink sink(options_, **state, out, first_position, text, origin.empty() ? nullptr : &origin);
   size_t plain_begin = 0;
+  const bool may_hold_bare_host = text.find('.') != std::string_view::npos;
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
-    if (c != 'h' && c != 'H' && c != 'w' && c != 'W') continue;
-    const size_t url_length = UrlLength(text, i);
+    size_t url_length = 0;
+    if (c == 'h' || c == 'H' || c == 'w' || c == 'W') url_length = UrlLength(text, i);
+    if (url_length == 0 && may_hold_bare_host &&
+        absl::ascii_isalnum(static_cast<unsigned char>(c))) {
+      url_length = BareHostLength(text, i);
+    }
     if (url_length == 0) continue;
     if (absl::Status s = BreakWords(text, plain_begin, i, **state, sink); !s.ok()) {
       out->resize(old_size);

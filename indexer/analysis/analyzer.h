@@ -4,7 +4,9 @@
 // its tweets were indexed under:
 //   1. UTF-8 is validated; ill-formed input is rejected with the byte offset (never truncated).
 //   2. HTML entities are decoded (`&amp;` -> `&`, `&#39;` -> `'`).
-//   3. URLs (http://, https://, www.) become one token: their host, without `www.`.
+//   3. URLs (http://, https://, www.) become one token: their host, without `www.`. So does a
+//      host typed without a scheme where word boundaries would break it ("site2.example.com",
+//      "my-site.org/page"; see BareHostLength in analyzer.cc for what counts as one).
 //   4. ICU word boundaries (UAX #29; dictionary-based for Chinese, Japanese, Thai) split the rest.
 //      A word right after `#`, `@` or `$` (at the start of a word) is a hashtag, mention or
 //      cashtag and keeps its sigil: `#Foo` -> `#foo`. Emoji are tokens of their own.

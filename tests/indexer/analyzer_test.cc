@@ -13,8 +13,10 @@
 namespace tweetsearch::analysis {
 namespace {
 
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::IsSupersetOf;
+using ::testing::Not;
 
 std::vector<std::string> Terms(const Analyzer& analyzer, std::string_view text) {
   absl::StatusOr<std::vector<Token>> tokens = analyzer.Analyze(text);
@@ -99,6 +101,32 @@ TEST(AnalyzerTest, UrlsBecomeTheirHost) {
   EXPECT_THAT(Terms(*a, "look http://twitpic.com/2y1zl - and https://WWW.Example.org:8080/a?b=c."),
               ElementsAre("look", "twitpic.com", "and", "example.org"));
   EXPECT_THAT(Terms(*a, "(see www.bbc.co.uk/news)"), ElementsAre("see", "bbc.co.uk"));
+}
+
+// A host typed without a scheme is a URL's host where word boundaries would break it (a label
+// with a digit or a hyphen), so it meets the links to it; look-alikes stay words.
+TEST(AnalyzerTest, HostsWithoutASchemeBecomeTheirHost) {
+  auto a = Make();
+  EXPECT_THAT(Terms(*a, "see site2.example.com/p/1?x=2 now"),
+              ElementsAre("see", "site2.example.com", "now"));
+  EXPECT_THAT(Terms(*a, "(my-site.org), \"web-1.Example.COM:8080\" and site2.example.com."),
+              ElementsAre("my-site.org", "web-1.example.com", "and", "site2.example.com"));
+  absl::StatusOr<std::vector<Token>> host = a->Analyze("at site2.example.com!");
+  ASSERT_TRUE(host.ok());
+  ASSERT_EQ(host->size(), 2u);
+  EXPECT_EQ((*host)[1].kind, TokenKind::kUrlHost);
+  EXPECT_EQ((*host)[1].begin, 3u);
+  EXPECT_EQ((*host)[1].end, 20u);
+  // Whole words already, and kept as words: the same term as a link's host.
+  EXPECT_THAT(Terms(*a, "example.com"), ElementsAre("example.com"));
+  // Not hosts: a numbered line, two words missing a space, a version, a one-letter or
+  // mixed-case ending, no letter before the ending, a mail address, a word glued on.
+  EXPECT_THAT(Terms(*a, "1.First"), ElementsAre("1", "first"));
+  EXPECT_THAT(Terms(*a, "mid-2020.Next"), ElementsAre("mid", "2020", "next"));
+  EXPECT_THAT(Terms(*a, "v2.0 site2.example.c"), ElementsAre("v2.0", "site2", "example.c"));
+  EXPECT_THAT(Terms(*a, "192.168.1.com"), ElementsAre("192.168.1", "com"));
+  EXPECT_THAT(Terms(*a, "bob@site2.example.com site2.example.com_x site2-.example.com"),
+              Not(Contains("site2.example.com")));
 }
 
 TEST(AnalyzerTest, HtmlEntitiesAreDecoded) {

@@ -66,6 +66,18 @@ TEST_F(SearcherTest, PhrasesNeedAdjacentWordsInOrder) {
   EXPECT_EQ(Ids(Run("new york -\"new york\"", o)), (std::vector<TweetId>{3, 2}));
 }
 
+// A host typed in a query without its scheme finds the links to it, and the hosts written so.
+TEST_F(SearcherTest, AHostWithoutASchemeFindsItsLinks) {
+  Add(1, "read https://site2.example.com/p/1");
+  Add(2, "or just site2.example.com");
+  Add(3, "site2 and example.com apart");
+  Add(4, "https://site3.example.com/p/1");
+  SearchOptions o;
+  EXPECT_EQ(Ids(Run("site2.example.com", o)), (std::vector<TweetId>{2, 1}));
+  EXPECT_EQ(Ids(Run("https://site2.example.com", o)), (std::vector<TweetId>{2, 1}));
+  EXPECT_EQ(Ids(Run("example.com -site2.example.com", o)), (std::vector<TweetId>{3}));
+}
+
 TEST_F(SearcherTest, PagesNeitherRepeatNorSkipWhileTweetsArrive) {
   for (TweetId id = 1; id <= 10; ++id) Add(id, "news");
   SearchOptions o;
