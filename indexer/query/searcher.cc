@@ -584,6 +584,7 @@ class Evaluation {
     result.counted_rankings = counted_rankings_;
     result.newest_from_counts = newest_from_counts_;
     result.pair_rows_counts = pair_rows_counts_;
+    result.sparse_alternative_cutoffs = sparse_alternative_cutoffs_;
     return result;
   }
 
@@ -1265,16 +1266,21 @@ class Evaluation {
   }
 
   // The matches of a plan `root` (an AND of words and ORs of words, with any exclusions) among
-  // given postings of its child `lead`, ascending over all calls: a batch is looked up in the
-  // other children's lists block by block (PostingCursor::Filter; FilterAny for an OR),
-  // checked against the exclusions, and the plan's matcher moved to each match, where it
-  // stops.
+  // given postings of its child `lead` (or of a word of its child OR), ascending over all calls: a
+  // batch is looked up in the other children's lists block by block (PostingCursor::Filter;
+  // FilterAny for an OR), checked against the exclusions, and the plan's matcher moved to each
+  // match, where it stops.
   class SparseAndMatches {
    public:
     SparseAndMatches(MatcherBuilder& builder, const PlanNode& root, const PlanNode& lead)
         : builder_(builder), root_(root) {
       for (const PlanNode& child : root.children) {
-        if (&child == &lead) continue;
+        // An OR the lead is an alternative of holds every posting of the lead.
+        if (&child == &lead || (child.kind == PlanNode::Kind::kOr &&
+                                std::any_of(child.children.begin(), child.children.end(),
+                                            [&](const PlanNode& a) { return &a == &lead; }))) {
+          continue;
+        }
         Filter& filter = filters_.emplace_back();
         for (const PlanNode* word : WordsOf(child)) {
           if (std::unique_ptr<TermMatcher> t = builder.Term(word->term, /*scored=*/false)) {
@@ -1561,9 +1567,11 @@ class Evaluation {
   // other lists are read (with two common words, looking them up first cost half as much
   // again: docs/benchmarks.md): on the lead's point first (LeadPointBound), then on the
   // columns (two cache misses a posting, where nearly every posting is passed over).
+  // *weighed, if given, gets the postings looked up in the other lists (the matches among
+  // them were offered).
   void OfferOnceMatches(const Segment& segment, MatcherBuilder& builder, const PlanNode& lead_node,
                         const std::vector<SparseAndPartner>& others, double recency,
-                        const std::vector<DocId>& once) {
+                        const std::vector<DocId>& once, std::vector<DocId>* weighed = nullptr) {
     const Columns& c = segment.columns();
     SparseAndMatches matches(builder, plan_.root, lead_node);
     auto offer = [&](DocId d, Matcher& m) { OfferBestMatch(c, d, m.Score()); };
@@ -1584,6 +1592,7 @@ class Evaluation {
           continue;
         }
       }
+      if (weighed != nullptr) weighed->push_back(d);
       matches.Add(d, offer);
     }
     matches.Flush(offer);
@@ -1609,8 +1618,8 @@ class Evaluation {
 
   // Whether `postings` keep every list the plan `node` reads, and it needs no positions: a
   // phrase only if one of its words is not in `segment` at all, so that it matches nothing
-  // there (a host typed without its scheme can be such a phrase: `site2.example.com` is the
-  // words site2 and example.com, where tweets hold the URL's host as one token).
+  // there (a misspelt word, or until 2026-12-06 a host typed without its scheme, which the
+  // analyzer split into words no link holds).
   static bool TierCovers(const PlanNode& node, const Segment& segment,
                          const index::TierPostings& postings) {
     switch (node.kind) {
@@ -2709,6 +2718,7 @@ class Evaluation {
   struct OrAndWords {
     const std::string* required = nullptr;  // c
     std::vector<const std::string*> alternatives;
+    std::vector<const PlanNode*> alternative_nodes;  // their terms, in the same order
   };
   static OrAndWords OrAndPlanWords(const PlanNode& root) {
     if (root.kind != PlanNode::Kind::kAnd) return {};
@@ -2727,6 +2737,7 @@ class Evaluation {
       for (const PlanNode& alternative : child.children) {
         if (alternative.kind != PlanNode::Kind::kTerm || !alternative.scored) return {};
         words.alternatives.push_back(&alternative.term);
+        words.alternative_nodes.push_back(&alternative);
       }
     }
     if (words.required == nullptr || words.alternatives.size() < 2 ||
@@ -2739,21 +2750,28 @@ class Evaluation {
   // Best match of `(x1 OR x2 ...) c` (OrAndPlanWords) whose every alternative is either sparse
   // (fewer postings than one per kSparseAndDensity DocIds) or forms a pair of common words
   // with c (pair_champions.h). A match holds c and some of the alternatives. Offered first:
-  // every match holding a sparse alternative (its postings that c holds), the champions of
-  // each dense alternative's pair with c and of each two dense alternatives' pair; then
-  // every match holding two dense alternatives that can enter the top k, walked over the
-  // three lists' bits (WalkThreeWords). A match not offered then holds one dense alternative
-  // x and no other, and is not among the champions of x's pair: it scores at most that
-  // pair's rest bound (plus the segment's recency bound); if none of these bounds can reach
-  // the k-th score, the segment is done. Otherwise the usual walk follows and passes over the
-  // rows offered. False, having offered nothing, for other plans, for a sparse AND, and where
-  // a dense alternative has no pair with c.
+  // the champions of each dense alternative's pair with c and of each two dense alternatives'
+  // pair; the matches holding a sparse alternative: where it has champions and c has repeats,
+  // as the sparse AND of the two is weighed over them (SparseAlternative: its champions, then
+  // its postings among c's repeats or holding another alternative, if their bound reaches the
+  // k-th score), else every one (its postings that c holds); then every match holding two
+  // dense alternatives that can enter the top k, walked over the three lists' bits
+  // (WalkThreeWords). A match not offered then either holds one dense alternative x and no
+  // other and is not among the champions of x's pair: it scores at most that pair's rest
+  // bound; or holds one sparse alternative, c at most once and no other alternative, outside
+  // that alternative's champions: it scores at most the alternative's rest skyline beside c
+  // once (RestBoundBeside), and where that bound reaches the k-th score those postings are
+  // weighed one by one (OfferOnceMatches). If then no dense pair's bound reaches the k-th
+  // score (with the segment's recency bound), the segment is done. Otherwise the usual walk
+  // follows and passes over the rows offered. False, having offered nothing, for other plans,
+  // for a sparse AND, and where a dense alternative has no pair with c.
   //
   // Bounding the matches of two dense alternatives by a pair's rest bound plus the other
   // word's largest text instead stayed above the k-th score for every such query measured
   // (docs/benchmarks.md): they are few next to either pair's, so they are all met. Until
   // 2026-11 they were intersected and every one scored (`(to OR i) a`: about 500,000 at 10M
-  // tweets).
+  // tweets); until 2026-12 every match of a sparse alternative was (`(what OR
+  // site2.example.com) to -do`: 37,404).
   bool RunOrAndChampions(const Segment& segment, MatcherBuilder& builder) {
     const OrAndWords& words = or_and_words_;
     const index::PairChampions* pairs = segment.pair_champions();
@@ -2766,11 +2784,19 @@ class Evaluation {
     // alternative's matches with c can be tens of thousands).
     std::vector<DocId> rows;
     std::vector<const std::string*> dense;
+    std::vector<SparseAlternative> sparse;  // weighed over c's repeats
     double rest = -std::numeric_limits<double>::infinity();
-    for (const std::string* x : words.alternatives) {
+    for (size_t a = 0; a < words.alternatives.size(); ++a) {
+      const std::string* x = words.alternatives[a];
       std::unique_ptr<TermMatcher> word = builder.Term(*x, /*scored=*/true);
       if (word == nullptr) continue;  // no match holds it here
       if (word->Cost() * kSparseAndDensity < visible) {
+        if (std::optional<SparseAlternative> alternative =
+                OverRepeatsOfRequired(segment, builder, *words.alternative_nodes[a])) {
+          MergeIn(&rows, alternative->champions.docs);
+          sparse.push_back(*std::move(alternative));
+          continue;
+        }
         const size_t from = rows.size();
         AppendDocs(word->cursor(), visible, &rows, {&cursor(*words.required)->cursor()});
         MergeTail(&rows, from);
@@ -2793,18 +2819,41 @@ class Evaluation {
         }
       }
     }
-    if (dense.size() < 2) return OfferChampionRows(segment, builder, std::move(rows), rest);
+    if (dense.size() < 2 && sparse.empty()) {
+      return OfferChampionRows(segment, builder, std::move(rows), rest);
+    }
     OfferChampionRows(segment, builder, std::move(rows),
                       std::numeric_limits<double>::infinity());  // decided below
-    if (RankCountedBestMatch(segment, builder)) return true;
+    const double recency = RecencyBound(segment.columns(), 0, visible - 1);
+    for (SparseAlternative& alternative : sparse) {
+      std::vector<DocId> offered;
+      OfferRepeatMatches(segment.columns(), builder, *alternative.node, *alternative.lead,
+                         alternative.others, recency, visible, &alternative.once, &offered);
+      MergeIn(&champion_rows_, offered);
+    }
+    if (dense.size() >= 2 && RankCountedBestMatch(segment, builder)) return true;
     absl::flat_hash_set<DocId> pushed;
     for (size_t i = 0; i < dense.size(); ++i) {
       for (size_t j = i + 1; j < dense.size(); ++j) {
         WalkThreeWords(segment, builder, {dense[i], dense[j], words.required}, &pushed);
       }
     }
-    const double recency = RecencyBound(segment.columns(), 0, visible - 1);
-    if (top_.full() && Inflate(rest + recency) < top_.worst().primary) {
+    auto falls_short = [&](double bound) {
+      return top_.full() && Inflate(bound + recency) < top_.worst().primary;
+    };
+    bool sparse_cut = false;
+    for (SparseAlternative& alternative : sparse) {
+      if (falls_short(alternative.rest)) {
+        pruned_ = sparse_cut = true;
+        continue;
+      }
+      std::vector<DocId> weighed;
+      OfferOnceMatches(segment, builder, *alternative.node, alternative.others, recency,
+                       alternative.once, &weighed);
+      MergeIn(&champion_rows_, weighed);
+    }
+    sparse_alternative_cutoffs_ += sparse_cut ? 1 : 0;
+    if (falls_short(rest)) {
       pruned_ = true;
       ++champion_cutoffs_;
       return true;
@@ -2813,6 +2862,52 @@ class Evaluation {
     champion_rows_.insert(champion_rows_.end(), pushed.begin(), pushed.end());
     std::sort(champion_rows_.begin(), champion_rows_.end());
     return false;
+  }
+
+  // A sparse alternative x of `(x OR y ...) c` (RunOrAndChampions). Its matches are those of
+  // the sparse AND `x c`, with the text of whichever other alternatives they hold, so they are
+  // weighed as RunSparseAndChampions weighs that AND: c is a partner counted over its repeats,
+  // the other alternatives partners looked up (SparseAndPartner::lookup), which add their
+  // text where they are held and nothing elsewhere.
+  struct SparseAlternative {
+    const PlanNode* node = nullptr;     // x
+    std::unique_ptr<TermMatcher> lead;  // x's, scored
+    index::Champions champions;         // x's
+    std::vector<SparseAndPartner> others;
+    double rest = 0;          // RestBoundBeside: the bound of x's postings in `once`
+    std::vector<DocId> once;  // filled by OfferRepeatMatches
+  };
+  // The SparseAlternative of `x`, if x has champions and c is a pair word (it has repeats);
+  // else none.
+  std::optional<SparseAlternative> OverRepeatsOfRequired(const Segment& segment,
+                                                         MatcherBuilder& builder,
+                                                         const PlanNode& x) {
+    const OrAndWords& words = or_and_words_;
+    const index::PairChampions& pairs = *segment.pair_champions();
+    SparseAlternative alternative;
+    alternative.node = &x;
+    alternative.lead = builder.Term(x.term, /*scored=*/true);
+    if (alternative.lead == nullptr ||
+        !alternative.lead->cursor().champions(&alternative.champions)) {
+      return std::nullopt;
+    }
+    SparseAndPartner& required = alternative.others.emplace_back();
+    required.repeats = pairs.RepeatsOf(*words.required);
+    required.word = builder.Term(*words.required, /*scored=*/true);
+    if (required.repeats == nullptr || required.word == nullptr) return std::nullopt;
+    for (const PlanNode* y : words.alternative_nodes) {
+      if (y == &x) continue;
+      std::unique_ptr<TermMatcher> word = builder.Term(y->term, /*scored=*/true);
+      if (word == nullptr) continue;  // no tweet of the segment holds it
+      SparseAndPartner& other = alternative.others.emplace_back();
+      other.word = std::move(word);
+      other.repeats = pairs.RepeatsOf(y->term);
+      if (other.repeats == nullptr) other.most = MaxTextByLength(*other.word);
+      other.lookup = builder.Term(y->term, /*scored=*/false);
+    }
+    alternative.rest =
+        RestBoundBeside(*alternative.lead, alternative.champions, alternative.others);
+    return alternative;
   }
 
   // Offers the plan's matches among `rows` (sorted here, duplicates dropped) not offered
@@ -3254,15 +3349,16 @@ class Evaluation {
   const SearchOptions& options_;
   TopK top_;
   CollectionStats stats_;
-  uint64_t total_ = 0;                 // matches counted, up to the cap plus one
-  bool pruned_ = false;                // the ranking skipped documents
-  uint32_t champion_cutoffs_ = 0;      // segments RunChampions decided
-  uint32_t tier_cutoffs_ = 0;          // segments their tier postings decided (most liked)
-  uint32_t triple_walk_cutoffs_ = 0;   // see SearchResult::triple_walk_cutoffs
-  uint32_t counted_rankings_ = 0;      // see SearchResult::counted_rankings
-  uint32_t newest_from_counts_ = 0;    // see SearchResult::newest_from_counts
-  uint32_t pair_rows_counts_ = 0;      // see SearchResult::pair_rows_counts
-  bool count_missed_damaged_ = false;  // CountTotal met a damaged segment
+  uint64_t total_ = 0;                       // matches counted, up to the cap plus one
+  bool pruned_ = false;                      // the ranking skipped documents
+  uint32_t champion_cutoffs_ = 0;            // segments RunChampions decided
+  uint32_t tier_cutoffs_ = 0;                // segments their tier postings decided (most liked)
+  uint32_t triple_walk_cutoffs_ = 0;         // see SearchResult::triple_walk_cutoffs
+  uint32_t counted_rankings_ = 0;            // see SearchResult::counted_rankings
+  uint32_t newest_from_counts_ = 0;          // see SearchResult::newest_from_counts
+  uint32_t pair_rows_counts_ = 0;            // see SearchResult::pair_rows_counts
+  uint32_t sparse_alternative_cutoffs_ = 0;  // see SearchResult::sparse_alternative_cutoffs
+  bool count_missed_damaged_ = false;        // CountTotal met a damaged segment
   // Counting stops at one past the cap (never, with exact_total).
   std::string count_key_;  // CountKey()
   const uint64_t stop_ = options_.exact_total ? UINT64_MAX : kTrackTotalHitsUpTo + 1;

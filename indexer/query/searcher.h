@@ -114,6 +114,10 @@ struct SearchResult {
   // Diagnostics: segments counted from the rows of a pair of the query's words
   // (MatchCounter::led_by_pair_rows).
   uint32_t pair_rows_counts = 0;
+  // Diagnostics: segments where best match of `(x OR y) c` passed over a sparse alternative's
+  // postings outside its champions and c's repeats on their rest bound alone
+  // (RunOrAndChampions).
+  uint32_t sparse_alternative_cutoffs = 0;
 };
 
 // Applies the kTrackTotalHitsUpTo rule to a total (one partition's, or partitions' summed,

@@ -281,6 +281,7 @@ int g_champion_cutoffs = 0;
 int g_tier_cutoffs = 0;
 // Segments where best match of three common words passed over a match on one word's text.
 int g_triple_walk_cutoffs = 0;
+int g_sparse_alternative_cutoffs = 0;
 // Segments whose best-match ranking scored the matches their count kept (rank_counted_up_to).
 int g_counted_rankings = 0;
 // Segments whose newest matches the count kept (newest_from_count).
@@ -337,6 +338,7 @@ void CheckQuery(const index::Index& index, const Oracle& oracle, std::mt19937_64
       g_champion_cutoffs += static_cast<int>(r->champion_cutoffs);
       g_tier_cutoffs += static_cast<int>(r->tier_cutoffs);
       g_triple_walk_cutoffs += static_cast<int>(r->triple_walk_cutoffs);
+      g_sparse_alternative_cutoffs += static_cast<int>(r->sparse_alternative_cutoffs);
       g_counted_rankings += static_cast<int>(r->counted_rankings);
       g_newest_from_counts += static_cast<int>(r->newest_from_counts);
       g_pair_rows_counts += static_cast<int>(r->pair_rows_counts);
@@ -919,6 +921,26 @@ TEST(OracleTest, BestMatchOfAnOrAndACommonWordOverPairChampionsEqualsBruteForce)
   EXPECT_GT(g_champion_cutoffs, 0);
   EXPECT_GT(g_triple_walk_cutoffs, 0);
   EXPECT_GT(g_counted_rankings, 0);
+}
+
+// The same where a sparse alternative has champions (whisky, one tweet in 90 of one segment of
+// 200,000; victor, one in 400, has none): its matches with the common word are weighed as the
+// sparse AND of the two (its champions, its postings among the common word's repeats or
+// holding another alternative, looked up), and its other postings' rest bound must pass over
+// them on some pages; victor's matches are all offered. Fails if a posting holding another
+// alternative gets none of its text, and if the common word's text outside its repeats is
+// left out of the rest bound (both checked).
+TEST(OracleTest, BestMatchOfAnOrWithASparseAlternativeOverItsChampionsEqualsBruteForce) {
+  std::mt19937_64 rng(101);
+  g_sparse_alternative_cutoffs = 0;
+  const std::vector<std::string> queries = {"(whisky OR zulu) yankee",
+                                            "(zulu OR whisky) yankee -victor",
+                                            "(whisky OR zulu OR victor) yankee",
+                                            "yankee (whisky OR zulu) lang:en",
+                                            "(whisky OR yankee) zulu min_faves:3",
+                                            "(yankee OR whisky) zulu from:" + kUsers[0]};
+  CheckSparseWordBesidePairWords(rng, /*victor=*/true, queries);
+  EXPECT_GT(g_sparse_alternative_cutoffs, 0);
 }
 
 // Best match of three common words whose every two form a pair (RunTripleOfPairs): the
