@@ -1174,9 +1174,11 @@ class Evaluation {
   // too, the segment is done: nothing but the lead's list and the repeats was read for the
   // matches passed over. Otherwise the segment's matches are ranked from its count where it
   // owes one and they are few (RankCountedBestMatch), else the lead's other postings are
-  // offered (OfferOnceMatches), and the segment is done too. False where the top k is not
-  // full after the champions (the sparse AND's walk follows, passing over them), and, having
-  // offered nothing, for other plans.
+  // offered (OfferOnceMatches), and the segment is done too. Where the top k is not full after
+  // the champions, the matches are ranked from the count if it is owed and they are few, else
+  // the rest follows as above (until 2026-12-06 the sparse AND's walk did: `(site10.example.com
+  // OR it) then -of`, whose champions hold few matches, walked 130,640 postings of `then`).
+  // False, having offered nothing, for other plans.
   bool RunSparseAndChampions(const Segment& segment, MatcherBuilder& builder) {
     const PlanNode& root = plan_.root;
     const index::PairChampions* pairs = segment.pair_champions();
@@ -1248,10 +1250,12 @@ class Evaluation {
     }
     champion_rows_ = std::move(champions.docs);
     const double rest = Inflate(RestBoundBeside(*lead, champions, others) + recency);
-    if (!top_.full()) return false;    // few matches: the sparse AND's walk ranks them
+    // Few matches among the champions: where the segment owes its count and holds few
+    // matches, they are ranked from it; else the repeats' matches fill the top k.
+    if (!top_.full() && RankCountedBestMatch(segment, builder)) return true;
     std::vector<DocId> once, offered;  // the lead's other postings; those offered
     OfferRepeatMatches(c, builder, *lead_node, *lead, others, recency, visible, &once, &offered);
-    if (rest >= top_.worst().primary) {
+    if (!top_.full() || rest >= top_.worst().primary) {
       // Where the segment owes its count and holds few matches, they are counted and ranked
       // (passing over those offered) for less than the lead's other postings are weighed.
       MergeIn(&champion_rows_, offered);
