@@ -2755,10 +2755,11 @@ class Evaluation {
   // (fewer postings than one per kSparseAndDensity DocIds) or forms a pair of common words
   // with c (pair_champions.h). A match holds c and some of the alternatives. Offered first:
   // the champions of each dense alternative's pair with c and of each two dense alternatives'
-  // pair; the matches holding a sparse alternative: where it has champions and c has repeats,
-  // as the sparse AND of the two is weighed over them (SparseAlternative: its champions, then
-  // its postings among c's repeats or holding another alternative, if their bound reaches the
-  // k-th score), else every one (its postings that c holds); then every match holding two
+  // pair; the matches holding a sparse alternative: where it has champions, c has repeats and
+  // the two meet often (MeetsOften), as the sparse AND of the two is weighed over them
+  // (SparseAlternative: its champions, then its postings among c's repeats or holding another
+  // alternative, if their bound reaches the k-th score), else every one (its postings that c
+  // holds); then every match holding two
   // dense alternatives that can enter the top k, walked over the three lists' bits
   // (WalkThreeWords). A match not offered then either holds one dense alternative x and no
   // other and is not among the champions of x's pair: it scores at most that pair's rest
