@@ -36,24 +36,26 @@ uint64_t DocCursor::AndBits(DocId from, DocId end, uint64_t* words, bool keep) {
 
 size_t FilterAny(std::span<PostingCursor* const> cursors, DocId* docs, size_t n) {
   if (cursors.size() == 1) return cursors[0]->Filter(docs, n, /*keep=*/true);
+  // The candidates no list holds are narrowed list by list, in place in one copy (a later
+  // list is asked only about those the earlier ones lack); the rest are kept.
   constexpr size_t kChunk = 256;
   size_t kept = 0;
   for (size_t from = 0; from < n; from += kChunk) {  // ascending over the calls, as Filter asks
     const size_t m = std::min(kChunk, n - from);
-    std::array<bool, kChunk> held{};
-    std::array<DocId, kChunk> some;
+    std::array<DocId, kChunk> lacking;
+    std::copy_n(docs + from, m, lacking.begin());
+    size_t left = m;
     for (PostingCursor* cursor : cursors) {
-      std::copy_n(docs + from, m, some.begin());
-      const size_t found = cursor->Filter(some.data(), m, /*keep=*/true);
-      for (size_t i = 0, j = 0; j < found; ++i) {  // some[0..found) is a subsequence
-        if (docs[from + i] == some[j]) {
-          held[i] = true;
-          ++j;
-        }
-      }
+      if (left == 0) break;
+      left = cursor->Filter(lacking.data(), left, /*keep=*/false);
     }
-    for (size_t i = 0; i < m; ++i) {
-      if (held[i]) docs[kept++] = docs[from + i];
+    // docs[from..from + m) less lacking[0..left), a subsequence of it.
+    for (size_t i = 0, j = 0; i < m; ++i) {
+      const DocId d = docs[from + i];
+      const bool lacks = j < left && lacking[j] == d;
+      j += lacks ? 1 : 0;
+      docs[kept] = d;  // kept <= from + i: a slot already read
+      kept += lacks ? 0 : 1;
     }
   }
   return kept;

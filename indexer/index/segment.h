@@ -202,8 +202,10 @@ class PostingCursor : public DocCursor {
 uint32_t PackLang(std::string_view lang);
 
 // Keeps, in order, those of the ascending docs[0..n) that any of `cursors` holds, and returns
-// how many: each cursor filters its own copy a block at a time (PostingCursor::Filter, which
-// moves it as that says), rather than a virtual call per DocId and list.
+// how many: the candidates no list holds are narrowed a block at a time (PostingCursor::Filter,
+// which moves each cursor as that says), each list asked only about those the lists before it
+// lack, rather than a virtual call per DocId and list. A cursor is left at or after the last
+// DocId it was asked about, which may be below docs[n - 1].
 size_t FilterAny(std::span<PostingCursor* const> cursors, DocId* docs, size_t n);
 
 // The per-tweet values of a sealed segment, compact and read-only, viewed in its file (see
