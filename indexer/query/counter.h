@@ -31,6 +31,10 @@
 #include "indexer/index/segment.h"
 #include "indexer/query/plan.h"
 
+namespace tweetsearch::index {
+class PairChampions;
+}  // namespace tweetsearch::index
+
 namespace tweetsearch::query {
 
 // Buckets of one width over time: bucket i holds the tweets created in [start_ms + i *
@@ -106,6 +110,9 @@ class MatchCounter {
   // In an AND node just built from `plan_node` (children in the plan's order), puts the rows
   // of the rarest pair of its terms whose rows the segment keeps in place of the two terms.
   void LeadByPairRows(const PlanNode& plan_node, Node& node);
+  // Else, in place of an OR of terms and a term, the union of the pairs' rows of each of the
+  // OR's terms with that term, where the segment keeps them all.
+  void LeadByRowsOfAnOr(const PlanNode& plan_node, Node& node, const index::PairChampions& pairs);
   static index::DocId NextPossible(const Node& node);
   void Fill(Node& node, index::DocId from, index::DocId end);
   uint64_t Intersect(Node& node, Node& child, index::DocId from, index::DocId end, bool keep,

@@ -553,6 +553,7 @@ class Evaluation {
       MatcherBuilder builder(*segment, visible, stats_, ctx);
       segment_index_ = i;
       if (TwoWordsNeverMeet(*segment)) {
+        ++never_meeting_segments_;
         counted_.insert(i);  // no match here: nothing to rank or count
         continue;
       }
@@ -585,26 +586,41 @@ class Evaluation {
     result.newest_from_counts = newest_from_counts_;
     result.pair_rows_counts = pair_rows_counts_;
     result.sparse_alternative_cutoffs = sparse_alternative_cutoffs_;
+    result.never_meeting_segments = never_meeting_segments_;
     return result;
   }
 
  private:
   // Whether two words that every match of the plan holds (terms of its root AND) are pair
   // words of `segment` (pair_champions.h) that no row holds together: then the segment has no
-  // match, however common each word is (`me la`, an English and a Spanish word).
+  // match, however common each word is (`me la`, an English and a Spanish word). So too where
+  // no word of an OR child of terms meets a term of the AND (`(in OR and) la`).
   bool TwoWordsNeverMeet(const Segment& segment) const {
     const index::PairChampions* pairs = segment.pair_champions();
     if (pairs == nullptr || plan_.root.kind != PlanNode::Kind::kAnd) return false;
     std::vector<const std::string*> words;
+    std::vector<const PlanNode*> ors;
     for (const PlanNode& child : plan_.root.children) {
       if (child.kind == PlanNode::Kind::kTerm) words.push_back(&child.term);
+      if (child.kind == PlanNode::Kind::kOr) ors.push_back(&child);
     }
     if (words.size() > kMaxMeetingWords) return false;
+    auto never = [&](const std::string& a, const std::string& b) {
+      bool swapped = false;
+      const index::PairChampionList* pair = pairs->Find(a, b, &swapped);
+      return pair != nullptr && pair->matches == 0;
+    };
     for (size_t i = 0; i < words.size(); ++i) {
       for (size_t j = i + 1; j < words.size(); ++j) {
-        bool swapped = false;
-        const index::PairChampionList* pair = pairs->Find(*words[i], *words[j], &swapped);
-        if (pair != nullptr && pair->matches == 0) return true;
+        if (never(*words[i], *words[j])) return true;
+      }
+      for (const PlanNode* o : ors) {
+        if (o->children.size() <= kMaxMeetingWords &&
+            std::all_of(o->children.begin(), o->children.end(), [&](const PlanNode& a) {
+              return a.kind == PlanNode::Kind::kTerm && never(a.term, *words[i]);
+            })) {
+          return true;
+        }
       }
     }
     return false;
@@ -3386,6 +3402,7 @@ class Evaluation {
   uint32_t newest_from_counts_ = 0;          // see SearchResult::newest_from_counts
   uint32_t pair_rows_counts_ = 0;            // see SearchResult::pair_rows_counts
   uint32_t sparse_alternative_cutoffs_ = 0;  // see SearchResult::sparse_alternative_cutoffs
+  uint32_t never_meeting_segments_ = 0;      // see SearchResult::never_meeting_segments
   bool count_missed_damaged_ = false;        // CountTotal met a damaged segment
   // Counting stops at one past the cap (never, with exact_total).
   std::string count_key_;  // CountKey()

@@ -118,6 +118,9 @@ struct SearchResult {
   // postings outside its champions and c's repeats on their rest bound alone
   // (RunOrAndChampions).
   uint32_t sparse_alternative_cutoffs = 0;
+  // Diagnostics: segments passed over because two words every match holds never meet there (a
+  // pair of words no row holds together, or an OR none of whose words meets a word of the AND).
+  uint32_t never_meeting_segments = 0;
 };
 
 // Applies the kTrackTotalHitsUpTo rule to a total (one partition's, or partitions' summed,

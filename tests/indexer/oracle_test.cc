@@ -288,6 +288,8 @@ int g_counted_rankings = 0;
 int g_newest_from_counts = 0;
 // Segments counted from the rows of a pair of the query's words (pair_champions.h).
 int g_pair_rows_counts = 0;
+// Segments passed over as holding two words of every match that never meet there.
+int g_never_meeting_segments = 0;
 // CheckQuery calls so far: every other one ranks best match by walking the lists alone
 // (rank_counted_up_to 0), so that both the walks and the ranking from the count are checked;
 // the others cache no counts, or newest first (run first) would leave best match none to
@@ -342,6 +344,7 @@ void CheckQuery(const index::Index& index, const Oracle& oracle, std::mt19937_64
       g_counted_rankings += static_cast<int>(r->counted_rankings);
       g_newest_from_counts += static_cast<int>(r->newest_from_counts);
       g_pair_rows_counts += static_cast<int>(r->pair_rows_counts);
+      g_never_meeting_segments += static_cast<int>(r->never_meeting_segments);
       ASSERT_EQ(r->hits.size(), std::min<size_t>(options.limit, remaining)) << context;
       got.insert(got.end(), r->hits.begin(), r->hits.end());
       if (r->hits.empty() || got.size() >= want.size()) break;
@@ -1014,7 +1017,8 @@ TEST(OracleTest, BestMatchOfThreeCommonWordsInShortTweetsEqualsBruteForce) {
 // of the rarest such pair in place of its two lists, beside a third word, an OR, exclusions
 // and filters. Deletes and likes changed after sealing among those rows; in two segments and
 // in one. Every sort mode, page and total equals brute force, and some counts must have read
-// a pair's rows.
+// a pair's rows; so must some of ORs of those words beside another (the union of the pairs'
+// rows).
 TEST(OracleTest, AndsOfWordsThatSeldomMeetAreCountedFromTheirPairsRows) {
   std::mt19937_64 rng(89);
   const std::array<std::string, 3> topics = {"amber", "cobalt", "scarlet"};
@@ -1055,6 +1059,13 @@ TEST(OracleTest, AndsOfWordsThatSeldomMeetAreCountedFromTheirPairsRows) {
                                             "(amber scarlet) OR (cobalt yankee zulu)"};
   g_pair_rows_counts = 0;
   CheckInSegmentsAndCompacted(*index, *oracle, rng, queries);
+  EXPECT_GT(g_pair_rows_counts, 0);
+  // An OR whose every word makes rows with a term of the AND: counted from their union.
+  const std::vector<std::string> ors = {
+      "(amber OR cobalt) scarlet", "(cobalt OR scarlet) amber -zulu",
+      "(amber OR scarlet) cobalt yankee", "(amber OR zulu) cobalt"};
+  g_pair_rows_counts = 0;
+  CheckInSegmentsAndCompacted(*index, *oracle, rng, ors);
   EXPECT_GT(g_pair_rows_counts, 0);
 }
 
@@ -1114,9 +1125,11 @@ TEST(OracleTest, AnAndIsRankedFromItsCountOnlyWhereItsMatchesFitTheLimit) {
   }
 }
 
-// Common words two of which never meet (zulu and yankee, each in about a third of 60,000
-// tweets, never together): no pair of them is missing, but one pair has no match, so a
-// segment has none for an AND of both (TwoWordsNeverMeet), in every sort mode; totals zero.
+// Common words two of which never meet (zulu, yankee and whisky, each in about a third of
+// 60,000 tweets, never two together): no pair of them is missing, but their pairs have no
+// match, so a segment has none for an AND of two of them, or of one and an OR of the others
+// (TwoWordsNeverMeet), in every sort mode; totals zero. The counts of an OR of them beside a
+// word they do meet equal brute force too.
 TEST(OracleTest, CommonWordsTwoOfWhichNeverMeetMatchNothing) {
   std::mt19937_64 rng(75);
   std::unique_ptr<index::Index> index;
@@ -1127,13 +1140,26 @@ TEST(OracleTest, CommonWordsTwoOfWhichNeverMeetMatchNothing) {
         const uint64_t pick = rng() % 3;
         if (pick == 0) d.text += rng() % 5 == 0 ? " zulu zulu" : " zulu";
         if (pick == 1) d.text += " yankee";
+        if (pick == 2) d.text += " whisky";
         if (rng() % 4 == 0) d.text += " xray";
       },
       &index, &oracle);
-  const std::vector<std::string> queries = {"zulu yankee xray", "xray yankee zulu -whisky",
-                                            "zulu yankee",      "yankee zulu lang:en",
-                                            "zulu xray",        "yankee OR zulu"};
+  const std::vector<std::string> queries = {"zulu yankee xray",
+                                            "xray yankee zulu -whisky",
+                                            "zulu yankee",
+                                            "yankee zulu lang:en",
+                                            "(yankee OR whisky) zulu",
+                                            "xray (zulu OR yankee) whisky -a",
+                                            "(yankee OR xray) zulu",
+                                            "zulu xray",
+                                            "yankee OR zulu"};
+  g_never_meeting_segments = 0;
   CheckInSegmentsAndCompacted(*index, *oracle, rng, queries);
+  EXPECT_GT(g_never_meeting_segments, 0);
+  // Only an OR none of whose words meets the word: passed over in every segment.
+  g_never_meeting_segments = 0;
+  CheckInSegmentsAndCompacted(*index, *oracle, rng, {"(yankee OR whisky) zulu"});
+  EXPECT_GT(g_never_meeting_segments, 0);
 }
 
 // Totals of ANDs of two common words, whose lower bound (the rows both hold, less the
