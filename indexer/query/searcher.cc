@@ -1270,7 +1270,8 @@ class Evaluation {
     // matches, they are ranked from it; else the repeats' matches fill the top k.
     if (!top_.full() && RankCountedBestMatch(segment, builder)) return true;
     std::vector<DocId> once, offered;  // the lead's other postings; those offered
-    OfferRepeatMatches(c, builder, *lead_node, *lead, others, recency, visible, &once, &offered);
+    OfferRepeatMatches(segment, builder, *lead_node, *lead, others, recency, visible, &once,
+                       &offered);
     if (!top_.full() || rest >= top_.worst().primary) {
       // Where the segment owes its count and holds few matches, they are counted and ranked
       // (passing over those offered) for less than the lead's other postings are weighed.
@@ -1363,16 +1364,23 @@ class Evaluation {
   // point's least length, fall short of the k-th score (text falls with length). The bounds
   // of the lead once, as most postings hold it, are a table by point. Decides nothing where
   // the lead has no points.
+  // The lead points (lead_points.h) of `term`'s list in `segment`, read by `cursor`'s
+  // ordinal; empty if it has none.
+  static std::span<const uint8_t> LeadPointsOf(const Segment& segment, const std::string& term,
+                                               TermMatcher& cursor) {
+    const index::LeadPoints* all = segment.lead_points();
+    if (all == nullptr) return {};
+    const std::span<const uint8_t> points = all->Of(term);
+    return points.size() == cursor.cursor().size() ? points : std::span<const uint8_t>{};
+  }
+
   class LeadPointBound {
    public:
     template <typename Others>
     LeadPointBound(const Evaluation& e, const Segment& segment, const std::string& term,
                    TermMatcher& lead, const Others& others, double recency)
         : e_(e), lead_(lead) {
-      if (const index::LeadPoints* all = segment.lead_points(); all != nullptr) {
-        points_ = all->Of(term);
-        if (points_.size() != lead.cursor().size()) points_ = {};  // not this list's
-      }
+      points_ = LeadPointsOf(segment, term, lead);
       if (points_.empty()) return;
       auto bound = [&e, &lead, &others, recency](uint32_t tf, uint8_t point) {
         const uint32_t length = index::LeadPointLength(point);
@@ -1522,9 +1530,11 @@ class Evaluation {
   // some partner's repeats hold, or a partner looked up holds (RunSparseAndChampions), and
   // whose bound reaches the k-th score, appending them to *offered (ascending). The lead's
   // other postings not offered yet go to *once.
-  void OfferRepeatMatches(const Columns& c, MatcherBuilder& builder, const PlanNode& lead_node,
-                          TermMatcher& lead, std::vector<SparseAndPartner>& others, double recency,
-                          DocId visible, std::vector<DocId>* once, std::vector<DocId>* offered) {
+  void OfferRepeatMatches(const Segment& segment, MatcherBuilder& builder,
+                          const PlanNode& lead_node, TermMatcher& lead,
+                          std::vector<SparseAndPartner>& others, double recency, DocId visible,
+                          std::vector<DocId>* once, std::vector<DocId>* offered) {
+    const Columns& c = segment.columns();
     SparseAndMatches matches(builder, plan_.root, lead_node);
     auto push = [&](DocId d, Matcher& m) { PushBestMatch(c, d, m.Score()); };
     std::vector<const index::RepeatPoint*> found(others.size());
@@ -1533,6 +1543,24 @@ class Evaluation {
     // The lead's DocIds are read a batch at a time; its frequency only for the candidates,
     // by a second cursor moved to them.
     std::unique_ptr<TermMatcher> tf = builder.Term(lead_node.term, /*scored=*/false);
+    const std::span<const uint8_t> points = LeadPointsOf(segment, lead_node.term, *tf);
+    // The bound of DocId d (the cursor tf moved to it) in a tweet of `length` and likes band.
+    auto bound_at = [&](DocId d, uint32_t length, int band) {
+      double bound = lead.ScoreFor(tf->cursor().freq(), length) + band_popularity_[band] + recency;
+      for (size_t i = 0; i < others.size(); ++i) {
+        if (others[i].lookup != nullptr) {
+          if (holds[i]) bound += others[i].HeldText(d, length);
+        } else {
+          bound += others[i].TextAt(found[i], length);
+        }
+      }
+      return Inflate(bound);
+    };
+    auto falls_short = [&](double bound) {
+      if (!top_.full() || bound >= top_.worst().primary) return false;
+      pruned_ = true;
+      return true;
+    };
     std::array<DocId, kBatch> docs;
     while (size_t n = lead.cursor().NextDocs(visible, docs.data(), docs.size())) {
       for (SparseAndPartner& o : others) {
@@ -1556,22 +1584,19 @@ class Evaluation {
           once->push_back(d);
           continue;
         }
-        // A repeat's point gives the tweet's length and likes band; else the columns do.
-        const uint32_t length = any != nullptr ? any->length : c.length(d);
-        const int band = any != nullptr ? any->band : index::LikesBand(c.BaseLikes(d));
         tf->Advance(d);  // the lead holds d
-        double bound =
-            lead.ScoreFor(tf->cursor().freq(), length) + band_popularity_[band] + recency;
-        for (size_t i = 0; i < others.size(); ++i) {
-          if (others[i].lookup != nullptr) {
-            if (holds[i]) bound += others[i].HeldText(d, length);
-          } else {
-            bound += others[i].TextAt(found[i], length);
+        // A repeat's point gives the tweet's length and likes band. Else the lead's point
+        // bounds them first (nearly every such posting falls short of the k-th score: most
+        // of `(i OR come) is`'s 60,000 held by i), and only then are the columns read.
+        if (any != nullptr) {
+          if (falls_short(bound_at(d, any->length, any->band))) continue;
+        } else {
+          const uint32_t at = tf->cursor().ordinal();
+          if (at < points.size() && falls_short(bound_at(d, index::LeadPointLength(points[at]),
+                                                         index::LeadPointBand(points[at])))) {
+            continue;
           }
-        }
-        if (top_.full() && Inflate(bound) < top_.worst().primary) {
-          pruned_ = true;
-          continue;
+          if (falls_short(bound_at(d, c.length(d), index::LikesBand(c.BaseLikes(d))))) continue;
         }
         offered->push_back(d);
         matches.Add(d, push);
@@ -2851,8 +2876,8 @@ class Evaluation {
     const double recency = RecencyBound(segment.columns(), 0, visible - 1);
     for (SparseAlternative& alternative : sparse) {
       std::vector<DocId> offered;
-      OfferRepeatMatches(segment.columns(), builder, *alternative.node, *alternative.lead,
-                         alternative.others, recency, visible, &alternative.once, &offered);
+      OfferRepeatMatches(segment, builder, *alternative.node, *alternative.lead, alternative.others,
+                         recency, visible, &alternative.once, &offered);
       MergeIn(&champion_rows_, offered);
     }
     if (dense.size() >= 2 && RankCountedBestMatch(segment, builder)) return true;
