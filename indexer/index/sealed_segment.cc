@@ -1729,6 +1729,8 @@ std::span<const LikesTier> SealedSegment::likes_tiers() const {
 
 void SealedSegment::BuildDerived(const std::atomic<bool>* cancel) const {
   std::call_once(tier_postings_once_, [&] {
+    length_classes_owned_ = std::make_unique<LengthClasses>(columns(), num_docs_);
+    length_classes_.store(length_classes_owned_.get(), std::memory_order_release);
     std::vector<std::pair<uint32_t, std::string>> doc_freqs;  // of the long lists
     const uint32_t long_list = std::max(kTierListMinDocs, num_docs_ / kTierListMinShare);
     dictionary_.ForEach([&](std::string_view term, TermDictionary::Entry entry) {
@@ -1833,6 +1835,9 @@ size_t SealedSegment::MemoryBytes() const {
                  tier_postings_bytes_.load(std::memory_order_acquire) +
                  pair_champions_bytes_.load(std::memory_order_acquire) +
                  lead_points_bytes_.load(std::memory_order_acquire);
+  if (const LengthClasses* classes = length_classes(); classes != nullptr) {
+    bytes += classes->MemoryBytes();
+  }
   if (!bytes_->mapped()) bytes += bytes_->size();
   return bytes;
 }

@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "indexer/index/lead_points.h"
+#include "indexer/index/length_classes.h"
 #include "indexer/index/likes_tiers.h"
 #include "indexer/index/mapped_file.h"
 #include "indexer/index/pair_champions.h"
@@ -114,8 +115,12 @@ class SealedSegment final : public Segment {
   const LeadPoints* lead_points() const override {
     return lead_points_.load(std::memory_order_acquire);
   }
-  // Builds the tier postings (likes_tiers.h), the pair champions (pair_champions.h) and the
-  // lead points (lead_points.h) once, reading every long list: by whoever writes the segment,
+  const LengthClasses* length_classes() const override {
+    return length_classes_.load(std::memory_order_acquire);
+  }
+  // Builds the tier postings (likes_tiers.h), the pair champions (pair_champions.h), the
+  // lead points (lead_points.h) and the length classes (length_classes.h) once, reading every
+  // long list and the length column: by whoever writes the segment,
   // or in the background after it is loaded (opening reads no postings). `cancel` (may be null)
   // stops it early, leaving those not built yet.
   void BuildDerived(const std::atomic<bool>* cancel = nullptr) const;
@@ -163,6 +168,8 @@ class SealedSegment final : public Segment {
   mutable std::unique_ptr<LeadPoints> lead_points_owned_;
   mutable std::atomic<const LeadPoints*> lead_points_{nullptr};  // once built
   mutable std::atomic<size_t> lead_points_bytes_{0};
+  mutable std::unique_ptr<LengthClasses> length_classes_owned_;
+  mutable std::atomic<const LengthClasses*> length_classes_{nullptr};  // once built
   mutable std::atomic<size_t> tiers_bytes_{0};  // set once the tiers are built
 };
 

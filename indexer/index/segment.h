@@ -38,6 +38,7 @@ struct Champions;
 struct LikesTier;
 class TierPostings;
 class LeadPoints;
+class LengthClasses;
 class PairChampions;
 inline constexpr DocId kEndDoc = std::numeric_limits<DocId>::max();
 
@@ -461,6 +462,9 @@ class Segment {
   // The lead points of the segment's middling words (lead_points.h); null where there are
   // none (not built yet, or an active segment).
   virtual const LeadPoints* lead_points() const { return nullptr; }
+  // The rows' length classes (length_classes.h); null where there are none (not built yet,
+  // or an active segment).
+  virtual const LengthClasses* length_classes() const { return nullptr; }
 
   // OK, or DataLoss once a damaged part of the segment was met (a query that opened terms of
   // the segment checks this before trusting their cursors).

@@ -12,6 +12,7 @@
 #include "common/strings.h"
 #include "indexer/index/champions.h"
 #include "indexer/index/lead_points.h"
+#include "indexer/index/length_classes.h"
 #include "indexer/index/likes_tiers.h"
 #include "indexer/index/merged_docs.h"
 #include "indexer/index/pair_champions.h"
@@ -2663,6 +2664,38 @@ class Evaluation {
     triple_walk_cutoffs_ += lead_cut ? 1 : 0;
   }
 
+  // The rows of 64 DocIds that a bound made of a text by length (`text`, the last entry any
+  // length) and a fixed part can bring to a k-th score, read from the segment's length classes
+  // (length_classes.h): every row whose class holds a length that can; every row where the
+  // segment has no classes.
+  class ShortRows {
+   public:
+    ShortRows(const index::LengthClasses* classes, const std::vector<double>& text)
+        : classes_(classes) {
+      using index::LengthClasses;
+      const size_t last = text.size() - 1;
+      for (int k = 0; k < LengthClasses::kClasses; ++k) {
+        const size_t from = LengthClasses::kLeast[k];
+        const size_t to = k + 1 < LengthClasses::kClasses ? LengthClasses::kLeast[k + 1] : last + 1;
+        most_[k] = -std::numeric_limits<double>::infinity();
+        for (size_t l = from; l < std::max(to, from + 1); ++l) {
+          most_[k] = std::max(most_[k], text[std::min(l, last)]);
+        }
+      }
+    }
+    // Of the 64 rows from DocId 64 * w, those kept for a k-th score `kth` and a fixed part.
+    uint64_t Reaching(size_t w, double kth, double fixed) const {
+      if (classes_ == nullptr) return ~uint64_t{0};
+      int k = index::LengthClasses::kClasses - 1;
+      while (k >= 0 && Inflate(most_[k] + fixed) < kth) --k;
+      return classes_->AtMost(w, k);
+    }
+
+   private:
+    const index::LengthClasses* classes_;
+    std::array<double, index::LengthClasses::kClasses> most_;  // the most text of each class
+  };
+
   // WalkThreeWords where the segment keeps the three words' repeats. A match that repeats
   // none of the words (about half of them) scores at most the three words' text at
   // frequency 1 and at the least length a match can have (each word is one of its tokens),
@@ -2692,6 +2725,7 @@ class Evaluation {
     }
     for (const auto& word : scored) plain_text[kOthersLengths] += word->ScoreFor(1, kOthersLengths);
     const double plain_most = plain_text[std::min<size_t>(least_length, kOthersLengths)];
+    const ShortRows short_rows(segment.length_classes(), plain_text);
     const Columns& c = segment.columns();
     std::unique_ptr<Matcher> m = builder.Build(plan_.root);
     index::RepeatsWindow window(repeats, kBitmapWindow);
@@ -2706,10 +2740,17 @@ class Evaluation {
             // Rows whose likes changed were offered before; the range's bound covers the rest.
             const double range_popularity = band_popularity_[index::LikesBand(
                 c.range_max_likes(from + static_cast<DocId>(i * 64)))];
-            if ((walked & ~repeated) != 0 && top_.full() &&
-                Inflate(plain_most + range_popularity + recency) < top_.worst().primary) {
-              walked = repeated;
-              pruned_ = cut = true;
+            if ((walked & ~repeated) != 0 && top_.full()) {
+              // Those that repeat none of the words and are too long to reach the k-th score
+              // on their text at frequency 1 are left out 64 at a time (all of them where even
+              // the shortest cannot); each of the rest is bounded below on its length.
+              const double need = top_.worst().primary;
+              const uint64_t kept =
+                  Inflate(plain_most + range_popularity + recency) < need
+                      ? 0
+                      : short_rows.Reaching(from / 64 + i, need, range_popularity + recency);
+              if ((walked & ~repeated & ~kept) != 0) pruned_ = cut = true;
+              walked &= repeated | kept;
             }
             for (; walked != 0; walked &= walked - 1) {
               const size_t at = i * 64 + static_cast<size_t>(std::countr_zero(walked));
