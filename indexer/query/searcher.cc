@@ -587,6 +587,7 @@ class Evaluation {
     result.newest_from_counts = newest_from_counts_;
     result.pair_rows_counts = pair_rows_counts_;
     result.sparse_alternative_cutoffs = sparse_alternative_cutoffs_;
+    result.held_weighings = held_weighings_;
     result.never_meeting_segments = never_meeting_segments_;
     return result;
   }
@@ -1534,7 +1535,8 @@ class Evaluation {
   void OfferRepeatMatches(const Segment& segment, MatcherBuilder& builder,
                           const PlanNode& lead_node, TermMatcher& lead,
                           std::vector<SparseAndPartner>& others, double recency, DocId visible,
-                          std::vector<DocId>* once, std::vector<DocId>* offered) {
+                          std::vector<DocId>* once, std::vector<DocId>* offered,
+                          TermMatcher* held_by = nullptr) {
     const Columns& c = segment.columns();
     SparseAndMatches matches(builder, plan_.root, lead_node);
     auto push = [&](DocId d, Matcher& m) { PushBestMatch(c, d, m.Score()); };
@@ -1564,6 +1566,7 @@ class Evaluation {
     };
     std::array<DocId, kBatch> docs;
     while (size_t n = lead.cursor().NextDocs(visible, docs.data(), docs.size())) {
+      if (held_by != nullptr) n = held_by->cursor().Filter(docs.data(), n, /*keep=*/true);
       for (SparseAndPartner& o : others) {
         if (o.lookup != nullptr) o.LookUp(docs.data(), n);
       }
@@ -2879,8 +2882,12 @@ class Evaluation {
       if (word == nullptr) continue;  // no match holds it here
       if (word->Cost() * kSparseAndDensity < visible) {
         std::optional<SparseAlternative> alternative;
-        if (MeetsOften(*cursor(*x), *cursor(*words.required), visible)) {
+        const double meets = MeetRate(*cursor(*x), *cursor(*words.required), visible);
+        if (meets * kOftenMeets >= 1) {
           alternative = OverRepeatsOfRequired(segment, builder, *words.alternative_nodes[a]);
+        } else if (meets * static_cast<double>(word->Cost()) >= options_.weigh_held_from) {
+          alternative = OverRepeatsOfRequired(segment, builder, *words.alternative_nodes[a],
+                                              /*held_only=*/true);
         }
         if (alternative.has_value()) {
           MergeIn(&rows, alternative->champions.docs);
@@ -2918,7 +2925,8 @@ class Evaluation {
     for (SparseAlternative& alternative : sparse) {
       std::vector<DocId> offered;
       OfferRepeatMatches(segment, builder, *alternative.node, *alternative.lead, alternative.others,
-                         recency, visible, &alternative.once, &offered);
+                         recency, visible, &alternative.once, &offered, alternative.held_by.get());
+      held_weighings_ += alternative.held_by != nullptr ? 1 : 0;
       MergeIn(&champion_rows_, offered);
     }
     if (dense.size() >= 2 && RankCountedBestMatch(segment, builder)) return true;
@@ -2954,13 +2962,17 @@ class Evaluation {
     return false;
   }
 
-  // Whether the list of `c` holds at least one in kOftenMeets of the first postings of
-  // `x` (up to kMeetsSample of them; the newest tweets): where it holds fewer, offering every
-  // match of the two costs less than weighing every posting of x (SparseAlternative). At 10M
-  // tweets, offering a match took about 220 ns and weighing a posting 25 to 40 ns; x's
-  // postings that c holds ranged from 4% (`could day`) to 52% (`lomi i`) among the slow
-  // queries of the benchmark.
-  static bool MeetsOften(TermMatcher& x, TermMatcher& c, DocId visible) {
+  // The share of the first postings of `x` (up to kMeetsSample of them; the newest tweets)
+  // that the list of `c` holds. Where it is at least one in kOftenMeets, x's postings are
+  // weighed (SparseAlternative). Where it is less, offering every match of the two costs less
+  // than weighing every posting of x: at 10M tweets, offering a match took about 220 ns and
+  // weighing a posting 25 to 40 ns; x's postings that c holds ranged from 4% (`could day`) to
+  // 52% (`lomi i`) among the slow queries of the benchmark. But where even that share of x's
+  // postings makes SearchOptions::weigh_held_from matches or more, only the postings c holds
+  // are weighed (the others are no match): offering x's champions and weighing those costs less
+  // than offering them all (`(sleep OR sulo) at -was` at 10M tweets, about 13,000 and 9,500
+  // matches: 7.6 ms offered, 2.4 ms weighed).
+  static double MeetRate(TermMatcher& x, TermMatcher& c, DocId visible) {
     std::array<DocId, kBatch> docs;
     size_t read = 0, held = 0;
     while (read < kMeetsSample) {
@@ -2969,10 +2981,10 @@ class Evaluation {
       read += n;
       held += c.cursor().Filter(docs.data(), n, /*keep=*/true);
     }
-    return held * kOftenMeets >= read;
+    return read == 0 ? 0 : static_cast<double>(held) / static_cast<double>(read);
   }
   static constexpr size_t kMeetsSample = 1024;
-  static constexpr size_t kOftenMeets = 8;
+  static constexpr double kOftenMeets = 8;
 
   // A sparse alternative x of `(x OR y ...) c` (RunOrAndChampions). Its matches are those of
   // the sparse AND `x c`, with the text of whichever other alternatives they hold, so they are
@@ -2986,12 +2998,15 @@ class Evaluation {
     std::vector<SparseAndPartner> others;
     double rest = 0;          // RestBoundBeside: the bound of x's postings in `once`
     std::vector<DocId> once;  // filled by OfferRepeatMatches
+    // Where x and c seldom meet (MeetRate): c's list, and only x's postings it holds are
+    // weighed (OfferRepeatMatches); else null.
+    std::unique_ptr<TermMatcher> held_by;
   };
   // The SparseAlternative of `x`, if x has champions and c is a pair word (it has repeats);
-  // else none.
+  // else none. held_only: only x's postings that c holds are weighed.
   std::optional<SparseAlternative> OverRepeatsOfRequired(const Segment& segment,
-                                                         MatcherBuilder& builder,
-                                                         const PlanNode& x) {
+                                                         MatcherBuilder& builder, const PlanNode& x,
+                                                         bool held_only = false) {
     const OrAndWords& words = or_and_words_;
     const index::PairChampions& pairs = *segment.pair_champions();
     SparseAlternative alternative;
@@ -3005,6 +3020,7 @@ class Evaluation {
     required.repeats = pairs.RepeatsOf(*words.required);
     required.word = builder.Term(*words.required, /*scored=*/true);
     if (required.repeats == nullptr || required.word == nullptr) return std::nullopt;
+    if (held_only) alternative.held_by = builder.Term(*words.required, /*scored=*/false);
     for (const PlanNode* y : words.alternative_nodes) {
       if (y == &x) continue;
       std::unique_ptr<TermMatcher> word = builder.Term(y->term, /*scored=*/true);
@@ -3468,6 +3484,7 @@ class Evaluation {
   uint32_t newest_from_counts_ = 0;          // see SearchResult::newest_from_counts
   uint32_t pair_rows_counts_ = 0;            // see SearchResult::pair_rows_counts
   uint32_t sparse_alternative_cutoffs_ = 0;  // see SearchResult::sparse_alternative_cutoffs
+  uint32_t held_weighings_ = 0;              // see SearchResult::held_weighings
   uint32_t never_meeting_segments_ = 0;      // see SearchResult::never_meeting_segments
   bool count_missed_damaged_ = false;        // CountTotal met a damaged segment
   // Counting stops at one past the cap (never, with exact_total).

@@ -75,6 +75,11 @@ struct SearchOptions {
   // many matches there, they are ranked from the count (which keeps them) instead of walking
   // the lists again. 0 always walks (tests of the walks).
   size_t rank_counted_up_to = kTrackTotalHitsUpTo;
+  // Best match of `(x OR y) c`: a sparse alternative x that c seldom holds (fewer than one in
+  // 8 of x's newest postings) has only its postings that c holds weighed when they make at
+  // least this many matches (estimated from those); fewer are offered one by one. 0: weighed
+  // wherever x and c seldom meet (tests of that path).
+  double weigh_held_from = 4096;
   // Newest first of an AND in a segment whose DocIds run newest first and whose count is owed:
   // its newest matches are kept by the count instead of walking the lists. False always walks
   // (tests of the walks).
@@ -118,6 +123,9 @@ struct SearchResult {
   // postings outside its champions and c's repeats on their rest bound alone
   // (RunOrAndChampions).
   uint32_t sparse_alternative_cutoffs = 0;
+  // Diagnostics: sparse alternatives of `(x OR y) c` whose postings were weighed only where c
+  // holds them (SearchOptions::weigh_held_from), in any segment.
+  uint32_t held_weighings = 0;
   // Diagnostics: segments passed over because two words every match holds never meet there (a
   // pair of words no row holds together, or an OR none of whose words meets a word of the AND).
   uint32_t never_meeting_segments = 0;

@@ -290,11 +290,14 @@ int g_newest_from_counts = 0;
 int g_pair_rows_counts = 0;
 // Segments passed over as holding two words of every match that never meet there.
 int g_never_meeting_segments = 0;
+// Sparse alternatives weighed only where the word beside their OR holds them.
+int g_held_weighings = 0;
 // CheckQuery calls so far: every other one ranks best match by walking the lists alone
 // (rank_counted_up_to 0), so that both the walks and the ranking from the count are checked;
 // the others cache no counts, or newest first (run first) would leave best match none to
 // make, and half of those rank from the count only up to 3 matches (a segment counted in
-// full, then walked).
+// full, then walked). Every third weighs a sparse alternative's postings that the word beside
+// its OR holds wherever the two seldom meet (weigh_held_from 0), however few.
 int g_checks = 0;
 
 // Runs `count` random queries in all sort modes, paging to the end, against the oracle.
@@ -308,6 +311,7 @@ void CheckQuery(const index::Index& index, const Oracle& oracle, std::mt19937_64
   ++*answered;
   const bool walk_only = g_checks % 2 == 1;
   const bool counted_then_walked = g_checks % 4 == 2;
+  const bool weigh_held = g_checks % 3 == 1;
   ++g_checks;
   for (SortMode sort : {SortMode::kNewest, SortMode::kBestMatch, SortMode::kMostLiked}) {
     SearchOptions options;
@@ -318,6 +322,7 @@ void CheckQuery(const index::Index& index, const Oracle& oracle, std::mt19937_64
       options.cache_counts = false;
       if (counted_then_walked) options.rank_counted_up_to = 3;
     }
+    if (weigh_held) options.weigh_held_from = 0;
     options.sort = sort;
     options.limit = static_cast<uint32_t>(1 + rng() % 25);
     options.now_ms = kBaseMillis + 3 * 24 * 3600 * 1000LL;
@@ -345,6 +350,7 @@ void CheckQuery(const index::Index& index, const Oracle& oracle, std::mt19937_64
       g_newest_from_counts += static_cast<int>(r->newest_from_counts);
       g_pair_rows_counts += static_cast<int>(r->pair_rows_counts);
       g_never_meeting_segments += static_cast<int>(r->never_meeting_segments);
+      g_held_weighings += static_cast<int>(r->held_weighings);
       ASSERT_EQ(r->hits.size(), std::min<size_t>(options.limit, remaining)) << context;
       got.insert(got.end(), r->hits.begin(), r->hits.end());
       if (r->hits.empty() || got.size() >= want.size()) break;
@@ -866,6 +872,34 @@ TEST(OracleTest, BestMatchOfSparseAndsBesideOrsOverChampionsAndRepeatsEqualsBrut
       "zulu (whisky OR victor)"};
   CheckSparseWordBesidePairWords(rng, /*victor=*/true, queries);
   EXPECT_GT(g_champion_cutoffs, 0);
+}
+
+// The same where the word beside the OR seldom holds the sparse alternative (xray, a pair
+// word in about one tweet in 12, fewer than one in 8 of whisky's): whisky's postings are
+// weighed only where xray holds them (SearchOptions::weigh_held_from, 0 in every third check
+// here), else offered one by one, with the same results. Fails if the postings weighed are
+// not exactly those xray holds (checked).
+TEST(OracleTest, BestMatchOfAnOrWithASparseAlternativeSeldomBesideItsWordEqualsBruteForce) {
+  std::mt19937_64 rng(103);
+  g_held_weighings = 0;
+  g_sparse_alternative_cutoffs = 0;
+  const std::vector<std::string> queries = {"(whisky OR zulu) xray",
+                                            "(zulu OR whisky) xray -victor",
+                                            "(whisky OR victor OR yankee) xray",
+                                            "xray (whisky OR zulu) lang:en",
+                                            "(whisky OR yankee) xray min_faves:3",
+                                            "(yankee OR whisky) xray from:" + kUsers[0]};
+  CheckOneSealedSegment(
+      rng,
+      [&](index::IndexDoc& d) {
+        if (rng() % 90 == 0) d.text += rng() % 5 == 0 ? " whisky whisky" : " whisky";
+        if (rng() % 3 == 0) d.text += rng() % 4 == 0 ? " zulu zulu" : " zulu";
+        if (rng() % 5 == 0) d.text += " yankee";
+        if (rng() % 12 == 0) d.text += rng() % 4 == 0 ? " xray xray" : " xray";
+        if (rng() % 400 == 0) d.text += " victor";
+      },
+      [](const index::IndexDoc& d) { return Holds(d, "whisky") && Holds(d, "xray"); }, queries);
+  EXPECT_GT(g_held_weighings, 0);
 }
 
 // Best match of two common words (`a b`, with filters and exclusions, and `a OR b`) over
