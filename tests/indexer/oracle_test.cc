@@ -882,7 +882,6 @@ TEST(OracleTest, BestMatchOfSparseAndsBesideOrsOverChampionsAndRepeatsEqualsBrut
 TEST(OracleTest, BestMatchOfAnOrWithASparseAlternativeSeldomBesideItsWordEqualsBruteForce) {
   std::mt19937_64 rng(103);
   g_held_weighings = 0;
-  g_sparse_alternative_cutoffs = 0;
   const std::vector<std::string> queries = {"(whisky OR zulu) xray",
                                             "(zulu OR whisky) xray -victor",
                                             "(whisky OR victor OR yankee) xray",
