@@ -1360,12 +1360,6 @@ class Evaluation {
     bool empty_ = false;
   };
 
-  // Passes over a sparse AND's lead postings on the lead's points (lead_points.h), without a
-  // column read: a posting falls short when the lead's text at its frequency, the other
-  // words' most text `others(length)`, its band's popularity and the recency bound, at the
-  // point's least length, fall short of the k-th score (text falls with length). The bounds
-  // of the lead once, as most postings hold it, are a table by point. Decides nothing where
-  // the lead has no points.
   // The lead points (lead_points.h) of `term`'s list in `segment`, read by `cursor`'s
   // ordinal; empty if it has none.
   static std::span<const uint8_t> LeadPointsOf(const Segment& segment, const std::string& term,
@@ -1376,6 +1370,12 @@ class Evaluation {
     return points.size() == cursor.cursor().size() ? points : std::span<const uint8_t>{};
   }
 
+  // Passes over a sparse AND's lead postings on the lead's points (lead_points.h), without a
+  // column read: a posting falls short when the lead's text at its frequency, the other
+  // words' most text `others(length)`, its band's popularity and the recency bound, at the
+  // point's least length, fall short of the k-th score (text falls with length). The bounds
+  // of the lead once, as most postings hold it, are a table by point. Decides nothing where
+  // the lead has no points.
   class LeadPointBound {
    public:
     template <typename Others>
@@ -1531,7 +1531,8 @@ class Evaluation {
   // Offers the matches of the plan among the postings of `lead` (the child `lead_node`) that
   // some partner's repeats hold, or a partner looked up holds (RunSparseAndChampions), and
   // whose bound reaches the k-th score, appending them to *offered (ascending). The lead's
-  // other postings not offered yet go to *once.
+  // other postings not offered yet go to *once. With `held_by`, only the lead's postings that
+  // its list holds are read (RunOrAndChampions, where the two seldom meet).
   void OfferRepeatMatches(const Segment& segment, MatcherBuilder& builder,
                           const PlanNode& lead_node, TermMatcher& lead,
                           std::vector<SparseAndPartner>& others, double recency, DocId visible,
@@ -2704,9 +2705,10 @@ class Evaluation {
   // frequency 1 and at the least length a match can have (each word is one of its tokens),
   // plus the most the plan's other words add there, its 64 DocIds' largest likes and its
   // window's recency bound: where that falls short of the k-th score, those matches of the 64
-  // DocIds are passed over together, no column read. The others are bounded one by one: a
-  // repeating match on its repeat points (frequencies, length, likes band), read a window at
-  // a time (index::RepeatsWindow), the others on their length and likes band at frequency 1.
+  // DocIds are passed over together, no column read; else those whose length class cannot
+  // reach it (ShortRows) are. The others are bounded one by one: a repeating match on its
+  // repeat points (frequencies, length, likes band), read a window at a time
+  // (index::RepeatsWindow), the others on their length and likes band at frequency 1.
   void WalkThreeByRepeats(const Segment& segment, MatcherBuilder& builder,
                           const std::array<const std::string*, 3>& words,
                           const std::array<std::unique_ptr<TermMatcher>, 3>& scored,
@@ -2841,15 +2843,14 @@ class Evaluation {
   // with c (pair_champions.h). A match holds c and some of the alternatives. Offered first:
   // the champions of each dense alternative's pair with c and of each two dense alternatives'
   // pair; the matches holding a sparse alternative: where it has champions, c has repeats and
-  // the two meet often (MeetsOften), as the sparse AND of the two is weighed over them
-  // (SparseAlternative: its champions, then its postings among c's repeats or holding another
-  // alternative, if their bound reaches the k-th score), else every one (its postings that c
-  // holds); then every match holding two
-  // dense alternatives that can enter the top k, walked over the three lists' bits
-  // (WalkThreeWords). A match not offered then either holds one dense alternative x and no
-  // other and is not among the champions of x's pair: it scores at most that pair's rest
-  // bound; or holds one sparse alternative, c at most once and no other alternative, outside
-  // that alternative's champions: it scores at most the alternative's rest skyline beside c
+  // the two meet often or in enough matches (MeetRate), as the sparse AND of the two is weighed
+  // over them (SparseAlternative: its champions, then its postings among c's repeats or holding
+  // another alternative, if their bound reaches the k-th score), else every one (its postings that
+  // c holds); then every match holding two dense alternatives that can enter the top k, walked over
+  // the three lists' bits (WalkThreeWords). A match not offered then either holds one dense
+  // alternative x and no other and is not among the champions of x's pair: it scores at most that
+  // pair's rest bound; or holds one sparse alternative, c at most once and no other alternative,
+  // outside that alternative's champions: it scores at most the alternative's rest skyline beside c
   // once (RestBoundBeside), and where that bound reaches the k-th score those postings are
   // weighed one by one (OfferOnceMatches). If then no dense pair's bound reaches the k-th
   // score (with the segment's recency bound), the segment is done. Otherwise the usual walk
