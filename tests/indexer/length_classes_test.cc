@@ -67,7 +67,7 @@ TEST(LengthClassesTest, ASealedSegmentBuildsThemWithItsDerivedStructures) {
   const LengthClasses* classes = segment->length_classes();
   ASSERT_NE(classes, nullptr);
   EXPECT_EQ(classes->rows(), 100u);
-  // Rows 0-5, 20-25, 40-45 and 60-65 of the first 64 are no longer than 5 tokens.
+  // Rows 0-5, 20-25, 40-45 and 60-63 of the first 64 are no longer than 5 tokens.
   uint64_t short_rows = 0;
   for (DocId d = 0; d < 64; ++d) {
     if (d % 20 <= 5) short_rows |= uint64_t{1} << d;
