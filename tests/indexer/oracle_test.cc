@@ -818,10 +818,11 @@ TEST(OracleTest, BestMatchOfSparseAndsOverLeadPointsEqualsBruteForce) {
 
 // CheckOneSealedSegment over 200,000 tweets: whisky in about one in 90 (a fifth of those
 // twice), zulu in a third and yankee in a fifth (pair words, often repeated), and with
-// `victor`, victor in one in 400 (not a pair word); changed likes and deletes among the
-// tweets of whisky and zulu.
+// `victor`, victor in one in 400 (not a pair word); with `xray`, xray in one in 12 (a pair
+// word, a quarter of those twice); changed likes and deletes among the tweets of whisky and
+// zulu (of whisky and xray, with `xray`).
 void CheckSparseWordBesidePairWords(std::mt19937_64& rng, bool victor,
-                                    const std::vector<std::string>& queries) {
+                                    const std::vector<std::string>& queries, bool xray = false) {
   CheckOneSealedSegment(
       rng,
       [&](index::IndexDoc& d) {
@@ -829,8 +830,12 @@ void CheckSparseWordBesidePairWords(std::mt19937_64& rng, bool victor,
         if (rng() % 3 == 0) d.text += rng() % 4 == 0 ? " zulu zulu" : " zulu";
         if (rng() % 5 == 0) d.text += rng() % 3 == 0 ? " yankee yankee yankee" : " yankee";
         if (victor && rng() % 400 == 0) d.text += " victor";
+        if (xray && rng() % 12 == 0) d.text += rng() % 4 == 0 ? " xray xray" : " xray";
       },
-      [](const index::IndexDoc& d) { return Holds(d, "whisky") && Holds(d, "zulu"); }, queries);
+      [xray](const index::IndexDoc& d) {
+        return Holds(d, "whisky") && Holds(d, xray ? "xray" : "zulu");
+      },
+      queries);
 }
 
 // Best match of sparse ANDs whose rarest word has champions, beside common words, over the
@@ -888,16 +893,7 @@ TEST(OracleTest, BestMatchOfAnOrWithASparseAlternativeSeldomBesideItsWordEqualsB
                                             "xray (whisky OR zulu) lang:en",
                                             "(whisky OR yankee) xray min_faves:3",
                                             "(yankee OR whisky) xray from:" + kUsers[0]};
-  CheckOneSealedSegment(
-      rng,
-      [&](index::IndexDoc& d) {
-        if (rng() % 90 == 0) d.text += rng() % 5 == 0 ? " whisky whisky" : " whisky";
-        if (rng() % 3 == 0) d.text += rng() % 4 == 0 ? " zulu zulu" : " zulu";
-        if (rng() % 5 == 0) d.text += " yankee";
-        if (rng() % 12 == 0) d.text += rng() % 4 == 0 ? " xray xray" : " xray";
-        if (rng() % 400 == 0) d.text += " victor";
-      },
-      [](const index::IndexDoc& d) { return Holds(d, "whisky") && Holds(d, "xray"); }, queries);
+  CheckSparseWordBesidePairWords(rng, /*victor=*/true, queries, /*xray=*/true);
   EXPECT_GT(g_held_weighings, 0);
 }
 
