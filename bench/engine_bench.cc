@@ -197,6 +197,7 @@ struct Flags {
   std::vector<std::string> kind_names;
   bool compacted_only = false;
   std::string index_dir;
+  bool save_as_indexed = false;
   bool counts_cached = false;
   bool exact_total = false;
   size_t rank_counted_up_to = ts::query::kTrackTotalHitsUpTo;
@@ -401,12 +402,16 @@ bool RunOnSavedIndex(const ts::index::IndexOptions& options, const Flags& flags)
   in >> now_ms;
   std::vector<std::string> words;
   for (std::string w; in >> w;) words.push_back(w);
-  std::cout << "Reusing the compacted index of " << (*index)->Stats().documents
-            << " tweets saved in " << flags.index_dir << ".\n\n";
+  const ts::index::IndexStats stats = (*index)->Stats();
+  std::cout << "Reusing the index of " << stats.documents << " tweets in " << stats.sealed_segments
+            << " segment(s) saved in " << flags.index_dir << ".\n\n";
   if (flags.counts_over_time) {
     MeasureCountsOverTime(**index, Queries(words, flags), now_ms);
   } else {
-    PrintQueryLatency(**index, Queries(words, flags), flags, now_ms, "compacted into 1 segment");
+    PrintQueryLatency(**index, Queries(words, flags), flags, now_ms,
+                      stats.sealed_segments == 1
+                          ? "compacted into 1 segment"
+                          : std::to_string(stats.sealed_segments) + " sealed segment(s) as saved");
   }
   return true;
 }
@@ -433,6 +438,9 @@ int main(int argc, char** argv) {
   app.add_option("--index-dir", flags.index_dir,
                  "Save the compacted index here, or query the one an earlier run saved here "
                  "(same flags) without building it again");
+  app.add_flag("--save-as-indexed", flags.save_as_indexed,
+               "Save the index in --index-dir as indexed, before compaction (its segments as the "
+               "writer sealed them)");
   app.add_option("--query", flags.query_texts,
                  "Time these queries, each --queries times, instead of the query mixes");
   app.add_flag("--counts-cached", flags.counts_cached,
@@ -459,6 +467,9 @@ int main(int argc, char** argv) {
   const std::vector<std::string> words = WordsByRank(*index, *docs);
   const std::vector<ts::bench::QueryKind> kinds = Queries(words, flags);
 
+  if (flags.save_as_indexed && !flags.index_dir.empty()) {
+    SaveForReuse(*index, flags.index_dir, now_ms, words);
+  }
   const ts::index::IndexStats segmented = index->Stats();
   std::cout << std::fixed;
   if (!flags.compacted_only) {
@@ -478,7 +489,9 @@ int main(int argc, char** argv) {
   PrintMemory(label.c_str(), segmented);
   PrintMemory("compacted into 1 segment", compacted);
   std::cout << "\nCompaction took " << std::setprecision(2) << compact_seconds << " s.\n\n";
-  if (!flags.index_dir.empty()) SaveForReuse(*index, flags.index_dir, now_ms, words);
+  if (!flags.index_dir.empty() && !flags.save_as_indexed) {
+    SaveForReuse(*index, flags.index_dir, now_ms, words);
+  }
   if (flags.stop_words && flags.sentiment140.empty()) CompareStopWords(options, *docs, compacted);
 
   if (flags.counts_over_time) {

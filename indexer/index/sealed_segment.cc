@@ -1812,6 +1812,32 @@ uint32_t SealedSegment::DocFreq(std::string_view term) const {
   return entry ? entry->doc_freq : 0;
 }
 
+void SealedSegment::DocFreqs(std::span<const Segment* const> segments, std::string_view term,
+                             std::span<uint32_t> out) {
+  std::vector<const SealedSegment*> sealed;
+  std::vector<const TermDictionary*> dictionaries;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    if (const auto* s = dynamic_cast<const SealedSegment*>(segments[i]); s != nullptr) {
+      sealed.push_back(s);
+      dictionaries.push_back(&s->dictionary_);
+    } else {
+      out[i] = segments[i]->DocFreq(term);
+    }
+  }
+  std::vector<std::optional<TermDictionary::Entry>> entries(sealed.size());
+  TermDictionary::LocateInEach(dictionaries, term, entries);
+  size_t next = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    if (next == sealed.size() || segments[i] != sealed[next]) continue;
+    const std::optional<TermDictionary::Entry>& entry = entries[next];
+    out[i] = entry ? entry->doc_freq : 0;
+    if (entry && entry->offset < sealed[next]->postings_size_) {
+      __builtin_prefetch(sealed[next]->postings_ + entry->offset);
+    }
+    ++next;
+  }
+}
+
 std::optional<DocId> SealedSegment::Find(TweetId id) const {
   // The TweetId column is descending.
   uint32_t lo = 0, hi = num_docs_;

@@ -60,6 +60,16 @@ bool WalkBlock(std::string_view blob, size_t begin, size_t end, uint32_t count, 
   return pos == end;
 }
 
+// The first 8 bytes of `term`, big-endian, zero-padded: for any two terms, a smaller key means
+// a smaller term and a larger key a larger one; equal keys tell nothing.
+uint64_t PrefixKey(std::string_view term) {
+  uint64_t key = 0;
+  for (size_t i = 0; i < 8; ++i) {
+    key = key << 8 | (i < term.size() ? static_cast<uint8_t>(term[i]) : 0);
+  }
+  return key;
+}
+
 }  // namespace
 
 void TermDictionary::Builder::Add(std::string_view term, Entry entry) {
@@ -94,6 +104,7 @@ TermDictionary TermDictionary::Builder::Finish() {
   dictionary.block_offsets_ = owned->block_offsets;
   dictionary.num_terms_ = count_;
   dictionary.owned_ = std::move(owned);
+  dictionary.BuildKeys();
   return dictionary;
 }
 
@@ -108,6 +119,7 @@ absl::StatusOr<TermDictionary> TermDictionary::ViewParts(std::string_view blob,
   dictionary.blob_ = blob;
   dictionary.block_offsets_ = block_offsets;
   dictionary.num_terms_ = num_terms;
+  dictionary.BuildKeys();
   return dictionary;
 }
 
@@ -153,25 +165,90 @@ size_t TermDictionary::BlockEnd(size_t b) const {
   return std::min(end, blob_.size());
 }
 
+std::string_view TermDictionary::FirstTerm(size_t b) const {
+  size_t pos = block_offsets_[b];
+  uint32_t length = 0;
+  if (!GetVarint(blob_, blob_.size(), &pos, &length) || length > blob_.size() - pos) {
+    return std::string_view();
+  }
+  return blob_.substr(pos, length);
+}
+
+void TermDictionary::BuildKeys() {
+  auto keys = std::make_shared<std::vector<uint64_t>>(block_offsets_.size());
+  for (size_t b = 0; b < keys->size(); ++b) (*keys)[b] = PrefixKey(FirstTerm(b));
+  block_keys_ = std::move(keys);
+}
+
 size_t TermDictionary::BlockOf(std::string_view target) const {
-  auto first_term = [&](size_t b) {
-    size_t pos = block_offsets_[b];
-    uint32_t length = 0;
-    if (!GetVarint(blob_, blob_.size(), &pos, &length) || length > blob_.size() - pos) {
-      return std::string_view();
-    }
-    return blob_.substr(pos, length);
-  };
-  size_t lo = 0, hi = block_offsets_.size();
-  while (hi - lo > 1) {
+  const std::vector<uint64_t>& keys = *block_keys_;
+  const uint64_t key = PrefixKey(target);
+  return BlockFrom(std::lower_bound(keys.begin(), keys.end(), key) - keys.begin(), key, target);
+}
+
+size_t TermDictionary::BlockFrom(size_t lo, uint64_t key, std::string_view target) const {
+  // Blocks before `lo` start below the target, blocks from `hi` on above it; those between
+  // share its first 8 bytes and are told apart by their whole first terms.
+  const std::vector<uint64_t>& keys = *block_keys_;
+  size_t hi = std::upper_bound(keys.begin() + lo, keys.end(), key) - keys.begin();
+  while (lo < hi) {
     const size_t mid = lo + (hi - lo) / 2;
-    if (first_term(mid) <= target) {
-      lo = mid;
+    if (FirstTerm(mid) <= target) {
+      lo = mid + 1;
     } else {
       hi = mid;
     }
   }
-  return lo;
+  return lo > 0 ? lo - 1 : 0;  // lo: the first block whose first term is above the target
+}
+
+void TermDictionary::LocateInEach(std::span<const TermDictionary* const> dictionaries,
+                                  std::string_view target, std::span<std::optional<Entry>> out) {
+  const uint64_t key = PrefixKey(target);
+  const size_t n = dictionaries.size();
+  // Each dictionary's lower bound of `key` among its block keys (as std::lower_bound), all
+  // found in lockstep: a round asks for every dictionary's next probe before it compares any.
+  std::vector<size_t> base(n, 0), left(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (dictionaries[i]->num_terms_ > 0) left[i] = dictionaries[i]->block_keys_->size();
+  }
+  for (bool more = true; more;) {
+    more = false;
+    for (size_t i = 0; i < n; ++i) {
+      if (left[i] > 0) __builtin_prefetch(&(*dictionaries[i]->block_keys_)[base[i] + left[i] / 2]);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (left[i] == 0) continue;
+      const size_t half = left[i] / 2;
+      if ((*dictionaries[i]->block_keys_)[base[i] + half] < key) {
+        base[i] += half + 1;
+        left[i] -= half + 1;
+      } else {
+        left[i] = half;
+      }
+      more = more || left[i] > 0;
+    }
+  }
+  // Then each one's block: its offset, and then its bytes, asked for ahead of the scans.
+  for (size_t i = 0; i < n; ++i) {
+    const TermDictionary& d = *dictionaries[i];
+    if (d.num_terms_ == 0) continue;
+    base[i] = d.BlockFrom(base[i], key, target);
+    __builtin_prefetch(&d.block_offsets_[base[i]]);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const TermDictionary& d = *dictionaries[i];
+    if (d.num_terms_ == 0) continue;
+    __builtin_prefetch(d.blob_.data() +
+                       std::min<size_t>(d.block_offsets_[base[i]], d.blob_.size()));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    out[i].reset();
+    if (dictionaries[i]->num_terms_ == 0) continue;
+    if (std::optional<Located> located = dictionaries[i]->LocateIn(base[i], target, 0)) {
+      out[i] = located->entry;
+    }
+  }
 }
 
 std::optional<TermDictionary::Entry> TermDictionary::Find(std::string_view target) const {
@@ -183,7 +260,11 @@ std::optional<TermDictionary::Entry> TermDictionary::Find(std::string_view targe
 std::optional<TermDictionary::Located> TermDictionary::Locate(std::string_view target,
                                                               uint32_t end_of_last) const {
   if (num_terms_ == 0) return std::nullopt;
-  const size_t b = BlockOf(target);
+  return LocateIn(BlockOf(target), target, end_of_last);
+}
+
+std::optional<TermDictionary::Located> TermDictionary::LocateIn(size_t b, std::string_view target,
+                                                                uint32_t end_of_last) const {
   std::string term;
   std::optional<Located> found;
   bool next_needed = false;

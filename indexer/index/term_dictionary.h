@@ -4,6 +4,9 @@
 // In a block the first term is stored whole and every other one as the length of the prefix
 // it shares with the previous term plus the rest; offsets are stored as differences. Numbers
 // are LEB128 varints. A lookup bisects the blocks by their first terms, then scans one block.
+// The bisection runs over an in-memory array of the first terms' leading bytes (8 bytes a
+// block, half a byte a term) and reads the blob only where those tie: a segment of 65,536
+// tweets has about 6,000 blocks, and bisecting the blob itself missed the cache at every step.
 // Tweets' vocabularies are full of shared prefixes ("#tag1", "#tag12", "from:user..."), so this
 // takes well under half the space of whole strings with fixed-size offsets.
 //
@@ -73,6 +76,12 @@ class TermDictionary {
     uint32_t end = 0;
   };
   std::optional<Located> Locate(std::string_view term, uint32_t end_of_last) const;
+  // Find(term) in each of `dictionaries`, into out[i] (out as long as dictionaries). The
+  // lookups run in lockstep, each step asking for every dictionary's next probe before
+  // reading any: over many segments a lookup then waits for the memory about once per step
+  // rather than once per step and segment.
+  static void LocateInEach(std::span<const TermDictionary* const> dictionaries,
+                           std::string_view term, std::span<std::optional<Entry>> out);
   // Calls fn for every term in order; the view lives until fn returns.
   void ForEach(const std::function<void(std::string_view term, Entry entry)>& fn) const;
 
@@ -96,7 +105,12 @@ class TermDictionary {
   };
 
   uint32_t size() const { return num_terms_; }
+  // The bytes of its file sections (blob and block offsets).
   size_t bytes() const { return blob_.size() + block_offsets_.size() * sizeof(uint32_t); }
+  // The bytes of the lookup array built in memory beside them.
+  size_t memory_bytes() const {
+    return block_keys_ == nullptr ? 0 : block_keys_->size() * sizeof(uint64_t);
+  }
   std::string_view blob() const { return blob_; }
   std::span<const uint32_t> block_offsets() const { return block_offsets_; }
 
@@ -107,6 +121,14 @@ class TermDictionary {
   };
   // The block holding `target` if any; its first term is <= target.
   size_t BlockOf(std::string_view target) const;
+  // BlockOf, given `lo`: the first block whose key is not below `key` (PrefixKey(target)).
+  size_t BlockFrom(size_t lo, uint64_t key, std::string_view target) const;
+  // Locate within block b.
+  std::optional<Located> LocateIn(size_t b, std::string_view target, uint32_t end_of_last) const;
+  // Block b's first term (empty if the block does not decode).
+  std::string_view FirstTerm(size_t b) const;
+  // Fills block_keys_ from the blob.
+  void BuildKeys();
   uint32_t BlockCount(size_t b) const;
   size_t BlockEnd(size_t b) const;
 
@@ -114,6 +136,9 @@ class TermDictionary {
   std::span<const uint32_t> block_offsets_;
   uint32_t num_terms_ = 0;
   std::shared_ptr<const Owned> owned_;  // what blob_ and block_offsets_ view, if owned
+  // Per block, PrefixKey (term_dictionary.cc) of its first term: ordered as those terms are,
+  // ties aside.
+  std::shared_ptr<const std::vector<uint64_t>> block_keys_;
 };
 
 }  // namespace tweetsearch::index

@@ -16,6 +16,7 @@
 #include "indexer/index/likes_tiers.h"
 #include "indexer/index/merged_docs.h"
 #include "indexer/index/pair_champions.h"
+#include "indexer/index/sealed_segment.h"
 #include "indexer/query/counter.h"
 
 namespace tweetsearch::query {
@@ -3589,10 +3590,15 @@ CollectionStats ComputeStats(const index::IndexSnapshot& snapshot, const Plan& p
   stats.avg_length = AverageLength(stats);
   std::vector<const std::string*> terms;
   CollectTerms(plan.root, &terms);
+  std::vector<const index::Segment*> segments;
+  for (const auto& s : snapshot.segments) segments.push_back(s.get());
+  std::vector<uint32_t> doc_freqs(segments.size());
   for (const std::string* term : terms) {
     auto [it, inserted] = stats.doc_freq.try_emplace(AsAbsl(*term), 0);
     if (!inserted) continue;
-    for (const auto& s : snapshot.segments) it->second += s->DocFreq(*term);
+    // Every segment at once: over many, their lookups' cache misses overlap.
+    index::SealedSegment::DocFreqs(segments, *term, doc_freqs);
+    for (const uint32_t df : doc_freqs) it->second += df;
   }
   return stats;
 }

@@ -54,6 +54,74 @@ TEST(TermDictionaryTest, FindsEveryTermAndNothingElse) {
   EXPECT_FALSE(TermDictionary().Find("x").has_value());
 }
 
+// Lookups bisect the blocks by the first 8 bytes of their first terms and compare whole terms
+// only where those tie: runs of blocks sharing 8 bytes or more, terms of exactly 8 bytes or
+// fewer, bytes 0x00 and 0xFF, and absent terms between and beside the blocks all find what a
+// sorted map finds.
+TEST(TermDictionaryTest, FindsTermsWhoseFirstEightBytesTie) {
+  std::mt19937 rng(5);
+  std::map<std::string, TermDictionary::Entry> terms;
+  const std::vector<std::string> stems = {"https://site",
+                                          "https://sit",
+                                          "from:use",
+                                          "from:user",
+                                          "abcdefgh",
+                                          "abcdefg",
+                                          std::string("ab\0", 3),
+                                          "\xFF\xFF\xFF\xFF\xFF\xFF\xFF\xFF",
+                                          "z"};
+  while (terms.size() < 3000) {
+    std::string t = stems[rng() % stems.size()];
+    if (rng() % 4 != 0) t += std::to_string(rng() % 4000);
+    terms[t] = {static_cast<uint32_t>(1 + rng() % 100), 0};
+  }
+  uint32_t offset = 0;
+  for (auto& [t, e] : terms) e.offset = offset += 7;  // in term order, as the builder needs
+  const TermDictionary d = Build(terms);
+  for (const auto& [t, e] : terms) {
+    const std::optional<TermDictionary::Entry> found = d.Find(t);
+    ASSERT_TRUE(found.has_value()) << t;
+    EXPECT_EQ(found->doc_freq, e.doc_freq) << t;
+    EXPECT_EQ(found->offset, e.offset) << t;
+    for (const std::string& absent : {t + '\0', t + "0x", t.substr(0, t.size() - 1)}) {
+      EXPECT_EQ(d.Find(absent).has_value(), terms.contains(absent)) << absent;
+    }
+  }
+  EXPECT_FALSE(d.Find("").has_value());
+  EXPECT_FALSE(d.Find("\xFF\xFF\xFF\xFF\xFF\xFF\xFF\xFF\xFF\xFF").has_value());
+  EXPECT_EQ(d.memory_bytes(), (terms.size() + kTermsPerBlock - 1) / kTermsPerBlock * 8);
+}
+
+// The lookups in lockstep over several dictionaries (empty, small, large, sharing prefixes)
+// answer as a Find in each.
+TEST(TermDictionaryTest, LocateInEachAnswersAsFindInEach) {
+  std::vector<std::map<std::string, TermDictionary::Entry>> vocabularies = {
+      {}, SampleTerms(1), SampleTerms(17), SampleTerms(300), SampleTerms(3000)};
+  std::vector<TermDictionary> dictionaries;
+  for (const auto& v : vocabularies) dictionaries.push_back(Build(v));
+  std::vector<const TermDictionary*> pointers;
+  for (const TermDictionary& d : dictionaries) pointers.push_back(&d);
+  std::vector<std::string> targets = {"", "a", "#tag", "zzzz", "\xFF"};
+  for (const auto& [t, e] : vocabularies.back()) {
+    targets.push_back(t);
+    targets.push_back(t + "0");
+  }
+  std::vector<std::optional<TermDictionary::Entry>> found(pointers.size());
+  size_t hits = 0;
+  for (const std::string& target : targets) {
+    TermDictionary::LocateInEach(pointers, target, found);
+    for (size_t i = 0; i < pointers.size(); ++i) {
+      const std::optional<TermDictionary::Entry> want = dictionaries[i].Find(target);
+      ASSERT_EQ(found[i].has_value(), want.has_value()) << i << " " << target;
+      if (!want) continue;
+      ++hits;
+      EXPECT_EQ(found[i]->doc_freq, want->doc_freq);
+      EXPECT_EQ(found[i]->offset, want->offset);
+    }
+  }
+  EXPECT_GT(hits, vocabularies.back().size());  // present in the others too, not only the last
+}
+
 TEST(TermDictionaryTest, FrontCodingIsCompact) {
   const auto terms = SampleTerms(1000);
   size_t plain = 0;
