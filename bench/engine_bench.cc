@@ -404,7 +404,7 @@ bool RunOnSavedIndex(const ts::index::IndexOptions& options, const Flags& flags)
   for (std::string w; in >> w;) words.push_back(w);
   const ts::index::IndexStats stats = (*index)->Stats();
   std::cout << "Reusing the index of " << stats.documents << " tweets in " << stats.sealed_segments
-            << " segment(s) saved in " << flags.index_dir << ".\n\n";
+            << " segment(s), " << stats.terms << " terms, saved in " << flags.index_dir << ".\n\n";
   if (flags.counts_over_time) {
     MeasureCountsOverTime(**index, Queries(words, flags), now_ms);
   } else {

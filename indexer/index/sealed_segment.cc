@@ -1857,7 +1857,7 @@ uint32_t SealedSegment::num_live_docs() const { return num_docs_ - columns().del
 
 size_t SealedSegment::MemoryBytes() const {
   size_t bytes = columns().MemoryBytes() + (chunk_sums_.size() + 63) / 64 * 8 + sizeof(*this) +
-                 tiers_bytes_.load(std::memory_order_acquire) +
+                 dictionary_.memory_bytes() + tiers_bytes_.load(std::memory_order_acquire) +
                  tier_postings_bytes_.load(std::memory_order_acquire) +
                  pair_champions_bytes_.load(std::memory_order_acquire) +
                  lead_points_bytes_.load(std::memory_order_acquire);
