@@ -60,6 +60,8 @@ bool WalkBlock(std::string_view blob, size_t begin, size_t end, uint32_t count, 
   return pos == end;
 }
 
+constexpr size_t kCacheLine = 64;  // bytes; a block is asked for ahead a line at a time
+
 // The first 8 bytes of `term`, big-endian, zero-padded: for any two terms, a smaller key means
 // a smaller term and a larger key a larger one; equal keys tell nothing.
 uint64_t PrefixKey(std::string_view term) {
@@ -239,8 +241,9 @@ void TermDictionary::LocateInEach(std::span<const TermDictionary* const> diction
   for (size_t i = 0; i < n; ++i) {
     const TermDictionary& d = *dictionaries[i];
     if (d.num_terms_ == 0) continue;
-    __builtin_prefetch(d.blob_.data() +
-                       std::min<size_t>(d.block_offsets_[base[i]], d.blob_.size()));
+    const size_t begin = std::min<size_t>(d.block_offsets_[base[i]], d.blob_.size());
+    const size_t end = std::min(d.BlockEnd(base[i]), begin + 4 * kCacheLine);
+    for (size_t at = begin; at < end; at += kCacheLine) __builtin_prefetch(d.blob_.data() + at);
   }
   for (size_t i = 0; i < n; ++i) {
     out[i].reset();
@@ -265,32 +268,81 @@ std::optional<TermDictionary::Located> TermDictionary::Locate(std::string_view t
 
 std::optional<TermDictionary::Located> TermDictionary::LocateIn(size_t b, std::string_view target,
                                                                 uint32_t end_of_last) const {
-  std::string term;
-  std::optional<Located> found;
-  bool next_needed = false;
-  WalkBlock(blob_, std::min<size_t>(block_offsets_[b], blob_.size()), BlockEnd(b), BlockCount(b),
-            &term, [&](std::string_view t, Entry e) {
-              if (next_needed) {
-                found->end = e.offset;
-                next_needed = false;
-                return false;
-              }
-              if (t == target) {
-                found = Located{e, end_of_last};
-                next_needed = true;
-                return true;
-              }
-              return t < target;  // sorted: past the target, stop
-            });
-  if (next_needed && b + 1 < block_offsets_.size()) {
-    // The last term of its block: the next list starts at the next block's first offset.
-    WalkBlock(blob_, std::min<size_t>(block_offsets_[b + 1], blob_.size()), BlockEnd(b + 1), 1,
-              &term, [&](std::string_view, Entry e) {
-                found->end = e.offset;
-                return false;
-              });
+  // The block's terms are read in order without being rebuilt. `matched`: how many first bytes
+  // the term read last (below the target) shares with the target. A term sharing more than
+  // that with the one before it is below the target as that one was; one sharing less is
+  // above it (the terms increase); only one sharing exactly that much is compared, from there.
+  const size_t end = BlockEnd(b);
+  size_t pos = std::min<size_t>(block_offsets_[b], blob_.size());
+  const uint32_t count = BlockCount(b);
+  size_t matched = 0, previous_size = 0;
+  uint32_t offset = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t shared = 0, suffix = 0, doc_freq = 0, offset_field = 0;
+    if (i > 0 && !GetVarint(blob_, end, &pos, &shared)) return std::nullopt;
+    if (!GetVarint(blob_, end, &pos, &suffix)) return std::nullopt;
+    if (shared > previous_size || suffix > end - pos) return std::nullopt;
+    const std::string_view rest = blob_.substr(pos, suffix);
+    pos += suffix;
+    if (!GetVarint(blob_, end, &pos, &doc_freq) || !GetVarint(blob_, end, &pos, &offset_field)) {
+      return std::nullopt;
+    }
+    if (i == 0) {
+      offset = offset_field;
+    } else {
+      if (offset_field > UINT32_MAX - offset) return std::nullopt;
+      offset += offset_field;
+    }
+    previous_size = shared + suffix;
+    if (shared > matched) continue;             // below the target, as the one before
+    if (shared < matched) return std::nullopt;  // above it: the target is not here
+    const std::string_view wanted = target.substr(matched);
+    const size_t common =
+        std::mismatch(rest.begin(), rest.begin() + std::min(rest.size(), wanted.size()),
+                      wanted.begin())
+            .first -
+        rest.begin();
+    matched += common;
+    if (common == rest.size() && common == wanted.size()) {
+      Located found{Entry{doc_freq, offset}, end_of_last};
+      found.end = NextOffset(b, i + 1, pos, offset).value_or(end_of_last);
+      return found;
+    }
+    const bool below = common == rest.size() ||
+                       (common < wanted.size() &&
+                        static_cast<uint8_t>(rest[common]) < static_cast<uint8_t>(wanted[common]));
+    if (!below) return std::nullopt;
   }
-  return found;
+  return std::nullopt;
+}
+
+std::optional<uint32_t> TermDictionary::NextOffset(size_t b, uint32_t i, size_t pos,
+                                                   uint32_t offset) const {
+  if (i < BlockCount(b)) {
+    // The next term of the block: its offset is a difference from `offset`.
+    const size_t end = BlockEnd(b);
+    uint32_t shared = 0, suffix = 0, doc_freq = 0, offset_field = 0;
+    if (!GetVarint(blob_, end, &pos, &shared) || !GetVarint(blob_, end, &pos, &suffix) ||
+        suffix > end - pos) {
+      return std::nullopt;
+    }
+    pos += suffix;
+    if (!GetVarint(blob_, end, &pos, &doc_freq) || !GetVarint(blob_, end, &pos, &offset_field) ||
+        offset_field > UINT32_MAX - offset) {
+      return std::nullopt;
+    }
+    return offset + offset_field;
+  }
+  if (b + 1 >= block_offsets_.size()) return std::nullopt;  // the last term
+  // The last term of its block: the next list starts at the next block's first offset.
+  std::optional<uint32_t> next;
+  std::string term;
+  WalkBlock(blob_, std::min<size_t>(block_offsets_[b + 1], blob_.size()), BlockEnd(b + 1), 1, &term,
+            [&](std::string_view, Entry e) {
+              next = e.offset;
+              return false;
+            });
+  return next;
 }
 
 void TermDictionary::ForEach(const std::function<void(std::string_view, Entry)>& fn) const {

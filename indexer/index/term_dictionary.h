@@ -125,6 +125,10 @@ class TermDictionary {
   size_t BlockFrom(size_t lo, uint64_t key, std::string_view target) const;
   // Locate within block b.
   std::optional<Located> LocateIn(size_t b, std::string_view target, uint32_t end_of_last) const;
+  // The list offset of the i-th term of block b, whose entry starts at blob byte `pos` (the
+  // term before it has its list at `offset`); for i past the block, the next block's first
+  // term's. Nullopt past the last term, or where the bytes do not decode.
+  std::optional<uint32_t> NextOffset(size_t b, uint32_t i, size_t pos, uint32_t offset) const;
   // Block b's first term (empty if the block does not decode).
   std::string_view FirstTerm(size_t b) const;
   // Fills block_keys_ from the blob.
