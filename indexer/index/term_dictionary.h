@@ -6,7 +6,7 @@
 // are LEB128 varints. A lookup bisects the blocks by their first terms, then scans one block.
 // The bisection runs over an in-memory array of the first terms' leading bytes (8 bytes a
 // block, half a byte a term) and reads the blob only where those tie: a segment of 65,536
-// tweets has about 6,000 blocks, and bisecting the blob itself missed the cache at every step.
+// tweets has about 5,000 blocks, and bisecting the blob itself missed the cache at every step.
 // Tweets' vocabularies are full of shared prefixes ("#tag1", "#tag12", "from:user..."), so this
 // takes well under half the space of whole strings with fixed-size offsets.
 //
