@@ -1814,11 +1814,11 @@ uint32_t SealedSegment::DocFreq(std::string_view term) const {
 
 void SealedSegment::DocFreqs(std::span<const Segment* const> segments, std::string_view term,
                              std::span<uint32_t> out) {
-  std::vector<const SealedSegment*> sealed;
+  std::vector<size_t> sealed;  // indexes into segments
   std::vector<const TermDictionary*> dictionaries;
   for (size_t i = 0; i < segments.size(); ++i) {
     if (const auto* s = dynamic_cast<const SealedSegment*>(segments[i]); s != nullptr) {
-      sealed.push_back(s);
+      sealed.push_back(i);
       dictionaries.push_back(&s->dictionary_);
     } else {
       out[i] = segments[i]->DocFreq(term);
@@ -1826,15 +1826,12 @@ void SealedSegment::DocFreqs(std::span<const Segment* const> segments, std::stri
   }
   std::vector<std::optional<TermDictionary::Entry>> entries(sealed.size());
   TermDictionary::LocateInEach(dictionaries, term, entries);
-  size_t next = 0;
-  for (size_t i = 0; i < segments.size(); ++i) {
-    if (next == sealed.size() || segments[i] != sealed[next]) continue;
-    const std::optional<TermDictionary::Entry>& entry = entries[next];
-    out[i] = entry ? entry->doc_freq : 0;
-    if (entry && entry->offset < sealed[next]->postings_size_) {
-      __builtin_prefetch(sealed[next]->postings_ + entry->offset);
+  for (size_t j = 0; j < sealed.size(); ++j) {
+    const auto& s = static_cast<const SealedSegment&>(*segments[sealed[j]]);
+    out[sealed[j]] = entries[j] ? entries[j]->doc_freq : 0;
+    if (entries[j] && entries[j]->offset < s.postings_size_) {
+      __builtin_prefetch(s.postings_ + entries[j]->offset);
     }
-    ++next;
   }
 }
 

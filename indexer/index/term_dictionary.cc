@@ -31,31 +31,45 @@ bool GetVarint(std::string_view in, size_t end, size_t* pos, uint32_t* v) {
   return false;
 }
 
+// One entry of a block as stored: how many first bytes its term shares with the one before,
+// the rest of it, its document frequency and its list's offset.
+struct RawEntry {
+  uint32_t shared = 0;
+  std::string_view rest;
+  uint32_t doc_freq = 0;
+  uint32_t offset = 0;
+};
+
+// Reads the entry at *pos (the block's first if `first`; else the entry before it had its list
+// at `offset`), advancing *pos. False if it does not decode before `end`.
+bool ReadEntry(std::string_view blob, size_t end, bool first, uint32_t offset, size_t* pos,
+               RawEntry* e) {
+  uint32_t suffix = 0, offset_field = 0;
+  e->shared = 0;
+  if (!first && !GetVarint(blob, end, pos, &e->shared)) return false;
+  if (!GetVarint(blob, end, pos, &suffix) || suffix > end - *pos) return false;
+  e->rest = blob.substr(*pos, suffix);
+  *pos += suffix;
+  if (!GetVarint(blob, end, pos, &e->doc_freq) || !GetVarint(blob, end, pos, &offset_field)) {
+    return false;
+  }
+  if (!first && offset_field > UINT32_MAX - offset) return false;
+  e->offset = first ? offset_field : offset + offset_field;
+  return true;
+}
+
 // Walks the entries of one block, rebuilding each term in `term`. Stops early when `visit`
 // returns false. False if the block is malformed.
 template <typename Visit>
 bool WalkBlock(std::string_view blob, size_t begin, size_t end, uint32_t count, std::string* term,
                Visit&& visit) {
   size_t pos = begin;
-  uint32_t offset = 0;
+  RawEntry e;
   for (uint32_t i = 0; i < count; ++i) {
-    uint32_t shared = 0, suffix = 0, doc_freq = 0, offset_field = 0;
-    if (i > 0 && !GetVarint(blob, end, &pos, &shared)) return false;
-    if (!GetVarint(blob, end, &pos, &suffix)) return false;
-    if (shared > term->size() || suffix > end - pos) return false;
-    term->resize(shared);
-    term->append(blob.substr(pos, suffix));
-    pos += suffix;
-    if (!GetVarint(blob, end, &pos, &doc_freq) || !GetVarint(blob, end, &pos, &offset_field)) {
-      return false;
-    }
-    if (i == 0) {
-      offset = offset_field;
-    } else {
-      if (offset_field > UINT32_MAX - offset) return false;
-      offset += offset_field;
-    }
-    if (!visit(std::string_view(*term), TermDictionary::Entry{doc_freq, offset})) return true;
+    if (!ReadEntry(blob, end, i == 0, e.offset, &pos, &e) || e.shared > term->size()) return false;
+    term->resize(e.shared);
+    term->append(e.rest);
+    if (!visit(std::string_view(*term), TermDictionary::Entry{e.doc_freq, e.offset})) return true;
   }
   return pos == end;
 }
@@ -276,24 +290,14 @@ std::optional<TermDictionary::Located> TermDictionary::LocateIn(size_t b, std::s
   size_t pos = std::min<size_t>(block_offsets_[b], blob_.size());
   const uint32_t count = BlockCount(b);
   size_t matched = 0, previous_size = 0;
-  uint32_t offset = 0;
+  RawEntry e;
   for (uint32_t i = 0; i < count; ++i) {
-    uint32_t shared = 0, suffix = 0, doc_freq = 0, offset_field = 0;
-    if (i > 0 && !GetVarint(blob_, end, &pos, &shared)) return std::nullopt;
-    if (!GetVarint(blob_, end, &pos, &suffix)) return std::nullopt;
-    if (shared > previous_size || suffix > end - pos) return std::nullopt;
-    const std::string_view rest = blob_.substr(pos, suffix);
-    pos += suffix;
-    if (!GetVarint(blob_, end, &pos, &doc_freq) || !GetVarint(blob_, end, &pos, &offset_field)) {
+    if (!ReadEntry(blob_, end, i == 0, e.offset, &pos, &e) || e.shared > previous_size) {
       return std::nullopt;
     }
-    if (i == 0) {
-      offset = offset_field;
-    } else {
-      if (offset_field > UINT32_MAX - offset) return std::nullopt;
-      offset += offset_field;
-    }
-    previous_size = shared + suffix;
+    const uint32_t shared = e.shared;
+    const std::string_view rest = e.rest;
+    previous_size = shared + rest.size();
     if (shared > matched) continue;             // below the target, as the one before
     if (shared < matched) return std::nullopt;  // above it: the target is not here
     const std::string_view wanted = target.substr(matched);
@@ -304,8 +308,8 @@ std::optional<TermDictionary::Located> TermDictionary::LocateIn(size_t b, std::s
         rest.begin();
     matched += common;
     if (common == rest.size() && common == wanted.size()) {
-      Located found{Entry{doc_freq, offset}, end_of_last};
-      found.end = NextOffset(b, i + 1, pos, offset).value_or(end_of_last);
+      Located found{Entry{e.doc_freq, e.offset}, end_of_last};
+      found.end = NextOffset(b, i + 1, pos, e.offset).value_or(end_of_last);
       return found;
     }
     const bool below = common == rest.size() ||
@@ -320,18 +324,9 @@ std::optional<uint32_t> TermDictionary::NextOffset(size_t b, uint32_t i, size_t 
                                                    uint32_t offset) const {
   if (i < BlockCount(b)) {
     // The next term of the block: its offset is a difference from `offset`.
-    const size_t end = BlockEnd(b);
-    uint32_t shared = 0, suffix = 0, doc_freq = 0, offset_field = 0;
-    if (!GetVarint(blob_, end, &pos, &shared) || !GetVarint(blob_, end, &pos, &suffix) ||
-        suffix > end - pos) {
-      return std::nullopt;
-    }
-    pos += suffix;
-    if (!GetVarint(blob_, end, &pos, &doc_freq) || !GetVarint(blob_, end, &pos, &offset_field) ||
-        offset_field > UINT32_MAX - offset) {
-      return std::nullopt;
-    }
-    return offset + offset_field;
+    RawEntry e;
+    if (!ReadEntry(blob_, BlockEnd(b), /*first=*/false, offset, &pos, &e)) return std::nullopt;
+    return e.offset;
   }
   if (b + 1 >= block_offsets_.size()) return std::nullopt;  // the last term
   // The last term of its block: the next list starts at the next block's first offset.
