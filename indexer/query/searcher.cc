@@ -2876,7 +2876,8 @@ class Evaluation {
     // alternative's matches with c can be tens of thousands).
     std::vector<DocId> rows;
     std::vector<const std::string*> dense;
-    std::vector<SparseAlternative> sparse;  // weighed over c's repeats
+    std::vector<SparseAlternative> sparse;                // weighed over c's repeats
+    std::vector<std::unique_ptr<TermMatcher>> offer_all;  // sparse, every match with c offered
     double rest = -std::numeric_limits<double>::infinity();
     for (size_t a = 0; a < words.alternatives.size(); ++a) {
       const std::string* x = words.alternatives[a];
@@ -2894,11 +2895,9 @@ class Evaluation {
         if (alternative.has_value()) {
           MergeIn(&rows, alternative->champions.docs);
           sparse.push_back(*std::move(alternative));
-          continue;
+        } else {
+          offer_all.push_back(std::move(word));
         }
-        const size_t from = rows.size();
-        AppendDocs(word->cursor(), visible, &rows, {&cursor(*words.required)->cursor()});
-        MergeTail(&rows, from);
         continue;
       }
       bool swapped = false;
@@ -2907,6 +2906,14 @@ class Evaluation {
       MergeIn(&rows, pair->docs);
       rest = std::max(rest, PairRestBound(*word, *c, *pair, swapped));
       dense.push_back(x);
+    }
+    // Where every match is offered (no dense alternative, none weighed), the count, owed and
+    // within the cap, keeps them: ranked from it, they are not looked up in c's list again.
+    if (dense.empty() && sparse.empty() && RankCountedBestMatch(segment, builder)) return true;
+    for (std::unique_ptr<TermMatcher>& word : offer_all) {
+      const size_t from = rows.size();
+      AppendDocs(word->cursor(), visible, &rows, {&cursor(*words.required)->cursor()});
+      MergeTail(&rows, from);
     }
     // The matches of two dense alternatives: their pair's champions first (to raise the k-th
     // score), then every one is met by WalkThreeWords.

@@ -897,6 +897,33 @@ TEST(OracleTest, BestMatchOfAnOrWithASparseAlternativeSeldomBesideItsWordEqualsB
   EXPECT_GT(g_held_weighings, 0);
 }
 
+// The same where every alternative is sparse and seldom beside the word, but not the OR as
+// a whole (whisky in about one in 90 tweets, victor in one in 100, together above one in 64;
+// xray in one in 12): every match would be offered, so the count the segment owes keeps them
+// and they are ranked from it (RankCountedBestMatch), not looked up in xray's list again.
+// Fails if that ranking does not run (counted).
+TEST(OracleTest, BestMatchOfAnOrOfSparseAlternativesRankedFromItsCountEqualsBruteForce) {
+  std::mt19937_64 rng(107);
+  g_counted_rankings = 0;
+  const std::vector<std::string> queries = {
+      "(whisky OR victor) xray", "(victor OR whisky) xray -" + kVocabulary[0],
+      "xray (whisky OR victor) lang:en", "(whisky OR victor) xray min_faves:3",
+      "(whisky OR victor) xray -zulu"};
+  CheckOneSealedSegment(
+      rng,
+      [&](index::IndexDoc& d) {
+        if (rng() % 90 == 0) d.text += rng() % 5 == 0 ? " whisky whisky" : " whisky";
+        if (rng() % 100 == 0) d.text += " victor";
+        if (rng() % 3 == 0) d.text += rng() % 4 == 0 ? " zulu zulu" : " zulu";
+        if (rng() % 12 == 0) d.text += rng() % 4 == 0 ? " xray xray" : " xray";
+      },
+      [](const index::IndexDoc& d) {
+        return (Holds(d, "whisky") || Holds(d, "victor")) && Holds(d, "xray");
+      },
+      queries);
+  EXPECT_GT(g_counted_rankings, 0);
+}
+
 // Best match of two common words (`a b`, with filters and exclusions, and `a OR b`) over
 // their pair champions (RunPairChampions): three words in a third to a tenth of 60,000
 // tweets, often repeated, power-law likes; some of the pairs' matches deleted and some likes
