@@ -58,9 +58,19 @@ struct Latency {
 // With counts_cached, each query first runs once newest first with the segments' count caches
 // on, and is then timed with them: the ranking alone. With exact_total every match is counted.
 // With each_out, every query's time and its number of matches are written there too.
+// Writes a buffer larger than the caches, so that what a query finds cached is only what it
+// brings in itself (--evict-caches).
+void EvictCaches() {
+  static std::vector<uint64_t> buffer(size_t{64} << 17);  // 64 MiB
+  static uint64_t round = 0;
+  ++round;
+  for (uint64_t& word : buffer) word += round;
+  asm volatile("" : : "r"(buffer.data()) : "memory");  // the writes are kept
+}
+
 Latency Measure(const ts::index::Index& index, const std::vector<std::string>& queries,
                 ts::query::SortMode sort, int64_t now_ms, bool counts_cached, bool exact_total,
-                size_t rank_counted_up_to, std::ostream* each_out) {
+                size_t rank_counted_up_to, bool evict_caches, std::ostream* each_out) {
   std::vector<double> micros;
   double hits = 0;
   double slowest = -1;
@@ -71,6 +81,7 @@ Latency Measure(const ts::index::Index& index, const std::vector<std::string>& q
     if (counts_cached) {
       (void)ts::bench::TimeQuery(index, q, ts::query::SortMode::kNewest, now_ms, exact_total, true);
     }
+    if (evict_caches) EvictCaches();
     std::optional<ts::bench::TimedQuery> timed = ts::bench::TimeQuery(
         index, q, sort, now_ms, exact_total, counts_cached, rank_counted_up_to);
     if (!timed.has_value()) continue;
@@ -203,6 +214,7 @@ struct Flags {
   size_t rank_counted_up_to = ts::query::kTrackTotalHitsUpTo;
   bool counts_over_time = false;
   bool each = false;
+  bool evict_caches = false;
   std::vector<std::string> query_texts;
 };
 
@@ -330,7 +342,7 @@ void PrintQueryLatency(const ts::index::Index& index,
       }
       const Latency l =
           Measure(index, kind.queries, sort, now_ms, flags.counts_cached, flags.exact_total,
-                  flags.rank_counted_up_to, flags.each ? &std::cerr : nullptr);
+                  flags.rank_counted_up_to, flags.evict_caches, flags.each ? &std::cerr : nullptr);
       std::cout << "| " << kind.name << " | " << name << " | " << std::setprecision(1) << l.p50_us
                 << " | " << l.p99_us << " | " << l.mean_us << " | " << std::setprecision(1)
                 << l.avg_hits << " | " << l.slowest << " |\n";
@@ -452,6 +464,9 @@ int main(int argc, char** argv) {
                  "Best match of an AND ranks the matches its count kept when they are at most "
                  "this many in a segment (0: always walk the lists)")
       ->capture_default_str();
+  app.add_flag("--evict-caches", flags.evict_caches,
+               "Write 64 MiB before each timed query, so that it finds nothing of its own cached "
+               "(a query repeated with --query then costs what it does among others)");
   app.add_flag("--each", flags.each,
                "Also write every query's time and match count to stderr, as it runs");
   app.add_flag("--counts-over-time", flags.counts_over_time,
