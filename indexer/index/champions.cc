@@ -175,6 +175,9 @@ Champions ChampionSelector::Finish() {
   for (uint32_t i : picked) {
     out.docs.push_back(candidates[i].doc);
     out.tfs.push_back(candidates[i].tf);
+    out.lengths.push_back(
+        static_cast<uint8_t>(std::min<uint32_t>(candidates[i].length, kChampionLongLength)));
+    out.bands.push_back(static_cast<uint8_t>(LikesBand(candidates[i].likes)));
   }
   out.rest = RestSkyline(candidates, chosen);
   Reset();
@@ -213,12 +216,19 @@ Champions SelectChampions(std::span<const DocId> docs, std::span<const uint32_t>
 }
 
 void AppendChampions(const Champions& c, std::string* out) {
-  const uint32_t counts[2] = {static_cast<uint32_t>(c.docs.size()),
-                              static_cast<uint32_t>(c.rest.size())};
+  const bool points = !c.lengths.empty();
+  const uint32_t counts[2] = {
+      static_cast<uint32_t>(c.docs.size()) | (points ? kChampionsWithPoints : 0),
+      static_cast<uint32_t>(c.rest.size())};
   AppendRaw(counts, 2, out);
   AppendRaw(c.docs.data(), c.docs.size(), out);
   AppendRaw(c.tfs.data(), c.tfs.size(), out);
   if (c.tfs.size() % 2 != 0) out->append(2, '\0');
+  if (points) {
+    AppendRaw(c.lengths.data(), c.lengths.size(), out);
+    AppendRaw(c.bands.data(), c.bands.size(), out);
+    out->append((4 - c.docs.size() * 2 % 4) % 4, '\0');
+  }
   AppendRaw(c.rest.data(), c.rest.size(), out);
 }
 
@@ -226,10 +236,12 @@ bool ReadChampions(const uint8_t* p, const uint8_t* end, uint32_t num_docs, Cham
   uint32_t counts[2];
   if (end - p < static_cast<ptrdiff_t>(sizeof(counts))) return false;
   std::memcpy(counts, p, sizeof(counts));
-  const uint32_t n = counts[0], points = counts[1];
+  const bool with_points = (counts[0] & kChampionsWithPoints) != 0;
+  const uint32_t n = counts[0] & ~kChampionsWithPoints, points = counts[1];
   if (n == 0 || n > kMaxChampions || points > kMaxRestPoints) return false;
   const size_t tf_bytes = (size_t{n} * 2 + 3) / 4 * 4;
-  const size_t bytes = sizeof(counts) + size_t{n} * 4 + tf_bytes + size_t{points} * 8;
+  const size_t point_bytes = with_points ? tf_bytes : 0;  // a length and a band each
+  const size_t bytes = sizeof(counts) + size_t{n} * 4 + tf_bytes + point_bytes + size_t{points} * 8;
   if (static_cast<size_t>(end - p) < bytes) return false;
   p += sizeof(counts);
   out->docs.resize(n);
@@ -238,6 +250,16 @@ bool ReadChampions(const uint8_t* p, const uint8_t* end, uint32_t num_docs, Cham
   out->tfs.resize(n);
   std::memcpy(out->tfs.data(), p, size_t{n} * 2);
   p += tf_bytes;
+  out->lengths.clear();
+  out->bands.clear();
+  if (with_points) {
+    out->lengths.assign(p, p + n);
+    out->bands.assign(p + n, p + 2 * size_t{n});
+    p += point_bytes;
+    for (const uint8_t band : out->bands) {
+      if (band >= kLikesBands) return false;
+    }
+  }
   out->rest.resize(points);
   if (points > 0) std::memcpy(out->rest.data(), p, size_t{points} * 8);  // data() may be null
   for (uint32_t i = 0; i < n; ++i) {

@@ -46,10 +46,16 @@ struct ImpactPoint {
 static_assert(sizeof(ImpactPoint) == 8);
 
 struct Champions {
-  std::vector<DocId> docs;        // ascending
-  std::vector<uint16_t> tfs;      // the term's frequency in each of docs
+  std::vector<DocId> docs;    // ascending
+  std::vector<uint16_t> tfs;  // the term's frequency in each of docs
+  // Each of docs' tweet length (kChampionLongLength: that many tokens or more) and likes band
+  // as written (LikesBand of Columns::BaseLikes), so that a query bounds a champion without
+  // reading the columns; both empty in a record written before they were kept.
+  std::vector<uint8_t> lengths;
+  std::vector<uint8_t> bands;
   std::vector<ImpactPoint> rest;  // the skyline of every other posting; empty if none is left
 };
+inline constexpr uint8_t kChampionLongLength = 255;
 
 // Chooses the champions of one list at a time from its postings as they stream by, in
 // memory that does not grow with the list: per (term frequency, length) cell of postings the
@@ -119,8 +125,11 @@ double SelectionPopularity(uint32_t likes);
 // or less room).
 inline constexpr std::array<double, 4> kSelectionTextWeights = {0.5, 1, 2, 4};
 
-// Appends `c` to `out` in the file's form: a count of champions, a count of points, the
-// DocIds, the tfs (padded to 4 bytes) and the points, all little-endian.
+// Appends `c` to `out` in the file's form: a count of champions (kChampionsWithPoints set in
+// it when the lengths and bands are kept), a count of points, the DocIds, the tfs (padded to
+// 4 bytes), then if kept the lengths and the bands (a byte each, padded to 4 bytes), and the
+// points, all little-endian.
+inline constexpr uint32_t kChampionsWithPoints = uint32_t{1} << 31;
 void AppendChampions(const Champions& c, std::string* out);
 // Reads a record AppendChampions wrote at [p, end) into *out. False if it does not fit in the
 // bytes, its DocIds do not ascend below `num_docs`, or a count is out of range.

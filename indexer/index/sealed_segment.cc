@@ -1017,26 +1017,33 @@ class ListEncoder {
   uint32_t count_ = 0;
 };
 
-// Checks a multi-block list's champions, if it has them: the record fits before `end`, and
-// each champion is a posting of the list with the frequency it says. Returns a message or "".
+// Checks a multi-block list's champions, if it has them: the record fits before `end`, each
+// champion is a posting of the list with the frequency it says, and, where the record keeps
+// them, its tweet's length and likes band are those of `columns`. Returns a message or "".
 std::string CheckChampions(const uint8_t* base, const uint8_t* end, uint32_t doc_freq,
-                           uint32_t num_docs) {
+                           uint32_t num_docs, const Columns& columns) {
   if (ReadListEntry(base).offset == 0) return "";
   SealedCursor cursor(base, end, doc_freq, num_docs);
   Champions champions;
   if (!cursor.champions(&champions)) return "bad champions";
   for (size_t i = 0; i < champions.docs.size(); ++i) {
-    cursor.Advance(champions.docs[i]);
-    if (cursor.doc() != champions.docs[i] || cursor.freq() != champions.tfs[i]) {
+    const DocId d = champions.docs[i];
+    cursor.Advance(d);
+    if (cursor.doc() != d || cursor.freq() != champions.tfs[i]) {
       return "champion is not a posting of its list";
+    }
+    if (!champions.lengths.empty() &&
+        (champions.lengths[i] != std::min<uint32_t>(columns.length(d), kChampionLongLength) ||
+         champions.bands[i] != LikesBand(columns.BaseLikes(d)))) {
+      return "champion's length or likes band disagrees with the columns";
     }
   }
   return "";
 }
 
 // Checks that a list decodes inside [base, end) into valid DocIds. Returns a message or "".
-std::string CheckList(const uint8_t* base, const uint8_t* end, uint32_t doc_freq,
-                      uint32_t num_docs) {
+std::string CheckList(const uint8_t* base, const uint8_t* end, uint32_t doc_freq, uint32_t num_docs,
+                      const Columns& columns) {
   const uint32_t blocks = NumBlocks(doc_freq);
   if (doc_freq == 0) return "empty posting list";
   const size_t header = blocks == 1 ? kSingleHeaderBytes : (blocks + 1) * sizeof(SkipEntry);
@@ -1118,12 +1125,14 @@ std::string CheckList(const uint8_t* base, const uint8_t* end, uint32_t doc_freq
   if (blocks > 1 && list.last_doc != previous) {
     return "list entry disagrees with its blocks";
   }
-  return blocks > 1 ? CheckChampions(base, end, doc_freq, num_docs) : "";
+  return blocks > 1 ? CheckChampions(base, end, doc_freq, num_docs, columns) : "";
 }
 
-// Segment file format v6: a section file (section_file.h) with these sections, in this order.
-// v5 is read as well: it is v6 without dense lists (no list entry of v5 has kBitmapDocs).
-constexpr std::string_view kMagic = "TSSEG006";
+// Segment file format v7: a section file (section_file.h) with these sections, in this order.
+// v6 and v5 are read as well: v6 is v7 whose champion records keep no lengths and likes bands
+// (champions.h), v5 is v6 without dense lists (no list entry of v5 has kBitmapDocs).
+constexpr std::string_view kMagic = "TSSEG007";
+constexpr std::string_view kMagicV6 = "TSSEG006";
 constexpr std::string_view kMagicV5 = "TSSEG005";
 enum SectionTag : uint32_t {
   kMeta = 1,
@@ -1650,7 +1659,10 @@ absl::StatusOr<std::unique_ptr<SealedSegment>> SealedSegment::FromBytes(
   auto corrupt = [&](std::string_view why) {
     return absl::DataLossError(StrCat("segment file ", name, " is corrupt: ", why));
   };
-  const std::string_view magic = bytes->view().starts_with(kMagicV5) ? kMagicV5 : kMagic;
+  std::string_view magic = kMagic;
+  for (const std::string_view older : {kMagicV6, kMagicV5}) {
+    if (bytes->view().starts_with(older)) magic = older;
+  }
   absl::StatusOr<SectionFile> file =
       ReadSectionFile(bytes->view(), magic, kNumSections, kLazySections);
   if (!file.ok()) return corrupt(AsStd(file.status().message()));
@@ -1906,8 +1918,8 @@ absl::Status SealedSegment::VerifyAll() const {
       problem = StrCat("term '", previous_term, "': posting offsets out of bounds");
       return;
     }
-    const std::string why =
-        CheckList(postings_ + previous.offset, postings_ + end, previous.doc_freq, num_docs_);
+    const std::string why = CheckList(postings_ + previous.offset, postings_ + end,
+                                      previous.doc_freq, num_docs_, columns());
     if (!why.empty()) problem = StrCat("term '", previous_term, "': ", why);
   };
   dictionary_.ForEach([&](std::string_view term, TermDictionary::Entry entry) {

@@ -2293,12 +2293,19 @@ class Evaluation {
       // The champions' frequencies are known: no list is read. With the top k full, a
       // champion whose text plus its likes band's and the segment's bounds falls short is
       // passed over before its exact static score is computed (a logarithm and a power).
+      // Where the record keeps each champion's length and likes band, the columns are not
+      // read for that bound (each a cache miss), only for the champions it lets through.
+      const bool kept = !champions.lengths.empty();
       for (size_t i = 0; i < champions.docs.size(); ++i) {
         const DocId d = champions.docs[i];
         if (AlreadyOffered(d)) continue;
-        const double text = word->ScoreFor(champions.tfs[i], c.length(d));
-        if (top_.full() && Inflate(text + band_popularity_[index::LikesBand(c.BaseLikes(d))] +
-                                   recency) < top_.worst().primary) {
+        const uint32_t length = kept && champions.lengths[i] != index::kChampionLongLength
+                                    ? champions.lengths[i]
+                                    : c.length(d);
+        const double text = word->ScoreFor(champions.tfs[i], length);
+        const int band = kept ? champions.bands[i] : index::LikesBand(c.BaseLikes(d));
+        if (top_.full() &&
+            Inflate(text + band_popularity_[band] + recency) < top_.worst().primary) {
           continue;
         }
         OfferBestMatch(c, d, text);

@@ -122,7 +122,11 @@ TEST(ChampionsTest, RecordsRoundTripAndDamagedOnesAreRejected) {
   if (c.docs.size() % 2 == 0) {
     c.docs.pop_back();
     c.tfs.pop_back();
+    c.lengths.pop_back();
+    c.bands.pop_back();
   }
+  ASSERT_EQ(c.lengths.size(), c.docs.size());
+  ASSERT_EQ(c.bands.size(), c.docs.size());
   std::string bytes;
   AppendChampions(c, &bytes);
   auto read = [&](const std::string& b, uint32_t num_docs, Champions* out) {
@@ -133,6 +137,8 @@ TEST(ChampionsTest, RecordsRoundTripAndDamagedOnesAreRejected) {
   ASSERT_TRUE(read(bytes, 5000, &back));
   EXPECT_EQ(back.docs, c.docs);
   EXPECT_EQ(back.tfs, c.tfs);
+  EXPECT_EQ(back.lengths, c.lengths);
+  EXPECT_EQ(back.bands, c.bands);
   ASSERT_EQ(back.rest.size(), c.rest.size());
   for (size_t i = 0; i < c.rest.size(); ++i) {
     EXPECT_EQ(back.rest[i].likes, c.rest[i].likes);
@@ -148,6 +154,22 @@ TEST(ChampionsTest, RecordsRoundTripAndDamagedOnesAreRejected) {
   huge[0] = '\xff';
   huge[1] = '\xff';
   EXPECT_FALSE(read(huge, 5000, &back));  // a count out of range
+  std::string bad_band = bytes;
+  const size_t bands_at = 8 + c.docs.size() * 4 + (c.docs.size() * 2 + 3) / 4 * 4 + c.docs.size();
+  bad_band[bands_at] = static_cast<char>(kLikesBands);
+  EXPECT_FALSE(read(bad_band, 5000, &back));  // a likes band out of range
+  // A record written before the lengths and bands were kept reads without them.
+  Champions old = c;
+  old.lengths.clear();
+  old.bands.clear();
+  std::string old_bytes;
+  AppendChampions(old, &old_bytes);
+  EXPECT_EQ(old_bytes.size() + (c.docs.size() * 2 + 3) / 4 * 4, bytes.size());
+  ASSERT_TRUE(read(old_bytes, 5000, &back));
+  EXPECT_EQ(back.docs, c.docs);
+  EXPECT_TRUE(back.lengths.empty());
+  EXPECT_TRUE(back.bands.empty());
+  EXPECT_EQ(back.rest.size(), c.rest.size());
 }
 
 TEST(ChampionsTest, SealedListsCarryTheirChampionsAndVerify) {
@@ -166,10 +188,14 @@ TEST(ChampionsTest, SealedListsCarryTheirChampionsAndVerify) {
   auto common = segment->OpenTerm("common", segment->VisibleDocs());
   ASSERT_TRUE(common->champions(&c));
   EXPECT_EQ(c.docs.size(), std::min<size_t>(kMaxChampions, 6000 / 8));
+  ASSERT_EQ(c.lengths.size(), c.docs.size());
+  ASSERT_EQ(c.bands.size(), c.docs.size());
   for (size_t i = 0; i < c.docs.size(); ++i) {
     common->Advance(c.docs[i]);
     ASSERT_EQ(common->doc(), c.docs[i]);
     EXPECT_EQ(common->freq(), c.tfs[i]);
+    EXPECT_EQ(c.lengths[i], segment->columns().length(c.docs[i]));
+    EXPECT_EQ(c.bands[i], LikesBand(segment->columns().BaseLikes(c.docs[i])));
   }
   EXPECT_FALSE(segment->OpenTerm("rare", segment->VisibleDocs())->champions(&c));  // 600
 }

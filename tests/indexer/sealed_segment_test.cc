@@ -499,9 +499,11 @@ TEST(SealedSegmentTest, MergedDocsIsTheUnionOfItsListsAscendingEachOnce) {
   }
 }
 
-TEST(SealedSegmentTest, FilesOfFormatVersion5AreStillRead) {
-  // Version 6 added dense lists and nothing else: a version 5 file is a version 6 file without
-  // them, under the older magic. Indexes saved before stay usable without a rebuild.
+TEST(SealedSegmentTest, FilesOfFormatVersions5And6AreStillRead) {
+  // Version 7 added the champions' lengths and likes bands (a record says whether it keeps
+  // them: champions_test.cc reads one without) and version 6 dense lists, and nothing else: a
+  // version 6 file is a version 7 file without those, a version 5 file one without dense lists
+  // either, under older magics. Indexes saved before stay usable without a rebuild.
   SealedSegmentBuilder builder;
   for (uint32_t i = 0; i < 20000; ++i) {
     const uint32_t doc = builder.AddDoc({TweetId{i + 1}, 0, 1, 0, 20, 0});
@@ -512,29 +514,32 @@ TEST(SealedSegmentTest, FilesOfFormatVersion5AreStillRead) {
   auto segment = builder.Build();
   ASSERT_FALSE(segment->DenseList("sparse"));
   testing::TempDir dir;
-  const std::string path = dir.path() + "/v6.tss";
+  const std::string path = dir.path() + "/v7.tss";
   ASSERT_TRUE(segment->Save(path).ok());
-  const std::string v6 = *ReadFile(path);
-  ASSERT_EQ(v6.substr(0, 8), "TSSEG006");
+  const std::string v7 = *ReadFile(path);
+  ASSERT_EQ(v7.substr(0, 8), "TSSEG007");
   constexpr uint32_t kSections = 18;
-  absl::StatusOr<SectionFile> sections = ReadSectionFile(v6, "TSSEG006", kSections, {});
+  absl::StatusOr<SectionFile> sections = ReadSectionFile(v7, "TSSEG007", kSections, {});
   ASSERT_TRUE(sections.ok()) << sections.status();
-  SectionFileWriter writer("TSSEG005", kSections);
-  for (uint32_t tag = 1; tag <= kSections; ++tag) writer.Add(sections->sections[tag]);
-  std::string v5;
-  for (std::string_view piece : writer.Pieces()) v5.append(piece);
-  ASSERT_TRUE(WriteFileAtomically(dir.path() + "/v5.tss", v5).ok());
-  absl::StatusOr<std::unique_ptr<SealedSegment>> loaded =
-      SealedSegment::Load(dir.path() + "/v5.tss");
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_TRUE((*loaded)->VerifyAll().ok());
-  for (const char* term : {"sparse", "rare"}) {
-    EXPECT_EQ(Ids(**loaded, term), Ids(*segment, term)) << term;
-    EXPECT_EQ(Ids(**loaded, term).size(), segment->DocFreq(term)) << term;
+  std::string older;
+  for (const char* magic : {"TSSEG006", "TSSEG005"}) {
+    SectionFileWriter writer(magic, kSections);
+    for (uint32_t tag = 1; tag <= kSections; ++tag) writer.Add(sections->sections[tag]);
+    older.clear();
+    for (std::string_view piece : writer.Pieces()) older.append(piece);
+    const std::string older_path = dir.path() + "/" + magic + ".tss";
+    ASSERT_TRUE(WriteFileAtomically(older_path, older).ok());
+    absl::StatusOr<std::unique_ptr<SealedSegment>> loaded = SealedSegment::Load(older_path);
+    ASSERT_TRUE(loaded.ok()) << magic << ": " << loaded.status();
+    EXPECT_TRUE((*loaded)->VerifyAll().ok()) << magic;
+    for (const char* term : {"sparse", "rare"}) {
+      EXPECT_EQ(Ids(**loaded, term), Ids(*segment, term)) << magic << " " << term;
+      EXPECT_EQ(Ids(**loaded, term).size(), segment->DocFreq(term)) << magic << " " << term;
+    }
   }
   // Any other magic is refused.
-  v5.replace(0, 8, "TSSEG004");
-  ASSERT_TRUE(WriteFileAtomically(dir.path() + "/v4.tss", v5).ok());
+  older.replace(0, 8, "TSSEG004");
+  ASSERT_TRUE(WriteFileAtomically(dir.path() + "/v4.tss", older).ok());
   EXPECT_EQ(SealedSegment::Load(dir.path() + "/v4.tss").status().code(),
             absl::StatusCode::kDataLoss);
 }
