@@ -55,9 +55,6 @@ struct Latency {
   std::string slowest;  // the slowest query and its time
 };
 
-// With counts_cached, each query first runs once newest first with the segments' count caches
-// on, and is then timed with them: the ranking alone. With exact_total every match is counted.
-// With each_out, every query's time and its number of matches are written there too.
 // Writes a buffer larger than the caches, so that what a query finds cached is only what it
 // brings in itself (--evict-caches).
 void EvictCaches() {
@@ -68,6 +65,9 @@ void EvictCaches() {
   asm volatile("" : : "r"(buffer.data()) : "memory");  // the writes are kept
 }
 
+// With counts_cached, each query first runs once newest first with the segments' count caches
+// on, and is then timed with them: the ranking alone. With exact_total every match is counted.
+// With each_out, every query's time and its number of matches are written there too.
 Latency Measure(const ts::index::Index& index, const std::vector<std::string>& queries,
                 ts::query::SortMode sort, int64_t now_ms, bool counts_cached, bool exact_total,
                 size_t rank_counted_up_to, bool evict_caches, std::ostream* each_out) {

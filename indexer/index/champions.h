@@ -125,11 +125,12 @@ double SelectionPopularity(uint32_t likes);
 // or less room).
 inline constexpr std::array<double, 4> kSelectionTextWeights = {0.5, 1, 2, 4};
 
+// Set in a champion record's count when it keeps the champions' lengths and bands.
+inline constexpr uint32_t kChampionsWithPoints = uint32_t{1} << 31;
 // Appends `c` to `out` in the file's form: a count of champions (kChampionsWithPoints set in
 // it when the lengths and bands are kept), a count of points, the DocIds, the tfs (padded to
 // 4 bytes), then if kept the lengths and the bands (a byte each, padded to 4 bytes), and the
 // points, all little-endian.
-inline constexpr uint32_t kChampionsWithPoints = uint32_t{1} << 31;
 void AppendChampions(const Champions& c, std::string* out);
 // Reads a record AppendChampions wrote at [p, end) into *out. False if it does not fit in the
 // bytes, its DocIds do not ascend below `num_docs`, or a count is out of range.
