@@ -12,8 +12,10 @@
 // (PostingCursor::Filter); another AND whose rarest child is sparse (fewer postings than one
 // per 256 DocIds) a DocId at a time. An AND two of whose terms are a pair whose rows the
 // segment keeps (two common words that seldom meet: pair_champions.h) reads those rows in
-// place of the two terms' lists. Only filters that may fail in a range of 64 tweets (by the
-// columns' per-range bounds) read a column, tweet by tweet.
+// place of the two terms' lists; an OR of terms beside a term, the union of its common
+// terms' rows with that term and of its sparse terms' postings found in the term's list. Only
+// filters that may fail in a range of 64 tweets (by the columns' per-range bounds) read a
+// column, tweet by tweet.
 //
 // A phrase needs positions, which bitmaps do not hold: its matches come from a DocSource the
 // caller supplies, one DocId at a time.
@@ -65,9 +67,11 @@ class MatchCounter {
   using PhraseSources = std::function<std::unique_ptr<DocSource>(const PlanNode&)>;
 
   // Counts the matches of `plan` (its terms and its filters) among DocIds [0, visible) whose
-  // TweetId is at most `watermark` and that are not deleted.
+  // TweetId is at most `watermark` and that are not deleted. `enough`: how many matches Count()
+  // will be asked for at most (its `stop` less the count it starts from), so that no list is
+  // gathered in full where a count that stops early reads only part of the lists.
   MatchCounter(const index::Segment& segment, index::DocId visible, const Plan& plan,
-               TweetId watermark, const PhraseSources& phrases);
+               TweetId watermark, const PhraseSources& phrases, uint64_t enough = UINT64_MAX);
   ~MatchCounter();
   MatchCounter(const MatchCounter&) = delete;
   MatchCounter& operator=(const MatchCounter&) = delete;
@@ -111,7 +115,8 @@ class MatchCounter {
   // of the rarest pair of its terms whose rows the segment keeps in place of the two terms.
   void LeadByPairRows(const PlanNode& plan_node, Node& node);
   // Else, in place of an OR of terms and a term, the union of the pairs' rows of each of the
-  // OR's terms with that term, where the segment keeps them all.
+  // OR's terms with that term, where the segment keeps them, and of the OR's sparse terms'
+  // postings that the term's list holds.
   void LeadByRowsOfAnOr(const PlanNode& plan_node, Node& node, const index::PairChampions& pairs);
   static index::DocId NextPossible(const Node& node);
   void Fill(Node& node, index::DocId from, index::DocId end);
@@ -135,6 +140,7 @@ class MatchCounter {
 
   const index::Segment& segment_;
   index::DocId visible_;  // lowered by CountByTime to the last range its buckets may hold
+  const uint64_t enough_;
   const Plan& plan_;
   const TweetId watermark_;
   // DocIds below this hold tweets above the watermark (a sealed segment, newest first).

@@ -745,10 +745,12 @@ class Evaluation {
                                 bool keep_first = false, bool only_in_batches = false) {
     Context ctx{&segment.columns(), &options_.scoring, stats_.avg_length, TfTable()};
     MatcherBuilder builder(segment, visible, stats_, ctx);
-    MatchCounter counter(segment, visible, plan_, options_.watermark,
-                         [&builder](const PlanNode& phrase) -> std::unique_ptr<DocSource> {
-                           return std::make_unique<MatcherSource>(builder.Build(phrase));
-                         });
+    MatchCounter counter(
+        segment, visible, plan_, options_.watermark,
+        [&builder](const PlanNode& phrase) -> std::unique_ptr<DocSource> {
+          return std::make_unique<MatcherSource>(builder.Build(phrase));
+        },
+        stop_ > total_ ? stop_ - total_ : 0);
     if (only_in_batches && !counter.CountsInBatches()) return std::nullopt;
     counter.CollectInto(matches, max, keep_first);
     counter.Count(from, stop_, &total_);

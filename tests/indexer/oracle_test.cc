@@ -1074,7 +1074,7 @@ TEST(OracleTest, BestMatchOfThreeCommonWordsInShortTweetsEqualsBruteForce) {
 // and filters. Deletes and likes changed after sealing among those rows; in two segments and
 // in one. Every sort mode, page and total equals brute force, and some counts must have read
 // a pair's rows; so must some of ORs of those words beside another (the union of the pairs'
-// rows).
+// rows), and of ORs of those words and a sparse one (quartz).
 TEST(OracleTest, AndsOfWordsThatSeldomMeetAreCountedFromTheirPairsRows) {
   std::mt19937_64 rng(89);
   const std::array<std::string, 3> topics = {"amber", "cobalt", "scarlet"};
@@ -1087,6 +1087,7 @@ TEST(OracleTest, AndsOfWordsThatSeldomMeetAreCountedFromTheirPairsRows) {
         if (rng() % 20 == 0) d.text += " " + topics[rng() % 3];
         if (rng() % 3 == 0) d.text += " zulu";
         if (rng() % 5 == 0) d.text += " yankee";
+        if (rng() % 200 == 0) d.text += " quartz";  // sparse: a few hundred tweets
       },
       &index, &oracle);
   const auto pairs = index->Snapshot()->segments.front()->pair_champions();
@@ -1122,6 +1123,14 @@ TEST(OracleTest, AndsOfWordsThatSeldomMeetAreCountedFromTheirPairsRows) {
       "(amber OR scarlet) cobalt yankee", "(amber OR zulu) cobalt"};
   g_pair_rows_counts = 0;
   CheckInSegmentsAndCompacted(*index, *oracle, rng, ors);
+  EXPECT_GT(g_pair_rows_counts, 0);
+  // An OR of such words and a sparse one: the sparse word's postings that the term's list
+  // holds join the union.
+  const std::vector<std::string> with_sparse = {
+      "(amber OR quartz) cobalt", "(quartz OR scarlet) amber -zulu",
+      "(cobalt OR quartz OR scarlet) amber yankee", "(scarlet OR quartz) cobalt min_faves:2"};
+  g_pair_rows_counts = 0;
+  CheckInSegmentsAndCompacted(*index, *oracle, rng, with_sparse);
   EXPECT_GT(g_pair_rows_counts, 0);
 }
 
