@@ -56,6 +56,7 @@ struct MatchCounter::Node {
   // which stand for the pair's two terms.
   std::unique_ptr<index::DocCursor> cursor;
   PostingCursor* term = nullptr;                // the term's cursor, if it is one
+  std::string_view text;                        // the term, if it is one (the plan's)
   std::unique_ptr<DocSource> source;            // kPhrase
   std::vector<std::unique_ptr<Node>> children;  // kAnd: fewest postings first; kOr
   std::vector<std::unique_ptr<Node>> excluded;  // kAnd
@@ -104,6 +105,7 @@ std::unique_ptr<MatchCounter::Node> MatchCounter::Build(const PlanNode& plan_nod
       std::unique_ptr<PostingCursor> term = segment_.OpenTerm(plan_node.term, visible_);
       if (term == nullptr || term->doc() == kEndDoc) return nothing();
       node->term = term.get();
+      node->text = plan_node.term;
       node->cursor = std::move(term);
       node->postings = node->cursor->size();
       break;
@@ -178,7 +180,7 @@ void MatchCounter::LeadByPairRows(const PlanNode& plan_node, Node& node) {
     }
   }
   if (best == nullptr) {
-    LeadByRowsOfAnOr(plan_node, node, *pairs);
+    LeadByRowsOfAnOr(node, *pairs);
     return;
   }
   auto rows = std::make_unique<Node>();
@@ -198,24 +200,30 @@ namespace {
 // looked up in the term's list.
 struct RowsOfAnOr {
   std::vector<const index::PackedDocs*> rows;
-  std::vector<std::string_view> sparse;
+  std::vector<PostingCursor*> sparse;
   uint64_t looked_up = 0;  // the sparse words' postings
   uint64_t cost = 0;       // rows read and postings looked up
 };
 
-// How the words of `or_node` and `term` could be read as one list: each word either makes
-// with the term a pair that keeps its rows or has no match, or is sparse (fewer postings than
-// one per kDense rows). At least one word must be settled by its pair: an OR of sparse words
-// alone is looked up in the term's list by the batches anyway. nullopt where that fails.
-std::optional<RowsOfAnOr> RowsOf(const PlanNode& or_node, const std::string& term,
-                                 const index::Segment& segment, const index::PairChampions& pairs,
-                                 DocId visible, uint64_t enough) {
+// A word of the OR, as the counter opened it (words without postings in the segment are left
+// out).
+struct OrWord {
+  std::string_view text;
+  PostingCursor* cursor;
+};
+
+// How `words` (an OR's) and `term` could be read as one list: each word either makes with the
+// term a pair that keeps its rows or has no match, or is sparse (fewer postings than one per
+// kDense rows). At least one word must be settled by its pair: an OR of sparse words alone is
+// looked up in the term's list by the batches anyway. nullopt where that fails.
+std::optional<RowsOfAnOr> RowsOf(std::span<const OrWord> words, std::string_view term,
+                                 const index::PairChampions& pairs, DocId visible,
+                                 uint64_t enough) {
   RowsOfAnOr out;
   bool paired = false;
-  for (const PlanNode& word : or_node.children) {
-    if (word.kind != PlanNode::Kind::kTerm) return std::nullopt;
+  for (const OrWord& word : words) {
     bool swapped = false;
-    const index::PairChampionList* pair = pairs.Find(word.term, term, &swapped);
+    const index::PairChampionList* pair = pairs.Find(word.text, term, &swapped);
     if (pair != nullptr && (pair->matches == 0 || pair->rows)) {
       paired = true;
       if (pair->matches == 0) continue;  // no row holds both
@@ -223,10 +231,9 @@ std::optional<RowsOfAnOr> RowsOf(const PlanNode& or_node, const std::string& ter
       out.cost += pair->rows->size();
       continue;
     }
-    const uint64_t postings = segment.DocFreq(word.term);
+    const uint64_t postings = word.cursor->size();
     if (postings * kDense >= visible) return std::nullopt;
-    if (postings == 0) continue;
-    out.sparse.push_back(word.term);
+    out.sparse.push_back(word.cursor);
     out.looked_up += postings;
   }
   if (!paired) return std::nullopt;
@@ -251,16 +258,17 @@ std::optional<RowsOfAnOr> RowsOf(const PlanNode& or_node, const std::string& ter
 // `great been` and 43,731 postings of `mizo` looked up, in place of windows over 420,000
 // postings), where they are fewer than the postings of the AND's rarest other child. The
 // cheapest such union is read, gathered once into a list of its own.
-void MatchCounter::LeadByRowsOfAnOr(const PlanNode& plan_node, Node& node,
-                                    const index::PairChampions& pairs) {
+void MatchCounter::LeadByRowsOfAnOr(Node& node, const index::PairChampions& pairs) {
   std::optional<RowsOfAnOr> best;
   size_t or_child = 0, term_child = 0;
   for (size_t i = 0; i < node.children.size(); ++i) {
     if (node.children[i]->kind != PlanNode::Kind::kOr || node.children[i]->words.empty()) continue;
+    std::vector<OrWord> words;  // its children are the words' terms
+    for (const auto& word : node.children[i]->children) words.push_back({word->text, word->term});
     for (size_t j = 0; j < node.children.size(); ++j) {
       if (node.children[j]->kind != PlanNode::Kind::kTerm) continue;
-      std::optional<RowsOfAnOr> rows = RowsOf(plan_node.children[i], plan_node.children[j].term,
-                                              segment_, pairs, visible_, enough_);
+      std::optional<RowsOfAnOr> rows =
+          RowsOf(words, node.children[j]->text, pairs, visible_, enough_);
       if (!rows || (best && rows->cost >= best->cost)) continue;
       uint64_t others = visible_;  // the AND's rarest other child leads, if cheaper
       for (size_t k = 0; k < node.children.size(); ++k) {
@@ -282,13 +290,7 @@ void MatchCounter::LeadByRowsOfAnOr(const PlanNode& plan_node, Node& node,
     }
   }
   if (!best->sparse.empty()) {  // merged, then looked up in the term's list in batches
-    std::vector<std::unique_ptr<PostingCursor>> open;
-    std::vector<PostingCursor*> words;
-    for (const std::string_view word : best->sparse) {
-      open.push_back(segment_.OpenTerm(word, visible_));
-      if (open.back() != nullptr) words.push_back(open.back().get());
-    }
-    index::MergedDocs merged(words, visible_);
+    index::MergedDocs merged(best->sparse, visible_);
     index::DocCursor& term = *node.children[term_child]->cursor;
     while (size_t n = merged.Next(batch, kBatch)) {
       n = term.Filter(batch, n, true);

@@ -117,7 +117,7 @@ class MatchCounter {
   // Else, in place of an OR of terms and a term, the union of the pairs' rows of each of the
   // OR's terms with that term, where the segment keeps them, and of the OR's sparse terms'
   // postings that the term's list holds.
-  void LeadByRowsOfAnOr(const PlanNode& plan_node, Node& node, const index::PairChampions& pairs);
+  void LeadByRowsOfAnOr(Node& node, const index::PairChampions& pairs);
   static index::DocId NextPossible(const Node& node);
   void Fill(Node& node, index::DocId from, index::DocId end);
   uint64_t Intersect(Node& node, Node& child, index::DocId from, index::DocId end, bool keep,
