@@ -506,11 +506,7 @@ void MatchCounter::CountInBatches(DocId from, uint64_t stop, uint64_t* count) {
     for (size_t i = 0; i < root_->excluded.size() && n > 0; ++i) {
       n = Keep(*root_->excluded[i], docs, n, false);
     }
-    for (size_t i = 0; i < n; ++i) {
-      const DocId base = docs[i] & ~DocId{63};
-      const uint64_t bit = uint64_t{1} << (docs[i] - base);
-      *count += CountWindow(&bit, base, docs[i] + 1);
-    }
+    *count += CountDocs(docs, n);
   }
 }
 
@@ -529,11 +525,28 @@ size_t MatchCounter::Keep(Node& node, DocId* docs, size_t n, bool keep) {
 void MatchCounter::CountSparse(DocId from, uint64_t stop, uint64_t* count) {
   for (DocId d = std::max(from, NextPossible(*root_)); d < visible_ && *count < stop;
        d = std::max(d + 1, NextPossible(*root_))) {
-    if (!Contains(*root_, d)) continue;
-    const DocId base = d & ~DocId{63};
-    const uint64_t bit = uint64_t{1} << (d - base);
-    *count += CountWindow(&bit, base, d + 1);
+    if (Contains(*root_, d)) *count += CountDocs(&d, 1);
   }
+}
+
+uint64_t MatchCounter::CountDocs(const DocId* docs, size_t n) {
+  if (n == 0) return 0;
+  const Columns& c = segment_.columns();
+  if (docs[0] >= above_watermark_ && buckets_ == nullptr && collect_ == nullptr && !check_id_ &&
+      !check_created_ && plan_.min_likes == 0) {
+    // Nothing but the deleted rows to take out (usually none): no window per match.
+    if (c.deleted_count() == 0) return n;
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; ++i) total += c.deleted(docs[i]) ? 0 : 1;
+    return total;
+  }
+  uint64_t total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const DocId base = docs[i] & ~DocId{63};
+    const uint64_t bit = uint64_t{1} << (docs[i] - base);
+    total += CountWindow(&bit, base, docs[i] + 1);
+  }
+  return total;
 }
 
 uint64_t MatchCounter::CountWindow(const uint64_t* bits, DocId from, DocId end) {

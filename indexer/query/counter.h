@@ -130,6 +130,9 @@ class MatchCounter {
   static size_t Keep(Node& node, index::DocId* docs, size_t n, bool keep);
   // Counts a DocId at a time, for another AND whose rarest child is sparse.
   void CountSparse(index::DocId from, uint64_t stop, uint64_t* count);
+  // The matches among docs[0..n) (ascending, each matching the plan's words): less the
+  // deleted, the invisible and the filtered.
+  uint64_t CountDocs(const index::DocId* docs, size_t n);
   // The window's matches: the root's bits less the deleted, the invisible and the filtered.
   uint64_t CountWindow(const uint64_t* bits, index::DocId from, index::DocId end);
   // Appends the matches of one word of the window (bit i: DocId base + i) to collect_.
