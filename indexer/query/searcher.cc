@@ -1047,6 +1047,8 @@ class Evaluation {
     const Columns& c = segment.columns();
     std::vector<std::pair<TweetId, DocId>> kept;  // hits pushed, scored below
     ForEachSparseAndMatch(segment, builder, [&](DocId d) {
+      // Once the top k is full, most matches have too few likes: one column read.
+      if (top_.full() && c.likes(d) < top_.worst().primary) return;
       if (offered(d)) return;
       const std::optional<SortKey> key = Accept(c, d);
       if (!key || !top_.Wants(*key)) return;
@@ -2020,7 +2022,9 @@ class Evaluation {
           continue;
         }
       }
-      if (offered == nullptr || !offered(d)) {
+      // A tweet with fewer likes than the k-th hit cannot enter: one column read.
+      const bool too_few = top_.full() && c.likes(d) < top_.worst().primary;
+      if (!too_few && (offered == nullptr || !offered(d))) {
         if (std::optional<SortKey> key = Accept(c, d)) Offer(c, d, *key, *m);
       }
       m->Next();
