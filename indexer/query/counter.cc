@@ -240,8 +240,10 @@ std::optional<RowsOfAnOr> RowsOf(std::span<const OrWord> words, std::string_view
   // Where one pair's rows already hold enough matches, the count stops within them: looking
   // the sparse words up in the whole of the term's list would cost more than the windows
   // that stop there (`(not OR ixvente) was -susu`, 30,565 matches at 10M).
-  for (const index::PackedDocs* rows : out.rows) {
-    if (!out.sparse.empty() && rows->size() >= enough) return std::nullopt;
+  if (!out.sparse.empty() &&
+      std::any_of(out.rows.begin(), out.rows.end(),
+                  [&](const index::PackedDocs* rows) { return rows->size() >= enough; })) {
+    return std::nullopt;
   }
   out.cost += out.looked_up;
   return out;
@@ -529,11 +531,15 @@ void MatchCounter::CountSparse(DocId from, uint64_t stop, uint64_t* count) {
   }
 }
 
+bool MatchCounter::OnlyDeletedToTakeOut(DocId from) const {
+  return from >= above_watermark_ && buckets_ == nullptr && collect_ == nullptr && !check_id_ &&
+         !check_created_ && plan_.min_likes == 0;
+}
+
 uint64_t MatchCounter::CountDocs(const DocId* docs, size_t n) {
   if (n == 0) return 0;
   const Columns& c = segment_.columns();
-  if (docs[0] >= above_watermark_ && buckets_ == nullptr && collect_ == nullptr && !check_id_ &&
-      !check_created_ && plan_.min_likes == 0) {
+  if (OnlyDeletedToTakeOut(docs[0])) {
     // Nothing but the deleted rows to take out (usually none): no window per match.
     if (c.deleted_count() == 0) return n;
     uint64_t total = 0;
@@ -554,8 +560,7 @@ uint64_t MatchCounter::CountWindow(const uint64_t* bits, DocId from, DocId end) 
   const bool check_likes = plan_.min_likes > 0;
   uint64_t total = 0;
   const size_t n = Words(from, end);
-  if (from >= above_watermark_ && buckets_ == nullptr && collect_ == nullptr && !check_id_ &&
-      !check_created_ && !check_likes) {
+  if (OnlyDeletedToTakeOut(from)) {
     // Nothing but the deleted bits to take out: no branch per word (the words of an AND of
     // common words are mostly zero, at random).
     for (size_t w = 0; w < n; ++w) {

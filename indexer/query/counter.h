@@ -130,6 +130,9 @@ class MatchCounter {
   static size_t Keep(Node& node, index::DocId* docs, size_t n, bool keep);
   // Counts a DocId at a time, for another AND whose rarest child is sparse.
   void CountSparse(index::DocId from, uint64_t stop, uint64_t* count);
+  // Whether matches from DocId `from` on are counted less the deleted rows alone: visible,
+  // with no filter to check, nothing tallied by time and none kept.
+  bool OnlyDeletedToTakeOut(index::DocId from) const;
   // The matches among docs[0..n) (ascending, each matching the plan's words): less the
   // deleted, the invisible and the filtered.
   uint64_t CountDocs(const index::DocId* docs, size_t n);

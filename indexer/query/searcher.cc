@@ -1042,13 +1042,19 @@ class Evaluation {
 
   // Most liked over a sparse AND (IsSparseAnd) that the tiers did not decide: every match is
   // offered but those `offered` says were, and the hits kept are scored at the end.
+  // Most liked: whether `d` has fewer likes than the k-th hit of a full top k, so that it
+  // cannot enter (ties on likes are decided by TweetId). Once the top k is full most matches
+  // do; one column read, before the others Accept() reads.
+  bool TooFewLikes(const Columns& c, DocId d) const {
+    return top_.full() && c.likes(d) < top_.worst().primary;
+  }
+
   void RunSparseAnd(const Segment& segment, MatcherBuilder& builder,
                     const std::function<bool(DocId)>& offered) {
     const Columns& c = segment.columns();
     std::vector<std::pair<TweetId, DocId>> kept;  // hits pushed, scored below
     ForEachSparseAndMatch(segment, builder, [&](DocId d) {
-      // Once the top k is full, most matches have too few likes: one column read.
-      if (top_.full() && c.likes(d) < top_.worst().primary) return;
+      if (TooFewLikes(c, d)) return;
       if (offered(d)) return;
       const std::optional<SortKey> key = Accept(c, d);
       if (!key || !top_.Wants(*key)) return;
@@ -1882,8 +1888,7 @@ class Evaluation {
     const Columns& c = segment.columns();
     std::unique_ptr<Matcher> m = builder.Build(plan_.root);
     for (const DocId d : matches) {
-      // Once the top k is full, most matches have too few likes: one column read.
-      if ((top_.full() && c.likes(d) < top_.worst().primary) || offered(d)) continue;
+      if (TooFewLikes(c, d) || offered(d)) continue;
       const std::optional<SortKey> key = Accept(c, d);
       if (!key || !top_.Wants(*key)) continue;
       m->Advance(d);  // a match: it stops there, for the hit's score
@@ -2022,9 +2027,7 @@ class Evaluation {
           continue;
         }
       }
-      // A tweet with fewer likes than the k-th hit cannot enter: one column read.
-      const bool too_few = top_.full() && c.likes(d) < top_.worst().primary;
-      if (!too_few && (offered == nullptr || !offered(d))) {
+      if (!TooFewLikes(c, d) && (offered == nullptr || !offered(d))) {
         if (std::optional<SortKey> key = Accept(c, d)) Offer(c, d, *key, *m);
       }
       m->Next();
