@@ -230,14 +230,26 @@ const RepeatPoint* Repeats::Find(DocId d, size_t* at) const {
     rank += static_cast<size_t>(std::popcount(bits[w] & ((uint64_t{1} << (d % 64)) - 1)));
     return &points[rank];
   }
-  // The lead's postings are spread over the segment, so each call steps a few places: eight
-  // compared at once, then one at a time near the end.
+  // A lead's postings are spread over the segment, so a call mostly steps a few places: eight
+  // compared at once. Where the calls are sparser than the repeats (the few matches of a
+  // ranked count), it gallops past the rest: steps doubling from 8, then a binary search in
+  // the last. Everything below i is below d.
   const size_t n = docs.size();
   size_t i = *at;
-  while (i + 8 <= n) {
+  if (i + 8 <= n) {
     const uint32_t below = CountBelowOfEight(docs.data() + i, d);
     i += below;
-    if (below < 8) break;
+    if (below == 8) {
+      size_t step = 8;
+      while (i + step <= n && docs[i + step - 1] < d) {
+        i += step;
+        step *= 2;
+      }
+      const auto first = docs.begin() + static_cast<std::ptrdiff_t>(i);
+      i += static_cast<size_t>(
+          std::lower_bound(first, first + static_cast<std::ptrdiff_t>(std::min(step, n - i)), d) -
+          first);
+    }
   }
   while (i < n && docs[i] < d) ++i;
   *at = i;

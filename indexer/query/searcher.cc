@@ -1919,16 +1919,16 @@ class Evaluation {
   // Best match of an AND whose count the segment owes and whose matches there are at most
   // options_.rank_counted_up_to: counted first, keeping the matches (CountKeepingMatches),
   // which are then scored one by one; the lists are not walked again (the count met every
-  // match already, over bitmaps). A match is passed over when its text bound (CountedText) at
-  // its length, with the most popularity and its block's recency bound, falls short of the
-  // k-th score; then when it does with its likes band's popularity. False where the walk must
-  // follow.
+  // match already, over bitmaps). A match is passed over when its text bound (CountedText)
+  // falls short of the k-th score with, in turn: its lead point's likes band and least length
+  // (no column read), the most popularity at its length, its likes band's popularity at its
+  // length; each with its block's recency bound. False where the walk must follow.
   bool RankCountedBestMatch(const Segment& segment, MatcherBuilder& builder) {
     std::vector<DocId> matches;
     if (!CountKeepingMatches(segment, options_.rank_counted_up_to, &matches)) return false;
     ++counted_rankings_;
     const Columns& c = segment.columns();
-    CountedText text(*this, segment, builder);
+    CountedText text(*this, segment, builder, matches.size());
     const double most_popularity = band_popularity_.back();
     std::unique_ptr<Matcher> m;
     for (const DocId d : matches) {
@@ -1937,7 +1937,16 @@ class Evaluation {
       double static_bound = 0;
       if (top_.full()) {
         const double recency = RecencyBound(c, d, d);  // its 4,096 DocIds', kept per query
-        const double most = text.At(d, c.length(d));
+        text.MoveTo(d);
+        if (const int point = text.point(); point >= 0) {  // no column read yet
+          const auto p = static_cast<uint8_t>(point);
+          if (Inflate(text.At(index::LeadPointLength(p)) +
+                      band_popularity_[index::LeadPointBand(p)] + recency) < top_.worst().primary) {
+            pruned_ = true;
+            continue;
+          }
+        }
+        const double most = text.At(c.length(d));
         if (Inflate(most + most_popularity + recency) < top_.worst().primary) {
           pruned_ = true;
           continue;
@@ -1953,39 +1962,85 @@ class Evaluation {
     return true;
   }
 
-  // The most text a match of the plan can have, match by match in ascending DocIds: each
-  // scored word's idf times TfPart at the match's length and the word's frequency there, from
-  // the segment's repeats where the word is a pair word (a posting not among its repeats
-  // holds the word once: pair_champions.h), else at its list's largest frequency. A word
-  // under an OR counts as if the match held it. For a plan of pair words this is the match's
-  // text itself, read without moving a cursor.
+  // The most text a match of the plan can have, match by match in ascending DocIds (MoveTo),
+  // at a given length (At): each scored word's idf times TfPart at the length and the word's
+  // frequency in the match. A word rare beside the matches (at most kExactTextPostings
+  // postings per match: its cursor decodes at most about one block per two matches) is looked
+  // up with its own cursor, so that its frequency is exact and a match that lacks it, under
+  // an OR, gets none of its text; where such a word has lead points (lead_points.h), the
+  // match's point gives a likes band and a lower bound of its length without a column read.
+  // Any other word counts as if the match held it: at its frequency from the segment's
+  // repeats where it is a pair word (a posting not among its repeats holds the word once:
+  // pair_champions.h), else at its list's largest frequency. For a plan of pair words and
+  // rare words this is the match's text itself.
   class CountedText {
    public:
-    CountedText(const Evaluation& e, const Segment& segment, MatcherBuilder& builder) {
+    static constexpr size_t kExactTextPostings = 64;
+
+    CountedText(const Evaluation& e, const Segment& segment, MatcherBuilder& builder,
+                size_t matches) {
       const index::PairChampions* pairs = segment.pair_champions();
       std::vector<const std::string*> words;
       CollectScoredWords(e.plan_.root, &words);
+      std::vector<const std::string*> terms;  // a phrase's words are scored by the phrase
+      CollectScoredTerms(e.plan_.root, &terms);
       for (const std::string* w : words) {
         std::unique_ptr<TermMatcher> t = builder.Term(*w, /*scored=*/true);
         if (t == nullptr || t->idf() == 0) continue;
-        RepeatedWord r(pairs == nullptr ? nullptr : pairs->RepeatsOf(*w), *t);
-        words_.push_back({std::move(t), r});
+        const bool exact = std::find(terms.begin(), terms.end(), w) != terms.end() &&
+                           t->cursor().size() <= kExactTextPostings * matches;
+        RepeatedWord r(pairs == nullptr || exact ? nullptr : pairs->RepeatsOf(*w), *t);
+        std::span<const uint8_t> points;
+        if (exact) points = LeadPointsOf(segment, *w, *t);
+        words_.push_back({std::move(t), r, exact, points});
+      }
+      tf_.resize(words_.size());
+    }
+    // Reads each word's frequency in `d`, a match not below the last one moved to.
+    void MoveTo(DocId d) {
+      point_ = -1;
+      for (size_t i = 0; i < words_.size(); ++i) {
+        Word& w = words_[i];
+        if (!w.exact) {
+          tf_[i] = w.repeated.Tf(d);
+          continue;
+        }
+        PostingCursor& cursor = w.term->cursor();
+        if (cursor.doc() < d) cursor.Advance(d);
+        tf_[i] = cursor.doc() == d ? cursor.freq() : 0;
+        if (tf_[i] != 0 && point_ < 0 && !w.points.empty()) {
+          const uint32_t at = cursor.ordinal();
+          if (at < w.points.size()) point_ = w.points[at];
+        }
       }
     }
-    double At(DocId d, uint32_t length) {
+    // The text bound of the match moved to, were it `length` words long.
+    double At(uint32_t length) const {
       double text = 0;
-      for (Word& w : words_) {
-        text += w.term->ScoreFor(w.repeated.Tf(d), length);
+      for (size_t i = 0; i < words_.size(); ++i) {
+        if (tf_[i] != 0) text += words_[i].term->ScoreFor(tf_[i], length);
       }
       return text;
     }
+    // The lead point of the match moved to, from a word that holds it; -1 if none has one.
+    int point() const { return point_; }
 
    private:
+    // The plan's scored words that stand as words (not in a phrase).
+    static void CollectScoredTerms(const PlanNode& node, std::vector<const std::string*>* terms) {
+      if (node.kind == PlanNode::Kind::kTerm && node.scored) terms->push_back(&node.term);
+      for (const PlanNode& child : node.children) CollectScoredTerms(child, terms);
+    }
+
     struct Word {
-      std::unique_ptr<TermMatcher> term;  // for ScoreFor; never moved
+      std::unique_ptr<TermMatcher> term;  // its cursor is moved only by MoveTo, if exact
       RepeatedWord repeated;
+      bool exact = false;               // looked up by its cursor
+      std::span<const uint8_t> points;  // if exact: its lead points, if it has any
     };
     std::vector<Word> words_;
+    std::vector<uint32_t> tf_;  // per word, in the match moved to (0: an exact word it lacks)
+    int point_ = -1;
   };
 
   // Scores `d`, a match of the plan, with `m` (moved to it) and pushes it, unless the top k is

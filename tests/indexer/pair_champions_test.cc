@@ -229,6 +229,37 @@ TEST(PairChampionsTest, RepeatsReadAWindowAtATimeAgreeWithFind) {
   EXPECT_GT(masked_out, 1000u);
 }
 
+// Find from its place over a list of repeats, asked about rows far apart (it gallops past
+// many repeats at once) and near each other, rows it holds and rows it lacks: the answer is
+// the row's point or null, as a binary search of the whole list says.
+TEST(PairChampionsTest, RepeatsFoundAfterLongAndShortStepsAgreeWithABinarySearch) {
+  std::mt19937 rng(5);
+  constexpr DocId kRows = 400000;
+  const Repeats repeats = RandomRepeats(rng, kRows, 1.0 / 40);
+  ASSERT_TRUE(repeats.bits.empty());
+  for (int trial = 0; trial < 20; ++trial) {
+    const DocId most_step = trial < 10 ? 40u * (1u << trial) : 1 + rng() % 64;
+    size_t at = 0, held = 0, asked = 0;
+    for (DocId d = rng() % most_step; d < kRows; d += 1 + rng() % most_step) {
+      // Every other question is a row the list holds, where there is one ahead.
+      if (asked % 2 == 1) {
+        const auto next = std::lower_bound(repeats.docs.begin(), repeats.docs.end(), d);
+        if (next != repeats.docs.end()) d = *next;
+      }
+      ++asked;
+      const auto it = std::lower_bound(repeats.docs.begin(), repeats.docs.end(), d);
+      const bool holds = it != repeats.docs.end() && *it == d;
+      const RepeatPoint* p = repeats.Find(d, &at);
+      ASSERT_EQ(p != nullptr, holds) << "row " << d << " trial " << trial;
+      if (holds) {
+        ++held;
+        EXPECT_EQ(p, &repeats.points[static_cast<size_t>(it - repeats.docs.begin())]);
+      }
+    }
+    EXPECT_GT(held, 0u) << "trial " << trial;
+  }
+}
+
 // A pair's rows as PackedDocs: random lists of every length around a block's (128) and gaps
 // from 0 to millions, read back through cursors bounded below random ends, stepping, skipping,
 // in batches and filtering candidates, each checked against the plain list.
