@@ -1967,7 +1967,8 @@ class Evaluation {
   // frequency in the match. A word rare beside the matches (at most kExactTextPostings
   // postings per match: its cursor decodes at most about one block per two matches) is looked
   // up with its own cursor, so that its frequency is exact and a match that lacks it, under
-  // an OR, gets none of its text; where such a word has lead points (lead_points.h), the
+  // an OR, gets none of its text; not a pair word that every match holds, whose repeats give
+  // as much without a block decoded. Where a word looked up has lead points (lead_points.h), the
   // match's point gives a likes band and a lower bound of its length without a column read.
   // Any other word counts as if the match held it: at its frequency from the segment's
   // repeats where it is a pair word (a posting not among its repeats holds the word once:
@@ -1982,14 +1983,21 @@ class Evaluation {
       const index::PairChampions* pairs = segment.pair_champions();
       std::vector<const std::string*> words;
       CollectScoredWords(e.plan_.root, &words);
-      std::vector<const std::string*> terms;  // a phrase's words are scored by the phrase
-      CollectScoredTerms(e.plan_.root, &terms);
+      // The words that stand as words (a phrase's are scored by the phrase), and of those
+      // the alternatives of an OR.
+      std::vector<const std::string*> terms, alternatives;
+      CollectScoredTerms(e.plan_.root, /*in_or=*/false, &terms, &alternatives);
+      auto among = [](const std::vector<const std::string*>& v, const std::string* w) {
+        return std::find(v.begin(), v.end(), w) != v.end();
+      };
       for (const std::string* w : words) {
         std::unique_ptr<TermMatcher> t = builder.Term(*w, /*scored=*/true);
         if (t == nullptr || t->idf() == 0) continue;
-        const bool exact = std::find(terms.begin(), terms.end(), w) != terms.end() &&
+        const index::Repeats* repeats = pairs == nullptr ? nullptr : pairs->RepeatsOf(*w);
+        // A pair word that every match holds has its exact frequency from its repeats.
+        const bool exact = among(terms, w) && (repeats == nullptr || among(alternatives, w)) &&
                            t->cursor().size() <= kExactTextPostings * matches;
-        RepeatedWord r(pairs == nullptr || exact ? nullptr : pairs->RepeatsOf(*w), *t);
+        RepeatedWord r(exact ? nullptr : repeats, *t);
         std::span<const uint8_t> points;
         if (exact) points = LeadPointsOf(segment, *w, *t);
         words_.push_back({std::move(t), r, exact, points});
@@ -2026,10 +2034,18 @@ class Evaluation {
     int point() const { return point_; }
 
    private:
-    // The plan's scored words that stand as words (not in a phrase).
-    static void CollectScoredTerms(const PlanNode& node, std::vector<const std::string*>* terms) {
-      if (node.kind == PlanNode::Kind::kTerm && node.scored) terms->push_back(&node.term);
-      for (const PlanNode& child : node.children) CollectScoredTerms(child, terms);
+    // The plan's scored words that stand as words (not in a phrase) into *terms, and those
+    // of them under an OR into *alternatives too.
+    static void CollectScoredTerms(const PlanNode& node, bool in_or,
+                                   std::vector<const std::string*>* terms,
+                                   std::vector<const std::string*>* alternatives) {
+      if (node.kind == PlanNode::Kind::kTerm && node.scored) {
+        terms->push_back(&node.term);
+        if (in_or) alternatives->push_back(&node.term);
+      }
+      for (const PlanNode& child : node.children) {
+        CollectScoredTerms(child, in_or || node.kind == PlanNode::Kind::kOr, terms, alternatives);
+      }
     }
 
     struct Word {
