@@ -1981,25 +1981,19 @@ class Evaluation {
     CountedText(const Evaluation& e, const Segment& segment, MatcherBuilder& builder,
                 size_t matches) {
       const index::PairChampions* pairs = segment.pair_champions();
-      std::vector<const std::string*> words;
-      CollectScoredWords(e.plan_.root, &words);
-      // The words that stand as words (a phrase's are scored by the phrase), and of those
-      // the alternatives of an OR.
-      std::vector<const std::string*> terms, alternatives;
-      CollectScoredTerms(e.plan_.root, /*in_or=*/false, &terms, &alternatives);
-      auto among = [](const std::vector<const std::string*>& v, const std::string* w) {
-        return std::find(v.begin(), v.end(), w) != v.end();
-      };
-      for (const std::string* w : words) {
-        std::unique_ptr<TermMatcher> t = builder.Term(*w, /*scored=*/true);
+      std::vector<ScoredWord> words;
+      CollectWords(e.plan_.root, /*in_or=*/false, &words);
+      for (const ScoredWord& w : words) {
+        std::unique_ptr<TermMatcher> t = builder.Term(*w.word, /*scored=*/true);
         if (t == nullptr || t->idf() == 0) continue;
-        const index::Repeats* repeats = pairs == nullptr ? nullptr : pairs->RepeatsOf(*w);
-        // A pair word that every match holds has its exact frequency from its repeats.
-        const bool exact = among(terms, w) && (repeats == nullptr || among(alternatives, w)) &&
+        const index::Repeats* repeats = pairs == nullptr ? nullptr : pairs->RepeatsOf(*w.word);
+        // A pair word that every match holds has its exact frequency from its repeats; a
+        // phrase's words are scored by the phrase.
+        const bool exact = !w.in_phrase && (repeats == nullptr || w.in_or) &&
                            t->cursor().size() <= kExactTextPostings * matches;
         RepeatedWord r(exact ? nullptr : repeats, *t);
         std::span<const uint8_t> points;
-        if (exact) points = LeadPointsOf(segment, *w, *t);
+        if (exact) points = LeadPointsOf(segment, *w.word, *t);
         words_.push_back({std::move(t), r, exact, points});
       }
       tf_.resize(words_.size());
@@ -2034,17 +2028,20 @@ class Evaluation {
     int point() const { return point_; }
 
    private:
-    // The plan's scored words that stand as words (not in a phrase) into *terms, and those
-    // of them under an OR into *alternatives too.
-    static void CollectScoredTerms(const PlanNode& node, bool in_or,
-                                   std::vector<const std::string*>* terms,
-                                   std::vector<const std::string*>* alternatives) {
+    // A scored word of the plan, and where it stands.
+    struct ScoredWord {
+      const std::string* word;
+      bool in_phrase;  // a phrase's word
+      bool in_or;      // under an OR
+    };
+    // The plan's scored words, in CollectScoredWords's order.
+    static void CollectWords(const PlanNode& node, bool in_or, std::vector<ScoredWord>* words) {
       if (node.kind == PlanNode::Kind::kTerm && node.scored) {
-        terms->push_back(&node.term);
-        if (in_or) alternatives->push_back(&node.term);
+        words->push_back({&node.term, false, in_or});
       }
+      for (const std::string& t : node.phrase_terms) words->push_back({&t, true, in_or});
       for (const PlanNode& child : node.children) {
-        CollectScoredTerms(child, in_or || node.kind == PlanNode::Kind::kOr, terms, alternatives);
+        CollectWords(child, in_or || node.kind == PlanNode::Kind::kOr, words);
       }
     }
 
