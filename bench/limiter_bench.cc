@@ -8,6 +8,7 @@
 //   build/release/bench/limiter_bench --redis=6379 --hot-key=10000   # one key held at its limit
 //   build/release/bench/limiter_bench --redis=6379 --memory   # Redis memory per key and algorithm
 //   build/release/bench/limiter_bench --redis=6379 --textbook # beside textbook Lua scripts
+//   build/release/bench/limiter_bench --redis=6379 --textbook --only=gcra  # one algorithm
 //   build/release/bench/limiter_bench --redis=6379 --textbook --hot-key=500  # the same, one key
 //   build/release/bench/limiter_bench --redis=6379 --script-cost  # Redis time per check
 //   build/release/bench/limiter_bench --redis=6379 --freeze-pid=PID  # two front doors while the
@@ -498,7 +499,7 @@ return 1)lua"},
 // script (8 callers, each on its own connection, one call at a time) and this limiter (8
 // callers sharing its 2 lanes), one after the other on the same Redis, 5 s each; with the
 // Redis time per decision from INFO commandstats.
-void BesideTextbook(int port) {
+void BesideTextbook(int port, std::string_view only) {
   constexpr int kThreads = 8;
   constexpr double kSeconds = 5;
   const std::vector<std::string> keys = Keys(1'000'000);
@@ -520,6 +521,7 @@ void BesideTextbook(int port) {
   std::cout << "redis decisions/s over 1M keys, 500 an hour, 8 callers (Redis time per decision)"
             << ":\n";
   for (const Textbook& book : kTextbook) {
+    if (!only.empty() && ts::limiter::AlgorithmName(book.algorithm) != only) continue;
     RedisUsedMemory(port, /*flush=*/true);
     const auto [book_rate, book_us] = run([&](int t, std::atomic<bool>& stop, uint64_t& done) {
       redisContext* c = redisConnect("127.0.0.1", port);
@@ -603,6 +605,7 @@ int main(int argc, char** argv) {
   uint64_t hot_limit = 0;
   pid_t freeze_pid = 0;
   bool memory = false, textbook = false, script_cost = false;
+  std::string_view only;  // --only=ALGORITHM: the textbook comparison of one algorithm
   int64_t checks = -1;
   size_t keys = 1;
   for (int i = 1; i < argc; ++i) {
@@ -616,6 +619,7 @@ int main(int argc, char** argv) {
     if (a.starts_with("--keys=")) keys = std::max<size_t>(1, std::stoull(std::string(a.substr(7))));
     if (a == "--memory") memory = true;
     if (a == "--textbook") textbook = true;
+    if (a.starts_with("--only=")) only = a.substr(7);
     if (a == "--script-cost") script_cost = true;
   }
   if (checks >= 0) {
@@ -627,7 +631,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (redis_port != 0 && textbook) {
-    BesideTextbook(redis_port);
+    BesideTextbook(redis_port, only);
     return 0;
   }
   if (redis_port != 0 && script_cost) {

@@ -2,6 +2,7 @@
 
 #include <hiredis/hiredis.h>
 #include <openssl/sha.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <array>
@@ -23,6 +24,7 @@
 #include "limiter/redis_script.h"
 #include "limiter/redis_util.h"
 #include "limiter/rule_match.h"
+#include "limiter/wake_word.h"
 
 namespace tweetsearch::limiter {
 namespace {
@@ -443,17 +445,18 @@ class RedisLimiter final : public Limiter {
     if (!v.shadow_exceeded.empty()) shadow_.fetch_add(1, std::memory_order_relaxed);
   }
 
-  // One caller's call, waiting in a lane.
+  // One caller's call, waiting in a lane. Its turn says whether it waits, leads its lane, or
+  // has its answer (set under the lane's mutex, woken after it: wake_word.h).
+  enum Turn : uint32_t { kWaiting = 0, kLead = 1, kDone = 2 };
   struct Call {
     const Command* command = nullptr;
     size_t expected = 0;
     std::vector<int64_t>* out = nullptr;
     int64_t deadline_us = 0;  // steady clock: the caller decides without Redis after it
     bool probe = false;       // the one call trying a Redis that was down
-    bool taken = false;       // in a batch being sent
+    bool taken = false;       // in a batch being sent (under the lane's mutex)
     bool ok = false;
-    bool done = false;
-    std::condition_variable cv;
+    WakeWord turn{kWaiting};
   };
   // A connection and the calls queued for it. The call at the head leads: it pipelines every
   // call queued behind it (up to kMaxBatch) — all requests written, then all replies read — and
@@ -461,9 +464,10 @@ class RedisLimiter final : public Limiter {
   struct Lane {
     std::mutex mu;  // std::mutex: ThreadSanitizer sees its ordering (see limiter.cc)
     std::deque<Call*> queue ABSL_GUARDED_BY(mu);
-    Connection connection;    // touched only by the lane's current leader
-    uint64_t generation = 0;  // failures_ when `connection` was made
-    int64_t offset_us = 0;    // Redis's clock (Unix µs) minus the steady clock, at connect
+    Connection connection;        // touched only by the lane's current leader
+    uint64_t generation = 0;      // failures_ when `connection` was made
+    int64_t offset_us = 0;        // Redis's clock (Unix µs) minus the steady clock, at connect
+    int64_t read_timeout_us = 0;  // as last set on `connection` (SetReadTimeout)
   };
   static constexpr size_t kMaxBatch = 256;
 
@@ -484,8 +488,12 @@ class RedisLimiter final : public Limiter {
     call.deadline_us = SteadyMicros() + int64_t{redis_.command_timeout_ms} * 1000;
     std::unique_lock<std::mutex> lock(lane.mu);
     lane.queue.push_back(&call);
-    if (!WaitForTurn(lane, call, lock)) return false;
-    if (call.done) return call.ok;
+    if (lane.queue.front() != &call) {
+      lock.unlock();
+      const uint32_t turn = WaitForTurn(lane, call);
+      if (turn != kLead) return turn == kDone && call.ok;
+      lock.lock();
+    }
     std::vector<Call*> batch;
     for (Call* c : lane.queue) {
       if (batch.size() == kMaxBatch) break;
@@ -498,30 +506,42 @@ class RedisLimiter final : public Limiter {
     const bool has_probe =
         std::any_of(batch.begin(), batch.end(), [](Call* c) { return c->probe; });
     if (has_probe || up_.load(std::memory_order_acquire)) RunBatch(lane, batch, now);
+    std::vector<std::atomic<uint32_t>*> wake;
+    wake.reserve(batch.size());
     lock.lock();
     for (Call* c : batch) {
       lane.queue.pop_front();  // the batch is the queue's head: taken calls never leave it
-      c->done = true;
-      if (c != &call) c->cv.notify_one();
+      if (c == &call) continue;
+      c->turn.Set(kDone);
+      wake.push_back(c->turn.address());
     }
-    if (!lane.queue.empty()) lane.queue.front()->cv.notify_one();
+    if (!lane.queue.empty()) {
+      lane.queue.front()->turn.Set(kLead);
+      wake.push_back(lane.queue.front()->turn.address());
+    }
+    lock.unlock();
+    for (std::atomic<uint32_t>* w : wake) WakeWord::Wake(w);
     return call.ok;
   }
 
-  // Waits until `call` leads its lane or a leader has run it. False if its deadline passed
-  // first while it was still only queued: it leaves the queue, to be decided locally.
-  static bool WaitForTurn(Lane& lane, Call& call, std::unique_lock<std::mutex>& lock) {
+  // Waits until `call` leads its lane or a leader has run it, and says which (kLead, kDone).
+  // kWaiting if its deadline passed first while it was still only queued: it leaves the queue,
+  // to be decided locally.
+  static uint32_t WaitForTurn(Lane& lane, Call& call) {
     const auto deadline =
         std::chrono::steady_clock::time_point(std::chrono::microseconds(call.deadline_us));
-    auto turn = [&] { return call.done || lane.queue.front() == &call; };
-    if (call.cv.wait_until(lock, deadline, turn)) return true;
+    uint32_t turn = call.turn.WaitWhile(kWaiting, deadline);
+    if (turn != kWaiting) return turn;
+    std::unique_lock<std::mutex> lock(lane.mu);
+    turn = call.turn.load();
+    if (turn != kWaiting) return turn;
     if (call.taken) {  // a leader is running it, within its own (earlier) deadline
-      call.cv.wait(lock, turn);
-      return true;
+      lock.unlock();
+      return call.turn.WaitWhile(kWaiting);
     }
+    // Never the head (the head leads): its leaving hands the lead to no one.
     lane.queue.erase(std::find(lane.queue.begin(), lane.queue.end(), &call));
-    if (!lane.queue.empty()) lane.queue.front()->cv.notify_one();
-    return false;
+    return kWaiting;
   }
 
   void RunBatch(Lane& lane, const std::vector<Call*>& batch, int64_t now) {
@@ -541,12 +561,10 @@ class RedisLimiter final : public Limiter {
     if (lane.connection == nullptr) {
       lane.connection = Connect(deadline_us, &lane.offset_us);
       lane.generation = generation;
+      lane.read_timeout_us = 0;  // Connect's own: set again
     }
     redisContext* c = lane.connection.get();
-    if (c == nullptr ||
-        redisSetTimeout(c, Micros(std::max<int64_t>(1, deadline_us - SteadyMicros()))) !=
-            REDIS_OK ||
-        !RegisterIfDue(c)) {
+    if (c == nullptr || !SetReadTimeout(lane, deadline_us) || !RegisterIfDue(c)) {
       return Fail(lane, now);
     }
     // The checks go out as one call of the decide script; other commands alone, after it.
@@ -595,6 +613,25 @@ class RedisLimiter final : public Limiter {
       if (!Split(reply.get(), checks)) return Fail(lane, now);
     }
     up_.store(true, std::memory_order_release);
+  }
+
+  // Makes the lane's reads give up by `deadline_us`, no more than a sixteenth of a command
+  // timeout sooner. The timeout is cut to that step and set only when it changes: in steady
+  // traffic every batch has about the same time left, and setting it per batch (both directions,
+  // as redisSetTimeout does) was as many system calls as the batches' reads and writes together.
+  // Writes keep the timeout set at connect: a lane sends a batch only once the last one's reply
+  // is in, so its socket buffer never fills.
+  bool SetReadTimeout(Lane& lane, int64_t deadline_us) const {
+    const int64_t step = std::max<int64_t>(1, int64_t{redis_.command_timeout_ms} * 1000 / 16);
+    const int64_t left = deadline_us - SteadyMicros();
+    const int64_t timeout = left >= step ? left / step * step : std::max<int64_t>(1, left);
+    if (timeout == lane.read_timeout_us) return true;
+    const timeval tv = Micros(timeout);
+    if (setsockopt(lane.connection->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0) {
+      return false;
+    }
+    lane.read_timeout_us = timeout;
+    return true;
   }
 
   static bool Send(redisContext* c, const std::vector<std::string_view>& args) {
