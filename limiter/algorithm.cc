@@ -1,6 +1,7 @@
 #include "limiter/algorithm.h"
 
 #include <algorithm>
+#include <span>
 
 #include "common/strings.h"
 
@@ -128,53 +129,80 @@ Decision DecideSlidingCounter(const Limit& l, WindowState& s, int64_t now, uint6
   return d;
 }
 
-Decision DecideLog(const Limit& l, LogState& s, int64_t now, uint64_t cost, bool commit) {
-  // Expiring entries changes no decision, so it happens on dry runs too. Entries older than the
-  // rolling window (time <= now − W) no longer count.
-  static const LogState::Log kNone;
-  const LogState::Log& log = s.log ? *s.log : kNone;
-  if (s.log) {
-    LogState::Log& owned = *s.log;
-    while (owned.head < owned.entries.size() &&
-           owned.entries[owned.head].first <= now - l.window_ms) {
-      s.total -= owned.entries[owned.head].second;
-      ++owned.head;
-    }
-    if (owned.head > 32 && owned.head * 2 > owned.entries.size()) {
-      owned.entries.erase(owned.entries.begin(),
-                          owned.entries.begin() + static_cast<long>(owned.head));
-      owned.head = 0;
-    }
+using LogEntry = std::pair<int64_t, uint32_t>;
+
+// Drops the entries older than the rolling window (time <= now − W): they no longer count.
+void ExpireLog(const Limit& l, LogState& s, int64_t now) {
+  if (!s.log) {
+    if (s.total > 0 && s.single_ms <= now - l.window_ms) s.total = 0;
+    return;
   }
-  const bool any = log.head < log.entries.size();
+  LogState::Log& log = *s.log;
+  while (log.head < log.entries.size() && log.entries[log.head].first <= now - l.window_ms) {
+    s.total -= log.entries[log.head].second;
+    ++log.head;
+  }
+  if (log.head > 32 && log.head * 2 > log.entries.size()) {
+    log.entries.erase(log.entries.begin(), log.entries.begin() + static_cast<long>(log.head));
+    log.head = 0;
+  }
+}
+
+// The live entries, oldest first: the log's from its head, or the inline one (copied to `one`).
+std::span<const LogEntry> LiveEntries(const LogState& s, LogEntry& one) {
+  if (s.log) return {s.log->entries.data() + s.log->head, s.log->entries.size() - s.log->head};
+  if (s.total == 0) return {};
+  one = {s.single_ms, static_cast<uint32_t>(s.total)};
+  return {&one, 1};
+}
+
+// Appends an entry of `cost` (at least 1: Decide's costs are, and Charge skips nothing) at
+// `now`: inline into an empty log, else behind the pointer (the inline entry moving there
+// first).
+void AppendLog(LogState& s, int64_t now, uint32_t cost) {
+  if (!s.log && s.total == 0) {
+    s.single_ms = now;
+    s.total = cost;
+    return;
+  }
+  if (!s.log) {
+    s.log = std::make_unique<LogState::Log>();
+    if (s.total > 0) s.log->entries.emplace_back(s.single_ms, static_cast<uint32_t>(s.total));
+  }
+  s.log->entries.emplace_back(now, cost);
+  s.total += cost;
+}
+
+Decision DecideLog(const Limit& l, LogState& s, int64_t now, uint64_t cost, bool commit) {
+  // Expiring entries changes no decision, so it happens on dry runs too.
+  ExpireLog(l, s, now);
+  LogEntry one;
+  const std::span<const LogEntry> live = LiveEntries(s, one);
+  const bool any = !live.empty();
+  const int64_t newest = any ? live.back().first : now;
   Decision d;
   if (cost <= l.limit && s.total + cost <= l.limit) {
     d.allowed = true;
-    if (commit) {
-      if (!s.log) s.log = std::make_unique<LogState::Log>();
-      s.log->entries.emplace_back(now, static_cast<uint32_t>(cost));
-      s.total += cost;
-    }
   } else if (cost > l.limit) {
     d.retry_after_ms = l.window_ms;
   } else {
     // Wait until enough of the oldest entries expire.
     uint64_t left = s.total;
-    for (size_t i = log.head; i < log.entries.size(); ++i) {
-      left -= log.entries[i].second;
+    for (const LogEntry& e : live) {
+      left -= e.second;
       if (left + cost <= l.limit) {
-        d.retry_after_ms = std::max<int64_t>(1, log.entries[i].first + l.window_ms - now);
+        d.retry_after_ms = std::max<int64_t>(1, e.first + l.window_ms - now);
         break;
       }
     }
   }
-  d.remaining = l.limit - std::min(s.total + (d.allowed && !commit ? cost : 0), l.limit);
+  d.remaining = l.limit - std::min(s.total + (d.allowed ? cost : 0), l.limit);
   // Full again once the newest entry leaves: an admitted request's own, on a dry run too.
   if (d.allowed) {
-    const int64_t newest = any ? log.entries.back().first : now;
     d.reset_ms = std::max(newest, now) + l.window_ms - now;
+    if (commit) AppendLog(s, now, static_cast<uint32_t>(cost));
   } else {
-    d.reset_ms = any ? log.entries.back().first + l.window_ms - now : 0;
+    d.reset_ms = any ? newest + l.window_ms - now : 0;
   }
   return d;
 }
@@ -264,11 +292,8 @@ void ChargeWindow(const Limit& l, WindowState& s, int64_t now, uint64_t units) {
 // Unlike the others, a log is charged in full even beyond its limit: its entries expire one by
 // one, so units cut here would be missing once older entries expired.
 void ChargeLog(const Limit& l, LogState& s, int64_t now, uint64_t units) {
-  DecideLog(l, s, now, 1, /*commit=*/false);  // expires what no longer counts
-  const uint32_t cost = static_cast<uint32_t>(std::min<uint64_t>(units, 1u << 30));
-  if (!s.log) s.log = std::make_unique<LogState::Log>();
-  s.log->entries.emplace_back(now, cost);
-  s.total += cost;
+  ExpireLog(l, s, now);
+  AppendLog(s, now, static_cast<uint32_t>(std::min<uint64_t>(units, 1u << 30)));
 }
 
 void ChargeTat(const Limit& l, TatState& s, int64_t now_ms, uint64_t units, int64_t ahead_ms) {

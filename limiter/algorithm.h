@@ -63,20 +63,25 @@ struct WindowState {  // fixed window, sliding window counter
   uint64_t current = 0;
   uint64_t previous = 0;
 };
-// A sliding window log: one entry per admitted request. Its entries lie behind one pointer (none
-// while it is empty), so that every algorithm's state fits in 24 bytes and an in-process entry
-// holds its states inline (limiter.cc); a copy copies the entries.
+// A sliding window log: one entry per admitted request. A log of one entry keeps it inline (its
+// time in `single_ms`, its cost in `total`); from the second entry on, the entries lie behind
+// one pointer. So every algorithm's state fits in 24 bytes, an in-process entry holds its states
+// inline (limiter.cc), and a key with one request in its window — most keys, where many clients
+// each ask a little — costs no allocation and no second cache miss. A copy copies the entries.
 struct LogState {
   struct Log {
     std::vector<std::pair<int64_t, uint32_t>> entries;  // (time, cost), oldest first
     size_t head = 0;                                    // entries before head are expired
   };
   std::unique_ptr<Log> log;
-  uint64_t total = 0;  // cost of entries[head..]
+  uint64_t total = 0;     // cost of entries[head..], or of the inline entry
+  int64_t single_ms = 0;  // without `log`, and a total: the inline entry's time
 
   LogState() = default;
   LogState(const LogState& other)
-      : log(other.log ? std::make_unique<Log>(*other.log) : nullptr), total(other.total) {}
+      : log(other.log ? std::make_unique<Log>(*other.log) : nullptr),
+        total(other.total),
+        single_ms(other.single_ms) {}
   LogState& operator=(const LogState& other) {
     if (this != &other) *this = LogState(other);
     return *this;

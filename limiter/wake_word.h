@@ -56,10 +56,11 @@ class WakeWord {
       const auto left = deadline - std::chrono::steady_clock::now();
       if (left <= std::chrono::steady_clock::duration::zero()) return value;
       const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
-      timespec timeout{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+      timespec timeout{static_cast<time_t>(ns / 1'000'000'000),
+                       static_cast<long>(ns % 1'000'000'000)};
       // Woken, the word changed first (EAGAIN), a signal (EINTR) or the timeout: look again.
-      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word_), FUTEX_WAIT_PRIVATE, value,
-              &timeout, nullptr, 0);
+      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word_), FUTEX_WAIT_PRIVATE, value, &timeout,
+              nullptr, 0);
     }
     return load();
   }

@@ -299,5 +299,47 @@ TEST(AlgorithmTest, DryRunsDecideAlikeAndChangeNothing) {
   }
 }
 
+// A log of one entry keeps it inline, and moves it behind its pointer when a second comes: both
+// forms expire an entry exactly when its time is W or more behind, and say the same retry and
+// reset times.
+TEST(AlgorithmTest, ALogOfOneEntryAndOfSeveralExpireAtTheSameEdge) {
+  const Limit one{"t", Algorithm::kSlidingWindowLog, 1, kWindow, 0, false};
+  State s = NewState(one.algorithm);
+  EXPECT_TRUE(Decide(one, s, 0, 1).allowed);
+  Decision d = Decide(one, s, kWindow - 1, 1);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after_ms, 1);
+  EXPECT_EQ(d.reset_ms, 1);
+  State copy = s;  // an inline entry is copied too
+  EXPECT_FALSE(Decide(one, copy, kWindow - 1, 1).allowed);
+  d = Decide(one, s, kWindow, 1);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.remaining, 0u);
+  EXPECT_EQ(d.reset_ms, kWindow);
+
+  const Limit two{"t", Algorithm::kSlidingWindowLog, 2, kWindow, 0, false};
+  s = NewState(two.algorithm);
+  EXPECT_TRUE(Decide(two, s, 0, 1).allowed);
+  EXPECT_TRUE(Decide(two, s, 500, 1).allowed);  // the first entry moves behind the pointer
+  d = Decide(two, s, kWindow - 1, 1);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after_ms, 1);
+  EXPECT_EQ(d.reset_ms, 501);
+  d = Decide(two, s, kWindow, 1);  // the entry at 0 has gone
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.remaining, 0u);
+  d = Decide(two, s, 1499, 1);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after_ms, 1);
+
+  s = NewState(two.algorithm);  // charged units take the same two forms
+  Charge(two, s, 100, 1);
+  Charge(two, s, 200, 1);
+  d = Decide(two, s, 1099, 1);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after_ms, 1);
+  EXPECT_EQ(d.reset_ms, 101);
+}
+
 }  // namespace
 }  // namespace tweetsearch::limiter
