@@ -276,6 +276,59 @@ TEST(AlgorithmTest, NamesRoundTrip) {
 namespace tweetsearch::limiter {
 namespace {
 
+// Long logs grow, move their live entries to the front of their block, and are copied, many
+// times over: every figure of every decision and charge equals a plain model of the log (a
+// deque of entries), and so does a copy's next decision.
+TEST(AlgorithmTest, LongLogsDecideAsAPlainListOfTheirEntries) {
+  const Limit limit{"t", Algorithm::kSlidingWindowLog, 300, kWindow, 0, false};
+  std::mt19937_64 rng(29);
+  State state = NewState(limit.algorithm);
+  std::deque<std::pair<int64_t, uint64_t>> model;  // (time, cost), oldest first
+  int64_t now = 0;
+  for (int i = 0; i < 30'000; ++i) {
+    now += static_cast<int64_t>(rng() % 8);
+    while (!model.empty() && model.front().first <= now - kWindow) model.pop_front();
+    uint64_t total = 0;
+    for (const auto& [t, c] : model) total += c;
+    if (rng() % 50 == 0) {  // units admitted elsewhere, charged even beyond the limit
+      const uint64_t units = 1 + rng() % 40;
+      Charge(limit, state, now, units);
+      model.emplace_back(now, units);
+      continue;
+    }
+    const uint64_t cost = 1 + rng() % 3;
+    const bool commit = rng() % 4 != 0;
+    Decision want;
+    want.allowed = total + cost <= limit.limit;
+    want.remaining = limit.limit - std::min(total + (want.allowed ? cost : 0), limit.limit);
+    const int64_t newest = model.empty() ? now : model.back().first;
+    want.reset_ms = want.allowed ? std::max(newest, now) + kWindow - now
+                                 : (model.empty() ? 0 : newest + kWindow - now);
+    if (!want.allowed) {
+      uint64_t left = total;
+      for (const auto& [t, c] : model) {
+        left -= c;
+        if (left + cost <= limit.limit) {
+          want.retry_after_ms = std::max<int64_t>(1, t + kWindow - now);
+          break;
+        }
+      }
+    }
+    if (i % 997 == 0) {  // a copy decides as the original
+      State copy = state;
+      const Decision c = Decide(limit, copy, now, cost, /*commit=*/false);
+      ASSERT_EQ(c.allowed, want.allowed) << "copy, step " << i;
+      ASSERT_EQ(c.retry_after_ms, want.retry_after_ms) << "copy, step " << i;
+    }
+    const Decision d = Decide(limit, state, now, cost, commit);
+    ASSERT_EQ(d.allowed, want.allowed) << "step " << i;
+    ASSERT_EQ(d.remaining, want.remaining) << "step " << i;
+    ASSERT_EQ(d.retry_after_ms, want.retry_after_ms) << "step " << i;
+    ASSERT_EQ(d.reset_ms, want.reset_ms) << "step " << i;
+    if (d.allowed && commit) model.emplace_back(now, cost);
+  }
+}
+
 // A dry run decides like the real thing and leaves the state as a refusal would.
 TEST(AlgorithmTest, DryRunsDecideAlikeAndChangeNothing) {
   std::mt19937_64 rng(23);
