@@ -52,31 +52,32 @@ class WakeWord {
   // Sleeps while the word holds `value`, until `deadline` (steady clock). Returns the word's
   // new value, or `value` if the deadline passed first.
   uint32_t WaitWhile(uint32_t value, std::chrono::steady_clock::time_point deadline) {
-    for (uint32_t now_value = load(); now_value == value; now_value = load()) {
-      const auto left = deadline - std::chrono::steady_clock::now();
-      if (left <= std::chrono::steady_clock::duration::zero()) return value;
-      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
-      timespec timeout{static_cast<time_t>(ns / 1'000'000'000),
-                       static_cast<long>(ns % 1'000'000'000)};
-      // Woken, the word changed first (EAGAIN), a signal (EINTR) or the timeout: look again.
-      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word_), FUTEX_WAIT_PRIVATE, value, &timeout,
-              nullptr, 0);
-    }
-    return load();
+    return Wait(value, &deadline);
   }
 
   // Sleeps while the word holds `value`, however long.
-  uint32_t WaitWhile(uint32_t value) {
-    for (uint32_t now_value = load(); now_value == value; now_value = load()) {
-      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word_), FUTEX_WAIT_PRIVATE, value, nullptr,
-              nullptr, 0);
-    }
-    return load();
-  }
+  uint32_t WaitWhile(uint32_t value) { return Wait(value, nullptr); }
 
  private:
   static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) &&
                 std::atomic<uint32_t>::is_always_lock_free);
+  // The waits above; no deadline (null): however long.
+  uint32_t Wait(uint32_t value, const std::chrono::steady_clock::time_point* deadline) {
+    for (uint32_t now_value = load(); now_value == value; now_value = load()) {
+      timespec timeout{};
+      if (deadline != nullptr) {
+        const auto left = *deadline - std::chrono::steady_clock::now();
+        if (left <= std::chrono::steady_clock::duration::zero()) return value;
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+        timeout = {static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+      }
+      // Woken, the word changed first (EAGAIN), a signal (EINTR) or the timeout: look again.
+      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word_), FUTEX_WAIT_PRIVATE, value,
+              deadline != nullptr ? &timeout : nullptr, nullptr, 0);
+    }
+    return load();
+  }
+
   std::atomic<uint32_t> word_;
 };
 
