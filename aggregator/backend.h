@@ -17,8 +17,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "aggregator/stream_feed.h"
 #include "common/clock.h"
@@ -196,6 +198,14 @@ class Backend {
   // Unavailable when a partition has no live replica and partial answers were
   // not allowed.
   virtual absl::StatusOr<SearchOutcome> RunSearch(const SearchCall& call) const = 0;
+  // RunSearch without waiting: `done` runs once with the answer, on this thread or on
+  // another (it must not block). `call` and what it points to need live only until this
+  // returns. By default RunSearch, here: a backend whose search waits on nothing but its own
+  // work (the Engine) gains nothing from handing it on.
+  using SearchDone = absl::AnyInvocable<void(absl::StatusOr<SearchOutcome>) &&>;
+  virtual void StartSearch(const SearchCall& call, SearchDone done) const {
+    std::move(done)(RunSearch(call));
+  }
   // Counts the tweets matching `call`'s query per time bucket, exactly (every visible tweet).
   // InvalidArgument for bad buckets; Unavailable as RunSearch.
   virtual absl::StatusOr<CountsOutcome> RunCounts(const CountsCall& call) const = 0;

@@ -187,26 +187,47 @@ absl::StatusOr<ApiKey> FrontDoor::Admit(absl::StatusOr<ApiKey> key, Endpoint end
   return key;
 }
 
-absl::StatusOr<SearchResponse> FrontDoor::Search(const SearchRequest& request,
-                                                 CallContext* call) const {
-  const auto start = std::chrono::steady_clock::now();
+struct FrontDoor::PlannedSearch {
+  std::chrono::steady_clock::time_point start;
+  std::string search_terms;
+  query::SortMode sort = query::SortMode::kNewest;
+  bool highlight = false;
+  bool allow_partial = false;
+  uint32_t limit = 0;  // asked for; the backend is asked for one more
+  uint64_t fingerprint = 0;
+  query::Plan plan;
+  query::SearchOptions options;
+  query::CollectionStats stats;  // best match: options.stats points here
+
+  SearchCall Call() const { return SearchCall{search_terms, &plan, options, allow_partial}; }
+};
+
+absl::StatusOr<std::unique_ptr<FrontDoor::PlannedSearch>> FrontDoor::PlanSearch(
+    const SearchRequest& request, CallContext* call) const {
+  auto search = std::make_unique<PlannedSearch>();
+  search->start = std::chrono::steady_clock::now();
   absl::StatusOr<ApiKey> key =
       Authorize(request.api_dev_key, Scope::kSearch, Endpoint::kSearch, 1, call);
   if (!key.ok()) return key.status();
-  const uint32_t limit =
+  search->limit =
       request.maximum_results_to_return == 0 ? kDefaultResults : request.maximum_results_to_return;
-  if (limit > kMaxResults) {
+  if (search->limit > kMaxResults) {
     return absl::InvalidArgumentError(
         StrCat("maximum_results_to_return must be from 1 to ", kMaxResults));
   }
   absl::StatusOr<query::Plan> plan = query::PlanQuery(request.search_terms, backend_.analyzer());
   if (!plan.ok()) return plan.status();
+  search->plan = *std::move(plan);
+  search->search_terms = request.search_terms;
+  search->sort = request.sort;
+  search->highlight = request.highlight;
+  search->allow_partial = request.allow_partial;
+  search->fingerprint = QueryFingerprint(request.search_terms);
 
-  const uint64_t fingerprint = QueryFingerprint(request.search_terms);
-  query::SearchOptions options;
+  query::SearchOptions& options = search->options;
   options.sort = request.sort;
   options.exact_total = request.exact_total;
-  options.limit = limit + 1;  // one more than asked tells whether a next page exists
+  options.limit = search->limit + 1;  // one more than asked tells whether a next page exists
   std::optional<PageCursor> cursor_from_token;
   if (request.page_token.empty()) {
     options.watermark = backend_.Watermark();
@@ -214,7 +235,7 @@ absl::StatusOr<SearchResponse> FrontDoor::Search(const SearchRequest& request,
   } else {
     absl::StatusOr<PageCursor> cursor = tokens_.Decode(request.page_token);
     if (!cursor.ok()) return cursor.status();
-    if (cursor->query_fingerprint != fingerprint ||
+    if (cursor->query_fingerprint != search->fingerprint ||
         cursor->sort != static_cast<int>(request.sort)) {
       return absl::InvalidArgumentError(
           "invalid page_token: it belongs to another query or sort mode");
@@ -226,49 +247,50 @@ absl::StatusOr<SearchResponse> FrontDoor::Search(const SearchRequest& request,
   }
 
   // Best match scores with the statistics of page 1 on every page (see page_token.h).
-  query::CollectionStats stats;
   if (request.sort == query::SortMode::kBestMatch) {
-    SearchCall stats_call{request.search_terms, &*plan, options, request.allow_partial};
-    absl::StatusOr<query::CollectionStats> collected = backend_.CollectStats(stats_call);
+    absl::StatusOr<query::CollectionStats> collected = backend_.CollectStats(search->Call());
     if (!collected.ok()) return collected.status();
-    stats = *std::move(collected);
+    search->stats = *std::move(collected);
     if (cursor_from_token.has_value()) {
-      if (absl::Status s = ApplyTokenStats(*cursor_from_token, &stats); !s.ok()) return s;
+      if (absl::Status s = ApplyTokenStats(*cursor_from_token, &search->stats); !s.ok()) return s;
     }
-    options.stats = &stats;
+    options.stats = &search->stats;
   }
+  return search;
+}
 
-  SearchResponse response;
-  absl::StatusOr<SearchOutcome> outcome =
-      backend_.RunSearch(SearchCall{request.search_terms, &*plan, options, request.allow_partial});
+absl::StatusOr<SearchResponse> FrontDoor::AnswerSearch(
+    const PlannedSearch& search, absl::StatusOr<SearchOutcome> outcome) const {
   if (!outcome.ok()) return outcome.status();
+  SearchResponse response;
   response.hits = std::move(outcome->hits);
   response.total_hits = outcome->total_hits;
   response.total_is_exact = outcome->total_is_exact;
   response.missing_partitions = std::move(outcome->missing_partitions);
+  const query::SearchOptions& options = search.options;
   // A backend that learns the watermark from the search itself (a cluster) fixes it now.
-  if (options.watermark == kMaxTweetId) options.watermark = outcome->max_id;
-  if (response.hits.size() > limit) {
-    response.hits.resize(limit);
+  const TweetId watermark = options.watermark == kMaxTweetId ? outcome->max_id : options.watermark;
+  if (response.hits.size() > search.limit) {
+    response.hits.resize(search.limit);
     const query::SortKey& last = response.hits.back().hit.key;
     PageCursor next;
-    next.sort = static_cast<int>(request.sort);
+    next.sort = static_cast<int>(search.sort);
     next.primary = last.primary;
     next.id = last.id;
-    next.watermark = options.watermark;
+    next.watermark = watermark;
     next.now_ms = options.now_ms;
-    next.query_fingerprint = fingerprint;
+    next.query_fingerprint = search.fingerprint;
     if (options.stats != nullptr) {
       next.has_stats = true;
-      next.num_docs = stats.num_docs;
-      next.avg_length = stats.avg_length;
-      for (const auto& [term, df] : SortedTerms(stats)) next.doc_freqs.push_back(df);
+      next.num_docs = search.stats.num_docs;
+      next.avg_length = search.stats.avg_length;
+      for (const auto& [term, df] : SortedTerms(search.stats)) next.doc_freqs.push_back(df);
     }
     response.next_page_token = tokens_.Encode(next);
   }
-  if (request.highlight) {
+  if (search.highlight) {
     absl::flat_hash_set<std::string> terms;
-    CollectHighlightTerms(plan->root, &terms);
+    CollectHighlightTerms(search.plan.root, &terms);
     response.highlights.reserve(response.hits.size());
     std::vector<analysis::Token> tokens;
     for (const SearchHit& h : response.hits) {
@@ -283,8 +305,28 @@ absl::StatusOr<SearchResponse> FrontDoor::Search(const SearchRequest& request,
     }
   }
   response.took_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - search.start)
+          .count();
   return response;
+}
+
+absl::StatusOr<SearchResponse> FrontDoor::Search(const SearchRequest& request,
+                                                 CallContext* call) const {
+  absl::StatusOr<std::unique_ptr<PlannedSearch>> search = PlanSearch(request, call);
+  if (!search.ok()) return search.status();
+  return AnswerSearch(**search, backend_.RunSearch((*search)->Call()));
+}
+
+void FrontDoor::StartSearch(const SearchRequest& request, CallContext* call,
+                            SearchDone done) const {
+  absl::StatusOr<std::unique_ptr<PlannedSearch>> planned = PlanSearch(request, call);
+  if (!planned.ok()) return std::move(done)(planned.status());
+  // The backend's SearchCall points into the plan; it is read before StartSearch returns.
+  const SearchCall backend_call = (*planned)->Call();
+  backend_.StartSearch(backend_call, [this, search = *std::move(planned), done = std::move(done)](
+                                         absl::StatusOr<SearchOutcome> outcome) mutable {
+    std::move(done)(AnswerSearch(*search, std::move(outcome)));
+  });
 }
 
 namespace {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -185,6 +186,12 @@ class FrontDoor {
 
   absl::StatusOr<SearchResponse> Search(const SearchRequest& request,
                                         CallContext* call = nullptr) const;
+  // The same search, without waiting on the backend (Backend::StartSearch): `done` runs once
+  // with the answer, here when the request is refused before any search, else on whichever
+  // thread the backend answers on; it must not block. `request` and `call` need live only
+  // until this returns.
+  using SearchDone = absl::AnyInvocable<void(absl::StatusOr<SearchResponse>) &&>;
+  void StartSearch(const SearchRequest& request, CallContext* call, SearchDone done) const;
   // A count over time costs one search of the quota (scope search).
   absl::StatusOr<CountsResponse> Counts(const CountsRequest& request,
                                         CallContext* call = nullptr) const;
@@ -248,6 +255,14 @@ class FrontDoor {
   friend class LiveStream;
   mutable absl::Mutex streams_mu_;
   mutable absl::flat_hash_map<std::string, uint32_t> open_streams_ ABSL_GUARDED_BY(streams_mu_);
+
+  // A search admitted, planned and paged, as the backend gets it (front_door.cc).
+  struct PlannedSearch;
+  absl::StatusOr<std::unique_ptr<PlannedSearch>> PlanSearch(const SearchRequest& request,
+                                                            CallContext* call) const;
+  // The answer to `search` from what the backend found: hits, next page token, highlights.
+  absl::StatusOr<SearchResponse> AnswerSearch(const PlannedSearch& search,
+                                              absl::StatusOr<SearchOutcome> outcome) const;
 
   // The rest of Authorize() once the key is looked up: key id into `call`, then the gate
   // (callers without a valid key are limited per IP, and a refusal wins over the 401).

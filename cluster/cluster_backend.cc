@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "cluster/fan_out.h"
 #include "common/strings.h"
 #include "indexer/server/service.h"
@@ -390,7 +391,7 @@ absl::StatusOr<storage::StoredTweet> ClusterBackend::Get(TweetId id) const {
   ipb::MultiGetRequest request;
   request.add_ids(id);
   auto fan = std::make_shared<FanOut<ipb::MultiGetResponse>>(
-      std::move(replicas), storage_health_, clock_,
+      std::move(replicas), storage_health_, clock_, timers_,
       [&](uint32_t q, uint32_t r, grpc::ClientContext* ctx, ipb::MultiGetResponse* response,
           std::function<void(grpc::Status)> done) {
         view_.storage(q, r).async()->MultiGet(ctx, &request, response, std::move(done));
@@ -428,7 +429,7 @@ absl::StatusOr<query::CollectionStats> ClusterBackend::CollectStats(
   ipb::StatsRequest request;
   request.set_search_terms(std::string(call.search_terms));
   auto fan = std::make_shared<FanOut<ipb::CollectionStats>>(
-      std::move(replicas), index_health_, clock_,
+      std::move(replicas), index_health_, clock_, timers_,
       [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx, ipb::CollectionStats* response,
           std::function<void(grpc::Status)> done) {
         view_.index(p, r).async()->Stats(ctx, &request, response, std::move(done));
@@ -482,7 +483,7 @@ absl::StatusOr<aggregator::CountsOutcome> ClusterBackend::RunCounts(
   request.set_width_ms(call.buckets.width_ms);
   request.set_count(call.buckets.count);
   auto fan = std::make_shared<FanOut<ipb::PartitionCountsResponse>>(
-      IndexReplicasInTurn(), index_health_, clock_,
+      IndexReplicasInTurn(), index_health_, clock_, timers_,
       [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx, ipb::PartitionCountsResponse* response,
           std::function<void(grpc::Status)> done) {
         view_.index(p, r).async()->Counts(ctx, &request, response, std::move(done));
@@ -508,12 +509,40 @@ absl::StatusOr<aggregator::CountsOutcome> ClusterBackend::RunCounts(
   return out;
 }
 
+// A search between its calls: what they and its answer need once StartSearch has returned.
+struct ClusterBackend::SearchInFlight {
+  ipb::PartitionSearchRequest request;
+  uint32_t limit = 0;
+  bool exact_total = false;
+  bool allow_partial = false;
+  SearchDone done;
+};
+
+// Hits being read from storage: the answer waiting for them, and the MultiGet per storage
+// partition.
+struct ClusterBackend::Hydration {
+  aggregator::SearchOutcome out;
+  std::vector<ipb::MultiGetRequest> gets;
+  uint64_t cache_epoch = 0;
+  SearchDone done;
+};
+
 absl::StatusOr<aggregator::SearchOutcome> ClusterBackend::RunSearch(
     const aggregator::SearchCall& call) const {
-  const uint32_t partitions = static_cast<uint32_t>(view_.topology().index.size());
-  std::vector<std::vector<uint32_t>> replicas = IndexReplicasInTurn();
+  absl::StatusOr<aggregator::SearchOutcome> out;
+  absl::Notification answered;
+  StartSearch(call, [&](absl::StatusOr<aggregator::SearchOutcome> outcome) {
+    out = std::move(outcome);
+    answered.Notify();
+  });
+  answered.WaitForNotification();
+  return out;
+}
+
+void ClusterBackend::StartSearch(const aggregator::SearchCall& call, SearchDone done) const {
+  auto search = std::make_shared<SearchInFlight>();
   const query::SearchOptions& o = call.options;
-  ipb::PartitionSearchRequest request;
+  ipb::PartitionSearchRequest& request = search->request;
   request.set_search_terms(std::string(call.search_terms));
   request.set_sort(static_cast<int>(o.sort));
   request.set_limit(o.limit);
@@ -526,30 +555,44 @@ absl::StatusOr<aggregator::SearchOutcome> ClusterBackend::RunSearch(
   request.set_now_ms(o.now_ms);
   request.set_exact_total(o.exact_total);
   if (o.stats != nullptr) ToProto(*o.stats, request.mutable_stats());
+  search->limit = o.limit;
+  search->exact_total = o.exact_total;
+  search->allow_partial = call.allow_partial;
+  search->done = std::move(done);
   // Newest-first searches share calls (cluster/search_batcher.h); ranked ones measured no
   // gain from it, and go one to a call (docs/benchmarks.md).
   const bool batched = o.sort == query::SortMode::kNewest;
   auto fan = std::make_shared<FanOut<ipb::PartitionSearchResponse>>(
-      std::move(replicas), index_health_, clock_,
-      [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx, ipb::PartitionSearchResponse* response,
-          std::function<void(grpc::Status)> done) {
-        if (batched) return batcher_.Search(p, r, ctx, request, response, std::move(done));
-        view_.index(p, r).async()->Search(ctx, &request, response, std::move(done));
+      IndexReplicasInTurn(), index_health_, clock_, timers_,
+      [this, search, batched](uint32_t p, uint32_t r, grpc::ClientContext* ctx,
+                              ipb::PartitionSearchResponse* response,
+                              std::function<void(grpc::Status)> done) {
+        if (batched) return batcher_.Search(p, r, ctx, search->request, response, std::move(done));
+        view_.index(p, r).async()->Search(ctx, &search->request, response, std::move(done));
       },
       [this, batched](grpc::ClientContext* ctx) {
         if (batched) return batcher_.Cancel(ctx);
         ctx->TryCancel();
       });
-  std::vector<absl::StatusOr<ipb::PartitionSearchResponse>> answers =
-      fan->Run(options_.search_deadline, options_.hedge_after);
+  fan->Start(options_.search_deadline, options_.hedge_after,
+             [this, search](std::vector<absl::StatusOr<ipb::PartitionSearchResponse>> answers) {
+               std::vector<query::Hit> hits;
+               absl::StatusOr<aggregator::SearchOutcome> out = Merge(*search, answers, &hits);
+               if (!out.ok()) return std::move(search->done)(out.status());
+               Hydrate(*std::move(out), hits, std::move(search->done));
+             });
+}
 
+absl::StatusOr<aggregator::SearchOutcome> ClusterBackend::Merge(
+    const SearchInFlight& search,
+    std::vector<absl::StatusOr<ipb::PartitionSearchResponse>>& answers,
+    std::vector<query::Hit>* hits) const {
   // k-way merge of the partitions' top-k (each sorted), by sort key.
   aggregator::SearchOutcome out;
-  std::vector<query::Hit> hits;
-  for (uint32_t p = 0; p < partitions; ++p) {
+  for (uint32_t p = 0; p < answers.size(); ++p) {
     if (!answers[p].ok()) {
       absl::Status s =
-          LeaveOut(p, answers[p].status(), call.allow_partial, &out.missing_partitions);
+          LeaveOut(p, answers[p].status(), search.allow_partial, &out.missing_partitions);
       if (!s.ok()) return s;
       continue;
     }
@@ -559,64 +602,79 @@ absl::StatusOr<aggregator::SearchOutcome> ClusterBackend::RunSearch(
     out.total_is_exact = out.total_is_exact && r.total_is_exact();
     out.max_id = std::max<TweetId>(out.max_id, r.max_id());
     for (const ipb::PartitionHit& h : r.hits()) {
-      hits.push_back(query::Hit{h.id(), h.score(), h.likes(), h.created_at_ms(),
-                                query::SortKey{h.primary(), h.id()}});
+      hits->push_back(query::Hit{h.id(), h.score(), h.likes(), h.created_at_ms(),
+                                 query::SortKey{h.primary(), h.id()}});
     }
   }
-  query::CapTotal(o.exact_total, &out.total_hits, &out.total_is_exact);
-  std::sort(hits.begin(), hits.end(),
+  query::CapTotal(search.exact_total, &out.total_hits, &out.total_is_exact);
+  std::sort(hits->begin(), hits->end(),
             [](const query::Hit& a, const query::Hit& b) { return query::Before(a.key, b.key); });
-  if (hits.size() > o.limit) hits.resize(o.limit);
+  if (hits->size() > search.limit) hits->resize(search.limit);
+  return out;
+}
 
-  // Hydrate: the cache, then one MultiGet per storage partition for the rest.
+void ClusterBackend::Hydrate(aggregator::SearchOutcome out, const std::vector<query::Hit>& hits,
+                             SearchDone done) const {
+  // The cache, then one MultiGet per storage partition for the rest.
   const uint32_t storage_partitions = static_cast<uint32_t>(view_.topology().storage.size());
+  auto hydration = std::make_shared<Hydration>();
+  hydration->gets.resize(storage_partitions);
   out.hits.resize(hits.size());
-  std::vector<ipb::MultiGetRequest> gets(storage_partitions);
-  std::vector<std::vector<uint32_t>> storage_replicas(storage_partitions);
   for (size_t i = 0; i < hits.size(); ++i) {
     out.hits[i].hit = hits[i];
     out.hits[i].tweet = cache_.Get(hits[i].id);
     if (out.hits[i].tweet == nullptr) {
-      gets[StoragePartitionOf(hits[i].id, storage_partitions)].add_ids(hits[i].id);
+      hydration->gets[StoragePartitionOf(hits[i].id, storage_partitions)].add_ids(hits[i].id);
     }
   }
+  std::vector<std::vector<uint32_t>> storage_replicas(storage_partitions);
   bool any_missing = false;
   for (uint32_t p = 0; p < storage_partitions; ++p) {
-    if (gets[p].ids_size() == 0) continue;
+    if (hydration->gets[p].ids_size() == 0) continue;
     any_missing = true;
     storage_replicas[p] = StorageReplicasPrimaryFirst(p);
   }
-  if (any_missing) {
-    const uint64_t epoch = cache_.epoch();
-    auto fetch = std::make_shared<FanOut<ipb::MultiGetResponse>>(
-        std::move(storage_replicas), storage_health_, clock_,
-        [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx, ipb::MultiGetResponse* response,
-            std::function<void(grpc::Status)> done) {
-          view_.storage(p, r).async()->MultiGet(ctx, &gets[p], response, std::move(done));
-        });
-    std::vector<absl::StatusOr<ipb::MultiGetResponse>> fetched =
-        fetch->Run(options_.search_deadline, options_.hedge_after);
-    absl::flat_hash_map<TweetId, std::shared_ptr<const storage::StoredTweet>> found;
-    for (uint32_t p = 0; p < storage_partitions; ++p) {
-      if (gets[p].ids_size() == 0) continue;
-      if (!fetched[p].ok()) {
-        return absl::UnavailableError(
-            StrCat("storage partition ", p, ": ", fetched[p].status().message()));
-      }
-      for (const v1::Tweet& t : fetched[p]->tweets()) {
-        auto tweet = std::make_shared<const storage::StoredTweet>(FromProto(t));
-        cache_.PutIfUnchanged(tweet, epoch);
-        found[t.id()] = std::move(tweet);
-      }
+  if (!any_missing) return std::move(done)(std::move(out));
+  hydration->out = std::move(out);
+  hydration->done = std::move(done);
+  hydration->cache_epoch = cache_.epoch();
+  auto fetch = std::make_shared<FanOut<ipb::MultiGetResponse>>(
+      std::move(storage_replicas), storage_health_, clock_, timers_,
+      [this, hydration](uint32_t p, uint32_t r, grpc::ClientContext* ctx,
+                        ipb::MultiGetResponse* response, std::function<void(grpc::Status)> done) {
+        view_.storage(p, r).async()->MultiGet(ctx, &hydration->gets[p], response, std::move(done));
+      });
+  fetch->Start(options_.search_deadline, options_.hedge_after,
+               [this, hydration](std::vector<absl::StatusOr<ipb::MultiGetResponse>> fetched) {
+                 absl::Status s = FillHits(fetched, *hydration);
+                 if (!s.ok()) return std::move(hydration->done)(s);
+                 std::move(hydration->done)(std::move(hydration->out));
+               });
+}
+
+absl::Status ClusterBackend::FillHits(
+    const std::vector<absl::StatusOr<ipb::MultiGetResponse>>& fetched, Hydration& hydration) const {
+  absl::flat_hash_map<TweetId, std::shared_ptr<const storage::StoredTweet>> found;
+  for (uint32_t p = 0; p < fetched.size(); ++p) {
+    if (hydration.gets[p].ids_size() == 0) continue;
+    if (!fetched[p].ok()) {
+      return absl::UnavailableError(
+          StrCat("storage partition ", p, ": ", fetched[p].status().message()));
     }
-    for (aggregator::SearchHit& h : out.hits) {
-      if (h.tweet != nullptr) continue;
-      auto it = found.find(h.hit.id);
-      if (it != found.end()) h.tweet = it->second;  // absent: deleted since it was indexed
+    for (const v1::Tweet& t : fetched[p]->tweets()) {
+      auto tweet = std::make_shared<const storage::StoredTweet>(FromProto(t));
+      cache_.PutIfUnchanged(tweet, hydration.cache_epoch);
+      found[t.id()] = std::move(tweet);
     }
   }
-  std::erase_if(out.hits, [](const aggregator::SearchHit& h) { return h.tweet == nullptr; });
-  return out;
+  for (aggregator::SearchHit& h : hydration.out.hits) {
+    if (h.tweet != nullptr) continue;
+    auto it = found.find(h.hit.id);
+    if (it != found.end()) h.tweet = it->second;  // absent: deleted since it was indexed
+  }
+  std::erase_if(hydration.out.hits,
+                [](const aggregator::SearchHit& h) { return h.tweet == nullptr; });
+  return absl::OkStatus();
 }
 
 namespace {
@@ -657,7 +715,7 @@ aggregator::EngineStats ClusterBackend::Stats() const {
   std::vector<std::vector<uint32_t>> replicas = IndexReplicasInTurn();
   ipb::StatusRequest request;
   auto fan = std::make_shared<FanOut<ipb::IndexStatus>>(
-      std::move(replicas), index_health_, clock_,
+      std::move(replicas), index_health_, clock_, timers_,
       [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx, ipb::IndexStatus* response,
           std::function<void(grpc::Status)> done) {
         view_.index(p, r).async()->Status(ctx, &request, response, std::move(done));
@@ -677,7 +735,7 @@ aggregator::EngineStats ClusterBackend::Stats() const {
     storage_replicas[p] = StorageReplicasPrimaryFirst(p);
   }
   auto storage_fan = std::make_shared<FanOut<ipb::StorageStatus>>(
-      std::move(storage_replicas), storage_health_, clock_,
+      std::move(storage_replicas), storage_health_, clock_, timers_,
       [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx, ipb::StorageStatus* response,
           std::function<void(grpc::Status)> done) {
         view_.storage(p, r).async()->Status(ctx, &request, response, std::move(done));

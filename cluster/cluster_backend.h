@@ -40,6 +40,7 @@
 #include "cluster/replica_health.h"
 #include "cluster/search_batcher.h"
 #include "cluster/stats_cache.h"
+#include "cluster/timer_thread.h"
 #include "common/snowflake.h"
 #include "storage/write_records.h"
 
@@ -84,6 +85,8 @@ class ClusterBackend final : public aggregator::Backend {
   absl::StatusOr<storage::StoredTweet> Get(TweetId id) const override;
   absl::StatusOr<aggregator::SearchOutcome> RunSearch(
       const aggregator::SearchCall& call) const override;
+  // Answers on a gRPC thread, or on the timer's at the deadline; never waits.
+  void StartSearch(const aggregator::SearchCall& call, SearchDone done) const override;
   absl::StatusOr<aggregator::CountsOutcome> RunCounts(
       const aggregator::CountsCall& call) const override;
   absl::StatusOr<query::CollectionStats> CollectStats(
@@ -114,6 +117,20 @@ class ClusterBackend final : public aggregator::Backend {
   // Ingest, without forgetting the statistics kept for best match.
   std::vector<aggregator::IngestOutcome> IngestNow(std::vector<aggregator::NewTweet> tweets,
                                                    aggregator::WriteOnce* once);
+  struct SearchInFlight;
+  struct Hydration;
+  // The partitions' answers merged: totals, and the top `limit` hits by sort key into `hits`.
+  // Unavailable when a partition did not answer and the search does not allow partial answers.
+  absl::StatusOr<aggregator::SearchOutcome> Merge(
+      const SearchInFlight& search,
+      std::vector<absl::StatusOr<internal::v1::PartitionSearchResponse>>& answers,
+      std::vector<query::Hit>* hits) const;
+  // `out` with `hits` and their tweets, from the cache and from storage, to `done`.
+  void Hydrate(aggregator::SearchOutcome out, const std::vector<query::Hit>& hits,
+               SearchDone done) const;
+  // The fetched tweets into the hits waiting for them; hits deleted meanwhile are dropped.
+  absl::Status FillHits(const std::vector<absl::StatusOr<internal::v1::MultiGetResponse>>& fetched,
+                        Hydration& hydration) const;
   // Per index partition, its serving replicas, starting at a different one on each call.
   std::vector<std::vector<uint32_t>> IndexReplicasInTurn() const;
   // Waits until the serving index replicas have applied storage partition `p`
@@ -143,6 +160,9 @@ class ClusterBackend final : public aggregator::Backend {
   mutable std::atomic<uint32_t> rotation_{0};
   mutable ReplicaHealth index_health_;
   mutable ReplicaHealth storage_health_;
+  // Hedges and deadlines of the fan-outs: after the health they tell, before the batcher
+  // whose calls end the fan-outs.
+  mutable TimerThread timers_;
   mutable SearchBatcher batcher_;  // after the view and health it uses, before the streams
   mutable StatsCache stats_cache_;
   std::atomic<uint64_t> ingested_{0}, rejected_{0};

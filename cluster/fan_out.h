@@ -3,7 +3,8 @@
 // a ReplicaHealth (cluster/replica_health.h). The front door's reads (cluster_backend.cc)
 // fan out through it: searches, statistics, counts, hydration and status.
 //
-// Thread-safety: Run() once, from one thread; the calls' callbacks may come on any thread.
+// Thread-safety: Start() or Run() once, from one thread; the calls' callbacks may come on any
+// thread.
 #ifndef TWEETSEARCH_CLUSTER_FAN_OUT_H_
 #define TWEETSEARCH_CLUSTER_FAN_OUT_H_
 
@@ -15,9 +16,11 @@
 #include <memory>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "cluster/replica_health.h"
+#include "cluster/timer_thread.h"
 #include "common/clock.h"
 #include "common/strings.h"
 #include "net/grpc.h"
@@ -31,81 +34,88 @@ inline constexpr int kLateHedge = 4;
 // failed call goes on to the next replica at once, a slow one is hedged to the
 // next once it has run for its partition's hedge delay (`health`'s, at most
 // `max_hedge`), or kLateHedge times that while the partition's hedge budget is
-// spent. Returns per partition the first successful response, or the
-// last error. What each replica did is told to `health`. Held by shared_ptr:
+// spent. Answers per partition the first successful response, or the
+// last error. What each replica did is told to `health`.
+//
+// Nothing waits beside the calls: Start() returns once they are sent, and the
+// answer is handed on by the call that settles the fan-out, or by `timers` at a
+// hedge's time or the deadline. Run() is Start() and a wait. Held by shared_ptr:
 // each call's callback keeps it alive until the callback has returned.
 template <typename Response>
 class FanOut : public std::enable_shared_from_this<FanOut<Response>> {
  public:
   // Starts the call for partition p on replica r; must call `done` exactly
-  // once.
-  using Start = std::function<void(uint32_t p, uint32_t r, grpc::ClientContext* ctx,
-                                   Response* response, std::function<void(grpc::Status)> done)>;
+  // once, perhaps before it returns, but not while holding a lock that `cancel`
+  // takes (the answer may settle the fan-out, which cancels the other calls).
+  // Whatever it reads must outlive the call.
+  using Call = std::function<void(uint32_t p, uint32_t r, grpc::ClientContext* ctx,
+                                  Response* response, std::function<void(grpc::Status)> done)>;
 
   // Cancels a call that `start` began with this context (by default, the call itself).
   using Cancel = std::function<void(grpc::ClientContext* ctx)>;
 
+  using Answers = std::vector<absl::StatusOr<Response>>;
+  using Done = absl::AnyInvocable<void(Answers) &&>;
+
   FanOut(
       std::vector<std::vector<uint32_t>> replicas, ReplicaHealth& health, const Clock& clock,
-      Start start, Cancel cancel = [](grpc::ClientContext* ctx) { ctx->TryCancel(); })
+      TimerThread& timers, Call start,
+      Cancel cancel = [](grpc::ClientContext* ctx) { ctx->TryCancel(); })
       : start_(std::move(start)),
         cancel_(std::move(cancel)),
         health_(health),
         clock_(clock),
+        timers_(timers),
         parts_(replicas.size()) {
     for (size_t p = 0; p < replicas.size(); ++p) parts_[p].replicas = std::move(replicas[p]);
   }
 
-  std::vector<absl::StatusOr<Response>> Run(std::chrono::milliseconds deadline,
-                                            std::chrono::milliseconds max_hedge) {
+  // Sends the calls and returns. `done` runs once, with an answer per partition, when every
+  // partition has one or has run out of replicas, or at the deadline: on the thread of the
+  // call that settled it (in Start() itself when a call ends at once), or on `timers`'. It
+  // must not block. The calls still running then are cancelled; their callbacks come later.
+  void Start(std::chrono::milliseconds deadline, std::chrono::milliseconds max_hedge, Done done) {
     const auto now = std::chrono::system_clock::now();
-    deadline_ = now + deadline;
     std::vector<Attempt*> to_start;
-    mu_.Lock();
-    for (uint32_t p = 0; p < parts_.size(); ++p) {
-      Part& part = parts_[p];
-      part.hedge_delay = std::min<std::chrono::microseconds>(max_hedge, health_.HedgeDelay(p));
-      part.hedge_at = now + part.hedge_delay;
-      if (Attempt* a = LaunchLocked(p))
-        to_start.push_back(a);
-      else
-        part.error = absl::UnavailableError(StrCat("partition ", p, " has no live replica"));
+    {
+      absl::MutexLock lock(&mu_);
+      done_ = std::move(done);
+      deadline_ = now + deadline;
+      for (uint32_t p = 0; p < parts_.size(); ++p) {
+        Part& part = parts_[p];
+        part.hedge_delay = std::min<std::chrono::microseconds>(max_hedge, health_.HedgeDelay(p));
+        part.hedge_at = now + part.hedge_delay;
+        if (Attempt* a = LaunchLocked(p))
+          to_start.push_back(a);
+        else
+          part.error = absl::UnavailableError(StrCat("partition ", p, " has no live replica"));
+      }
+      ++starting_;  // the fan-out is not settled while its first calls are being sent
     }
-    mu_.Unlock();
     StartAll(to_start);
-    mu_.Lock();
-    HedgeUntilResolvedLocked();
-    // Cancel what is still running (losing hedges, calls past the deadline) and
-    // wait for their callbacks: the contexts and responses they use live here.
-    // The cancels run unlocked: one may answer its call at once.
-    std::vector<grpc::ClientContext*> to_cancel;
-    for (uint32_t p = 0; p < parts_.size(); ++p) {
-      for (auto& a : parts_[p].attempts) {
-        if (a->finished) continue;
-        if (parts_[p].winner < 0) health_.Failed(p, a->replica);  // ran past the deadline
-        a->cancelled = true;
-        to_cancel.push_back(&a->ctx);
-      }
+    Settled settled;
+    {
+      absl::MutexLock lock(&mu_);
+      --starting_;
+      settled = SettleIfDoneLocked(/*timed_out=*/false);
+      if (!settled.done) ArmTimerLocked();
     }
-    mu_.Unlock();
-    for (grpc::ClientContext* ctx : to_cancel) cancel_(ctx);
-    mu_.Lock();
-    auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return running_ == 0; };
+    Deliver(std::move(settled));
+  }
+
+  // Start(), then waits for the answer and for every call's callback (the calls may read
+  // what the caller holds).
+  Answers Run(std::chrono::milliseconds deadline, std::chrono::milliseconds max_hedge) {
+    Answers out;
+    bool answered = false;
+    Start(deadline, max_hedge, [&](Answers answers) {
+      absl::MutexLock lock(&mu_);
+      out = std::move(answers);
+      answered = true;
+    });
+    absl::MutexLock lock(&mu_);
+    auto idle = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return answered && running_ == 0; };
     mu_.Await(absl::Condition(&idle));
-    std::vector<absl::StatusOr<Response>> out;
-    out.reserve(parts_.size());
-    for (uint32_t p = 0; p < parts_.size(); ++p) {
-      Part& part = parts_[p];
-      if (part.winner >= 0) {
-        out.push_back(std::move(part.attempts[part.winner]->response));
-      } else if (!part.error.ok()) {
-        out.push_back(part.error);
-      } else {
-        out.push_back(
-            absl::DeadlineExceededError(StrCat("partition ", p, " did not answer in time")));
-      }
-    }
-    mu_.Unlock();
     return out;
   }
 
@@ -132,6 +142,14 @@ class FanOut : public std::enable_shared_from_this<FanOut<Response>> {
     std::chrono::system_clock::time_point hedge_at;
     absl::Status error;
   };
+  // What settling the fan-out leaves to do unlocked: cancel the calls still running, and
+  // hand on the answers.
+  struct Settled {
+    bool done = false;
+    Done callback;
+    Answers answers;
+    std::vector<grpc::ClientContext*> to_cancel;
+  };
 
   bool AllResolvedLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     for (const Part& p : parts_) {
@@ -140,49 +158,101 @@ class FanOut : public std::enable_shared_from_this<FanOut<Response>> {
     return true;
   }
 
-  // Waits (mu_ held) until every partition has an answer or has run out of
-  // replicas, or the deadline; hedges each partition whose call outlives its
-  // hedge delay, once.
-  void HedgeUntilResolvedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto resolved = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return AllResolvedLocked(); };
-    for (;;) {
-      auto wake = deadline_;
-      for (const Part& part : parts_) {
-        if (part.winner < 0 && part.outstanding > 0 && !part.hedged)
-          wake = std::min(wake, part.hedge_at);
+  // Settles the fan-out when every partition is resolved, or `timed_out`: takes the answers
+  // and marks the calls still running cancelled.
+  Settled SettleIfDoneLocked(bool timed_out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Settled s;
+    if (settled_ || starting_ > 0 || (!timed_out && !AllResolvedLocked())) return s;
+    settled_ = true;
+    s.done = true;
+    s.callback = std::move(done_);
+    s.answers.reserve(parts_.size());
+    for (uint32_t p = 0; p < parts_.size(); ++p) {
+      Part& part = parts_[p];
+      for (auto& a : part.attempts) {
+        if (a->finished) continue;
+        if (part.winner < 0) health_.Failed(p, a->replica);  // ran past the deadline
+        a->cancelled = true;
+        s.to_cancel.push_back(&a->ctx);
       }
-      if (mu_.AwaitWithDeadline(absl::Condition(&resolved), absl::FromChrono(wake))) return;
-      const auto now = std::chrono::system_clock::now();
-      if (now >= deadline_) return;
-      std::vector<Attempt*> hedges;
-      for (uint32_t p = 0; p < parts_.size(); ++p) {
-        Part& part = parts_[p];
-        if (part.winner >= 0 || part.outstanding == 0 || part.hedged || now < part.hedge_at)
-          continue;
-        if (part.next >= part.replicas.size()) {  // no replica left to hedge to
-          part.hedged = true;
-          continue;
-        }
-        const auto slow = std::find_if(part.attempts.begin(), part.attempts.end(),
-                                       [](const auto& a) { return !a->finished; });
-        // Over the partition's hedge budget (replica_health.h) the call runs on, and is
-        // hedged anyway once it has run kLateHedge times the delay: a busy replica's calls
-        // seldom get there, a frozen one's all do.
-        if (!part.over_budget && !health_.TakeHedge(p, (*slow)->replica)) {
-          part.over_budget = true;
-          part.hedge_at += (kLateHedge - 1) * part.hedge_delay;
-          continue;
-        }
-        part.hedged = true;
-        for (const auto& a : part.attempts) {
-          if (!a->finished) health_.Hedged(p, a->replica);
-        }
-        if (Attempt* a = LaunchLocked(p)) hedges.push_back(a);
+      if (part.winner >= 0) {
+        s.answers.push_back(std::move(part.attempts[part.winner]->response));
+      } else if (!part.error.ok()) {
+        s.answers.push_back(part.error);
+      } else {
+        s.answers.push_back(
+            absl::DeadlineExceededError(StrCat("partition ", p, " did not answer in time")));
       }
-      mu_.Unlock();
-      StartAll(hedges);
-      mu_.Lock();
     }
+    return s;
+  }
+
+  // Cancels unlocked (one may answer its call at once), then hands the answers on.
+  void Deliver(Settled settled) {
+    if (!settled.done) return;
+    for (grpc::ClientContext* ctx : settled.to_cancel) cancel_(ctx);
+    std::move(settled.callback)(std::move(settled.answers));
+  }
+
+  // Sets the timer for the next hedge of a partition still waiting, or for the deadline.
+  void ArmTimerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto wake = deadline_;
+    for (const Part& part : parts_) {
+      if (part.winner < 0 && part.outstanding > 0 && !part.hedged)
+        wake = std::min(wake, part.hedge_at);
+    }
+    timers_.At(wake, [weak = this->weak_from_this()] {
+      if (auto self = weak.lock()) self->OnTimer();
+    });
+  }
+
+  // At a hedge's time or the deadline: settles the fan-out at the deadline, else hedges each
+  // partition whose call outlived its hedge delay, once.
+  void OnTimer() {
+    std::vector<Attempt*> hedges;
+    Settled settled;
+    {
+      absl::MutexLock lock(&mu_);
+      if (settled_) return;
+      const auto now = std::chrono::system_clock::now();
+      if (now >= deadline_) {
+        settled = SettleIfDoneLocked(/*timed_out=*/true);
+      } else {
+        for (uint32_t p = 0; p < parts_.size(); ++p) {
+          if (Attempt* a = HedgeLocked(p, now)) hedges.push_back(a);
+        }
+        ArmTimerLocked();
+      }
+    }
+    Deliver(std::move(settled));
+    StartAll(hedges);
+  }
+
+  // The hedge for partition p when its call has outlived its hedge delay, or null.
+  Attempt* HedgeLocked(uint32_t p, std::chrono::system_clock::time_point now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Part& part = parts_[p];
+    if (part.winner >= 0 || part.outstanding == 0 || part.hedged || now < part.hedge_at)
+      return nullptr;
+    if (part.next >= part.replicas.size()) {  // no replica left to hedge to
+      part.hedged = true;
+      return nullptr;
+    }
+    const auto slow = std::find_if(part.attempts.begin(), part.attempts.end(),
+                                   [](const auto& a) { return !a->finished; });
+    // Over the partition's hedge budget (replica_health.h) the call runs on, and is
+    // hedged anyway once it has run kLateHedge times the delay: a busy replica's calls
+    // seldom get there, a frozen one's all do.
+    if (!part.over_budget && !health_.TakeHedge(p, (*slow)->replica)) {
+      part.over_budget = true;
+      part.hedge_at += (kLateHedge - 1) * part.hedge_delay;
+      return nullptr;
+    }
+    part.hedged = true;
+    for (const auto& a : part.attempts) {
+      if (!a->finished) health_.Hedged(p, a->replica);
+    }
+    return LaunchLocked(p);
   }
 
   // The next attempt for partition p, or null when every replica was tried.
@@ -214,6 +284,7 @@ class FanOut : public std::enable_shared_from_this<FanOut<Response>> {
     const int64_t now_us = clock_.NowMonotonicMicros();
     const uint32_t p = a->partition;
     Attempt* retry = nullptr;
+    Settled settled;
     {
       absl::MutexLock lock(&mu_);
       Part& part = parts_[p];
@@ -234,7 +305,9 @@ class FanOut : public std::enable_shared_from_this<FanOut<Response>> {
           }
         }
       }
+      settled = SettleIfDoneLocked(/*timed_out=*/false);
     }
+    Deliver(std::move(settled));
     if (retry != nullptr) StartAll({retry});
   }
 
@@ -249,14 +322,18 @@ class FanOut : public std::enable_shared_from_this<FanOut<Response>> {
     }
   }
 
-  Start start_;
+  Call start_;
   Cancel cancel_;
   ReplicaHealth& health_;
   const Clock& clock_;
-  std::chrono::system_clock::time_point deadline_;
+  TimerThread& timers_;
   absl::Mutex mu_;
+  std::chrono::system_clock::time_point deadline_ ABSL_GUARDED_BY(mu_);
   std::vector<Part> parts_ ABSL_GUARDED_BY(mu_);
+  Done done_ ABSL_GUARDED_BY(mu_);
   int running_ ABSL_GUARDED_BY(mu_) = 0;
+  int starting_ ABSL_GUARDED_BY(mu_) = 0;
+  bool settled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace tweetsearch::cluster

@@ -375,6 +375,25 @@ struct ApiHandler::Route {
   // API rows: the query parameters the endpoint reads, by space (api_dev_key and key are
   // every endpoint's); any other is refused, so that a misspelt one is not silently ignored.
   std::string_view params = {};
+  // The handler answering later (HandleAsync), if the endpoint has one.
+  void (ApiHandler::*start)(Call&, Answer) const = nullptr;
+};
+
+// A call answered later (HandleAsync): what its handler and its answer need meanwhile.
+struct ApiHandler::PendingCall {
+  PendingCall(std::shared_ptr<const HttpRequest> r, std::string_view client_ip, Answer answer)
+      : request(std::move(r)),
+        call{*request, &context, "other", false, {}, {}, {}, nullptr},
+        done(std::move(answer)) {
+    context.client_ip = std::string(client_ip);
+  }
+
+  const std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  const std::shared_ptr<const HttpRequest> request;
+  CallContext context;
+  Call call;
+  Answer done;
+  std::atomic<bool> answered{false};
 };
 
 // Adding an endpoint is one row here and one handler. Rows sharing a path list each method;
@@ -392,7 +411,8 @@ const ApiHandler::Route ApiHandler::kRoutes[] = {
     {"search", http::verb::get, "/v1/search", true, RunOn::kWorkersForBestMatch,
      &ApiHandler::Search,
      "search_terms q maximum_results_to_return limit sort page_token highlight allow_partial "
-     "exact_total"},
+     "exact_total",
+     &ApiHandler::StartSearch},
     {"ingest", http::verb::post, "/v1/tweets", true, RunOn::kWorkers, &ApiHandler::Ingest,
      "report"},
     {"get", http::verb::get, "/v1/tweets/{id}", true, RunOn::kWorkers, &ApiHandler::GetTweet},
@@ -617,6 +637,33 @@ HttpResponse ApiHandler::Handle(const HttpRequest& request, std::string_view cli
     // The one catch-all of a request: a bug answers 500 instead of taking the process down.
     response = Error(absl::InternalError(StrCat("internal error: ", e.what())), request);
   }
+  Finish(call, start, response);
+  return response;
+}
+
+void ApiHandler::HandleAsync(std::shared_ptr<const HttpRequest> request, std::string_view client_ip,
+                             Answer done) const {
+  auto pending = std::make_shared<PendingCall>(std::move(request), client_ip, std::move(done));
+  auto answer = [this, pending](HttpResponse response) {
+    if (pending->answered.exchange(true)) return;
+    Finish(pending->call, pending->start, response);
+    std::move(pending->done)(std::move(response));
+  };
+  HttpResponse response;
+  try {
+    const Route* row = Routed(pending->call, &response);
+    if (row != nullptr && row->start != nullptr) return (this->*row->start)(pending->call, answer);
+    if (row != nullptr) response = (this->*row->handle)(pending->call);
+  } catch (const std::exception& e) {
+    // As in Handle(); a handler that answered before it threw has answered.
+    response = Error(absl::InternalError(StrCat("internal error: ", e.what())), *pending->request);
+  }
+  answer(std::move(response));
+}
+
+void ApiHandler::Finish(Call& call, std::chrono::steady_clock::time_point start,
+                        HttpResponse& response) const {
+  CallContext& context = *call.context;
   for (const auto& [name, value] : context.headers) response.set(Bsv(name), Bsv(value));
   const auto elapsed = std::chrono::steady_clock::now() - start;
   metrics_.RecordRequest("http", call.route, response.result_int(),
@@ -626,16 +673,16 @@ HttpResponse ApiHandler::Handle(const HttpRequest& request, std::string_view cli
     if (context.key_id.empty()) context.key_id = door_.KeyIdOf(call.key);
     RecordUsage(usage_, context, call.route == "search", response.result_int(), elapsed);
   }
-  return response;
 }
 
-HttpResponse ApiHandler::Dispatch(Call& call) const {
+const ApiHandler::Route* ApiHandler::Routed(Call& call, HttpResponse* refusal) const {
   const HttpRequest& request = call.request;
   const Route* path_match = nullptr;
   const Route* endpoint = Find(request, &path_match);
   if (endpoint == nullptr && path_match == nullptr) {
     call.route = "not_found";
-    return NotFound(request);
+    *refusal = NotFound(request);
+    return nullptr;
   }
   const Route& row = endpoint != nullptr ? *endpoint : *path_match;
   call.route = row.name;
@@ -644,17 +691,31 @@ HttpResponse ApiHandler::Dispatch(Call& call) const {
     const std::string_view target(request.target().data(), request.target().size());
     absl::StatusOr<QueryParams> params = ParseQueryString(target);
     call.key = ApiKeyOf(request, params.ok() ? *params : QueryParams());
-    if (!params.ok()) return Error(params.status(), request);
+    if (!params.ok()) {
+      *refusal = Error(params.status(), request);
+      return nullptr;
+    }
     call.params = *std::move(params);
   }
-  if (endpoint == nullptr) return MethodNotAllowed(request, AllowedMethods(PathOf(request)));
+  if (endpoint == nullptr) {
+    *refusal = MethodNotAllowed(request, AllowedMethods(PathOf(request)));
+    return nullptr;
+  }
   if (row.api) {
     if (absl::Status s = CheckParamsKnown(call.params, row.params); !s.ok()) {
-      return Error(s, request);
+      *refusal = Error(s, request);
+      return nullptr;
     }
   }
   (void)MatchPath(row.pattern, PathOf(request), &call.args);  // it matched in Find
-  return (this->*row.handle)(call);
+  return endpoint;
+}
+
+HttpResponse ApiHandler::Dispatch(Call& call) const {
+  HttpResponse refusal;
+  const Route* row = Routed(call, &refusal);
+  if (row == nullptr) return refusal;
+  return (this->*row->handle)(call);
 }
 
 HttpResponse ApiHandler::Healthz(Call& call) const {
@@ -706,38 +767,71 @@ HttpResponse ApiHandler::WebConfig(Call& call) const {
                                 {"max_results", kMaxResults}}));
 }
 
-HttpResponse ApiHandler::Search(Call& call) const {
-  const HttpRequest& request = call.request;
+namespace {
+
+// A search's parameters, or InvalidArgument.
+absl::StatusOr<SearchRequest> ReadSearchRequest(
+    const std::vector<std::pair<std::string, std::string>>& params, const std::string& key) {
   SearchRequest search;
-  search.api_dev_key = call.key;
-  const std::string* terms = Param(call.params, {"search_terms", "q"});
+  search.api_dev_key = key;
+  const std::string* terms = Param(params, {"search_terms", "q"});
   if (terms == nullptr || terms->empty()) {
-    return Error(absl::InvalidArgumentError("search_terms is required"), request);
+    return absl::InvalidArgumentError("search_terms is required");
   }
   search.search_terms = *terms;
-  if (const std::string* limit = Param(call.params, {"maximum_results_to_return", "limit"})) {
+  if (const std::string* limit = Param(params, {"maximum_results_to_return", "limit"})) {
     const std::optional<uint32_t> n = ParseDecimal<uint32_t>(*limit);
     search.maximum_results_to_return = n.value_or(0);
     if (search.maximum_results_to_return == 0 || search.maximum_results_to_return > kMaxResults) {
-      return Error(absl::InvalidArgumentError(StrCat(
-                       "maximum_results_to_return must be a number from 1 to ", kMaxResults)),
-                   request);
+      return absl::InvalidArgumentError(
+          StrCat("maximum_results_to_return must be a number from 1 to ", kMaxResults));
     }
   }
-  if (const std::string* sort = Param(call.params, {"sort"})) {
+  if (const std::string* sort = Param(params, {"sort"})) {
     absl::StatusOr<query::SortMode> mode = ParseSortMode(*sort);
-    if (!mode.ok()) return Error(mode.status(), request);
+    if (!mode.ok()) return mode.status();
     search.sort = *mode;
   }
-  if (const std::string* token = Param(call.params, {"page_token"})) search.page_token = *token;
+  if (const std::string* token = Param(params, {"page_token"})) search.page_token = *token;
   for (auto [name, flag] : {std::pair{"highlight", &search.highlight},
                             std::pair{"allow_partial", &search.allow_partial},
                             std::pair{"exact_total", &search.exact_total}}) {
-    if (absl::Status s = ReadFlag(call.params, name, flag); !s.ok()) return Error(s, request);
+    if (absl::Status s = ReadFlag(params, name, flag); !s.ok()) return s;
   }
-  absl::StatusOr<SearchResponse> result = door_.Search(search, call.context);
+  return search;
+}
+
+}  // namespace
+
+HttpResponse ApiHandler::Search(Call& call) const {
+  const HttpRequest& request = call.request;
+  absl::StatusOr<SearchRequest> search = ReadSearchRequest(call.params, call.key);
+  if (!search.ok()) return Error(search.status(), request);
+  absl::StatusOr<SearchResponse> result = door_.Search(*search, call.context);
   if (!result.ok()) return Error(result.status(), request);
-  return MakeResponse(http::status::ok, request, SearchResponseJson(*result, search.sort));
+  return MakeResponse(http::status::ok, request, SearchResponseJson(*result, search->sort));
+}
+
+void ApiHandler::StartSearch(Call& call, Answer done) const {
+  const HttpRequest& request = call.request;
+  absl::StatusOr<SearchRequest> search = ReadSearchRequest(call.params, call.key);
+  if (!search.ok()) return std::move(done)(Error(search.status(), request));
+  // `request` lives as long as `done` (it holds the pending call).
+  door_.StartSearch(*search, call.context,
+                    [&request, sort = search->sort,
+                     done = std::move(done)](absl::StatusOr<SearchResponse> result) mutable {
+                      HttpResponse response;
+                      try {
+                        response = result.ok() ? MakeResponse(http::status::ok, request,
+                                                              SearchResponseJson(*result, sort))
+                                               : Error(result.status(), request);
+                      } catch (const std::exception& e) {
+                        // On the backend's thread, where nothing above would catch it.
+                        response = Error(absl::InternalError(StrCat("internal error: ", e.what())),
+                                         request);
+                      }
+                      std::move(done)(std::move(response));
+                    });
 }
 
 HttpResponse ApiHandler::Counts(Call& call) const {

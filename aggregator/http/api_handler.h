@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "aggregator/front_door.h"
 #include "aggregator/metrics.h"
 #include "usage/usage_recorder.h"
@@ -43,6 +44,13 @@ class ApiHandler {
   // (sse.h). Without `stream`, a stream request is refused.
   HttpResponse Handle(const HttpRequest& request, std::string_view client_ip = {},
                       std::unique_ptr<LiveStream>* stream = nullptr) const;
+
+  // Handle(), answered through `done`, once. A search is answered when the backend has its
+  // answer (Backend::StartSearch): in a cluster on the thread the index partitions answer on,
+  // so no thread waits for them; every other request is answered here. `done` must not block.
+  using Answer = absl::AnyInvocable<void(HttpResponse) &&>;
+  void HandleAsync(std::shared_ptr<const HttpRequest> request, std::string_view client_ip,
+                   Answer done) const;
 
   // Whether Handle() may block on disk (ingest, deletes, likes, admin) or run long (best-match
   // searches, unless `best_match_inline`: a cluster's front door waits on the index servers
@@ -70,6 +78,7 @@ class ApiHandler {
   using QueryParams = std::vector<std::pair<std::string, std::string>>;
   struct Call;
   struct Route;
+  struct PendingCall;
   // The route table, one row per method and path (api_handler.cc).
   static const Route kRoutes[];
 
@@ -78,8 +87,14 @@ class ApiHandler {
   static const Route* Find(const HttpRequest& request, const Route** path_match);
   // The methods of the rows matching `path`, for a 405's Allow header ("GET, DELETE").
   static std::string AllowedMethods(std::string_view path);
-  // Finds the row, fills `call` (route name, arguments, parameters, key) and runs its handler.
+  // Finds the row and fills `call` (route name, arguments, parameters, key); null, with the
+  // answer in `refusal`, when there is none or the call is refused before its handler.
+  const Route* Routed(Call& call, HttpResponse* refusal) const;
+  // Routed(), then the row's handler.
   HttpResponse Dispatch(Call& call) const;
+  // What every call ends with: the headers its context gathered, metrics, usage.
+  void Finish(Call& call, std::chrono::steady_clock::time_point start,
+              HttpResponse& response) const;
 
   // One per endpoint, each named in the route table.
   HttpResponse Healthz(Call& call) const;
@@ -88,6 +103,7 @@ class ApiHandler {
   HttpResponse WebFilePage(Call& call) const;
   HttpResponse WebConfig(Call& call) const;
   HttpResponse Search(Call& call) const;
+  void StartSearch(Call& call, Answer done) const;  // Search, answered later
   HttpResponse Counts(Call& call) const;
   HttpResponse Stream(Call& call) const;
   HttpResponse Ingest(Call& call) const;

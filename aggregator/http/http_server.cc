@@ -536,7 +536,14 @@ void Session::OnRead(beast::error_code ec, size_t) {
                 });
     });
   } else {
-    Write(server_.handler().Handle(*request, peer_));
+    // Answered here, or (a search in a cluster) later on the thread its partitions answer on.
+    server_.handler().HandleAsync(
+        std::move(request), peer_, [self = shared_from_this()](HttpResponse response) {
+          net::dispatch(self->stream_.get_executor(),
+                        [self, r = std::make_shared<HttpResponse>(std::move(response))] {
+                          self->Write(std::move(*r));
+                        });
+        });
   }
 }
 
