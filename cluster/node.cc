@@ -25,7 +25,6 @@ namespace tweetsearch::cluster {
 namespace {
 
 constexpr auto kPeerTimeout = std::chrono::seconds(3);
-constexpr int kFrontDoorIoThreads = 16;  // network threads of a cluster's front door
 
 class StorageProcess final : public ClusterNode {
  public:
@@ -470,10 +469,9 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> StartAggregator(const Topology& t,
   config.grpc_port = grpc->second;
   if (config.redis.empty()) config.redis = t.redis;
   config.sample = 0;
-  // A search holds its network thread while the index servers answer: more threads keep
-  // more searches in flight, whose calls then share the index servers' calls
-  // (cluster/search_batcher.h) and their wake-ups (docs/benchmarks.md).
-  if (config.http.io_threads <= 0) config.http.io_threads = kFrontDoorIoThreads;
+  // A search holds no network thread while the index servers answer (it is answered from
+  // their calls' completion), so the front door keeps one process's two: sixteen, needed while
+  // searches held them, cost a thread woken for every answer written (docs/benchmarks.md).
   config.http.best_match_inline = true;  // a wait on the index servers, like other searches
   // Front doors share one page-token secret (a page from one, the next page
   // from another): the first to start puts one in etcd, the others take it.

@@ -41,9 +41,9 @@ struct HttpServerOptions {
   uint16_t port = 8080;
   // Largest request body, bytes; larger ones get 413. Default 64 MiB.
   size_t max_body_bytes = size_t{64} << 20;
-  // Threads running the network loop (and searches). 0 (the default): 2, for searches that
-  // run in this process. A cluster's front door takes 16 (cluster/node.cc): its searches
-  // wait on the index servers and hold their thread meanwhile.
+  // Threads running the network loop (and searches). 0 (the default): 2. A cluster's front
+  // door keeps 2 as well: its searches hold no thread while the index servers answer
+  // (ApiHandler::HandleAsync).
   int io_threads = 0;
   // Threads running requests that may block on disk. Default 4.
   int worker_threads = 4;
