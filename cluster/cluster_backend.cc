@@ -69,7 +69,13 @@ ClusterBackend::ClusterBackend(ClusterView& view, const ClusterBackendOptions& o
       stats_cache_(clock, options.stats_ttl.count()),
       streams_(std::make_unique<ClusterStreams>(view, *analyzer_)) {}
 
-ClusterBackend::~ClusterBackend() = default;
+ClusterBackend::~ClusterBackend() {
+  // A search answered may still have calls running (a losing hedge, cancelled): they end
+  // soon, and tell the replicas' health and the batcher as they do.
+  absl::MutexLock lock(&in_flight_mu_);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(in_flight_mu_) { return in_flight_ == 0; };
+  in_flight_mu_.Await(absl::Condition(&idle));
+}
 
 absl::StatusOr<std::unique_ptr<ClusterBackend>> ClusterBackend::Create(
     ClusterView& view, const ClusterBackendOptions& options, const Clock& clock) {
@@ -511,6 +517,7 @@ absl::StatusOr<aggregator::CountsOutcome> ClusterBackend::RunCounts(
 
 // A search between its calls: what they and its answer need once StartSearch has returned.
 struct ClusterBackend::SearchInFlight {
+  std::shared_ptr<void> counted;  // InFlight()
   ipb::PartitionSearchRequest request;
   uint32_t limit = 0;
   bool exact_total = false;
@@ -521,11 +528,21 @@ struct ClusterBackend::SearchInFlight {
 // Hits being read from storage: the answer waiting for them, and the MultiGet per storage
 // partition.
 struct ClusterBackend::Hydration {
+  std::shared_ptr<void> counted;  // InFlight()
   aggregator::SearchOutcome out;
   std::vector<ipb::MultiGetRequest> gets;
   uint64_t cache_epoch = 0;
   SearchDone done;
 };
+
+std::shared_ptr<void> ClusterBackend::InFlight() const {
+  absl::MutexLock lock(&in_flight_mu_);
+  ++in_flight_;
+  return std::shared_ptr<void>(nullptr, [this](void*) {
+    absl::MutexLock lock(&in_flight_mu_);
+    --in_flight_;
+  });
+}
 
 absl::StatusOr<aggregator::SearchOutcome> ClusterBackend::RunSearch(
     const aggregator::SearchCall& call) const {
@@ -541,6 +558,7 @@ absl::StatusOr<aggregator::SearchOutcome> ClusterBackend::RunSearch(
 
 void ClusterBackend::StartSearch(const aggregator::SearchCall& call, SearchDone done) const {
   auto search = std::make_shared<SearchInFlight>();
+  search->counted = InFlight();
   const query::SearchOptions& o = call.options;
   ipb::PartitionSearchRequest& request = search->request;
   request.set_search_terms(std::string(call.search_terms));
@@ -579,7 +597,7 @@ void ClusterBackend::StartSearch(const aggregator::SearchCall& call, SearchDone 
                std::vector<query::Hit> hits;
                absl::StatusOr<aggregator::SearchOutcome> out = Merge(*search, answers, &hits);
                if (!out.ok()) return std::move(search->done)(out.status());
-               Hydrate(*std::move(out), hits, std::move(search->done));
+               Hydrate(*std::move(out), hits, search->counted, std::move(search->done));
              });
 }
 
@@ -614,7 +632,7 @@ absl::StatusOr<aggregator::SearchOutcome> ClusterBackend::Merge(
 }
 
 void ClusterBackend::Hydrate(aggregator::SearchOutcome out, const std::vector<query::Hit>& hits,
-                             SearchDone done) const {
+                             std::shared_ptr<void> counted, SearchDone done) const {
   // The cache, then one MultiGet per storage partition for the rest.
   const uint32_t storage_partitions = static_cast<uint32_t>(view_.topology().storage.size());
   auto hydration = std::make_shared<Hydration>();
@@ -635,6 +653,7 @@ void ClusterBackend::Hydrate(aggregator::SearchOutcome out, const std::vector<qu
     storage_replicas[p] = StorageReplicasPrimaryFirst(p);
   }
   if (!any_missing) return std::move(done)(std::move(out));
+  hydration->counted = std::move(counted);
   hydration->out = std::move(out);
   hydration->done = std::move(done);
   hydration->cache_epoch = cache_.epoch();

@@ -33,6 +33,8 @@
 #include <chrono>
 #include <memory>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "aggregator/backend.h"
 #include "aggregator/tweet_cache.h"
 #include "cluster/cluster_streams.h"
@@ -127,7 +129,10 @@ class ClusterBackend final : public aggregator::Backend {
       std::vector<query::Hit>* hits) const;
   // `out` with `hits` and their tweets, from the cache and from storage, to `done`.
   void Hydrate(aggregator::SearchOutcome out, const std::vector<query::Hit>& hits,
-               SearchDone done) const;
+               std::shared_ptr<void> counted, SearchDone done) const;
+  // Counts a search in flight until the last copy of what it returns is gone (the search's
+  // calls have all ended): the destructor waits for none to be left.
+  std::shared_ptr<void> InFlight() const;
   // The fetched tweets into the hits waiting for them; hits deleted meanwhile are dropped.
   absl::Status FillHits(const std::vector<absl::StatusOr<internal::v1::MultiGetResponse>>& fetched,
                         Hydration& hydration) const;
@@ -166,6 +171,8 @@ class ClusterBackend final : public aggregator::Backend {
   mutable SearchBatcher batcher_;  // after the view and health it uses, before the streams
   mutable StatsCache stats_cache_;
   std::atomic<uint64_t> ingested_{0}, rejected_{0};
+  mutable absl::Mutex in_flight_mu_;
+  mutable uint64_t in_flight_ ABSL_GUARDED_BY(in_flight_mu_) = 0;
   std::unique_ptr<ClusterStreams> streams_;  // last: its streams go before the rest
 };
 

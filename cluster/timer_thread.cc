@@ -2,14 +2,13 @@
 
 #include <utility>
 
-#include "absl/time/time.h"
-
 namespace tweetsearch::cluster {
 
 namespace {
 
 // `t` rounded up to a whole millisecond: callbacks due within one millisecond share a wake.
 TimerThread::Time CeilMillis(TimerThread::Time t) {
+  if (t > TimerThread::Time::max() - std::chrono::milliseconds(1)) return t;
   return std::chrono::ceil<std::chrono::milliseconds>(t);
 }
 
@@ -19,26 +18,31 @@ TimerThread::TimerThread() : thread_([this] { Loop(); }) {}
 
 TimerThread::~TimerThread() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     stop_ = true;
   }
+  wake_.notify_one();
   thread_.join();
 }
 
 void TimerThread::At(Time when, absl::AnyInvocable<void() &&> callback) {
-  // absl::Mutex evaluates the sleeping thread's condition on unlock: it is woken only when
-  // this entry is due before the time it sleeps until.
-  absl::MutexLock lock(&mu_);
-  entries_.push(Entry{when, next_order_++, std::move(callback)});
+  bool wake;
+  {
+    std::lock_guard lock(mu_);
+    entries_.push(Entry{when, next_order_++, std::move(callback)});
+    // Woken only when this entry is due before the time it sleeps until.
+    wake = MustWakeLocked();
+  }
+  if (wake) wake_.notify_one();
 }
 
 uint64_t TimerThread::runs() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return runs_;
 }
 
 uint64_t TimerThread::wakes() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   return wakes_;
 }
 
@@ -47,14 +51,14 @@ bool TimerThread::MustWakeLocked() const {
 }
 
 void TimerThread::Loop() {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock lock(mu_);
   for (;;) {
     sleeps_until_ = entries_.empty() ? Time::max() : CeilMillis(entries_.top().when);
-    const absl::Condition must_wake(this, &TimerThread::MustWakeLocked);
+    auto must_wake = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return MustWakeLocked(); };
     if (sleeps_until_ == Time::max()) {
-      mu_.Await(must_wake);
+      wake_.wait(lock, must_wake);
     } else {
-      mu_.AwaitWithDeadline(must_wake, absl::FromChrono(sleeps_until_));
+      wake_.wait_until(lock, sleeps_until_, must_wake);
     }
     sleeps_until_ = Time::min();  // awake: At() need not wake it
     if (stop_) return;
@@ -64,10 +68,10 @@ void TimerThread::Loop() {
       absl::AnyInvocable<void() &&> callback = std::move(entries_.top().callback);
       entries_.pop();
       ++runs_;
-      mu_.Unlock();
+      lock.unlock();
       std::move(callback)();
       callback = nullptr;  // what it holds is released unlocked, too
-      mu_.Lock();
+      lock.lock();
       if (stop_) return;
     }
   }

@@ -42,9 +42,9 @@ echo "   the front door's record of replicas)"
 cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=ON -DBUILD_BENCHMARKS=OFF \
   -DTWEETSEARCH_SANITIZE=thread "$DEBUG_INFO"
 cmake --build build/tsan -j "$JOBS" --target concurrency_test limiter_test redis_limiter_test \
-  stream_hub_test replica_health_test
+  stream_hub_test replica_health_test timer_thread_test
 TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
-  ctest --test-dir build/tsan --output-on-failure --no-tests=error -R 'ConcurrencyTest\.|LimiterTest\.|StreamSlotsTest\.|StreamHubTest\.|StreamFeedTest\.|StreamEventIdTest\.|ReplicaHealthTest\.'
+  ctest --test-dir build/tsan --output-on-failure --no-tests=error -R 'ConcurrencyTest\.|LimiterTest\.|StreamSlotsTest\.|StreamHubTest\.|StreamFeedTest\.|StreamEventIdTest\.|ReplicaHealthTest\.|TimerThreadTest\.'
 
 echo "== coverage-guided fuzzing: each libFuzzer target for ${FUZZ_SECONDS:-30} s (ASan + UBSan)"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \

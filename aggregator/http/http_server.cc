@@ -195,6 +195,12 @@ class Server final : public HttpServer {
       mu_.AwaitWithTimeout(absl::Condition(&drained), absl::FromChrono(grace));
     }
     workers_.join();
+    {
+      // Searches end by their deadline (a cluster's fan-out has one), so this wait does too.
+      absl::MutexLock lock(&mu_);
+      auto answered = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return answering_ == 0; };
+      mu_.Await(absl::Condition(&answered));
+    }
     ioc_.stop();
     for (std::thread& t : threads_) t.join();
   }
@@ -224,6 +230,17 @@ class Server final : public HttpServer {
       return response;
     }
     return std::nullopt;
+  }
+
+  // A request answered later (ApiHandler::HandleAsync) begins and ends its answer: Shutdown()
+  // waits for every answer begun, since the handler and the front door answer it.
+  void BeginAnswer() {
+    absl::MutexLock lock(&mu_);
+    ++answering_;
+  }
+  void EndAnswer() {
+    absl::MutexLock lock(&mu_);
+    --answering_;
   }
 
   // Removes a session from the counts (its destructor).
@@ -444,6 +461,7 @@ class Server final : public HttpServer {
   mutable absl::Mutex mu_;
   std::vector<std::weak_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
   size_t live_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t answering_ ABSL_GUARDED_BY(mu_) = 0;  // BeginAnswer() calls not yet ended
   absl::flat_hash_map<std::string, size_t> per_client_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> refused_server_full_{0}, refused_client_full_{0}, evicted_{0},
       accept_no_fds_{0}, accept_other_{0}, refused_framing_{0}, refused_host_{0},
@@ -537,12 +555,17 @@ void Session::OnRead(beast::error_code ec, size_t) {
     });
   } else {
     // Answered here, or (a search in a cluster) later on the thread its partitions answer on.
+    server_.BeginAnswer();
     server_.handler().HandleAsync(
-        std::move(request), peer_, [self = shared_from_this()](HttpResponse response) {
-          net::dispatch(self->stream_.get_executor(),
-                        [self, r = std::make_shared<HttpResponse>(std::move(response))] {
-                          self->Write(std::move(*r));
-                        });
+        std::move(request), peer_, [self = shared_from_this()](HttpResponse response) mutable {
+          Server& server = self->server_;
+          auto executor = self->stream_.get_executor();
+          net::dispatch(executor, [self = std::move(self),
+                                   r = std::make_shared<HttpResponse>(std::move(response))] {
+            self->Write(std::move(*r));
+          });
+          // Nothing of the server is held past this: the session went with the write.
+          server.EndAnswer();
         });
   }
 }

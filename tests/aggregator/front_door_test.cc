@@ -280,6 +280,48 @@ TEST_F(FrontDoorTest, RoutesMatchWholePathsAndListTheirMethods) {
   }
 }
 
+// HandleAsync answers as Handle does; with the Engine, whose searches wait on nothing but
+// their own work, before it returns. Searches are compared without their took_ms.
+TEST_F(FrontDoorTest, AnswersHandedOnLaterAreTheAnswersHandleGives) {
+  Metrics metrics;
+  ApiHandler handler(*door_, metrics);
+  IngestSynthetic(300);
+  using boost::beast::http::verb;
+  const std::string key = "api_dev_key=test-key-search-ingest";
+  auto comparable = [](const HttpResponse& r) {
+    nlohmann::json body = nlohmann::json::parse(r.body(), nullptr, false);
+    if (body.is_object()) body.erase("took_ms");
+    return std::pair{r.result_int(), body.is_discarded() ? r.body() : body.dump()};
+  };
+  for (const auto& [method, target] : std::vector<std::pair<verb, std::string>>{
+           {verb::get, "/v1/search?q=" + gen_.Word(0) + "&limit=5&" + key},
+           {verb::get, "/v1/search?q=" + gen_.Word(1) + "&sort=1&highlight=1&" + key},
+           {verb::get, "/v1/search?q=" + gen_.Word(2) + "&sort=2&" + key},
+           {verb::get, "/v1/search?q=&" + key},
+           {verb::get, "/v1/search?q=the&page_token=tampered&" + key},
+           {verb::get, "/v1/search?q=the&api_dev_key=unknown"},
+           {verb::get, "/v1/search?q=the&bogus=1&" + key},
+           {verb::put, "/v1/search?q=the&" + key},
+           {verb::get, "/v1/nothing"},
+           {verb::get, "/healthz"}}) {
+    HttpRequest request(method, target, 11);
+    request.prepare_payload();
+    const HttpResponse now = handler.Handle(request);
+    int answers = 0;
+    HttpResponse later;
+    handler.HandleAsync(std::make_shared<const HttpRequest>(request), "", [&](HttpResponse r) {
+      ++answers;
+      later = std::move(r);
+    });
+    ASSERT_EQ(answers, 1) << target;
+    EXPECT_EQ(comparable(later), comparable(now)) << target;
+  }
+  std::string rendered;
+  metrics.Render(&rendered);
+  // Both ways are counted, as every call is.
+  EXPECT_NE(rendered.find("route=\"search\",code=\"200\"} 6"), std::string::npos) << rendered;
+}
+
 // Random request targets, methods and bodies through the whole HTTP handler: every answer is a
 // known status with a JSON body (or plain text for the probes), and nothing throws or crashes.
 TEST_F(FrontDoorTest, HandlerSurvivesRandomRequests) {
