@@ -211,6 +211,11 @@ class Backend {
   virtual absl::StatusOr<CountsOutcome> RunCounts(const CountsCall& call) const = 0;
   // The best-match statistics of the whole collection for `call`'s terms.
   virtual absl::StatusOr<query::CollectionStats> CollectStats(const SearchCall& call) const = 0;
+  // CollectStats without waiting, as StartSearch. By default CollectStats, here.
+  using StatsDone = absl::AnyInvocable<void(absl::StatusOr<query::CollectionStats>) &&>;
+  virtual void StartCollectStats(const SearchCall& call, StatsDone done) const {
+    std::move(done)(CollectStats(call));
+  }
   // The watermark of a new first page: the largest visible id, or kMaxTweetId
   // when the backend learns it from the search itself (SearchOutcome::max_id).
   virtual TweetId Watermark() const = 0;

@@ -197,7 +197,8 @@ struct FrontDoor::PlannedSearch {
   uint64_t fingerprint = 0;
   query::Plan plan;
   query::SearchOptions options;
-  query::CollectionStats stats;  // best match: options.stats points here
+  std::optional<PageCursor> cursor;  // from the page token, if any
+  query::CollectionStats stats;      // best match: options.stats points here (UseStats)
 
   SearchCall Call() const { return SearchCall{search_terms, &plan, options, allow_partial}; }
 };
@@ -228,7 +229,6 @@ absl::StatusOr<std::unique_ptr<FrontDoor::PlannedSearch>> FrontDoor::PlanSearch(
   options.sort = request.sort;
   options.exact_total = request.exact_total;
   options.limit = search->limit + 1;  // one more than asked tells whether a next page exists
-  std::optional<PageCursor> cursor_from_token;
   if (request.page_token.empty()) {
     options.watermark = backend_.Watermark();
     options.now_ms = backend_.clock().NowUnixMillis();
@@ -241,22 +241,23 @@ absl::StatusOr<std::unique_ptr<FrontDoor::PlannedSearch>> FrontDoor::PlanSearch(
           "invalid page_token: it belongs to another query or sort mode");
     }
     options.after = query::SortKey{cursor->primary, cursor->id};
-    cursor_from_token = *cursor;
+    search->cursor = *cursor;
     options.watermark = cursor->watermark;
     options.now_ms = cursor->now_ms;
   }
-
-  // Best match scores with the statistics of page 1 on every page (see page_token.h).
-  if (request.sort == query::SortMode::kBestMatch) {
-    absl::StatusOr<query::CollectionStats> collected = backend_.CollectStats(search->Call());
-    if (!collected.ok()) return collected.status();
-    search->stats = *std::move(collected);
-    if (cursor_from_token.has_value()) {
-      if (absl::Status s = ApplyTokenStats(*cursor_from_token, &search->stats); !s.ok()) return s;
-    }
-    options.stats = &search->stats;
-  }
   return search;
+}
+
+absl::Status FrontDoor::UseStats(PlannedSearch& search,
+                                 absl::StatusOr<query::CollectionStats> collected) const {
+  // Best match scores with the statistics of page 1 on every page (see page_token.h).
+  if (!collected.ok()) return collected.status();
+  search.stats = *std::move(collected);
+  if (search.cursor.has_value()) {
+    if (absl::Status s = ApplyTokenStats(*search.cursor, &search.stats); !s.ok()) return s;
+  }
+  search.options.stats = &search.stats;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<SearchResponse> FrontDoor::AnswerSearch(
@@ -314,6 +315,10 @@ absl::StatusOr<SearchResponse> FrontDoor::Search(const SearchRequest& request,
                                                  CallContext* call) const {
   absl::StatusOr<std::unique_ptr<PlannedSearch>> search = PlanSearch(request, call);
   if (!search.ok()) return search.status();
+  if (request.sort == query::SortMode::kBestMatch) {
+    absl::Status s = UseStats(**search, backend_.CollectStats((*search)->Call()));
+    if (!s.ok()) return s;
+  }
   return AnswerSearch(**search, backend_.RunSearch((*search)->Call()));
 }
 
@@ -321,9 +326,24 @@ void FrontDoor::StartSearch(const SearchRequest& request, CallContext* call,
                             SearchDone done) const {
   absl::StatusOr<std::unique_ptr<PlannedSearch>> planned = PlanSearch(request, call);
   if (!planned.ok()) return std::move(done)(planned.status());
-  // The backend's SearchCall points into the plan; it is read before StartSearch returns.
-  const SearchCall backend_call = (*planned)->Call();
-  backend_.StartSearch(backend_call, [this, search = *std::move(planned), done = std::move(done)](
+  if (request.sort != query::SortMode::kBestMatch) {
+    return SearchPlanned(*std::move(planned), std::move(done));
+  }
+  // The backend's SearchCall points into the plan; it is read before the Start calls return.
+  const SearchCall stats_call = (*planned)->Call();
+  backend_.StartCollectStats(
+      stats_call, [this, search = *std::move(planned), done = std::move(done)](
+                      absl::StatusOr<query::CollectionStats> collected) mutable {
+        if (absl::Status s = UseStats(*search, std::move(collected)); !s.ok()) {
+          return std::move(done)(s);
+        }
+        SearchPlanned(std::move(search), std::move(done));
+      });
+}
+
+void FrontDoor::SearchPlanned(std::unique_ptr<PlannedSearch> search, SearchDone done) const {
+  const SearchCall backend_call = search->Call();
+  backend_.StartSearch(backend_call, [this, search = std::move(search), done = std::move(done)](
                                          absl::StatusOr<SearchOutcome> outcome) mutable {
     std::move(done)(AnswerSearch(*search, std::move(outcome)));
   });

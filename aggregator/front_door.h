@@ -260,6 +260,12 @@ class FrontDoor {
   struct PlannedSearch;
   absl::StatusOr<std::unique_ptr<PlannedSearch>> PlanSearch(const SearchRequest& request,
                                                             CallContext* call) const;
+  // Best match: the collection's statistics (those of the page token's first page, if any)
+  // into `search`.
+  absl::Status UseStats(PlannedSearch& search,
+                        absl::StatusOr<query::CollectionStats> collected) const;
+  // StartSearch() once the search is planned (and its statistics are in).
+  void SearchPlanned(std::unique_ptr<PlannedSearch> search, SearchDone done) const;
   // The answer to `search` from what the backend found: hits, next page token, highlights.
   absl::StatusOr<SearchResponse> AnswerSearch(const PlannedSearch& search,
                                               absl::StatusOr<SearchOutcome> outcome) const;

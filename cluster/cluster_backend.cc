@@ -31,6 +31,19 @@ absl::Status OutcomeStatus(const ipb::Outcome& o) {
   return absl::Status(static_cast<absl::StatusCode>(o.code()), o.message());
 }
 
+// What `start` hands its callback, waited for.
+template <typename T, typename Start>
+T Await(Start start) {
+  T out;
+  absl::Notification answered;
+  start([&](T answer) {
+    out = std::move(answer);
+    answered.Notify();
+  });
+  answered.WaitForNotification();
+  return out;
+}
+
 bool Retryable(const grpc::Status& s) {
   return s.error_code() == grpc::StatusCode::UNAVAILABLE ||
          s.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
@@ -424,41 +437,65 @@ absl::StatusOr<std::unique_ptr<aggregator::StreamFeed>> ClusterBackend::OpenStre
       stats.ok() ? stats->doc_freq : absl::flat_hash_map<std::string, uint64_t>());
 }
 
+// A statistics round between its calls (StartCollectStats).
+struct ClusterBackend::StatsInFlight {
+  std::shared_ptr<void> counted;  // InFlight()
+  ipb::StatsRequest request;
+  bool allow_partial = false;
+  uint64_t epoch = 0;  // the cache's, when the round began
+  StatsDone done;
+};
+
 absl::StatusOr<query::CollectionStats> ClusterBackend::CollectStats(
     const aggregator::SearchCall& call) const {
-  const uint64_t epoch = stats_cache_.Epoch();
+  return Await<absl::StatusOr<query::CollectionStats>>(
+      [&](StatsDone done) { StartCollectStats(call, std::move(done)); });
+}
+
+void ClusterBackend::StartCollectStats(const aggregator::SearchCall& call, StatsDone done) const {
+  auto stats = std::make_shared<StatsInFlight>();
+  stats->epoch = stats_cache_.Epoch();
   if (std::optional<query::CollectionStats> kept = stats_cache_.Find(call.search_terms)) {
-    return *std::move(kept);
+    return std::move(done)(*std::move(kept));
   }
-  const uint32_t partitions = static_cast<uint32_t>(view_.topology().index.size());
-  std::vector<std::vector<uint32_t>> replicas = IndexReplicasInTurn();
-  ipb::StatsRequest request;
-  request.set_search_terms(std::string(call.search_terms));
+  stats->counted = InFlight();
+  stats->request.set_search_terms(std::string(call.search_terms));
+  stats->allow_partial = call.allow_partial;
+  stats->done = std::move(done);
   auto fan = std::make_shared<FanOut<ipb::CollectionStats>>(
-      std::move(replicas), index_health_, clock_, timers_,
-      [&](uint32_t p, uint32_t r, grpc::ClientContext* ctx, ipb::CollectionStats* response,
-          std::function<void(grpc::Status)> done) {
-        view_.index(p, r).async()->Stats(ctx, &request, response, std::move(done));
+      IndexReplicasInTurn(), index_health_, clock_, timers_,
+      [this, stats](uint32_t p, uint32_t r, grpc::ClientContext* ctx,
+                    ipb::CollectionStats* response, std::function<void(grpc::Status)> done) {
+        view_.index(p, r).async()->Stats(ctx, &stats->request, response, std::move(done));
       });
+  fan->Start(options_.search_deadline, options_.hedge_after,
+             [this, stats](std::vector<absl::StatusOr<ipb::CollectionStats>> answers) {
+               std::move(stats->done)(SumStats(*stats, answers));
+             });
+}
+
+absl::StatusOr<query::CollectionStats> ClusterBackend::SumStats(
+    const StatsInFlight& stats,
+    const std::vector<absl::StatusOr<ipb::CollectionStats>>& answers) const {
   query::CollectionStats total;
-  std::vector<absl::StatusOr<ipb::CollectionStats>> answers =
-      fan->Run(options_.search_deadline, options_.hedge_after);
-  std::vector<uint64_t> generations(partitions);
+  std::vector<uint64_t> generations(answers.size());
   bool complete = true;
-  for (uint32_t p = 0; p < partitions; ++p) {
+  for (uint32_t p = 0; p < answers.size(); ++p) {
     if (answers[p].ok()) {
       query::AddStats(FromProto(*answers[p]), &total);
       generations[p] = answers[p]->generation();
     } else if (absl::IsInvalidArgument(answers[p].status())) {
       return answers[p].status();  // the query itself is refused
-    } else if (!call.allow_partial) {
+    } else if (!stats.allow_partial) {
       return absl::UnavailableError(
           StrCat("index partition ", p, ": ", answers[p].status().message()));
     } else {
       complete = false;
     }
   }
-  if (complete) stats_cache_.Store(call.search_terms, total, generations, epoch);
+  if (complete) {
+    stats_cache_.Store(stats.request.search_terms(), total, generations, stats.epoch);
+  }
   return total;
 }
 
@@ -546,14 +583,8 @@ std::shared_ptr<void> ClusterBackend::InFlight() const {
 
 absl::StatusOr<aggregator::SearchOutcome> ClusterBackend::RunSearch(
     const aggregator::SearchCall& call) const {
-  absl::StatusOr<aggregator::SearchOutcome> out;
-  absl::Notification answered;
-  StartSearch(call, [&](absl::StatusOr<aggregator::SearchOutcome> outcome) {
-    out = std::move(outcome);
-    answered.Notify();
-  });
-  answered.WaitForNotification();
-  return out;
+  return Await<absl::StatusOr<aggregator::SearchOutcome>>(
+      [&](SearchDone done) { StartSearch(call, std::move(done)); });
 }
 
 void ClusterBackend::StartSearch(const aggregator::SearchCall& call, SearchDone done) const {

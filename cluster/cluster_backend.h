@@ -93,6 +93,8 @@ class ClusterBackend final : public aggregator::Backend {
       const aggregator::CountsCall& call) const override;
   absl::StatusOr<query::CollectionStats> CollectStats(
       const aggregator::SearchCall& call) const override;
+  // Answers at once from the statistics kept, else as StartSearch.
+  void StartCollectStats(const aggregator::SearchCall& call, StatsDone done) const override;
   TweetId Watermark() const override { return kMaxTweetId; }
   const analysis::Analyzer& analyzer() const override { return *analyzer_; }
   const Clock& clock() const override { return clock_; }
@@ -121,6 +123,11 @@ class ClusterBackend final : public aggregator::Backend {
                                                    aggregator::WriteOnce* once);
   struct SearchInFlight;
   struct Hydration;
+  struct StatsInFlight;
+  // The partitions' statistics summed (and kept when every partition answered).
+  absl::StatusOr<query::CollectionStats> SumStats(
+      const StatsInFlight& stats,
+      const std::vector<absl::StatusOr<internal::v1::CollectionStats>>& answers) const;
   // The partitions' answers merged: totals, and the top `limit` hits by sort key into `hits`.
   // Unavailable when a partition did not answer and the search does not allow partial answers.
   absl::StatusOr<aggregator::SearchOutcome> Merge(
