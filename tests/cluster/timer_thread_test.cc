@@ -24,8 +24,9 @@ TEST(TimerThreadTest, CallbacksRunInTheOrderOfTheirTimesAndNeverEarly) {
   const Clock::time_point base = Clock::now() + milliseconds(20);
   // Set out of order; two share a time and keep the order they were set in.
   const std::vector<std::pair<int, int>> set = {{3, 30}, {1, 10}, {4, 30}, {0, 0}, {2, 20}};
-  for (auto [name, after_ms] : set) {
-    const Clock::time_point when = base + milliseconds(after_ms);
+  for (const auto& entry : set) {
+    const int name = entry.first;  // named, not bound: a lambda may capture it
+    const Clock::time_point when = base + milliseconds(entry.second);
     timers.At(when, [&, name, when] {
       std::lock_guard lock(mu);
       order.push_back(name);
