@@ -13,8 +13,6 @@
 namespace tweetsearch::aggregator {
 namespace {
 
-constexpr Scope kScopes[] = {Scope::kSearch, Scope::kIngest, Scope::kAdmin};
-
 int64_t NowMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -115,7 +113,7 @@ std::string_view ScopeName(Scope scope) {
 }
 
 absl::StatusOr<Scope> ParseScope(std::string_view name) {
-  for (Scope s : kScopes) {
+  for (Scope s : kAllScopes) {
     if (ScopeName(s) == name) return s;
   }
   return absl::InvalidArgumentError(

@@ -21,6 +21,7 @@
 namespace tweetsearch::aggregator {
 
 enum class Scope : uint8_t { kSearch = 1, kIngest = 2, kAdmin = 4 };
+inline constexpr Scope kAllScopes[] = {Scope::kSearch, Scope::kIngest, Scope::kAdmin};
 
 // "search", "ingest", "admin".
 std::string_view ScopeName(Scope scope);

@@ -16,7 +16,6 @@ namespace tweetsearch::aggregator {
 namespace {
 
 constexpr size_t kPrefixChars = 10;
-constexpr Scope kScopes[] = {Scope::kSearch, Scope::kIngest, Scope::kAdmin};
 
 }  // namespace
 
@@ -51,7 +50,7 @@ std::string EncodeKeyRecord(const ApiKey& key) {
   v1::ApiKeyRecord r;
   r.set_owner(key.owner);
   r.set_tier(key.tier);
-  for (Scope s : kScopes) {
+  for (Scope s : kAllScopes) {
     if (key.Allows(s)) r.add_scopes(std::string(ScopeName(s)));
   }
   r.set_created_at_ms(key.created_at_ms);

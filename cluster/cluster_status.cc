@@ -21,7 +21,7 @@ namespace ipb = internal::v1;
 
 constexpr auto kTimeout = std::chrono::seconds(2);
 
-std::unique_ptr<grpc::ClientContext> Context() { return net::DeadlineContext(kTimeout); }
+std::unique_ptr<grpc::ClientContext> StatusContext() { return net::DeadlineContext(kTimeout); }
 
 std::string Sequences(const google::protobuf::RepeatedField<uint64_t>& applied) {
   std::string out;
@@ -31,7 +31,8 @@ std::string Sequences(const google::protobuf::RepeatedField<uint64_t>& applied) 
 
 void AskStorage(ProcessStatus& p) {
   ipb::StorageStatus s;
-  grpc::Status r = ipb::Storage::NewStub(net::Connect(p.address))->Status(Context().get(), {}, &s);
+  grpc::Status r =
+      ipb::Storage::NewStub(net::Connect(p.address))->Status(StatusContext().get(), {}, &s);
   if (!r.ok()) {
     p.detail = r.error_message();
     return;
@@ -56,7 +57,8 @@ void AskStorage(ProcessStatus& p) {
 
 void AskIndex(ProcessStatus& p) {
   ipb::IndexStatus s;
-  grpc::Status r = ipb::Index::NewStub(net::Connect(p.address))->Status(Context().get(), {}, &s);
+  grpc::Status r =
+      ipb::Index::NewStub(net::Connect(p.address))->Status(StatusContext().get(), {}, &s);
   if (!r.ok()) {
     p.detail = r.error_message();
     return;
@@ -70,7 +72,8 @@ void AskIndex(ProcessStatus& p) {
 
 void AskBuilder(ProcessStatus& p) {
   ipb::BuilderStatus s;
-  grpc::Status r = ipb::Builder::NewStub(net::Connect(p.address))->Status(Context().get(), {}, &s);
+  grpc::Status r =
+      ipb::Builder::NewStub(net::Connect(p.address))->Status(StatusContext().get(), {}, &s);
   if (!r.ok()) {
     p.detail = r.error_message();
     return;

@@ -13,7 +13,7 @@ constexpr double kK1 = 1.2, kB = 0.75, kLikesReference = 10000;
 // Cells of postings: tfs 1 to kSmallTfs in an array, larger ones in a map; lengths from 255 on
 // share cells (as 255, a lower bound).
 constexpr uint32_t kSmallTfs = 16;
-constexpr uint32_t kLengths = 256;
+constexpr uint32_t kSmallLengths = 256;
 
 template <typename T>
 void AppendRaw(const T* values, size_t n, std::string* out) {
@@ -55,12 +55,12 @@ ChampionSelector::ChampionSelector(std::span<const uint16_t> lengths,
     : lengths_(lengths),
       likes_(likes),
       avg_length_(avg_length),
-      small_(kSmallTfs * kLengths),
-      gates_(kSmallTfs * kLengths, -1) {}
+      small_(kSmallTfs * kSmallLengths),
+      gates_(kSmallTfs * kSmallLengths, -1) {}
 
 ChampionSelector::Cell& ChampionSelector::CellOf(uint32_t tf, uint32_t length) {
   if (tf <= kSmallTfs) {
-    const uint32_t at = (tf - 1) * kLengths + length;
+    const uint32_t at = (tf - 1) * kSmallLengths + length;
     Cell& cell = small_[at];
     if (cell.top.empty() && cell.others_likes < 0) touched_.push_back(at);
     return cell;
@@ -71,11 +71,11 @@ ChampionSelector::Cell& ChampionSelector::CellOf(uint32_t tf, uint32_t length) {
 void ChampionSelector::Add(DocId doc, uint32_t tf) {
   ++count_;
   const uint32_t likes = likes_[doc];
-  const uint32_t length = std::min<uint32_t>(lengths_[doc], kLengths - 1);
+  const uint32_t length = std::min<uint32_t>(lengths_[doc], kSmallLengths - 1);
   if (tf <= kSmallTfs) {
     // Most postings of a long list fall short of their full cell: decided from the compact
     // gates, without reading the cell's heap.
-    const uint32_t at = (tf - 1) * kLengths + length;
+    const uint32_t at = (tf - 1) * kSmallLengths + length;
     if (static_cast<int64_t>(likes) <= gates_[at]) {
       small_[at].others_likes = std::max<int64_t>(small_[at].others_likes, likes);
       return;
@@ -123,7 +123,7 @@ std::vector<ChampionSelector::Candidate> ChampionSelector::Candidates() const {
       out.push_back({doc, likes, static_cast<uint16_t>(tf), static_cast<uint16_t>(length)});
     }
   };
-  for (uint32_t at : touched_) add(small_[at], at / kLengths + 1, at % kLengths);
+  for (uint32_t at : touched_) add(small_[at], at / kSmallLengths + 1, at % kSmallLengths);
   for (const auto& [key, cell] : large_) add(cell, key >> 8, key & 0xFF);
   return out;
 }
@@ -197,7 +197,8 @@ std::vector<ImpactPoint> ChampionSelector::RestSkyline(const std::vector<Candida
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (!chosen[i]) raise(candidates[i].tf, candidates[i].length, candidates[i].likes);
   }
-  for (uint32_t at : touched_) raise(at / kLengths + 1, at % kLengths, small_[at].others_likes);
+  for (uint32_t at : touched_)
+    raise(at / kSmallLengths + 1, at % kSmallLengths, small_[at].others_likes);
   for (const auto& [key, cell] : large_) raise(key >> 8, key & 0xFF, cell.others_likes);
   std::vector<ImpactPoint> points;
   for (const auto& [key, likes] : most) {

@@ -17,9 +17,9 @@ namespace {
 // bitmap and a frequency per row.
 constexpr DocId kWindow = 16384;
 constexpr size_t kWindowWords = kWindow / 64;
-// Text scores are looked up for frequencies up to kTableTfs and lengths below kLengths.
+// Text scores are looked up for frequencies up to kTableTfs and lengths below kTableLengths.
 constexpr uint32_t kTableTfs = 8;
-constexpr uint32_t kLengths = 256;
+constexpr uint32_t kTableLengths = 256;
 constexpr uint32_t kPopularityTable = 4096;  // likes looked up below this
 // The rest is kept per (frequency, frequency, length) cell: the most likes of each. Cells of
 // frequencies up to kGridTfs and lengths below kGridLengths (most matches) in an array, the
@@ -141,7 +141,7 @@ class PairSelector {
 // One word's postings of the current window.
 struct WindowList {
   std::unique_ptr<PostingCursor> cursor;
-  std::array<double, kTableTfs * kLengths> text{};  // idf * SelectionText, by (tf - 1, length)
+  std::array<double, kTableTfs * kTableLengths> text{};  // idf * SelectionText, by (tf - 1, length)
   double idf = 0;
   std::array<uint64_t, kWindowWords> bits{};
   std::vector<uint16_t> tfs = std::vector<uint16_t>(kWindow);
@@ -175,7 +175,7 @@ struct WindowList {
     }
   }
   double Text(uint32_t tf, uint32_t length, double avg_length) const {
-    if (tf <= kTableTfs && length < kLengths) return text[(tf - 1) * kLengths + length];
+    if (tf <= kTableTfs && length < kTableLengths) return text[(tf - 1) * kTableLengths + length];
     return idf * SelectionText(tf, length, avg_length);
   }
 };
@@ -451,8 +451,8 @@ std::unique_ptr<PairChampions> BuildPairChampions(const Segment& segment, DocId 
     const double df = segment.DocFreq(words[i]);
     l.idf = std::log(1.0 + (rows - df + 0.5) / (df + 0.5));
     for (uint32_t tf = 1; tf <= kTableTfs; ++tf) {
-      for (uint32_t length = 0; length < kLengths; ++length) {
-        l.text[(tf - 1) * kLengths + length] = l.idf * SelectionText(tf, length, avg_length);
+      for (uint32_t length = 0; length < kTableLengths; ++length) {
+        l.text[(tf - 1) * kTableLengths + length] = l.idf * SelectionText(tf, length, avg_length);
       }
     }
     l.cursor = segment.OpenTerm(words[i], rows);

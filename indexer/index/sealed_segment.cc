@@ -1159,12 +1159,6 @@ enum SectionTag : uint32_t {
 constexpr uint32_t kLazySections[] = {kPostings};
 constexpr size_t kChunkBytes = size_t{1} << 20;
 
-struct Meta {
-  uint64_t num_docs, total_length, num_terms, user_values, lang_values, overflow;
-  int64_t max_created;
-  SealedStats stats;
-};
-
 template <typename T>
 std::string_view AsBytes(std::span<const T> v) {
   return std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
@@ -1212,9 +1206,17 @@ void DictionaryCode(const std::vector<uint64_t>& values, std::vector<uint64_t>* 
 
 }  // namespace
 
+// The fixed-size metadata section. Outside the anonymous namespace: SealedSegment::Parts, which
+// has external linkage, holds one.
+struct SealedMeta {
+  uint64_t num_docs, total_length, num_terms, user_values, lang_values, overflow;
+  int64_t max_created;
+  SealedStats stats;
+};
+
 // The parsed views of a segment file.
 struct SealedSegment::Parts {
-  Meta meta{};
+  SealedMeta meta{};
   PackedColumns columns;
   std::span<const uint32_t> range_max_likes;
   TermDictionary dictionary;
@@ -1262,7 +1264,7 @@ absl::Status EncodeSegmentFile(
     uint32_t num_docs, const std::function<SealedSegmentBuilder::Row(DocId)>& row_of,
     const std::function<absl::Status(SegmentPostingsSink&)>& add_postings,
     const SegmentFileSink& sink) {
-  Meta meta{};
+  SealedMeta meta{};
   meta.num_docs = num_docs;
   meta.max_created = std::numeric_limits<int64_t>::min();
   const size_t ranges = (num_docs >> Columns::kRangeShift) + 1;
@@ -1611,7 +1613,7 @@ absl::StatusOr<std::unique_ptr<SealedSegment>> SealedSegment::Load(const std::st
 namespace {
 
 // Reads the packed columns and their sizes; "" or what is wrong.
-std::string ReadColumns(const SectionFile& file, const Meta& meta, PackedColumns* c,
+std::string ReadColumns(const SectionFile& file, const SealedMeta& meta, PackedColumns* c,
                         std::span<const uint32_t>* range_max_likes) {
   const uint32_t n = static_cast<uint32_t>(meta.num_docs);
   const std::pair<PackedColumn*, std::pair<uint32_t, uint64_t>> packed[] = {
@@ -1667,9 +1669,9 @@ absl::StatusOr<std::unique_ptr<SealedSegment>> SealedSegment::FromBytes(
       ReadSectionFile(bytes->view(), magic, kNumSections, kLazySections);
   if (!file.ok()) return corrupt(AsStd(file.status().message()));
   Parts parts;
-  if (file->sections[kMeta].size() != sizeof(Meta)) return corrupt("bad metadata");
-  std::memcpy(&parts.meta, file->sections[kMeta].data(), sizeof(Meta));
-  const Meta& meta = parts.meta;
+  if (file->sections[kMeta].size() != sizeof(SealedMeta)) return corrupt("bad metadata");
+  std::memcpy(&parts.meta, file->sections[kMeta].data(), sizeof(SealedMeta));
+  const SealedMeta& meta = parts.meta;
   if (meta.num_docs >= kEndDoc || meta.num_terms > UINT32_MAX) return corrupt("bad metadata");
   if (std::string why = ReadColumns(*file, meta, &parts.columns, &parts.range_max_likes);
       !why.empty()) {

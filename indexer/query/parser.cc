@@ -20,10 +20,6 @@ struct Token {
 
 bool IsSpace(char c) { return absl::ascii_isspace(static_cast<unsigned char>(c)); }
 
-absl::Status Error(std::string_view what, size_t offset) {
-  return absl::InvalidArgumentError(StrCat(what, " at byte ", offset));
-}
-
 // Splits the query into tokens. Words end at white space, parentheses and quotes.
 absl::StatusOr<std::vector<Token>> Lex(std::string_view q) {
   std::vector<Token> tokens;
@@ -40,7 +36,7 @@ absl::StatusOr<std::vector<Token>> Lex(std::string_view q) {
       ++i;
     } else if (c == '"') {
       const size_t close = q.find('"', i + 1);
-      if (close == std::string_view::npos) return Error("unterminated quote", i);
+      if (close == std::string_view::npos) return QueryError("unterminated quote", i);
       tokens.push_back({TokenType::kQuoted, q.substr(i + 1, close - i - 1), i});
       i = close + 1;
     } else if (c == '-' && i + 1 < q.size() && !IsSpace(q[i + 1]) && q[i + 1] != ')' &&
@@ -94,8 +90,8 @@ class Parser {
   absl::StatusOr<QueryNode> ParseQuery() {
     absl::StatusOr<QueryNode> node = ParseOr(0);
     if (!node.ok()) return node;
-    if (Peek().type == TokenType::kClose) return Error("unbalanced ')'", Peek().offset);
-    if (Peek().type != TokenType::kEnd) return Error("unexpected text", Peek().offset);
+    if (Peek().type == TokenType::kClose) return QueryError("unbalanced ')'", Peek().offset);
+    if (Peek().type != TokenType::kEnd) return QueryError("unexpected text", Peek().offset);
     return node;
   }
 
@@ -110,7 +106,8 @@ class Parser {
     node.children.push_back(*std::move(first));
     while (Peek().type == TokenType::kOr) {
       const Token& op = Take();
-      if (StartsOperand(Peek().type) == false) return Error("OR needs a term after it", op.offset);
+      if (StartsOperand(Peek().type) == false)
+        return QueryError("OR needs a term after it", op.offset);
       absl::StatusOr<QueryNode> next = ParseAnd(depth);
       if (!next.ok()) return next;
       node.children.push_back(*std::move(next));
@@ -127,17 +124,17 @@ class Parser {
     if (!StartsOperand(Peek().type)) {
       if (Peek().type == TokenType::kEnd) {
         // "(((" ends inside parentheses: the innermost one is what is wrong.
-        if (!open_parens_.empty()) return Error("unbalanced '('", open_parens_.back());
-        return Error("expected a term", Peek().offset);
+        if (!open_parens_.empty()) return QueryError("unbalanced '('", open_parens_.back());
+        return QueryError("expected a term", Peek().offset);
       }
-      if (Peek().type == TokenType::kClose) return Error("unbalanced ')'", Peek().offset);
-      return Error(StrCat("'", Peek().text, "' needs a term before it"), Peek().offset);
+      if (Peek().type == TokenType::kClose) return QueryError("unbalanced ')'", Peek().offset);
+      return QueryError(StrCat("'", Peek().text, "' needs a term before it"), Peek().offset);
     }
     QueryNode node{QueryNode::Kind::kAnd, "", 0, Peek().offset, {}};
     while (true) {
       if (Peek().type == TokenType::kAnd) {
         const Token& op = Take();
-        if (!StartsOperand(Peek().type)) return Error("AND needs a term after it", op.offset);
+        if (!StartsOperand(Peek().type)) return QueryError("AND needs a term after it", op.offset);
       }
       if (!StartsOperand(Peek().type)) break;
       absl::StatusOr<QueryNode> child = ParseUnary(depth);
@@ -150,12 +147,13 @@ class Parser {
 
   absl::StatusOr<QueryNode> ParseUnary(size_t depth) {
     if (depth >= limits_.max_depth) {
-      return Error(StrCat("query nests deeper than ", limits_.max_depth, " levels"), Peek().offset);
+      return QueryError(StrCat("query nests deeper than ", limits_.max_depth, " levels"),
+                        Peek().offset);
     }
     if (Peek().type == TokenType::kNot || Peek().type == TokenType::kMinus) {
       const Token& op = Take();
       if (op.type == TokenType::kNot && !StartsOperand(Peek().type)) {
-        return Error("NOT needs a term after it", op.offset);
+        return QueryError("NOT needs a term after it", op.offset);
       }
       absl::StatusOr<QueryNode> child =
           op.type == TokenType::kNot ? ParseUnary(depth + 1) : ParsePrimary(depth + 1);
@@ -171,11 +169,11 @@ class Parser {
     const Token& t = Take();
     switch (t.type) {
       case TokenType::kOpen: {
-        if (Peek().type == TokenType::kClose) return Error("empty parentheses", t.offset);
+        if (Peek().type == TokenType::kClose) return QueryError("empty parentheses", t.offset);
         open_parens_.push_back(t.offset);
         absl::StatusOr<QueryNode> inner = ParseOr(depth + 1);
         if (!inner.ok()) return inner;
-        if (Peek().type != TokenType::kClose) return Error("unbalanced '('", t.offset);
+        if (Peek().type != TokenType::kClose) return QueryError("unbalanced '('", t.offset);
         open_parens_.pop_back();
         Take();
         return inner;
@@ -185,13 +183,13 @@ class Parser {
       case TokenType::kWord:
         return Word(t);
       default:
-        return Error(StrCat("unexpected '", t.text, "'"), t.offset);
+        return QueryError(StrCat("unexpected '", t.text, "'"), t.offset);
     }
   }
 
   absl::StatusOr<QueryNode> Leaf(QueryNode::Kind kind, std::string_view text, size_t offset) {
     if (++terms_ > limits_.max_terms) {
-      return Error(StrCat("query has more than ", limits_.max_terms, " terms"), offset);
+      return QueryError(StrCat("query has more than ", limits_.max_terms, " terms"), offset);
     }
     return QueryNode{kind, std::string(text), 0, offset, {}};
   }
@@ -207,22 +205,23 @@ class Parser {
     const bool is_operator = name == "from" || name == "lang" || name == "since" ||
                              name == "until" || name == "min_faves";
     if (!is_operator) return Leaf(QueryNode::Kind::kWord, t.text, t.offset);  // "re:", URLs...
-    if (value.empty()) return Error(StrCat(name, ": needs a value"), value_offset);
+    if (value.empty()) return QueryError(StrCat(name, ": needs a value"), value_offset);
     if (name == "from") {
       std::string_view user = value.starts_with('@') ? value.substr(1) : value;
       for (char c : user) {
         if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_') {
-          return Error("from: takes a user name of letters, digits and '_'", value_offset);
+          return QueryError("from: takes a user name of letters, digits and '_'", value_offset);
         }
       }
-      if (user.empty()) return Error("from: needs a user name", value_offset);
+      if (user.empty()) return QueryError("from: needs a user name", value_offset);
       return Leaf(QueryNode::Kind::kFrom, user, t.offset);
     }
     if (name == "lang") {
-      if (value.size() > 8) return Error("lang: takes a language code such as 'en'", value_offset);
+      if (value.size() > 8)
+        return QueryError("lang: takes a language code such as 'en'", value_offset);
       for (char c : value) {
         if (!absl::ascii_isalpha(static_cast<unsigned char>(c)) && c != '-') {
-          return Error("lang: takes a language code such as 'en'", value_offset);
+          return QueryError("lang: takes a language code such as 'en'", value_offset);
         }
       }
       return Leaf(QueryNode::Kind::kLang, value, t.offset);
@@ -233,19 +232,19 @@ class Parser {
       int64_t n = 0;
       for (char c : value) {
         if (!absl::ascii_isdigit(static_cast<unsigned char>(c)) || n > 4'000'000'000) {
-          return Error("min_faves: takes a whole number up to 4000000000", value_offset);
+          return QueryError("min_faves: takes a whole number up to 4000000000", value_offset);
         }
         n = n * 10 + (c - '0');
       }
       if (n > 4'000'000'000) {
-        return Error("min_faves: takes a whole number up to 4000000000", value_offset);
+        return QueryError("min_faves: takes a whole number up to 4000000000", value_offset);
       }
       node->kind = QueryNode::Kind::kMinFaves;
       node->value = n;
       return node;
     }
     std::optional<int64_t> millis = ParseDateMillis(value);
-    if (!millis) return Error(StrCat(name, ": takes a date as YYYY-MM-DD"), value_offset);
+    if (!millis) return QueryError(StrCat(name, ": takes a date as YYYY-MM-DD"), value_offset);
     node->kind = name == "since" ? QueryNode::Kind::kSince : QueryNode::Kind::kUntil;
     node->value = *millis;
     return node;
@@ -300,6 +299,10 @@ std::string ToString(const QueryNode& node) {
       return StrCat("min_faves:", node.value);
   }
   return "?";
+}
+
+absl::Status QueryError(std::string_view what, size_t offset) {
+  return absl::InvalidArgumentError(StrCat(what, " at byte ", offset));
 }
 
 }  // namespace tweetsearch::query

@@ -60,6 +60,9 @@ absl::StatusOr<QueryNode> Parse(std::string_view query, const QueryLimits& limit
 // Debug form, e.g. (AND "a" (OR "b" #c) (NOT "d")). Stable: tests compare it.
 std::string ToString(const QueryNode& node);
 
+// The InvalidArgument status of a rejected query: "<what> at byte <offset>".
+absl::Status QueryError(std::string_view what, size_t offset);
+
 }  // namespace tweetsearch::query
 
 #endif  // TWEETSEARCH_INDEXER_QUERY_PARSER_H_

@@ -15,10 +15,6 @@ PlanNode NothingNode() {
   return node;
 }
 
-absl::Status Error(std::string_view what, size_t offset) {
-  return absl::InvalidArgumentError(StrCat(what, " at byte ", offset));
-}
-
 class Planner {
  public:
   Planner(const analysis::Analyzer& analyzer, Plan* plan) : analyzer_(analyzer), plan_(plan) {}
@@ -38,7 +34,7 @@ class Planner {
       case Kind::kUntil:
       case Kind::kMinFaves:
         if (!top_level_and) {
-          return Error(
+          return QueryError(
               "since:, until: and min_faves: must apply to the whole query, not inside "
               "OR or NOT",
               node.offset);
@@ -50,13 +46,15 @@ class Planner {
         }
         return std::optional<PlanNode>();
       case Kind::kNot:
-        return Error("NOT needs a positive term beside it in an AND (as in 'a -b')", node.offset);
+        return QueryError("NOT needs a positive term beside it in an AND (as in 'a -b')",
+                          node.offset);
       case Kind::kOr: {
         PlanNode out{PlanNode::Kind::kOr, "", true, {}, {}, {}, {}};
         bool saw_nothing = false;  // an alternative that can match nothing was dropped
         for (const QueryNode& child : node.children) {
           if (child.kind == Kind::kNot) {
-            return Error("NOT cannot be an alternative of OR; put it beside an AND", child.offset);
+            return QueryError("NOT cannot be an alternative of OR; put it beside an AND",
+                              child.offset);
           }
           absl::StatusOr<std::optional<PlanNode>> planned = Visit(child, false);
           if (!planned.ok()) return planned.status();
@@ -100,8 +98,8 @@ class Planner {
         }
         if (out.children.empty()) {
           if (!out.excluded.empty()) {
-            return Error("NOT needs a positive term beside it in an AND (as in 'a -b')",
-                         node.offset);
+            return QueryError("NOT needs a positive term beside it in an AND (as in 'a -b')",
+                              node.offset);
           }
           return std::optional<PlanNode>();
         }
@@ -128,7 +126,7 @@ class Planner {
   absl::StatusOr<std::optional<PlanNode>> Text(const QueryNode& node) {
     std::vector<analysis::Token> tokens;
     if (absl::Status s = analyzer_.Analyze(node.text, &tokens); !s.ok()) {
-      return Error(AsStd(s.message()), node.offset);
+      return QueryError(AsStd(s.message()), node.offset);
     }
     if (tokens.empty()) return std::optional<PlanNode>();
     if (tokens.size() == 1) {

@@ -17,7 +17,7 @@
 namespace tweetsearch::aggregator {
 namespace {
 
-constexpr int64_t kNow = 1767225600000;
+constexpr int64_t kDoorNow = 1767225600000;
 constexpr std::string_view kKey = "test-key-search-ingest";
 constexpr std::string_view kSearchOnly = "reader-key-search-only";
 
@@ -54,7 +54,7 @@ class FrontDoorTest : public ::testing::Test {
   }
 
   testing::TempDir dir_;
-  ManualClock clock_{kNow};
+  ManualClock clock_{kDoorNow};
   SyntheticTweetGenerator gen_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<KeyRegistry> keys_;

@@ -12,7 +12,7 @@
 namespace tweetsearch::aggregator {
 namespace {
 
-constexpr int64_t kNow = 1767225600000;  // 2026-01-01
+constexpr int64_t kFeedStart = 1767225600000;  // 2026-01-01
 
 TEST(StreamEventIdTest, IsOneDecimalSequencePerLogJoinedByDashes) {
   const uint64_t one[] = {812};
@@ -85,7 +85,7 @@ class StreamFeedTest : public ::testing::Test {
     t.user_id = 1;
     t.user_name = "ana";
     t.text = match ? "cats again" : "dogs again";
-    t.created_at_ms = kNow + static_cast<int64_t>(id);
+    t.created_at_ms = kFeedStart + static_cast<int64_t>(id);
     t.lang = "en";
     std::vector<NewTweet> batch;
     batch.push_back(std::move(t));
@@ -93,7 +93,7 @@ class StreamFeedTest : public ::testing::Test {
   }
 
   testing::TempDir dir_;
-  ManualClock clock_{kNow};
+  ManualClock clock_{kFeedStart};
   std::vector<std::unique_ptr<Engine>> engines_;
   std::vector<StreamHub*> hubs_;
 };

@@ -9,14 +9,10 @@
 
 #include "indexer/index/sealed_segment.h"
 #include "indexer/query/scoring.h"
+#include "tests/testing/pareto.h"
 
 namespace tweetsearch::index {
 namespace {
-
-uint32_t ParetoLikes(std::mt19937& rng) {
-  const double u = std::uniform_real_distribution<double>(0, 1)(rng);
-  return static_cast<uint32_t>(std::min(std::pow(1.0 - u, -1.0 / 1.1) - 1, 1e6));
-}
 
 bool Beats(const ImpactPoint& q, const ImpactPoint& p) {
   return q.tf >= p.tf && q.length <= p.length && q.likes >= p.likes;
@@ -26,7 +22,7 @@ TEST(ChampionsTest, SkylineKeepsExactlyThePointsNothingBeats) {
   std::mt19937 rng(3);
   std::vector<ImpactPoint> points;
   for (int i = 0; i < 2000; ++i) {
-    points.push_back({ParetoLikes(rng), static_cast<uint16_t>(1 + rng() % 6),
+    points.push_back({testing::ParetoLikes(rng), static_cast<uint16_t>(1 + rng() % 6),
                       static_cast<uint16_t>(1 + rng() % 40)});
   }
   const std::vector<ImpactPoint> sky = Skyline(points);
@@ -55,7 +51,7 @@ List RandomList(std::mt19937& rng, uint32_t num_docs, uint32_t n) {
   List l;
   for (uint32_t d = 0; d < num_docs; ++d) {
     l.lengths.push_back(static_cast<uint16_t>(1 + rng() % 300));  // past the 256 table
-    l.likes.push_back(ParetoLikes(rng));
+    l.likes.push_back(testing::ParetoLikes(rng));
   }
   std::vector<DocId> all(num_docs);
   std::iota(all.begin(), all.end(), 0);
@@ -177,8 +173,9 @@ TEST(ChampionsTest, SealedListsCarryTheirChampionsAndVerify) {
   SealedSegmentBuilder builder;
   const std::vector<uint32_t> zero = {0}, twice = {0, 3};
   for (uint32_t i = 0; i < 6000; ++i) {
-    const uint32_t doc = builder.AddDoc(
-        {TweetId{i + 1}, 0, 1, 0, static_cast<uint16_t>(2 + rng() % 30), ParetoLikes(rng)});
+    const uint32_t doc =
+        builder.AddDoc({TweetId{i + 1}, 0, 1, 0, static_cast<uint16_t>(2 + rng() % 30),
+                        testing::ParetoLikes(rng)});
     builder.AddPosting("common", doc, i % 3 == 0 ? twice : zero);
     if (i % 10 == 0) builder.AddPosting("rare", doc, zero);
   }

@@ -19,6 +19,7 @@
 #include "indexer/query/doc_matcher.h"
 #include "indexer/query/searcher.h"
 #include "tests/testing/corpus.h"
+#include "tests/testing/pareto.h"
 
 namespace tweetsearch::query {
 namespace {
@@ -478,12 +479,6 @@ TEST_P(OracleTest, SearchEqualsBruteForceThroughTheIndexLifecycle) {
 
 INSTANTIATE_TEST_SUITE_P(Seeds, OracleTest, ::testing::Range(1u, 7u));
 
-// Power-law likes: P(likes >= x) ~ x^-1.1, up to a million.
-uint32_t ParetoLikes(std::mt19937_64& rng) {
-  const double u = std::uniform_real_distribution<double>(0, 1)(rng);
-  return static_cast<uint32_t>(std::min(std::pow(1.0 - u, -1.0 / 1.1) - 1, 1e6));
-}
-
 // Adds `docs` to the index and the oracle in batches of `batch`.
 void AddInBatches(index::Index& index, Oracle& oracle, std::span<const index::IndexDoc> docs,
                   size_t batch) {
@@ -505,7 +500,7 @@ TEST(OracleTest, PruningOverLikesBandsOnPowerLawLikes) {
   std::unique_ptr<index::Index> index = *index::Index::Create(options);
   Oracle oracle(index->analyzer());
   Corpus corpus = MakeCorpus(rng, 12000);
-  for (index::IndexDoc& d : corpus.docs) d.likes = ParetoLikes(rng);
+  for (index::IndexDoc& d : corpus.docs) d.likes = testing::ParetoLikes(rng);
   AddInBatches(*index, oracle, corpus.docs, 500);
   ASSERT_TRUE(index->Seal().ok());
   CheckQueries(*index, oracle, rng, 30, "segments");
@@ -527,7 +522,7 @@ TEST(OracleTest, BestMatchOfOneTermByWindowBoundsOnLongRepetitiveTweets) {
   Oracle oracle(index->analyzer());
   Corpus corpus = MakeCorpus(rng, 30000);
   for (index::IndexDoc& d : corpus.docs) {
-    d.likes = ParetoLikes(rng);
+    d.likes = testing::ParetoLikes(rng);
     for (size_t extra = rng() % 50; extra-- > 0;) {  // up to ~60 words
       d.text += " " + kVocabulary[rng() % kVocabulary.size()];
     }
@@ -563,7 +558,7 @@ TEST(OracleTest, BestMatchOverChampionsEqualsBruteForce) {
   Oracle oracle(index->analyzer());
   Corpus corpus = MakeCorpus(rng, 36000);
   for (index::IndexDoc& d : corpus.docs) {
-    d.likes = ParetoLikes(rng);
+    d.likes = testing::ParetoLikes(rng);
     const std::string& word = kVocabulary[rng() % 6];
     for (size_t repeats = rng() % 5 == 0 ? rng() % 4 : 0; repeats-- > 0;) d.text += " " + word;
   }
@@ -604,7 +599,7 @@ TEST(OracleTest, SparseAndsEqualBruteForce) {
   Oracle oracle(index->analyzer());
   Corpus corpus = MakeCorpus(rng, 24000);
   for (index::IndexDoc& d : corpus.docs) {
-    d.likes = ParetoLikes(rng);
+    d.likes = testing::ParetoLikes(rng);
     if (rng() % 120 == 0) d.text += " zulu";
     if (rng() % 90 == 0 || (d.text.ends_with("zulu") && rng() % 3 == 0)) d.text += " yankee";
     if (rng() % 4 == 0) d.text += " xray";
@@ -642,7 +637,7 @@ Corpus IndexPowerLawTweets(std::mt19937_64& rng, uint32_t tweets, uint32_t segme
   *oracle = std::make_unique<Oracle>((*index)->analyzer());
   Corpus corpus = MakeCorpus(rng, tweets);
   for (index::IndexDoc& d : corpus.docs) {
-    d.likes = ParetoLikes(rng);
+    d.likes = testing::ParetoLikes(rng);
     extend(d);
   }
   AddInBatches(**index, **oracle, corpus.docs, 5000);
@@ -741,7 +736,7 @@ void IndexCommonWords(std::mt19937_64& rng, bool sparse_word, const Pick& pick,
   *oracle = std::make_unique<Oracle>((*index)->analyzer());
   Corpus corpus = MakeCorpus(rng, 60000);
   for (index::IndexDoc& d : corpus.docs) {
-    d.likes = ParetoLikes(rng);
+    d.likes = testing::ParetoLikes(rng);
     for (const auto& [word, share] : {std::pair{"zulu", 3}, {"yankee", 5}, {"xray", 10}}) {
       if (rng() % share != 0) continue;
       d.text += std::string(" ") + word;
@@ -1043,7 +1038,7 @@ TEST(OracleTest, BestMatchOfThreeCommonWordsInShortTweetsEqualsBruteForce) {
   Corpus corpus = MakeCorpus(rng, 60000);
   const std::array<std::string, 3> words = {"zulu", "yankee", "xray"};
   for (index::IndexDoc& d : corpus.docs) {
-    d.likes = ParetoLikes(rng);
+    d.likes = testing::ParetoLikes(rng);
     if (rng() % 3 != 0) {
       if (rng() % 4 == 0) d.text += " " + words[rng() % 3];
       continue;

@@ -10,14 +10,10 @@
 #include "indexer/index/packed_docs.h"
 #include "indexer/index/sealed_segment.h"
 #include "indexer/query/scoring.h"
+#include "tests/testing/pareto.h"
 
 namespace tweetsearch::index {
 namespace {
-
-uint32_t ParetoLikes(std::mt19937& rng) {
-  const double u = std::uniform_real_distribution<double>(0, 1)(rng);
-  return static_cast<uint32_t>(std::min(std::pow(1.0 - u, -1.0 / 1.1) - 1, 1e6));
-}
 
 bool Beats(const PairPoint& q, const PairPoint& p) {
   return q.tf_first >= p.tf_first && q.tf_second >= p.tf_second && q.length <= p.length &&
@@ -28,7 +24,7 @@ TEST(PairChampionsTest, SkylineKeepsExactlyThePointsNothingBeats) {
   std::mt19937 rng(3);
   std::vector<PairPoint> points;
   for (int i = 0; i < 3000; ++i) {
-    points.push_back({ParetoLikes(rng), static_cast<uint16_t>(1 + rng() % 4),
+    points.push_back({testing::ParetoLikes(rng), static_cast<uint16_t>(1 + rng() % 4),
                       static_cast<uint16_t>(1 + rng() % 4), static_cast<uint16_t>(1 + rng() % 40)});
   }
   const std::vector<PairPoint> sky = PairSkyline(points);
@@ -72,7 +68,7 @@ TEST(PairChampionsTest, TheRestsSkylineBoundsEveryOtherMatchUnderAnyWeights) {
   std::vector<std::array<uint32_t, 4>> tfs;
   for (uint32_t i = 0; i < kDocs; ++i) {
     lengths.push_back(static_cast<uint16_t>(1 + rng() % 300));
-    likes.push_back(ParetoLikes(rng));
+    likes.push_back(testing::ParetoLikes(rng));
     const DocId doc = builder.AddDoc({TweetId{kDocs - i}, 0, 1, 0, lengths.back(), likes.back()});
     std::array<uint32_t, 4>& tf = tfs.emplace_back();
     for (size_t w = 0; w < words.size(); ++w) {

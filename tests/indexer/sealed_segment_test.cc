@@ -16,6 +16,7 @@
 #include "indexer/index/merged_docs.h"
 #include "indexer/index/section_file.h"
 #include "tests/testing/corpus.h"
+#include "tests/testing/pareto.h"
 
 namespace tweetsearch::index {
 namespace {
@@ -45,11 +46,6 @@ std::vector<TweetId> Ids(const Segment& segment, std::string_view term) {
 }
 
 // Likes as the generator draws them: P(likes >= x) ~ x^-1.1, up to 2,000,000.
-uint32_t ParetoLikes(std::mt19937& rng) {
-  const double u = std::uniform_real_distribution<double>(0, 1)(rng);
-  return static_cast<uint32_t>(std::min(std::pow(1.0 - u, -1.0 / 1.1) - 1, 2e6));
-}
-
 TEST(SealedSegmentTest, DocsAreNewestFirstAndListsDecode) {
   auto segment = BuildSample(1000);
   ASSERT_EQ(segment->num_docs(), 1000u);
@@ -89,7 +85,7 @@ TEST(SealedSegmentTest, LikesTiersHoldEveryTweetAboveTheirThresholds) {
   SealedSegmentBuilder builder;
   constexpr uint32_t kDocs = 20000;
   for (uint32_t i = 0; i < kDocs; ++i) {
-    builder.AddDoc({TweetId{i + 1}, 0, 1, 0, 5, ParetoLikes(rng)});
+    builder.AddDoc({TweetId{i + 1}, 0, 1, 0, 5, testing::ParetoLikes(rng, 2e6)});
   }
   auto segment = builder.Build();
   const Columns& c = segment->columns();
@@ -140,7 +136,7 @@ TEST(SealedSegmentTest, BlockBoundsHoldEveryPostingsLikesBandLengthAndFrequency)
   SealedSegmentBuilder builder;
   constexpr uint32_t kDocs = 30000;
   for (uint32_t i = 0; i < kDocs; ++i) {
-    const uint32_t likes = ParetoLikes(rng);
+    const uint32_t likes = testing::ParetoLikes(rng, 2e6);
     const auto length = static_cast<uint16_t>(1 + rng() % 70);
     const uint32_t doc = builder.AddDoc({TweetId{i + 1}, 0, 1, 0, length, likes});
     const uint32_t positions[] = {0, 3, 7, 9, 12, 20};
